@@ -1,0 +1,1 @@
+//! The compressed node cache simulator (issue #4).

@@ -1,0 +1,273 @@
+//! Types shared between the kernel-side eBPF programs (tracer-ebpf), the simulator and
+//! userspace. Everything here is `#[repr(C)]`, plain old data and `no_std`, so the very same
+//! bytes travel through a BPF ring buffer, a recording file or a simulator channel.
+#![no_std]
+
+/// Length of a task's comm, as in the kernel's `TASK_COMM_LEN`.
+pub const COMM_LEN: usize = 16;
+
+/// What happened. The numeric values are part of the recording format: never reuse one.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// A node block read submitted to the block layer (FS_NODE_READ_IO). `nid`, `flags`.
+    NodeRead = 1,
+    /// A node block write submitted to the block layer. `nid`.
+    NodeWrite = 2,
+    /// A checkpoint phase. `reason` = CP reason flags, `queue` = phase (see `CP_PHASE_*`).
+    Checkpoint = 3,
+    /// A raw entry converted to a compressed one. `nid`, `len` = payload, `queue` = slot.
+    Convert = 4,
+    /// Compression result not retained (over threshold or over 1024 bytes). `nid`, `len`.
+    ConvertReject = 5,
+    /// An access raced the conversion: the new compressed object was discarded. `nid`.
+    ConvertAbort = 6,
+    /// A compressed entry restored to raw. `nid`, `len`, `queue` = slot, `latency_ns`.
+    Restore = 7,
+    /// Restore validation failed; the copy was dropped and disk read. `reason` = RESTORE_FAIL_*.
+    RestoreFail = 8,
+    /// Raw buffer allocation failed during restore; the compressed copy was kept. `nid`.
+    RestoreNomem = 9,
+    /// An entry reclaimed by the shrinker. `queue` = which queue it came from.
+    Reclaim = 10,
+    /// REFERENCED entry moved to its queue's tail instead of being converted or reclaimed.
+    /// `queue`, `reason` = SECOND_CHANCE_BY_*.
+    SecondChance = 11,
+    /// Events lost before userspace saw them. `len` = how many.
+    Lost = 12,
+    /// The self-test event `nodescope probe` uses to prove the ring buffer works.
+    Hello = 13,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 13] = [
+        EventKind::NodeRead,
+        EventKind::NodeWrite,
+        EventKind::Checkpoint,
+        EventKind::Convert,
+        EventKind::ConvertReject,
+        EventKind::ConvertAbort,
+        EventKind::Restore,
+        EventKind::RestoreFail,
+        EventKind::RestoreNomem,
+        EventKind::Reclaim,
+        EventKind::SecondChance,
+        EventKind::Lost,
+        EventKind::Hello,
+    ];
+
+    pub fn from_u8(value: u8) -> Option<EventKind> {
+        EventKind::ALL.iter().copied().find(|k| *k as u8 == value)
+    }
+
+    /// Stable snake_case name, used in JSON and probe manifests.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EventKind::NodeRead => "node_read",
+            EventKind::NodeWrite => "node_write",
+            EventKind::Checkpoint => "checkpoint",
+            EventKind::Convert => "convert",
+            EventKind::ConvertReject => "convert_reject",
+            EventKind::ConvertAbort => "convert_abort",
+            EventKind::Restore => "restore",
+            EventKind::RestoreFail => "restore_fail",
+            EventKind::RestoreNomem => "restore_nomem",
+            EventKind::Reclaim => "reclaim",
+            EventKind::SecondChance => "second_chance",
+            EventKind::Lost => "lost",
+            EventKind::Hello => "hello",
+        }
+    }
+}
+
+/// `Event::flags`: the read was readahead (REQ_RAHEAD), not demand.
+pub const FLAG_READAHEAD: u8 = 1 << 0;
+/// `Event::flags`: the read was synchronous (REQ_SYNC).
+pub const FLAG_SYNC: u8 = 1 << 1;
+
+/// `Event::queue` values: which node-cache queue an entry sits on.
+pub const QUEUE_RAW: u8 = 0;
+pub const QUEUE_256: u8 = 1;
+pub const QUEUE_512: u8 = 2;
+pub const QUEUE_1024: u8 = 3;
+pub const QUEUE_COUNT: usize = 4;
+/// Slot size in bytes of each compressed queue (index = queue value).
+pub const QUEUE_SLOT_BYTES: [u32; QUEUE_COUNT] = [4096, 256, 512, 1024];
+
+/// `Event::reason` for `RestoreFail`: which validation step failed, in the RFC's order.
+pub const RESTORE_FAIL_SLOT_SIZE: u8 = 1;
+pub const RESTORE_FAIL_PAYLOAD_LEN: u8 = 2;
+pub const RESTORE_FAIL_LZ4_LEN: u8 = 3;
+pub const RESTORE_FAIL_CRC: u8 = 4;
+pub const RESTORE_FAIL_FOOTER: u8 = 5;
+pub const RESTORE_FAIL_INODE_CHECKSUM: u8 = 6;
+pub const RESTORE_FAIL_NODE_TYPE: u8 = 7;
+pub const RESTORE_FAIL_REASONS: [(u8, &str); 7] = [
+    (RESTORE_FAIL_SLOT_SIZE, "slot_size"),
+    (RESTORE_FAIL_PAYLOAD_LEN, "payload_len"),
+    (RESTORE_FAIL_LZ4_LEN, "lz4_len"),
+    (RESTORE_FAIL_CRC, "crc"),
+    (RESTORE_FAIL_FOOTER, "footer"),
+    (RESTORE_FAIL_INODE_CHECKSUM, "inode_checksum"),
+    (RESTORE_FAIL_NODE_TYPE, "node_type"),
+];
+
+/// `Event::reason` for `SecondChance`: which path gave it.
+pub const SECOND_CHANCE_BY_WORKER: u8 = 1;
+pub const SECOND_CHANCE_BY_SHRINKER: u8 = 2;
+pub const SECOND_CHANCE_BY_RACE: u8 = 3;
+
+/// `Event::queue` for `Checkpoint`: the phase, as newer kernels number it. 6.1 kernels carry a
+/// message string instead; the tracer maps it to the same numbers.
+pub const CP_PHASE_START_BLOCK_OPS: u8 = 0;
+pub const CP_PHASE_FINISH_BLOCK_OPS: u8 = 1;
+pub const CP_PHASE_FINISH_CHECKPOINT: u8 = 2;
+
+/// One node-cache event. 64 bytes, the same layout in the kernel, the simulator, recordings.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Monotonic time (CLOCK_MONOTONIC, or the simulator's virtual clock), nanoseconds.
+    pub ts_ns: u64,
+    /// Time spent in the probed function when an entry and a return probe pair up.
+    pub latency_ns: u64,
+    /// Kernel device number as F2FS tracepoints print it (major << 20 | minor).
+    pub dev: u32,
+    /// Thread id and process id (kernel pid and tgid) of the task current at the event.
+    pub pid: u32,
+    pub tgid: u32,
+    pub uid: u32,
+    /// Node id.
+    pub nid: u32,
+    /// Byte length: compressed payload for conversions and restores, count for `Lost`.
+    pub len: u32,
+    pub kind: u8,
+    pub flags: u8,
+    pub queue: u8,
+    pub reason: u8,
+    pub _pad: [u8; 4],
+    pub comm: [u8; COMM_LEN],
+}
+
+impl Event {
+    pub const ZERO: Event = Event {
+        ts_ns: 0,
+        latency_ns: 0,
+        dev: 0,
+        pid: 0,
+        tgid: 0,
+        uid: 0,
+        nid: 0,
+        len: 0,
+        kind: 0,
+        flags: 0,
+        queue: 0,
+        reason: 0,
+        _pad: [0; 4],
+        comm: [0; COMM_LEN],
+    };
+
+    pub fn kind(&self) -> Option<EventKind> {
+        EventKind::from_u8(self.kind)
+    }
+
+    pub fn is_readahead(&self) -> bool {
+        self.flags & FLAG_READAHEAD != 0
+    }
+
+    /// The comm up to its first NUL.
+    pub fn comm_bytes(&self) -> &[u8] {
+        let end = self.comm.iter().position(|b| *b == 0).unwrap_or(COMM_LEN);
+        &self.comm[..end]
+    }
+}
+
+/// Key of the in-kernel per-process counters (`NODE_COUNTS` map).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct TaskKey {
+    pub dev: u32,
+    pub tgid: u32,
+    pub uid: u32,
+    pub _pad: u32,
+}
+
+/// Value of the in-kernel per-process counters: counting in the kernel is exact even when the
+/// ring buffer overflows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TaskCounts {
+    pub node_reads_demand: u64,
+    pub node_reads_readahead: u64,
+    pub node_writes: u64,
+    pub checkpoints: u64,
+    /// The last comm seen for this tgid (the thread that submitted the last I/O).
+    pub comm: [u8; COMM_LEN],
+}
+
+/// Tracepoint field offsets, read from the format files at run time and handed to the programs
+/// through the `TP_LAYOUT` array map (index = `TP_*`). An offset of `FIELD_ABSENT` means the
+/// field does not exist in this kernel's variant.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TracepointLayout {
+    pub dev: u16,
+    pub ino: u16,
+    pub index: u16,
+    pub op: u16,
+    pub op_flags: u16,
+    pub type_: u16,
+    pub reason: u16,
+    pub phase: u16,
+    /// Offset of the __data_loc word of a `msg` string field (6.1's checkpoint).
+    pub msg_loc: u16,
+    /// Bit number of REQ_RAHEAD in op_flags for this kernel.
+    pub rahead_bit: u16,
+    pub sync_bit: u16,
+    pub _pad: u16,
+}
+
+pub const FIELD_ABSENT: u16 = u16::MAX;
+
+pub const TP_SUBMIT_PAGE_BIO: u32 = 0;
+pub const TP_SUBMIT_READ_BIO: u32 = 1;
+pub const TP_SUBMIT_PAGE_WRITE: u32 = 2;
+pub const TP_WRITE_CHECKPOINT: u32 = 3;
+pub const TP_COUNT: u32 = 4;
+
+/// Index into the `CONFIG` array map.
+pub const CONFIG_TARGET_TGID: u32 = 0;
+pub const CONFIG_COUNT: u32 = 4;
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are #[repr(C)], Copy, contain only integers and byte arrays, and
+    // have explicit padding fields, so every bit pattern is a valid value.
+    unsafe impl aya::Pod for super::Event {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::TaskKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::TaskCounts {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::TracepointLayout {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_is_64_bytes_without_implicit_padding() {
+        assert_eq!(core::mem::size_of::<Event>(), 64);
+        assert_eq!(core::mem::align_of::<Event>(), 8);
+    }
+
+    #[test]
+    fn kinds_round_trip_through_u8() {
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::from_u8(kind as u8), Some(kind));
+        }
+        assert_eq!(EventKind::from_u8(0), None);
+        assert_eq!(EventKind::from_u8(200), None);
+    }
+}

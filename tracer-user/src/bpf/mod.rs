@@ -1,0 +1,106 @@
+//! Loading nodescope's eBPF object and reading what it sends.
+pub mod selftest;
+
+use std::os::fd::AsRawFd as _;
+
+use anyhow::{Context as _, Result};
+use aya::{maps::RingBuf, Ebpf, EbpfLoader};
+use tokio::io::unix::AsyncFd;
+use tracer_common::Event;
+
+/// The object tracer-user's build.rs built from tracer-ebpf.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
+
+/// Older kernels account BPF memory against RLIMIT_MEMLOCK; newer ones use memcg and ignore it.
+fn raise_memlock_rlimit() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads a valid, initialised struct; failure is reported, not fatal.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+    if rc != 0 {
+        log::debug!(
+            "could not raise RLIMIT_MEMLOCK: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Load the object with a ring buffer of `ring_bytes` (a power of two multiple of the page size).
+pub fn load(ring_bytes: u32) -> Result<Ebpf> {
+    raise_memlock_rlimit();
+    EbpfLoader::new()
+        .map_max_entries("EVENTS", ring_bytes)
+        .load(OBJECT)
+        .context("loading the eBPF object into the kernel")
+}
+
+pub type KernelLogger = aya_log::EbpfLogger<&'static dyn log::Log>;
+
+/// The reader of kernel-side aya-log messages; `flush()` forwards them to our `log` logger.
+/// Programs without log statements have no log map; that is not an error.
+pub fn init_logger(ebpf: &mut Ebpf) -> Option<KernelLogger> {
+    aya_log::EbpfLogger::init(ebpf)
+        .map_err(|err| log::debug!("no eBPF logger: {err}"))
+        .ok()
+}
+
+/// Reads events from the EVENTS ring buffer as they arrive.
+pub struct EventReader {
+    ring: AsyncFd<RingBuf<aya::maps::MapData>>,
+}
+
+impl EventReader {
+    pub fn new(ebpf: &mut Ebpf) -> Result<EventReader> {
+        let map = ebpf
+            .take_map("EVENTS")
+            .context("EVENTS map missing from object")?;
+        let ring = RingBuf::try_from(map).context("EVENTS is not a ring buffer")?;
+        log::debug!("ring buffer fd {}", ring.as_raw_fd());
+        // SAFETY: RingBuf owns the map fd, keeps it open until dropped and always returns the
+        // same fd from as_raw_fd.
+        let ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
+            .map_err(|err| err.into_parts().1)
+            .context("registering the ring buffer with tokio")?;
+        Ok(EventReader { ring })
+    }
+
+    /// Wait until events are available, then hand each to `sink`. Returns how many.
+    pub async fn read_batch(&mut self, mut sink: impl FnMut(Event)) -> Result<usize> {
+        let mut guard = self
+            .ring
+            .readable_mut()
+            .await
+            .context("polling ring buffer")?;
+        let ring = guard.get_inner_mut();
+        let mut count = 0;
+        while let Some(item) = ring.next() {
+            if let Some(event) = decode(&item) {
+                sink(event);
+                count += 1;
+            }
+        }
+        guard.clear_ready();
+        Ok(count)
+    }
+}
+
+/// Copy an event out of a ring-buffer record; records of the wrong size are skipped.
+pub fn decode(bytes: &[u8]) -> Option<Event> {
+    if bytes.len() < std::mem::size_of::<Event>() {
+        return None;
+    }
+    // SAFETY: the slice holds at least size_of::<Event>() bytes, Event is plain old data valid
+    // for any bit pattern, and read_unaligned copes with any alignment.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Event>()) })
+}
+
+/// Events the kernel side could not put in the ring buffer.
+pub fn dropped(ebpf: &Ebpf) -> Result<u64> {
+    let map = ebpf.map("DROPS").context("DROPS map missing")?;
+    let drops: aya::maps::PerCpuArray<_, u64> =
+        aya::maps::PerCpuArray::try_from(map).context("DROPS type")?;
+    let per_cpu = drops.get(&0, 0).context("reading DROPS")?;
+    Ok(per_cpu.iter().sum())
+}

@@ -1,0 +1,4 @@
+//! One module per subcommand. Each parses its own arguments and wires a source to views.
+pub mod coming;
+pub mod probe;
+pub mod top;

@@ -1,0 +1,225 @@
+//! `nodescope probe`: what this kernel and this process can do, as a table or JSON.
+use std::{fmt::Write as _, path::Path};
+
+use anyhow::{Context as _, Result};
+use clap::Args;
+use serde::Serialize;
+
+use crate::{
+    bpf::selftest::{self, SelfTest},
+    system::{self, F2fsDevice, Privileges},
+};
+
+#[derive(Args)]
+pub struct ProbeArgs {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProbeReport {
+    pub kernel: String,
+    pub privileges: Privileges,
+    /// A program was loaded, attached, and its event came back through a ring buffer.
+    pub bpf: bool,
+    pub bpf_selftest: Option<SelfTest>,
+    pub btf: bool,
+    pub tracefs: Option<String>,
+    pub tracefs_mounted_by_us: bool,
+    pub kprobes: bool,
+    pub uprobes: bool,
+    pub f2fs: bool,
+    pub f2fs_tracepoints: Vec<String>,
+    pub f2fs_devices: Vec<F2fsDevice>,
+    /// What is missing, in words, with what it prevents.
+    pub missing: Vec<String>,
+}
+
+pub fn run(args: ProbeArgs) -> Result<()> {
+    let report = collect()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render_table(&report));
+    }
+    Ok(())
+}
+
+pub fn collect() -> Result<ProbeReport> {
+    let privileges = Privileges::current()?;
+    let mut missing = Vec::new();
+    let (tracefs, mounted) = locate_tracefs(&privileges, &mut missing);
+    let (bpf, bpf_selftest) = bpf_selftest(&privileges, &mut missing)?;
+    let report = ProbeReport {
+        kernel: system::kernel_release(),
+        privileges,
+        bpf,
+        bpf_selftest,
+        btf: system::has_btf(),
+        tracefs: tracefs.as_ref().map(|p| p.display().to_string()),
+        tracefs_mounted_by_us: mounted,
+        kprobes: system::has_kprobes(),
+        uprobes: system::has_uprobes(),
+        f2fs: system::has_f2fs(),
+        f2fs_tracepoints: system::f2fs_tracepoints(tracefs.as_deref()),
+        f2fs_devices: system::f2fs_devices(Path::new("/sys/fs/f2fs")),
+        missing,
+    };
+    Ok(with_feature_gaps(report))
+}
+
+fn locate_tracefs(
+    privileges: &Privileges,
+    missing: &mut Vec<String>,
+) -> (Option<std::path::PathBuf>, bool) {
+    if let Some(path) = system::tracefs() {
+        return (Some(path), false);
+    }
+    if !privileges.root {
+        missing.push("tracefs is not mounted and only root may mount it".into());
+        return (None, false);
+    }
+    match system::ensure_tracefs() {
+        Ok((path, mounted)) => (Some(path), mounted),
+        Err(err) => {
+            missing.push(format!("tracefs: {err:#}"));
+            (None, false)
+        }
+    }
+}
+
+fn bpf_selftest(
+    privileges: &Privileges,
+    missing: &mut Vec<String>,
+) -> Result<(bool, Option<SelfTest>)> {
+    if !privileges.may_trace() {
+        missing.push("BPF: loading tracing programs needs root, or CAP_BPF and CAP_PERFMON".into());
+        return Ok((false, None));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    match runtime.block_on(selftest::run()) {
+        Ok(result) => Ok((true, Some(result))),
+        Err(err) => {
+            missing.push(format!("BPF self-test failed: {err:#}"));
+            Ok((false, None))
+        }
+    }
+}
+
+fn with_feature_gaps(mut report: ProbeReport) -> ProbeReport {
+    let gaps = [
+        (report.btf, "BTF (/sys/kernel/btf/vmlinux): optional; nodescope reads tracepoint formats instead"),
+        (report.kprobes, "kprobes (CONFIG_KPROBES): no probes on the patch's kernel functions; uprobes on the simulator still work"),
+        (report.uprobes, "uprobes (CONFIG_UPROBES): the simulator cannot be observed through eBPF"),
+        (report.f2fs, "F2FS: this kernel has no F2FS; use the simulator (`nodescope sim`, `nodescope top --source sim`)"),
+    ];
+    for (present, what) in gaps {
+        if !present {
+            report.missing.push(what.to_string());
+        }
+    }
+    if report.f2fs && report.f2fs_tracepoints.is_empty() {
+        report
+            .missing
+            .push("F2FS tracepoints: none of the known variants exist".into());
+    }
+    if report
+        .f2fs_devices
+        .iter()
+        .any(|d| !d.node_compress_threshold)
+    {
+        report
+            .missing
+            .push("node_compress_threshold on a mounted F2FS: the RFC patch is not applied".into());
+    }
+    report
+}
+
+fn yes_no(value: bool) -> &'static str {
+    if value {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+pub fn render_table(report: &ProbeReport) -> String {
+    let mut out = String::new();
+    let p = &report.privileges;
+    let rows = [
+        ("kernel", report.kernel.clone()),
+        (
+            "privileges",
+            format!(
+                "root={} CAP_BPF={} CAP_PERFMON={} CAP_SYS_ADMIN={}",
+                yes_no(p.root),
+                yes_no(p.cap_bpf),
+                yes_no(p.cap_perfmon),
+                yes_no(p.cap_sys_admin)
+            ),
+        ),
+        ("bpf", bpf_cell(report)),
+        ("btf", yes_no(report.btf).into()),
+        ("tracefs", tracefs_cell(report)),
+        ("kprobes", yes_no(report.kprobes).into()),
+        ("uprobes", yes_no(report.uprobes).into()),
+        ("f2fs", yes_no(report.f2fs).into()),
+        ("f2fs tracepoints", list_or_none(&report.f2fs_tracepoints)),
+        ("f2fs devices", devices_cell(&report.f2fs_devices)),
+    ];
+    for (name, value) in rows {
+        let _ = writeln!(out, "{name:<18} {value}");
+    }
+    if !report.missing.is_empty() {
+        let _ = writeln!(out, "\nmissing:");
+        for line in &report.missing {
+            let _ = writeln!(out, "  - {line}");
+        }
+    }
+    out
+}
+
+fn bpf_cell(report: &ProbeReport) -> String {
+    match &report.bpf_selftest {
+        Some(t) => format!(
+            "yes ({} -> 1 event via ring buffer from pid {} '{}' in {} us)",
+            t.attached, t.pid, t.comm, t.micros
+        ),
+        None => "no".into(),
+    }
+}
+
+fn tracefs_cell(report: &ProbeReport) -> String {
+    match &report.tracefs {
+        Some(path) if report.tracefs_mounted_by_us => format!("{path} (mounted by nodescope)"),
+        Some(path) => path.clone(),
+        None => "no".into(),
+    }
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn devices_cell(devices: &[F2fsDevice]) -> String {
+    let described: Vec<String> = devices
+        .iter()
+        .map(|d| {
+            format!(
+                "{} (node_compress_threshold {}, node_compress_interval {})",
+                d.name,
+                yes_no(d.node_compress_threshold),
+                yes_no(d.node_compress_interval)
+            )
+        })
+        .collect();
+    list_or_none(&described)
+}

@@ -1,0 +1,50 @@
+//! nodescope: see, and tune, F2FS compressed node caching.
+//!
+//! Data flows one way: a source (bpf | sim | replay) produces `tracer_common::Event`s, the
+//! model aggregates them, views show the model, the controller reads the model and writes
+//! knobs. See docs/ARCHITECTURE.md.
+mod bpf;
+mod cmd;
+mod system;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "nodescope", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// What this kernel and this process can do: BPF, BTF, tracefs, kprobes, uprobes, F2FS.
+    Probe(cmd::probe::ProbeArgs),
+    /// Live terminal view of the node cache.
+    Top(cmd::top::TopArgs),
+    /// Stream node-cache activity as JSON lines (coming: issue #3).
+    Stream(cmd::coming::ComingArgs),
+    /// Record events to a file (coming: issue #8).
+    Record(cmd::coming::ComingArgs),
+    /// Summarise a recording (coming: issue #8).
+    Report(cmd::coming::ComingArgs),
+    /// Tune node_compress_threshold and node_compress_interval (coming: issue #7).
+    Tune(cmd::coming::ComingArgs),
+    /// Run the compressed node cache simulator (coming: issue #4).
+    Sim(cmd::coming::ComingArgs),
+}
+
+fn main() -> Result<()> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Probe(args) => cmd::probe::run(args),
+        Command::Top(args) => cmd::top::run(args),
+        Command::Stream(_) => cmd::coming::run("stream", 3),
+        Command::Record(_) => cmd::coming::run("record", 8),
+        Command::Report(_) => cmd::coming::run("report", 8),
+        Command::Tune(_) => cmd::coming::run("tune", 7),
+        Command::Sim(_) => cmd::coming::run("sim", 4),
+    }
+}

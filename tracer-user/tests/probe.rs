@@ -1,0 +1,124 @@
+//! `nodescope probe` against the running kernel: a real program, a real ring buffer.
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn json_of(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "probe failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("probe --json prints one JSON object")
+}
+
+#[test]
+fn probe_loads_a_program_and_receives_its_event_through_the_ring_buffer() {
+    if !is_root() {
+        eprintln!("SKIPPED probe_loads_a_program...: needs root to load eBPF programs");
+        return;
+    }
+    let child = Command::new(NODESCOPE)
+        .args(["probe", "--json"])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start nodescope");
+    let pid = child.id();
+    let output = child.wait_with_output().expect("wait for nodescope");
+    let report = json_of(&output);
+
+    assert_eq!(report["bpf"], true, "{report:#}");
+    let selftest = &report["bpf_selftest"];
+    assert_eq!(selftest["events"], 1);
+    assert_eq!(
+        selftest["pid"], pid,
+        "the event must come from the probing process"
+    );
+    assert_eq!(selftest["comm"], "nodescope");
+    assert_eq!(selftest["drops"], 0);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("hello from tgid {pid}")),
+        "the kernel-side aya-log line must reach our log; stderr was:\n{stderr}"
+    );
+}
+
+#[test]
+fn probe_reports_kernel_features_as_the_kernel_exposes_them() {
+    let report = json_of(
+        &Command::new(NODESCOPE)
+            .args(["probe", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let exists = |path: &str| std::path::Path::new(path).exists();
+    assert_eq!(
+        report["uprobes"],
+        exists("/sys/bus/event_source/devices/uprobe")
+    );
+    assert_eq!(
+        report["kprobes"],
+        exists("/sys/bus/event_source/devices/kprobe")
+    );
+    assert_eq!(report["btf"], exists("/sys/kernel/btf/vmlinux"));
+    let has_f2fs = std::fs::read_to_string("/proc/filesystems")
+        .unwrap()
+        .contains("f2fs");
+    assert_eq!(report["f2fs"], has_f2fs || exists("/sys/fs/f2fs"));
+    assert!(report["f2fs_tracepoints"].is_array());
+    if report["f2fs"] == false {
+        assert_eq!(report["f2fs_tracepoints"].as_array().unwrap().len(), 0);
+        let missing = report["missing"].to_string();
+        assert!(
+            missing.contains("F2FS"),
+            "missing must name F2FS: {missing}"
+        );
+    }
+}
+
+#[test]
+fn probe_without_privileges_still_reports_and_says_what_is_missing() {
+    let mut command = if is_root() {
+        // Drop every capability and become nobody, as an unprivileged user would run it.
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ]);
+        c.args(["--bounding-set=-all", NODESCOPE]);
+        c
+    } else {
+        Command::new(NODESCOPE)
+    };
+    let report = json_of(
+        &command
+            .args(["probe", "--json"])
+            .output()
+            .expect("run probe"),
+    );
+    assert_eq!(report["bpf"], false);
+    assert_eq!(report["privileges"]["root"], false);
+    assert_eq!(report["privileges"]["cap_bpf"], false);
+    let missing = report["missing"].to_string();
+    assert!(missing.contains("CAP_BPF and CAP_PERFMON"), "{missing}");
+}
+
+#[test]
+fn unbuilt_subcommands_fail_with_a_clear_message() {
+    let output = Command::new(NODESCOPE).args(["record"]).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not built yet"), "{stderr}");
+}

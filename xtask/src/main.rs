@@ -1,0 +1,38 @@
+//! `cargo xtask <task>`: everything around the code (install, test, VM tests, benchmarks).
+mod setup;
+mod test;
+mod util;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what the project needs (apt packages, bpf-linker) when missing. Idempotent.
+    Setup,
+    /// Setup, then every check CI runs: fmt, clippy, all tests (eBPF tests need root).
+    Test,
+    /// Setup, build, then `nodescope top` (extra arguments go to nodescope).
+    Top {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().task {
+        Task::Setup => setup::run(),
+        Task::Test => test::run(),
+        Task::Top { args } => {
+            setup::run()?;
+            util::run_nodescope("top", &args)
+        }
+    }
+}

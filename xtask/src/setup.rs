@@ -1,0 +1,100 @@
+//! `cargo xtask setup`: install what is missing, say what, and do nothing when all is there.
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::util::{self, output};
+
+/// Debian packages the project needs, and why.
+const APT_PACKAGES: [(&str, &str); 13] = [
+    ("rustc-web", "rustc 1.96 on LLVM 22 for the eBPF build"),
+    ("cargo-web", "cargo for the eBPF build"),
+    (
+        "libstd-rust-web-dev-bpf",
+        "prebuilt core for bpfel-unknown-none",
+    ),
+    ("llvm-22-dev", "bpf-linker links against LLVM 22"),
+    ("clang-22", "LLVM 22 toolchain for bpf-linker"),
+    ("bpftool", "inspecting programs and maps"),
+    ("qemu-system-x86", "VM tests on Debian kernels with F2FS"),
+    ("busybox-static", "the VM tests' initramfs"),
+    (
+        "f2fs-tools",
+        "mkfs.f2fs and sload.f2fs for real F2FS images",
+    ),
+    ("xz-utils", "unpacking kernel modules"),
+    ("tmux", "driving the terminal UI in tests"),
+    (
+        "liblz4-dev",
+        "the C LZ4 library the benchmarks compare against",
+    ),
+    ("util-linux", "setpriv for the unprivileged probe test"),
+];
+
+pub fn run() -> Result<()> {
+    let missing = missing_packages();
+    if !missing.is_empty() {
+        install_packages(&missing)?;
+    }
+    ensure_bpf_linker()?;
+    Ok(())
+}
+
+fn missing_packages() -> Vec<&'static str> {
+    APT_PACKAGES
+        .iter()
+        .filter(|(name, _)| !is_installed(name))
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+fn is_installed(package: &str) -> bool {
+    output("dpkg-query", &["-W", "-f=${Status}", package])
+        .is_some_and(|status| status.contains("install ok installed"))
+}
+
+fn install_packages(missing: &[&str]) -> Result<()> {
+    for (name, why) in APT_PACKAGES.iter().filter(|(n, _)| missing.contains(n)) {
+        eprintln!("setup: installing {name} ({why})");
+    }
+    if !util::is_root() {
+        bail!(
+            "setup needs root to install: apt-get install {}",
+            missing.join(" ")
+        );
+    }
+    util::run(Command::new("apt-get").args(["update", "-q"])).context("apt-get update")?;
+    util::run(
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+    .context("apt-get install")
+}
+
+fn cargo_bin_dir() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+        .unwrap_or_else(|| PathBuf::from("/root/.cargo"))
+        .join("bin")
+}
+
+/// bpf-linker must link LLVM 22, the LLVM of Debian's rustc-web, or the bitcode will not match.
+fn ensure_bpf_linker() -> Result<()> {
+    let linker = cargo_bin_dir().join("bpf-linker");
+    let linked_llvm = output("ldd", &[linker.to_str().unwrap_or("bpf-linker")]).unwrap_or_default();
+    if linked_llvm.contains("libLLVM.so.22") {
+        return Ok(());
+    }
+    eprintln!("setup: installing bpf-linker built against LLVM 22 (about 70 s)");
+    util::run(
+        Command::new("cargo")
+            .args(["install", "--locked", "--force", "bpf-linker"])
+            .args(["--no-default-features", "--features", "llvm-22"])
+            .env("LLVM_SYS_221_PREFIX", "/usr/lib/llvm-22")
+            .env("LLVM_PREFIX", "/usr/lib/llvm-22"),
+    )
+    .context("cargo install bpf-linker")
+}
