@@ -1,1 +1,3 @@
 //! The compressed node cache simulator (issue #4).
+
+pub mod hooks;

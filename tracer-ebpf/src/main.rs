@@ -1,8 +1,10 @@
 #![no_std]
 #![no_main]
 
+mod f2fs;
 mod hello;
 mod maps;
+mod rfc;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -5,6 +5,9 @@
 //! knobs. See docs/ARCHITECTURE.md.
 mod bpf;
 mod cmd;
+// The first sources arrive with issues #3 and #4; until then nothing reads the trait.
+#[allow(dead_code)]
+mod source;
 mod system;
 
 use anyhow::Result;
@@ -23,16 +26,16 @@ enum Command {
     Probe(cmd::probe::ProbeArgs),
     /// Live terminal view of the node cache.
     Top(cmd::top::TopArgs),
-    /// Stream node-cache activity as JSON lines (coming: issue #3).
-    Stream(cmd::coming::ComingArgs),
+    /// Stream node-cache activity as JSON lines, one object per interval.
+    Stream(cmd::stream::StreamArgs),
     /// Record events to a file (coming: issue #8).
     Record(cmd::coming::ComingArgs),
     /// Summarise a recording (coming: issue #8).
     Report(cmd::coming::ComingArgs),
-    /// Tune node_compress_threshold and node_compress_interval (coming: issue #7).
-    Tune(cmd::coming::ComingArgs),
-    /// Run the compressed node cache simulator (coming: issue #4).
-    Sim(cmd::coming::ComingArgs),
+    /// Tune node_compress_threshold and node_compress_interval with a feedback controller.
+    Tune(cmd::tune::TuneArgs),
+    /// Run the compressed node cache simulator.
+    Sim(cmd::sim::SimArgs),
 }
 
 fn main() -> Result<()> {
@@ -41,10 +44,10 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Probe(args) => cmd::probe::run(args),
         Command::Top(args) => cmd::top::run(args),
-        Command::Stream(_) => cmd::coming::run("stream", 3),
+        Command::Stream(args) => cmd::stream::run(args),
         Command::Record(_) => cmd::coming::run("record", 8),
         Command::Report(_) => cmd::coming::run("report", 8),
-        Command::Tune(_) => cmd::coming::run("tune", 7),
-        Command::Sim(_) => cmd::coming::run("sim", 4),
+        Command::Tune(args) => cmd::tune::run(args),
+        Command::Sim(args) => cmd::sim::run(args),
     }
 }

@@ -1,0 +1,87 @@
+//! One `#[no_mangle] extern "C"` function per event kind, called on every simulator event with
+//! the arguments a kernel function would have. nodescope attaches its kprobe programs to these as
+//! uprobes (manifest `probes/sim.toml`), so the very same eBPF code that would watch the patched
+//! kernel watches the simulator on a kernel that has uprobes but no kprobes.
+//!
+//! When nothing is attached each call costs a plain function call: the bodies only pass their
+//! arguments through `black_box`, which keeps the call (and the symbol) from being optimised
+//! away. Argument order is part of the contract with `probes/sim.toml`: do not reorder.
+use std::ffi::c_void;
+
+use core::hint::black_box;
+
+/// A raw entry was converted: `slot_bytes` is 256, 512 or 1024.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_convert(dev: u32, nid: u32, clen: u32, slot_bytes: u32) {
+    black_box((dev, nid, clen, slot_bytes));
+}
+
+/// The compressed result was over the threshold or the 1024-byte limit: not retained.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_convert_reject(dev: u32, nid: u32, clen: u32) {
+    black_box((dev, nid, clen));
+}
+
+/// An access raced the conversion; the new compressed object was discarded.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_convert_abort(dev: u32, nid: u32) {
+    black_box((dev, nid));
+}
+
+/// Restore work done by the simulator inside `nodescope_sim_restore`; returns 0 on success.
+pub type RestoreWork = extern "C" fn(ctx: *mut c_void) -> i32;
+
+/// Restores a compressed entry by running `work(ctx)`, the way the kernel's restore function
+/// would: an entry probe sees the arguments, a return probe sees the result and the latency.
+/// Returns what `work` returned (0 = restored; negative = failed, see the fail hooks).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_restore(
+    dev: u32,
+    nid: u32,
+    clen: u32,
+    slot_bytes: u32,
+    work: RestoreWork,
+    ctx: *mut c_void,
+) -> i32 {
+    black_box((dev, nid, clen, slot_bytes));
+    black_box(work(ctx))
+}
+
+/// Restore validation failed (`reason` = tracer_common::RESTORE_FAIL_*): copy dropped, disk read.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_restore_fail(dev: u32, nid: u32, reason: u32) {
+    black_box((dev, nid, reason));
+}
+
+/// The raw buffer allocation failed: the compressed copy was kept.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_restore_nomem(dev: u32, nid: u32) {
+    black_box((dev, nid));
+}
+
+/// The shrinker reclaimed an entry from `queue` (tracer_common::QUEUE_*).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_reclaim(dev: u32, nid: u32, queue: u32) {
+    black_box((dev, nid, queue));
+}
+
+/// A REFERENCED entry got its second chance; `by` = tracer_common::SECOND_CHANCE_BY_*.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_second_chance(dev: u32, nid: u32, queue: u32, by: u32) {
+    black_box((dev, nid, queue, by));
+}
+
+/// A node block was read from the simulated disk (FS_NODE_READ_IO); `readahead` is 0 or 1.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_node_read(dev: u32, nid: u32, readahead: u32) {
+    black_box((dev, nid, readahead));
+}

@@ -1,0 +1,1 @@
+//! Programs on the RFC's own functions, configured by a probe manifest: issue #5.

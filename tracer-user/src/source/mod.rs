@@ -1,0 +1,41 @@
+//! Sources of node-cache events: the kernel (eBPF), the simulator, a recording.
+//!
+//! Every source produces the same `tracer_common::Event`s; everything downstream (model, views,
+//! recorder, controller) sees only this trait. Lost events are reported in-band as
+//! `EventKind::Lost` events (`len` = how many), so recordings and views count them the same way.
+use std::{future::Future, pin::Pin};
+
+use anyhow::Result;
+use tracer_common::Event;
+
+/// Which kind of source, for headers and recordings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    Bpf,
+    Sim,
+    Replay,
+}
+
+/// What a source says about itself (shown in headers, written into recordings).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SourceInfo {
+    pub kind: SourceKind,
+    /// Kernel release, or "simulator", or the recording's kernel.
+    pub kernel: String,
+    /// Device name(s) observed, e.g. "vdb" or "sim0".
+    pub devices: Vec<String>,
+    /// Free text: what attached, the scenario, the file.
+    pub detail: String,
+}
+
+/// A boxed future, so that `Source` stays object-safe (`Box<dyn Source>`).
+pub type BatchFuture<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
+
+pub trait Source: Send {
+    fn info(&self) -> SourceInfo;
+
+    /// Wait for the next events and append them to `out`, in time order. Resolves to
+    /// `Ok(false)` when the source has ended (a recording's end, a finished scenario).
+    fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a>;
+}
