@@ -1,4 +1,5 @@
 //! `cargo xtask <task>`: everything around the code (install, test, VM tests, benchmarks).
+mod bench;
 mod setup;
 mod test;
 mod util;
@@ -24,6 +25,12 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run a benchmark and print its figures: sim, controller, ...
+    Bench {
+        name: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -34,5 +41,6 @@ fn main() -> Result<()> {
             setup::run()?;
             util::run_nodescope("top", &args)
         }
+        Task::Bench { name, args } => bench::run(&name, &args),
     }
 }
