@@ -85,3 +85,20 @@ pub extern "C" fn nodescope_sim_second_chance(dev: u32, nid: u32, queue: u32, by
 pub extern "C" fn nodescope_sim_node_read(dev: u32, nid: u32, readahead: u32) {
     black_box((dev, nid, readahead));
 }
+
+/// Every hook's name and address. Calling this from the code that attaches the probes keeps
+/// each hook in the final binary even if a build never calls one (the linker drops unreferenced
+/// functions, `#[no_mangle]` or not), so uprobes always find their symbols.
+pub fn all() -> [(&'static str, usize); 9] {
+    black_box([
+        ("nodescope_sim_node_read", nodescope_sim_node_read as usize),
+        ("nodescope_sim_convert", nodescope_sim_convert as usize),
+        ("nodescope_sim_convert_reject", nodescope_sim_convert_reject as usize),
+        ("nodescope_sim_convert_abort", nodescope_sim_convert_abort as usize),
+        ("nodescope_sim_restore", nodescope_sim_restore as usize),
+        ("nodescope_sim_restore_fail", nodescope_sim_restore_fail as usize),
+        ("nodescope_sim_restore_nomem", nodescope_sim_restore_nomem as usize),
+        ("nodescope_sim_reclaim", nodescope_sim_reclaim as usize),
+        ("nodescope_sim_second_chance", nodescope_sim_second_chance as usize),
+    ])
+}

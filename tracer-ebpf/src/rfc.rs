@@ -1,1 +1,272 @@
-//! Programs on the RFC's own functions, configured by a probe manifest: issue #5.
+//! Programs on the RFC's own functions, configured at run time by a probe manifest.
+//!
+//! The RFC's code is not public, so the function names and argument positions are not known:
+//! userspace writes a `ProbeSpec` per event kind into `RFC_SPECS`, saying where each event field
+//! comes from (an argument, the return value, a constant, or memory behind an argument). The
+//! same programs attach as kprobes/kretprobes to a patched kernel and as uprobes/uretprobes to
+//! the simulator's hook functions.
+//!
+//! The event kind is baked into each program (one program per kind and probe type) rather than
+//! passed as an attach cookie: aya 0.14 has no cookies for kprobes, and cookies need Linux 5.15,
+//! newer than many Android kernels.
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
+    },
+    macros::{kprobe, kretprobe, map, uprobe, uretprobe},
+    maps::{Array, HashMap, PerCpuArray},
+    programs::{ProbeContext, RetProbeContext},
+};
+use tracer_common::{
+    EventKind, ProbeSpec, ValueSpec, FLAG_READAHEAD, RFC_KIND_SLOTS, SPEC_FIELD_COUNT,
+    SPEC_FIELD_DEV, SPEC_FIELD_LEN, SPEC_FIELD_NID, SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD,
+    SPEC_FIELD_REASON, VALUE_ARG, VALUE_CONST, VALUE_MEM, VALUE_RET,
+};
+
+use crate::maps::{emit, fill_task};
+
+/// Decoding specs, index = EventKind.
+#[map(name = "RFC_SPECS")]
+static RFC_SPECS: Array<ProbeSpec> = Array::with_max_entries(RFC_KIND_SLOTS, 0);
+
+/// Events emitted per kind, counted before the ring buffer, so userspace can tell what the
+/// probes saw from what reached it.
+#[map(name = "RFC_COUNTS")]
+static RFC_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(RFC_KIND_SLOTS, 0);
+
+const ARG_COUNT: usize = 6;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct StashKey {
+    pid_tgid: u64,
+    kind: u64,
+}
+
+/// What the entry probe saves for the return probe: the arguments are gone by then.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Stash {
+    ts_ns: u64,
+    args: [u64; ARG_COUNT],
+}
+
+#[map(name = "RFC_STASH")]
+static RFC_STASH: HashMap<StashKey, Stash> = HashMap::with_max_entries(16384, 0);
+
+fn spec_for(kind: EventKind) -> Option<&'static ProbeSpec> {
+    RFC_SPECS.get(kind as u32).filter(|spec| spec.enabled != 0)
+}
+
+fn read_args(ctx: &ProbeContext) -> [u64; ARG_COUNT] {
+    let mut args = [0u64; ARG_COUNT];
+    for (n, slot) in args.iter_mut().enumerate() {
+        *slot = ctx.arg::<u64>(n).unwrap_or(0);
+    }
+    args
+}
+
+fn read_memory(address: u64, size: u8, user: bool) -> u64 {
+    macro_rules! read {
+        ($ty:ty) => {{
+            let ptr = address as *const $ty;
+            // SAFETY: the probe_read helpers validate the address and fail instead of faulting.
+            let value = unsafe {
+                if user {
+                    bpf_probe_read_user(ptr)
+                } else {
+                    bpf_probe_read_kernel(ptr)
+                }
+            };
+            value.map(|v| v as u64).unwrap_or(0)
+        }};
+    }
+    match size {
+        1 => read!(u8),
+        2 => read!(u16),
+        8 => read!(u64),
+        _ => read!(u32),
+    }
+}
+
+fn value_of(spec: &ValueSpec, args: &[u64; ARG_COUNT], ret: i64, user: bool) -> u64 {
+    let arg = args.get(spec.arg as usize).copied().unwrap_or(0);
+    let raw = match spec.source {
+        VALUE_ARG => arg,
+        VALUE_RET => ret as u64,
+        VALUE_CONST => spec.offset as u64,
+        VALUE_MEM => read_memory(arg.wrapping_add(spec.offset as u64), spec.size, user),
+        _ => 0,
+    };
+    spec.apply(raw)
+}
+
+fn count(kind: EventKind) {
+    if let Some(slot) = RFC_COUNTS.get_ptr_mut(kind as u32) {
+        // SAFETY: the pointer comes from the map; the slot is this CPU's and BPF programs are
+        // not preempted on it.
+        unsafe { *slot += 1 };
+    }
+}
+
+fn emit_decoded(
+    kind: EventKind,
+    spec: &ProbeSpec,
+    args: &[u64; ARG_COUNT],
+    ret: i64,
+    latency: u64,
+) {
+    let user = spec.user_memory != 0;
+    let mut fields = [0u64; SPEC_FIELD_COUNT];
+    for (value, field) in fields.iter_mut().zip(spec.fields.iter()) {
+        *value = value_of(field, args, ret, user);
+    }
+    count(kind);
+    emit(|event| {
+        fill_task(event, kind);
+        event.dev = fields[SPEC_FIELD_DEV] as u32;
+        event.nid = fields[SPEC_FIELD_NID] as u32;
+        event.len = fields[SPEC_FIELD_LEN] as u32;
+        event.queue = fields[SPEC_FIELD_QUEUE] as u8;
+        event.reason = fields[SPEC_FIELD_REASON] as u8;
+        if fields[SPEC_FIELD_READAHEAD] != 0 {
+            event.flags |= FLAG_READAHEAD;
+        }
+        event.latency_ns = latency;
+    });
+}
+
+fn on_entry(ctx: &ProbeContext, kind: EventKind) {
+    let Some(spec) = spec_for(kind) else {
+        return;
+    };
+    let args = read_args(ctx);
+    if spec.at_return == 0 {
+        emit_decoded(kind, spec, &args, 0, 0);
+        return;
+    }
+    let key = StashKey {
+        pid_tgid: bpf_get_current_pid_tgid(),
+        kind: kind as u64,
+    };
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let stash = Stash {
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        args,
+    };
+    let _ = RFC_STASH.insert(&key, &stash, 0);
+}
+
+fn on_return(ctx: &RetProbeContext, kind: EventKind) {
+    let Some(spec) = spec_for(kind) else {
+        return;
+    };
+    let key = StashKey {
+        pid_tgid: bpf_get_current_pid_tgid(),
+        kind: kind as u64,
+    };
+    // SAFETY: the value is copied out before the entry is removed below.
+    let stash = unsafe { RFC_STASH.get(&key) }.copied();
+    let _ = RFC_STASH.remove(&key);
+    let ret: i64 = ctx.ret();
+    if !spec.accepts_ret(ret) {
+        return;
+    }
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let (args, latency) = match stash {
+        Some(stash) => (stash.args, now.saturating_sub(stash.ts_ns)),
+        None => ([0; ARG_COUNT], 0),
+    };
+    emit_decoded(kind, spec, &args, ret, latency);
+}
+
+/// Four programs per kind: kernel entry/return and user entry/return.
+macro_rules! probe_programs {
+    ($kind:expr, $k:ident, $kret:ident, $u:ident, $uret:ident) => {
+        #[kprobe]
+        pub fn $k(ctx: ProbeContext) -> u32 {
+            on_entry(&ctx, $kind);
+            0
+        }
+        #[kretprobe]
+        pub fn $kret(ctx: RetProbeContext) -> u32 {
+            on_return(&ctx, $kind);
+            0
+        }
+        #[uprobe]
+        pub fn $u(ctx: ProbeContext) -> u32 {
+            on_entry(&ctx, $kind);
+            0
+        }
+        #[uretprobe]
+        pub fn $uret(ctx: RetProbeContext) -> u32 {
+            on_return(&ctx, $kind);
+            0
+        }
+    };
+}
+
+probe_programs!(
+    EventKind::NodeRead,
+    k_node_read,
+    kr_node_read,
+    u_node_read,
+    ur_node_read
+);
+probe_programs!(
+    EventKind::Convert,
+    k_convert,
+    kr_convert,
+    u_convert,
+    ur_convert
+);
+probe_programs!(
+    EventKind::ConvertReject,
+    k_convert_reject,
+    kr_convert_reject,
+    u_convert_reject,
+    ur_convert_reject
+);
+probe_programs!(
+    EventKind::ConvertAbort,
+    k_convert_abort,
+    kr_convert_abort,
+    u_convert_abort,
+    ur_convert_abort
+);
+probe_programs!(
+    EventKind::Restore,
+    k_restore,
+    kr_restore,
+    u_restore,
+    ur_restore
+);
+probe_programs!(
+    EventKind::RestoreFail,
+    k_restore_fail,
+    kr_restore_fail,
+    u_restore_fail,
+    ur_restore_fail
+);
+probe_programs!(
+    EventKind::RestoreNomem,
+    k_restore_nomem,
+    kr_restore_nomem,
+    u_restore_nomem,
+    ur_restore_nomem
+);
+probe_programs!(
+    EventKind::Reclaim,
+    k_reclaim,
+    kr_reclaim,
+    u_reclaim,
+    ur_reclaim
+);
+probe_programs!(
+    EventKind::SecondChance,
+    k_second_chance,
+    kr_second_chance,
+    u_second_chance,
+    ur_second_chance
+);

@@ -1,4 +1,7 @@
 //! Loading nodescope's eBPF object and reading what it sends.
+pub mod manifest;
+pub mod observe;
+pub mod rfc;
 pub mod selftest;
 
 use std::os::fd::AsRawFd as _;

@@ -1,12 +1,19 @@
 //! `nodescope probe`: what this kernel and this process can do, as a table or JSON.
-use std::{fmt::Write as _, path::Path};
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::Serialize;
 
 use crate::{
-    bpf::selftest::{self, SelfTest},
+    bpf::{
+        manifest::{Manifest, DEFAULT_KERNEL_MANIFEST},
+        rfc,
+        selftest::{self, SelfTest},
+    },
     system::{self, F2fsDevice, Privileges},
 };
 
@@ -15,6 +22,25 @@ pub struct ProbeArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Probe manifest for the RFC's functions (default: the one shipped in the binary).
+    #[arg(long, value_name = "FILE")]
+    probes: Option<PathBuf>,
+}
+
+/// The manifest's symbols and whether this kernel has them.
+#[derive(Debug, Serialize)]
+pub struct RfcProbes {
+    pub manifest: String,
+    pub symbols: Vec<RfcSymbol>,
+    /// Invalid manifest entries, each naming its line.
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RfcSymbol {
+    pub kind: String,
+    pub symbol: String,
+    pub in_kallsyms: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -32,12 +58,17 @@ pub struct ProbeReport {
     pub f2fs: bool,
     pub f2fs_tracepoints: Vec<String>,
     pub f2fs_devices: Vec<F2fsDevice>,
+    pub rfc_probes: RfcProbes,
     /// What is missing, in words, with what it prevents.
     pub missing: Vec<String>,
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
-    let report = collect()?;
+    let manifest = match &args.probes {
+        Some(path) => Manifest::load(path)?,
+        None => default_manifest()?,
+    };
+    let report = collect_with(&manifest)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -46,7 +77,15 @@ pub fn run(args: ProbeArgs) -> Result<()> {
     Ok(())
 }
 
+fn default_manifest() -> Result<Manifest> {
+    Manifest::parse("rfc-kernel.toml (built in)", DEFAULT_KERNEL_MANIFEST)
+}
+
 pub fn collect() -> Result<ProbeReport> {
+    collect_with(&default_manifest()?)
+}
+
+fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
     let privileges = Privileges::current()?;
     let mut missing = Vec::new();
     let (tracefs, mounted) = locate_tracefs(&privileges, &mut missing);
@@ -64,9 +103,28 @@ pub fn collect() -> Result<ProbeReport> {
         f2fs: system::has_f2fs(),
         f2fs_tracepoints: system::f2fs_tracepoints(tracefs.as_deref()),
         f2fs_devices: system::f2fs_devices(Path::new("/sys/fs/f2fs")),
+        rfc_probes: rfc_probes(manifest)?,
         missing,
     };
     Ok(with_feature_gaps(report))
+}
+
+fn rfc_probes(manifest: &Manifest) -> Result<RfcProbes> {
+    let kallsyms = rfc::kernel_symbols()?;
+    let symbols = manifest
+        .probes
+        .iter()
+        .map(|probe| RfcSymbol {
+            kind: probe.kind.name().to_string(),
+            symbol: probe.symbol.clone(),
+            in_kallsyms: kallsyms.contains(&probe.symbol),
+        })
+        .collect();
+    Ok(RfcProbes {
+        manifest: manifest.name.clone(),
+        symbols,
+        errors: manifest.errors.clone(),
+    })
 }
 
 fn locate_tracefs(
@@ -127,6 +185,13 @@ fn with_feature_gaps(mut report: ProbeReport) -> ProbeReport {
             .missing
             .push("F2FS tracepoints: none of the known variants exist".into());
     }
+    if !report.rfc_probes.symbols.iter().any(|s| s.in_kallsyms) {
+        report.missing.push(format!(
+            "RFC functions: none of the {} symbols of {} is in /proc/kallsyms",
+            report.rfc_probes.symbols.len(),
+            report.rfc_probes.manifest
+        ));
+    }
     if report
         .f2fs_devices
         .iter()
@@ -170,6 +235,7 @@ pub fn render_table(report: &ProbeReport) -> String {
         ("f2fs", yes_no(report.f2fs).into()),
         ("f2fs tracepoints", list_or_none(&report.f2fs_tracepoints)),
         ("f2fs devices", devices_cell(&report.f2fs_devices)),
+        ("rfc probes", rfc_cell(&report.rfc_probes)),
     ];
     for (name, value) in rows {
         let _ = writeln!(out, "{name:<18} {value}");
@@ -207,6 +273,27 @@ fn list_or_none(items: &[String]) -> String {
     } else {
         items.join(", ")
     }
+}
+
+fn rfc_cell(probes: &RfcProbes) -> String {
+    let present = probes.symbols.iter().filter(|s| s.in_kallsyms).count();
+    let mut cell = format!(
+        "{present} of {} symbols in /proc/kallsyms ({})",
+        probes.symbols.len(),
+        probes.manifest
+    );
+    for symbol in &probes.symbols {
+        let mark = if symbol.in_kallsyms { "yes" } else { "no " };
+        let _ = write!(
+            cell,
+            "\n{:<19}{mark} {:<14} {}",
+            "", symbol.kind, symbol.symbol
+        );
+    }
+    for error in &probes.errors {
+        let _ = write!(cell, "\n{:<19}error: {error}", "");
+    }
+    cell
 }
 
 fn devices_cell(devices: &[F2fsDevice]) -> String {

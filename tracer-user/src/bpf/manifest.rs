@@ -1,0 +1,462 @@
+//! Probe manifests: for each event kind, the function to attach, entry or return, and where each
+//! event field comes from. The RFC's function names are not public, so nothing is hard-wired:
+//! a default manifest ships in the binary and `--probes FILE` replaces it.
+//!
+//! ```toml
+//! target = "kernel"        # kprobes; "self" = uprobes on this binary; or a path to an ELF file
+//!
+//! [[probe]]
+//! kind = "restore"          # node_read convert convert_reject convert_abort restore
+//!                           # restore_fail restore_nomem reclaim second_chance
+//! symbol = "f2fs_restore_compressed_node"
+//! at = "return"             # "entry" (default) or "return" (adds latency from the entry)
+//! when = "ret == 0"         # return probes: emit only when the test holds (== != < >=)
+//! nid = "arg1"              # argN (0..5), ret, a number, or mem(argN+OFFSET):u8|u16|u32|u64
+//! len = "arg2"
+//! queue = "arg3|slot_queue" # transforms: |slot_queue (256/512/1024 -> queue), |neg, |bool
+//! ```
+//! Fields: dev, nid, len, queue, reason, readahead. An invalid probe is reported with its line
+//! and skipped; the others still attach.
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+use serde::Deserialize;
+use toml::Spanned;
+use tracer_common::{
+    EventKind, ProbeSpec, ValueSpec, RET_FILTER_EQ, RET_FILTER_GE, RET_FILTER_LT, RET_FILTER_NE,
+    SPEC_FIELD_DEV, SPEC_FIELD_LEN, SPEC_FIELD_NID, SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD,
+    SPEC_FIELD_REASON, VALUE_ARG, VALUE_CONST, VALUE_MEM, VALUE_RET, XFORM_BOOL, XFORM_NEG,
+    XFORM_NONE, XFORM_SLOT_QUEUE,
+};
+
+/// The shipped manifest for a patched kernel: best guesses at the RFC's function names.
+pub const DEFAULT_KERNEL_MANIFEST: &str = include_str!("../../probes/rfc-kernel.toml");
+/// The manifest that maps every kind to the simulator's hooks in this binary.
+pub const SIM_MANIFEST: &str = include_str!("../../probes/sim.toml");
+
+/// Event kinds that have probe programs (tracer-ebpf/src/rfc.rs).
+pub const PROBE_KINDS: [EventKind; 9] = [
+    EventKind::NodeRead,
+    EventKind::Convert,
+    EventKind::ConvertReject,
+    EventKind::ConvertAbort,
+    EventKind::Restore,
+    EventKind::RestoreFail,
+    EventKind::RestoreNomem,
+    EventKind::Reclaim,
+    EventKind::SecondChance,
+];
+
+/// What the probes attach to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// kprobes on kernel functions.
+    Kernel,
+    /// uprobes on an ELF binary (this one for "self").
+    Binary(PathBuf),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    Entry,
+    Return,
+}
+
+/// One valid probe.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    pub kind: EventKind,
+    pub symbol: String,
+    pub at: At,
+    pub spec: ProbeSpec,
+    /// 1-based line of the probe's `kind` in the manifest.
+    pub line: usize,
+}
+
+/// A parsed manifest: the valid probes, and one error (naming its line) per invalid one.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    pub name: String,
+    pub target: Target,
+    pub probes: Vec<Probe>,
+    pub errors: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    target: Spanned<String>,
+    #[serde(default)]
+    probe: Vec<RawProbe>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProbe {
+    kind: Spanned<String>,
+    symbol: Spanned<String>,
+    at: Option<Spanned<String>>,
+    when: Option<Spanned<String>>,
+    dev: Option<Spanned<String>>,
+    nid: Option<Spanned<String>>,
+    len: Option<Spanned<String>>,
+    queue: Option<Spanned<String>>,
+    reason: Option<Spanned<String>>,
+    readahead: Option<Spanned<String>>,
+}
+
+impl Manifest {
+    pub fn load(path: &std::path::Path) -> Result<Manifest> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading probe manifest {}", path.display()))?;
+        Manifest::parse(&path.display().to_string(), &text)
+    }
+
+    /// Parse a manifest. A malformed file is an error (with its line); an invalid probe is
+    /// recorded in `errors` and skipped.
+    pub fn parse(name: &str, text: &str) -> Result<Manifest> {
+        let raw: RawManifest = toml::from_str(text)
+            .map_err(|err| anyhow::anyhow!("{name}: {}", describe_toml_error(text, &err)))?;
+        let target = parse_target(&raw.target)
+            .map_err(|msg| anyhow::anyhow!("{name}:{}: {msg}", line_of(text, &raw.target)))?;
+        let user_memory = target != Target::Kernel;
+        let mut manifest = Manifest {
+            name: name.to_string(),
+            target,
+            probes: Vec::new(),
+            errors: Vec::new(),
+        };
+        for raw_probe in &raw.probe {
+            let line = line_of(text, &raw_probe.kind);
+            match parse_probe(text, raw_probe, user_memory, &manifest.probes) {
+                Ok(probe) => manifest.probes.push(probe),
+                Err((at_line, msg)) => manifest.errors.push(format!("{name}:{at_line}: {msg}")),
+            }
+            debug_assert!(line > 0);
+        }
+        Ok(manifest)
+    }
+}
+
+fn describe_toml_error(text: &str, err: &toml::de::Error) -> String {
+    match err.span() {
+        Some(span) => format!("line {}: {}", line_at(text, span.start), err.message()),
+        None => err.message().to_string(),
+    }
+}
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+fn line_of<T>(text: &str, spanned: &Spanned<T>) -> usize {
+    line_at(text, spanned.span().start)
+}
+
+fn parse_target(raw: &Spanned<String>) -> Result<Target, String> {
+    match raw.get_ref().as_str() {
+        "kernel" => Ok(Target::Kernel),
+        "self" => std::env::current_exe()
+            .map(Target::Binary)
+            .map_err(|err| format!("cannot find this binary for target \"self\": {err}")),
+        "" => Err("target must be \"kernel\", \"self\" or a path".into()),
+        path => Ok(Target::Binary(PathBuf::from(path))),
+    }
+}
+
+type LineError = (usize, String);
+
+fn parse_probe(
+    text: &str,
+    raw: &RawProbe,
+    user_memory: bool,
+    earlier: &[Probe],
+) -> Result<Probe, LineError> {
+    let line = line_of(text, &raw.kind);
+    let kind = parse_kind(raw.kind.get_ref()).map_err(|msg| (line, msg))?;
+    if let Some(previous) = earlier.iter().find(|p| p.kind == kind) {
+        let msg = format!(
+            "kind {} is already mapped at line {}",
+            kind.name(),
+            previous.line
+        );
+        return Err((line, msg));
+    }
+    let symbol = raw.symbol.get_ref().trim().to_string();
+    if symbol.is_empty() {
+        return Err((line_of(text, &raw.symbol), "symbol is empty".into()));
+    }
+    let at = match raw.at.as_ref().map(|a| a.get_ref().as_str()) {
+        None | Some("entry") => At::Entry,
+        Some("return") => At::Return,
+        Some(other) => {
+            let at_line = raw.at.as_ref().map_or(line, |a| line_of(text, a));
+            return Err((
+                at_line,
+                format!("at must be \"entry\" or \"return\", not {other:?}"),
+            ));
+        }
+    };
+    let spec = build_spec(text, raw, at, user_memory)?;
+    Ok(Probe {
+        kind,
+        symbol,
+        at,
+        spec,
+        line,
+    })
+}
+
+fn parse_kind(name: &str) -> Result<EventKind, String> {
+    PROBE_KINDS
+        .iter()
+        .copied()
+        .find(|kind| kind.name() == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = PROBE_KINDS.iter().map(|k| k.name()).collect();
+            format!("unknown kind {name:?}; known: {}", known.join(", "))
+        })
+}
+
+fn build_spec(
+    text: &str,
+    raw: &RawProbe,
+    at: At,
+    user_memory: bool,
+) -> Result<ProbeSpec, LineError> {
+    let mut spec = ProbeSpec {
+        enabled: 1,
+        user_memory: user_memory as u8,
+        at_return: (at == At::Return) as u8,
+        ..ProbeSpec::default()
+    };
+    let fields = [
+        (SPEC_FIELD_DEV, &raw.dev),
+        (SPEC_FIELD_NID, &raw.nid),
+        (SPEC_FIELD_LEN, &raw.len),
+        (SPEC_FIELD_QUEUE, &raw.queue),
+        (SPEC_FIELD_REASON, &raw.reason),
+        (SPEC_FIELD_READAHEAD, &raw.readahead),
+    ];
+    for (index, value) in fields {
+        if let Some(value) = value {
+            spec.fields[index] =
+                parse_value(value.get_ref(), at).map_err(|msg| (line_of(text, value), msg))?;
+        }
+    }
+    if let Some(when) = &raw.when {
+        let when_line = line_of(text, when);
+        if at != At::Return {
+            return Err((
+                when_line,
+                "`when` tests the return value: use at = \"return\"".into(),
+            ));
+        }
+        let (op, value) = parse_when(when.get_ref()).map_err(|msg| (when_line, msg))?;
+        spec.ret_filter = op;
+        spec.ret_filter_value = value;
+    }
+    Ok(spec)
+}
+
+/// `argN`, `ret`, a number, or `mem(argN+OFFSET):SIZE`, optionally followed by `|transform`.
+pub fn parse_value(text: &str, at: At) -> Result<ValueSpec, String> {
+    let (source, transform) = match text.split_once('|') {
+        Some((source, transform)) => (source.trim(), parse_transform(transform.trim())?),
+        None => (text.trim(), XFORM_NONE),
+    };
+    let mut spec = if let Some(index) = source.strip_prefix("arg") {
+        ValueSpec {
+            source: VALUE_ARG,
+            arg: parse_arg_index(index)?,
+            ..ValueSpec::default()
+        }
+    } else if source == "ret" {
+        if at != At::Return {
+            return Err("`ret` is only known to a return probe: use at = \"return\"".into());
+        }
+        ValueSpec {
+            source: VALUE_RET,
+            ..ValueSpec::default()
+        }
+    } else if let Some(rest) = source.strip_prefix("mem(") {
+        parse_mem(rest)?
+    } else {
+        ValueSpec {
+            source: VALUE_CONST,
+            offset: parse_number(source)?,
+            ..ValueSpec::default()
+        }
+    };
+    spec.transform = transform;
+    Ok(spec)
+}
+
+fn parse_transform(name: &str) -> Result<u8, String> {
+    match name {
+        "slot_queue" => Ok(XFORM_SLOT_QUEUE),
+        "neg" => Ok(XFORM_NEG),
+        "bool" => Ok(XFORM_BOOL),
+        other => Err(format!(
+            "unknown transform {other:?}; known: slot_queue, neg, bool"
+        )),
+    }
+}
+
+fn parse_arg_index(text: &str) -> Result<u8, String> {
+    match text.parse::<u8>() {
+        Ok(index) if index <= 5 => Ok(index),
+        _ => Err(format!(
+            "bad argument index {text:?}: arguments are arg0..arg5 (registers on x86_64/arm64)"
+        )),
+    }
+}
+
+/// `argN+OFFSET):SIZE` (the part after `mem(`).
+fn parse_mem(rest: &str) -> Result<ValueSpec, String> {
+    let usage = "memory values look like mem(arg0+16):u32";
+    let (inside, size) = rest.split_once("):").ok_or(usage)?;
+    let (arg, offset) = match inside.split_once('+') {
+        Some((arg, offset)) => (arg.trim(), parse_number(offset.trim())?),
+        None => (inside.trim(), 0),
+    };
+    let index = arg.strip_prefix("arg").ok_or(usage)?;
+    let size = match size.trim() {
+        "u8" => 1,
+        "u16" => 2,
+        "u32" => 4,
+        "u64" => 8,
+        other => return Err(format!("unknown size {other:?}: use u8, u16, u32 or u64")),
+    };
+    Ok(ValueSpec {
+        source: VALUE_MEM,
+        arg: parse_arg_index(index)?,
+        size,
+        offset,
+        ..ValueSpec::default()
+    })
+}
+
+fn parse_number(text: &str) -> Result<u32, String> {
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => text.parse::<u32>(),
+    };
+    parsed.map_err(|_| format!("expected argN, ret, mem(...) or a number, found {text:?}"))
+}
+
+/// `ret == 0`, `ret != 0`, `ret < 0`, `ret >= 0` (any i32 on the right).
+fn parse_when(text: &str) -> Result<(u8, i32), String> {
+    let usage = || format!("`when` must look like \"ret == 0\" (== != < >=), not {text:?}");
+    let rest = text.trim().strip_prefix("ret").ok_or_else(usage)?.trim();
+    let (op, value) = [
+        ("==", RET_FILTER_EQ),
+        ("!=", RET_FILTER_NE),
+        (">=", RET_FILTER_GE),
+        ("<", RET_FILTER_LT),
+    ]
+    .iter()
+    .find_map(|(token, op)| rest.strip_prefix(token).map(|value| (*op, value)))
+    .ok_or_else(usage)?;
+    let value = value.trim().parse::<i32>().map_err(|_| usage())?;
+    Ok((op, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_manifests_parse_without_errors() {
+        for (name, text) in [("kernel", DEFAULT_KERNEL_MANIFEST), ("sim", SIM_MANIFEST)] {
+            let manifest = Manifest::parse(name, text).unwrap();
+            assert!(manifest.errors.is_empty(), "{name}: {:?}", manifest.errors);
+            assert_eq!(
+                manifest.probes.len(),
+                PROBE_KINDS.len(),
+                "{name} maps every kind"
+            );
+        }
+    }
+
+    #[test]
+    fn values_decode_into_specs() {
+        let arg = parse_value("arg3|slot_queue", At::Entry).unwrap();
+        assert_eq!(
+            (arg.source, arg.arg, arg.transform),
+            (VALUE_ARG, 3, XFORM_SLOT_QUEUE)
+        );
+        let mem = parse_value("mem(arg0+0x18):u16", At::Entry).unwrap();
+        assert_eq!(
+            (mem.source, mem.arg, mem.offset, mem.size),
+            (VALUE_MEM, 0, 24, 2)
+        );
+        let constant = parse_value("7", At::Entry).unwrap();
+        assert_eq!((constant.source, constant.offset), (VALUE_CONST, 7));
+        let ret = parse_value("ret|neg", At::Return).unwrap();
+        assert_eq!((ret.source, ret.transform), (VALUE_RET, XFORM_NEG));
+        assert!(parse_value("ret", At::Entry).is_err());
+        assert!(parse_value("arg6", At::Entry)
+            .unwrap_err()
+            .contains("bad argument index"));
+        assert_eq!(parse_when("ret < -1").unwrap(), (RET_FILTER_LT, -1));
+        assert_eq!(parse_when("ret>=0").unwrap(), (RET_FILTER_GE, 0));
+    }
+
+    const MIXED: &str = r#"target = "kernel"
+
+[[probe]]
+kind = "convert"
+symbol = "f2fs_good"
+nid = "arg1"
+
+[[probe]]
+kind = "restore"
+symbol = "f2fs_bad_arg"
+nid = "arg9"
+
+[[probe]]
+kind = "reclaim"
+symbol = "f2fs_bad_ret"
+at = "entry"
+when = "ret == 0"
+
+[[probe]]
+kind = "compress_all_the_things"
+symbol = "x"
+
+[[probe]]
+kind = "convert"
+symbol = "f2fs_duplicate"
+"#;
+
+    #[test]
+    fn invalid_probes_are_reported_with_their_line_and_the_rest_survive() {
+        let manifest = Manifest::parse("mixed.toml", MIXED).unwrap();
+        assert_eq!(manifest.probes.len(), 1);
+        assert_eq!(manifest.probes[0].symbol, "f2fs_good");
+        assert_eq!(manifest.probes[0].line, 4);
+        assert_eq!(manifest.errors.len(), 4, "{:#?}", manifest.errors);
+        assert!(manifest.errors[0].starts_with("mixed.toml:11: bad argument index \"9\""));
+        assert!(manifest.errors[1].starts_with("mixed.toml:17: `when` tests the return value"));
+        assert!(manifest.errors[2].starts_with("mixed.toml:20: unknown kind"));
+        assert!(manifest.errors[3]
+            .starts_with("mixed.toml:24: kind convert is already mapped at line 4"));
+    }
+
+    #[test]
+    fn a_malformed_file_names_its_line() {
+        let err = Manifest::parse("broken.toml", "target = \"kernel\"\n\n[[probe]\nkind = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("broken.toml: line 3:"), "{err}");
+        let err = Manifest::parse(
+            "typo.toml",
+            "target = \"kernel\"\n[[probe]]\nkind = \"convert\"\nsymbol = \"f\"\nnidd = \"arg1\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("typo.toml: line 5:"), "{err}");
+        assert!(err.contains("nidd"), "{err}");
+    }
+}

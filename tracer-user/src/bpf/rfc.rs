@@ -1,0 +1,174 @@
+//! Attaching the RFC probe programs (tracer-ebpf/src/rfc.rs) as a manifest says: kprobes on a
+//! patched kernel, uprobes on the simulator's hooks. Every probe is tried; failures are
+//! reported per probe with the manifest line, and the others still attach.
+use std::collections::HashSet;
+
+use anyhow::{Context as _, Result};
+use aya::{
+    maps::{Array, PerCpuArray},
+    programs::{uprobe::UProbeScope, KProbe, UProbe},
+    Ebpf,
+};
+use tracer_common::{EventKind, ProbeSpec, RFC_KIND_SLOTS};
+
+use super::manifest::{At, Manifest, Probe, Target};
+
+/// What attached and what did not.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct AttachReport {
+    /// "kind -> symbol (entry|return, kprobe|uprobe)".
+    pub attached: Vec<String>,
+    /// One line per probe that did not attach (and per invalid manifest entry), with the line.
+    pub failed: Vec<String>,
+}
+
+/// Program names in the object: k_<kind>, kr_<kind>, u_<kind>, ur_<kind>.
+fn program_name(kind: EventKind, target: &Target, ret: bool) -> String {
+    let prefix = match (target, ret) {
+        (Target::Kernel, false) => "k",
+        (Target::Kernel, true) => "kr",
+        (Target::Binary(_), false) => "u",
+        (Target::Binary(_), true) => "ur",
+    };
+    format!("{prefix}_{}", kind.name())
+}
+
+/// Attach every valid probe of `manifest`. `scope` limits uprobes (e.g. to this process).
+pub fn attach(ebpf: &mut Ebpf, manifest: &Manifest, scope: UProbeScope) -> Result<AttachReport> {
+    let mut report = AttachReport {
+        failed: manifest.errors.clone(),
+        ..AttachReport::default()
+    };
+    let kallsyms = match manifest.target {
+        Target::Kernel => Some(kernel_symbols()?),
+        Target::Binary(_) => None,
+    };
+    for probe in &manifest.probes {
+        let outcome = check_symbol(probe, kallsyms.as_ref())
+            .and_then(|()| write_spec(ebpf, probe))
+            .and_then(|()| attach_probe(ebpf, &manifest.target, probe, scope));
+        match outcome {
+            Ok(how) => {
+                report
+                    .attached
+                    .push(format!("{} -> {} ({how})", probe.kind.name(), probe.symbol))
+            }
+            Err(err) => report.failed.push(format!(
+                "{}:{}: {} -> {}: {err:#}",
+                manifest.name,
+                probe.line,
+                probe.kind.name(),
+                probe.symbol
+            )),
+        }
+    }
+    Ok(report)
+}
+
+/// The names in /proc/kallsyms (module symbols included).
+pub fn kernel_symbols() -> Result<HashSet<String>> {
+    let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .map(str::to_string)
+        .collect())
+}
+
+fn check_symbol(probe: &Probe, kallsyms: Option<&HashSet<String>>) -> Result<()> {
+    match kallsyms {
+        Some(symbols) if !symbols.contains(&probe.symbol) => {
+            anyhow::bail!("symbol not in /proc/kallsyms (not this kernel, or inlined)")
+        }
+        _ => Ok(()),
+    }
+}
+
+fn write_spec(ebpf: &mut Ebpf, probe: &Probe) -> Result<()> {
+    let map = ebpf.map_mut("RFC_SPECS").context("RFC_SPECS map missing")?;
+    let mut specs: Array<_, ProbeSpec> = Array::try_from(map)?;
+    specs
+        .set(probe.kind as u32, probe.spec, 0)
+        .context("writing RFC_SPECS")
+}
+
+fn attach_probe(
+    ebpf: &mut Ebpf,
+    target: &Target,
+    probe: &Probe,
+    scope: UProbeScope,
+) -> Result<String> {
+    let mut how = Vec::new();
+    // The entry program runs for both: it emits (entry probes) or saves arguments and time for
+    // the return program (return probes).
+    how.push(attach_one(ebpf, target, probe, false, scope)?);
+    if probe.at == At::Return {
+        how.push(attach_one(ebpf, target, probe, true, scope)?);
+    }
+    Ok(how.join(" + "))
+}
+
+fn attach_one(
+    ebpf: &mut Ebpf,
+    target: &Target,
+    probe: &Probe,
+    ret: bool,
+    scope: UProbeScope,
+) -> Result<String> {
+    let name = program_name(probe.kind, target, ret);
+    let program = ebpf
+        .program_mut(&name)
+        .with_context(|| format!("program {name} missing from the object"))?;
+    match target {
+        Target::Kernel => {
+            let program: &mut KProbe = program.try_into()?;
+            load_once(program.fd().is_ok(), || program.load())?;
+            program
+                .attach(&probe.symbol, 0)
+                .with_context(|| format!("attaching {name} as a kprobe"))?;
+            Ok(if ret { "kretprobe" } else { "kprobe" }.into())
+        }
+        Target::Binary(path) => {
+            let program: &mut UProbe = program.try_into()?;
+            load_once(program.fd().is_ok(), || program.load())?;
+            program
+                .attach(probe.symbol.as_str(), path, scope)
+                .with_context(|| format!("attaching {name} as a uprobe on {}", path.display()))?;
+            Ok(if ret { "uretprobe" } else { "uprobe" }.into())
+        }
+    }
+}
+
+fn load_once(
+    loaded: bool,
+    load: impl FnOnce() -> Result<(), aya::programs::ProgramError>,
+) -> Result<()> {
+    if loaded {
+        return Ok(());
+    }
+    load().context("the verifier rejected the program")
+}
+
+/// Events the probes emitted per kind (before the ring buffer), summed over CPUs.
+pub fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
+    let map = ebpf.map("RFC_COUNTS").context("RFC_COUNTS map missing")?;
+    let counts: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
+    let mut out = Vec::new();
+    for slot in 0..RFC_KIND_SLOTS {
+        let Some(kind) = EventKind::from_u8(slot as u8) else {
+            continue;
+        };
+        let per_cpu = counts.get(&slot, 0).context("reading RFC_COUNTS")?;
+        out.push((kind, per_cpu.iter().sum()));
+    }
+    Ok(out)
+}
+
+/// Which of a manifest's symbols this kernel has (for `nodescope probe`).
+pub fn symbols_present(manifest: &Manifest, kallsyms: &HashSet<String>) -> Vec<(String, bool)> {
+    manifest
+        .probes
+        .iter()
+        .map(|probe| (probe.symbol.clone(), kallsyms.contains(&probe.symbol)))
+        .collect()
+}
