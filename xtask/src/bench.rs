@@ -17,7 +17,16 @@ pub fn run(name: &str, args: &[String]) -> Result<()> {
     };
     util::run(
         util::cargo()
-            .args(["run", "--quiet", "--release", "--package", package, "--bin", binary, "--"])
+            .args([
+                "run",
+                "--quiet",
+                "--release",
+                "--package",
+                package,
+                "--bin",
+                binary,
+                "--",
+            ])
             .args(args),
     )
 }

@@ -206,8 +206,13 @@ mod tests {
                 sink(&event(EventKind::Convert));
             }
             for nid in 0..300 {
-                let work = if nid % 3 == 0 { restore_crc_failure } else { restore_ok };
-                let ret = hooks::nodescope_sim_restore(7, nid, 300, 512, work, std::ptr::null_mut());
+                let work = if nid % 3 == 0 {
+                    restore_crc_failure
+                } else {
+                    restore_ok
+                };
+                let ret =
+                    hooks::nodescope_sim_restore(7, nid, 300, 512, work, std::ptr::null_mut());
                 if ret == 0 {
                     sink(&event(EventKind::Restore));
                 } else {
@@ -223,13 +228,22 @@ mod tests {
         .unwrap();
         assert_eq!(observation.drops, 0);
         let counts = |name: &str| observation.via_bpf[name];
-        let expect = |bpf| KindCounts { bpf, kernel: bpf, sim: bpf };
+        let expect = |bpf| KindCounts {
+            bpf,
+            kernel: bpf,
+            sim: bpf,
+        };
         assert_eq!(counts("convert"), expect(1000));
         assert_eq!(counts("restore"), expect(200));
         assert_eq!(counts("restore_fail"), expect(100));
         assert_eq!(counts("reclaim"), expect(50));
         assert_eq!(counts("second_chance"), expect(0));
         assert!(observation.all_equal());
-        assert_eq!(observation.probes.attached.len(), 9, "{:?}", observation.probes);
+        assert_eq!(
+            observation.probes.attached.len(),
+            9,
+            "{:?}",
+            observation.probes
+        );
     }
 }
