@@ -3,6 +3,8 @@
 //! Every source produces the same `tracer_common::Event`s; everything downstream (model, views,
 //! recorder, controller) sees only this trait. Lost events are reported in-band as
 //! `EventKind::Lost` events (`len` = how many), so recordings and views count them the same way.
+pub mod bpf;
+
 use std::{future::Future, pin::Pin};
 
 use anyhow::Result;
@@ -38,4 +40,9 @@ pub trait Source: Send {
     /// Wait for the next events and append them to `out`, in time order. Resolves to
     /// `Ok(false)` when the source has ended (a recording's end, a finished scenario).
     fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a>;
+
+    /// The current time in the clock of this source's `Event::ts_ns` (CLOCK_MONOTONIC for
+    /// eBPF, the virtual clock for the simulator, the last event read for a replay). The model
+    /// closes its windows by this clock, so live runs and replays cut the same windows.
+    fn now_ns(&self) -> u64;
 }

@@ -1,0 +1,125 @@
+//! Counters of node-cache activity, for a window, a process, an app or the whole run.
+use serde::Serialize;
+use tracer_common::{Event, EventKind, QUEUE_1024, QUEUE_256, QUEUE_512, QUEUE_COUNT, QUEUE_RAW};
+
+/// One count per node-cache queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PerQueue {
+    pub raw: u64,
+    pub b256: u64,
+    pub b512: u64,
+    pub b1024: u64,
+}
+
+impl PerQueue {
+    pub fn get_mut(&mut self, queue: u8) -> &mut u64 {
+        match queue {
+            QUEUE_256 => &mut self.b256,
+            QUEUE_512 => &mut self.b512,
+            QUEUE_1024 => &mut self.b1024,
+            _ => &mut self.raw,
+        }
+    }
+
+    pub fn get(&self, queue: u8) -> u64 {
+        match queue {
+            QUEUE_256 => self.b256,
+            QUEUE_512 => self.b512,
+            QUEUE_1024 => self.b1024,
+            _ => self.raw,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.raw + self.b256 + self.b512 + self.b1024
+    }
+
+    /// Compressed queues only.
+    pub fn compressed(&self) -> u64 {
+        self.b256 + self.b512 + self.b1024
+    }
+
+    fn add(&mut self, other: &PerQueue) {
+        for queue in [QUEUE_RAW, QUEUE_256, QUEUE_512, QUEUE_1024] {
+            *self.get_mut(queue) += other.get(queue);
+        }
+    }
+}
+
+const _: () = assert!(QUEUE_COUNT == 4);
+
+/// Everything the model counts from events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    pub node_reads_demand: u64,
+    pub node_reads_readahead: u64,
+    pub node_writes: u64,
+    pub checkpoints: u64,
+    /// Compressed entries restored: node reads avoided.
+    pub restores: u64,
+    pub restore_fails: u64,
+    pub restore_nomem: u64,
+    pub conversions: u64,
+    pub convert_rejects: u64,
+    pub convert_aborts: u64,
+    pub reclaims: PerQueue,
+    pub second_chances: PerQueue,
+    /// Events lost before they reached us.
+    pub lost: u64,
+}
+
+impl Counters {
+    pub fn record(&mut self, event: &Event) {
+        let Some(kind) = event.kind() else {
+            return;
+        };
+        match kind {
+            EventKind::NodeRead if event.is_readahead() => self.node_reads_readahead += 1,
+            EventKind::NodeRead => self.node_reads_demand += 1,
+            EventKind::NodeWrite => self.node_writes += 1,
+            EventKind::Checkpoint => self.checkpoints += 1,
+            EventKind::Restore => self.restores += 1,
+            EventKind::RestoreFail => self.restore_fails += 1,
+            EventKind::RestoreNomem => self.restore_nomem += 1,
+            EventKind::Convert => self.conversions += 1,
+            EventKind::ConvertReject => self.convert_rejects += 1,
+            EventKind::ConvertAbort => self.convert_aborts += 1,
+            EventKind::Reclaim => *self.reclaims.get_mut(event.queue) += 1,
+            EventKind::SecondChance => *self.second_chances.get_mut(event.queue) += 1,
+            EventKind::Lost => self.lost += u64::from(event.len),
+            EventKind::Hello => {}
+        }
+    }
+
+    pub fn node_reads(&self) -> u64 {
+        self.node_reads_demand + self.node_reads_readahead
+    }
+
+    /// restores / (restores + node reads): the share of node retrievals the compressed cache
+    /// served. None when there were no retrievals.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let retrievals = self.restores + self.node_reads();
+        (retrievals > 0).then(|| self.restores as f64 / retrievals as f64)
+    }
+
+    pub fn add(&mut self, other: &Counters) {
+        self.node_reads_demand += other.node_reads_demand;
+        self.node_reads_readahead += other.node_reads_readahead;
+        self.node_writes += other.node_writes;
+        self.checkpoints += other.checkpoints;
+        self.restores += other.restores;
+        self.restore_fails += other.restore_fails;
+        self.restore_nomem += other.restore_nomem;
+        self.conversions += other.conversions;
+        self.convert_rejects += other.convert_rejects;
+        self.convert_aborts += other.convert_aborts;
+        self.reclaims.add(&other.reclaims);
+        self.second_chances.add(&other.second_chances);
+        self.lost += other.lost;
+    }
+
+    /// Whether anything at all happened.
+    pub fn is_empty(&self) -> bool {
+        *self == Counters::default()
+    }
+}

@@ -1,0 +1,445 @@
+//! The model: every source's events become windows, per-process and per-app tables and
+//! cache-wide gauges. It knows nothing about where events come from; views read it.
+//!
+//! Windows are cut by the events' own clock (`Event::ts_ns`) from an origin, never by when
+//! the events happened to arrive, so a live run and a replay of its recording produce the same
+//! windows.
+pub mod apps;
+pub mod counters;
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::Serialize;
+use tracer_common::{Event, EventKind, QUEUE_RAW, QUEUE_SLOT_BYTES};
+
+pub use self::{
+    apps::{AppKey, Packages},
+    counters::{Counters, PerQueue},
+};
+
+/// Attributed bytes of one cache entry's bookkeeping, as the RFC's accounting counts it (see
+/// docs/ARCHITECTURE.md and the simulator's accounting notes).
+pub const ENTRY_BYTES: u64 = 88;
+
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    pub window_ns: u64,
+    /// Closed windows kept for sparklines.
+    pub history: usize,
+    /// A process with no events for this many windows is aged out into the exited row.
+    pub idle_windows: u64,
+    /// At most this many live processes are tracked; the least recently active go first.
+    pub max_processes: usize,
+    pub packages: Packages,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            window_ns: 1_000_000_000,
+            history: 300,
+            idle_windows: 60,
+            max_processes: 10_000,
+            packages: Packages::default(),
+        }
+    }
+}
+
+/// One process (tgid) as the model tracks it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Process {
+    pub tgid: u32,
+    pub comm: String,
+    pub uid: u32,
+    pub app: AppKey,
+    pub total: Counters,
+    /// Counters of window `window_index` (stale when that is not the current window).
+    #[serde(skip)]
+    window: Counters,
+    #[serde(skip)]
+    window_index: u64,
+    /// The counters of the window before `window_index`'s, kept for rates in the table.
+    #[serde(skip)]
+    previous: Counters,
+}
+
+impl Process {
+    /// This process's counters for window `index`, if they are still known.
+    pub fn window_counters(&self, index: u64) -> Counters {
+        if self.window_index == index {
+            self.window
+        } else if self.window_index == index + 1 {
+            self.previous
+        } else {
+            Counters::default()
+        }
+    }
+}
+
+/// Cache population derived from events: node reads add raw entries, conversions move raw to a
+/// compressed queue, restores move back, reclaims remove. A source attached to a running cache
+/// sees only the changes since it started, so counts are clamped at zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CacheGauges {
+    pub raw_entries: u64,
+    pub slots: PerQueue,
+    pub raw_bytes: u64,
+    pub compressed_bytes: u64,
+    /// Entries' bookkeeping + raw buffers + compressed slots.
+    pub attributed_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Population {
+    per_queue: [i64; 4],
+}
+
+impl Population {
+    fn apply(&mut self, event: &Event) {
+        let queue = usize::from(event.queue.min(3));
+        let raw = usize::from(QUEUE_RAW);
+        match event.kind() {
+            Some(EventKind::NodeRead) => self.per_queue[raw] += 1,
+            Some(EventKind::Convert) => {
+                self.per_queue[raw] -= 1;
+                self.per_queue[queue] += 1;
+            }
+            Some(EventKind::Restore) => {
+                self.per_queue[queue] -= 1;
+                self.per_queue[raw] += 1;
+            }
+            Some(EventKind::RestoreFail) | Some(EventKind::Reclaim) => self.per_queue[queue] -= 1,
+            _ => {}
+        }
+    }
+
+    fn gauges(&self) -> CacheGauges {
+        let count = |q: usize| self.per_queue[q].max(0) as u64;
+        let slots = PerQueue {
+            raw: 0,
+            b256: count(1),
+            b512: count(2),
+            b1024: count(3),
+        };
+        let raw_entries = count(0);
+        let raw_bytes = raw_entries * u64::from(QUEUE_SLOT_BYTES[0]);
+        let compressed_bytes: u64 = (1..4)
+            .map(|q| count(q) * u64::from(QUEUE_SLOT_BYTES[q]))
+            .sum();
+        let entries = raw_entries + slots.compressed();
+        CacheGauges {
+            raw_entries,
+            slots,
+            raw_bytes,
+            compressed_bytes,
+            attributed_bytes: entries * ENTRY_BYTES + raw_bytes + compressed_bytes,
+        }
+    }
+}
+
+/// One process's activity in one window.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessRow {
+    pub pid: u32,
+    pub comm: String,
+    pub uid: u32,
+    pub app: String,
+    #[serde(flatten)]
+    pub counters: Counters,
+}
+
+/// A closed window.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowReport {
+    pub index: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// This window's activity; the processes' counters add up to it.
+    pub interval: Counters,
+    /// Everything since the model started, up to the end of this window.
+    pub totals: Counters,
+    pub processes: Vec<ProcessRow>,
+    pub cache: CacheGauges,
+}
+
+/// Knob values and controller state, set by whoever reads sysfs or runs the controller.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Settings {
+    pub threshold: Option<u32>,
+    pub interval_ms: Option<u32>,
+    pub budget_bytes: Option<u64>,
+    pub controller: Option<String>,
+}
+
+pub struct Model {
+    config: ModelConfig,
+    origin_ns: Option<u64>,
+    /// Index of the window events are going into now.
+    current: u64,
+    interval: Counters,
+    totals: Counters,
+    /// Processes aged out, summed.
+    exited: Counters,
+    exited_count: u64,
+    processes: HashMap<u32, Process>,
+    population: Population,
+    history: VecDeque<WindowReport>,
+    closed: VecDeque<WindowReport>,
+    pub settings: Settings,
+    /// Controller decisions, newest last (bounded).
+    pub decisions: VecDeque<String>,
+}
+
+const DECISIONS_KEPT: usize = 200;
+
+impl Model {
+    pub fn new(config: ModelConfig) -> Model {
+        Model {
+            config,
+            origin_ns: None,
+            current: 0,
+            interval: Counters::default(),
+            totals: Counters::default(),
+            exited: Counters::default(),
+            exited_count: 0,
+            processes: HashMap::new(),
+            population: Population::default(),
+            history: VecDeque::new(),
+            closed: VecDeque::new(),
+            settings: Settings::default(),
+            decisions: VecDeque::new(),
+        }
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Fix the start of window 0. Without it the first event's time is used.
+    pub fn start_at(&mut self, origin_ns: u64) {
+        if self.origin_ns.is_none() {
+            self.origin_ns = Some(origin_ns);
+        }
+    }
+
+    pub fn origin_ns(&self) -> Option<u64> {
+        self.origin_ns
+    }
+
+    fn window_end(&self, index: u64) -> u64 {
+        self.origin_ns.unwrap_or(0) + (index + 1) * self.config.window_ns
+    }
+
+    /// Close every window that ends at or before `now_ns` (in the events' clock).
+    pub fn advance_to(&mut self, now_ns: u64) {
+        let Some(_) = self.origin_ns else {
+            return;
+        };
+        while now_ns >= self.window_end(self.current) {
+            self.close_current();
+        }
+    }
+
+    pub fn ingest(&mut self, event: &Event) {
+        self.start_at(event.ts_ns);
+        self.advance_to(event.ts_ns);
+        self.interval.record(event);
+        self.totals.record(event);
+        self.population.apply(event);
+        if attributable(event) {
+            self.record_process(event);
+        }
+    }
+
+    fn record_process(&mut self, event: &Event) {
+        let current = self.current;
+        let process = match self.processes.get_mut(&event.tgid) {
+            Some(process) => process,
+            None => self.insert_process(event),
+        };
+        if process.window_index != current {
+            let adjacent = process.window_index + 1 == current;
+            process.previous = if adjacent {
+                process.window
+            } else {
+                Counters::default()
+            };
+            process.window = Counters::default();
+            process.window_index = current;
+        }
+        process.window.record(event);
+        process.total.record(event);
+    }
+
+    fn insert_process(&mut self, event: &Event) -> &mut Process {
+        if self.processes.len() >= self.config.max_processes {
+            self.evict_least_recent();
+        }
+        let comm = String::from_utf8_lossy(event.comm_bytes()).into_owned();
+        let app = apps::classify(&self.config.packages, event.uid, &comm);
+        self.processes.entry(event.tgid).or_insert(Process {
+            tgid: event.tgid,
+            comm,
+            uid: event.uid,
+            app,
+            total: Counters::default(),
+            window: Counters::default(),
+            window_index: self.current,
+            previous: Counters::default(),
+        })
+    }
+
+    fn evict_least_recent(&mut self) {
+        let oldest = self
+            .processes
+            .values()
+            .min_by_key(|p| (p.window_index, p.tgid))
+            .map(|p| p.tgid);
+        if let Some(tgid) = oldest {
+            self.retire(tgid);
+        }
+    }
+
+    fn retire(&mut self, tgid: u32) {
+        if let Some(process) = self.processes.remove(&tgid) {
+            self.exited.add(&process.total);
+            self.exited_count += 1;
+        }
+    }
+
+    fn close_current(&mut self) {
+        let index = self.current;
+        let report = WindowReport {
+            index,
+            start_ns: self.window_end(index) - self.config.window_ns,
+            end_ns: self.window_end(index),
+            interval: std::mem::take(&mut self.interval),
+            totals: self.totals,
+            processes: self.active_rows(index),
+            cache: self.population.gauges(),
+        };
+        self.age_out(index);
+        self.history.push_back(report.clone());
+        while self.history.len() > self.config.history {
+            self.history.pop_front();
+        }
+        self.closed.push_back(report);
+        self.current += 1;
+    }
+
+    fn active_rows(&self, index: u64) -> Vec<ProcessRow> {
+        let mut rows: Vec<ProcessRow> = self
+            .processes
+            .values()
+            .filter(|p| p.window_index == index && !p.window.is_empty())
+            .map(|p| ProcessRow {
+                pid: p.tgid,
+                comm: p.comm.clone(),
+                uid: p.uid,
+                app: p.app.name().to_string(),
+                counters: p.window,
+            })
+            .collect();
+        rows.sort_by_key(|row| row.pid);
+        rows
+    }
+
+    fn age_out(&mut self, closing: u64) {
+        let idle = self.config.idle_windows;
+        let stale: Vec<u32> = self
+            .processes
+            .values()
+            .filter(|p| closing.saturating_sub(p.window_index) >= idle)
+            .map(|p| p.tgid)
+            .collect();
+        for tgid in stale {
+            self.retire(tgid);
+        }
+    }
+
+    /// Windows closed since the last call, oldest first.
+    pub fn take_closed(&mut self) -> Vec<WindowReport> {
+        self.closed.drain(..).collect()
+    }
+
+    /// Recent closed windows, oldest first (for sparklines).
+    pub fn history(&self) -> &VecDeque<WindowReport> {
+        &self.history
+    }
+
+    pub fn totals(&self) -> &Counters {
+        &self.totals
+    }
+
+    pub fn cache(&self) -> CacheGauges {
+        self.population.gauges()
+    }
+
+    pub fn processes(&self) -> impl Iterator<Item = &Process> {
+        self.processes.values()
+    }
+
+    pub fn process_count(&self) -> usize {
+        self.processes.len()
+    }
+
+    /// Aged-out processes: how many, and their summed counters.
+    pub fn exited(&self) -> (u64, &Counters) {
+        (self.exited_count, &self.exited)
+    }
+
+    /// Per-app totals over live processes, plus the activity of the last closed window.
+    pub fn apps(&self) -> Vec<AppRow> {
+        let last = self.history.back().map(|w| w.index);
+        let mut by_app: HashMap<&AppKey, AppRow> = HashMap::new();
+        for process in self.processes.values() {
+            let row = by_app
+                .entry(&process.app)
+                .or_insert_with(|| AppRow::new(process.app.clone()));
+            row.processes += 1;
+            row.total.add(&process.total);
+            if let Some(last) = last {
+                row.last_window.add(&process.window_counters(last));
+            }
+        }
+        by_app.into_values().collect()
+    }
+
+    pub fn push_decision(&mut self, line: String) {
+        self.decisions.push_back(line);
+        while self.decisions.len() > DECISIONS_KEPT {
+            self.decisions.pop_front();
+        }
+    }
+}
+
+/// One row of the per-app table.
+#[derive(Clone, Debug, Serialize)]
+pub struct AppRow {
+    pub app: AppKey,
+    pub processes: u32,
+    pub total: Counters,
+    pub last_window: Counters,
+}
+
+impl AppRow {
+    fn new(app: AppKey) -> AppRow {
+        AppRow {
+            app,
+            processes: 0,
+            total: Counters::default(),
+            last_window: Counters::default(),
+        }
+    }
+}
+
+/// Events that belong to a process. Lost-event markers and self-tests do not.
+fn attributable(event: &Event) -> bool {
+    !matches!(
+        event.kind(),
+        Some(EventKind::Lost) | Some(EventKind::Hello) | None
+    )
+}
+
+#[cfg(test)]
+mod tests;

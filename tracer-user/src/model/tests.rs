@@ -1,0 +1,225 @@
+use tracer_common::{FLAG_READAHEAD, QUEUE_256, QUEUE_512, QUEUE_RAW};
+
+use super::*;
+
+const SECOND: u64 = 1_000_000_000;
+
+fn event(kind: EventKind, ts_ns: u64, tgid: u32, uid: u32, comm: &str) -> Event {
+    let mut event = Event {
+        kind: kind as u8,
+        ts_ns,
+        pid: tgid,
+        tgid,
+        uid,
+        ..Event::ZERO
+    };
+    event.comm[..comm.len()].copy_from_slice(comm.as_bytes());
+    event
+}
+
+fn read(ts_ns: u64, tgid: u32, comm: &str, readahead: bool) -> Event {
+    let mut e = event(EventKind::NodeRead, ts_ns, tgid, 0, comm);
+    if readahead {
+        e.flags |= FLAG_READAHEAD;
+    }
+    e
+}
+
+fn model() -> Model {
+    let mut model = Model::new(ModelConfig::default());
+    model.start_at(0);
+    model
+}
+
+#[test]
+fn reads_are_attributed_per_process_and_split_demand_readahead() {
+    let mut model = model();
+    for i in 0..64 {
+        model.ingest(&read(i * 1000, 100 + (i % 4) as u32, "cat", false));
+    }
+    for i in 0..10 {
+        model.ingest(&read(500_000 + i, 200, "sh", true));
+    }
+    model.advance_to(SECOND);
+    let windows = model.take_closed();
+    assert_eq!(windows.len(), 1);
+    let window = &windows[0];
+    assert_eq!(window.interval.node_reads_demand, 64);
+    assert_eq!(window.interval.node_reads_readahead, 10);
+    assert_eq!(window.processes.len(), 5);
+    for row in window.processes.iter().filter(|r| r.comm == "cat") {
+        assert_eq!(
+            (
+                row.counters.node_reads_demand,
+                row.counters.node_reads_readahead
+            ),
+            (16, 0)
+        );
+    }
+    let shell = window.processes.iter().find(|r| r.comm == "sh").unwrap();
+    assert_eq!(
+        (
+            shell.counters.node_reads_demand,
+            shell.counters.node_reads_readahead
+        ),
+        (0, 10)
+    );
+}
+
+#[test]
+fn windows_are_cut_by_event_time_and_processes_add_up_to_the_interval() {
+    let mut model = model();
+    // 3 reads in window 0, none in window 1, 2 in window 2.
+    for ts in [10, SECOND - 1, 5] {
+        model.ingest(&read(ts, 1, "a", false));
+    }
+    model.ingest(&read(2 * SECOND, 2, "b", false));
+    model.ingest(&read(2 * SECOND + 7, 1, "a", true));
+    model.advance_to(3 * SECOND);
+    let windows = model.take_closed();
+    let reads: Vec<u64> = windows.iter().map(|w| w.interval.node_reads()).collect();
+    assert_eq!(reads, [3, 0, 2]);
+    assert_eq!(windows[2].totals.node_reads(), 5);
+    for window in &windows {
+        let sum: u64 = window
+            .processes
+            .iter()
+            .map(|p| p.counters.node_reads())
+            .sum();
+        assert_eq!(sum, window.interval.node_reads(), "window {}", window.index);
+    }
+    assert_eq!(windows[1].start_ns, SECOND);
+    assert_eq!(windows[1].end_ns, 2 * SECOND);
+}
+
+#[test]
+fn android_uids_group_processes_into_apps_and_kernel_threads_stay_apart() {
+    let packages = Packages::parse(
+        "com.example.chat 10123 0 /data/user/0/com.example.chat default 3003\n\
+         com.example.video 10200 0 /data/user/0/com.example.video default 3003\n",
+    );
+    let mut model = Model::new(ModelConfig {
+        packages,
+        ..ModelConfig::default()
+    });
+    model.start_at(0);
+    let chat_main = event(EventKind::NodeRead, 1, 3000, 10123, "com.example.chat");
+    let chat_service = event(EventKind::NodeRead, 2, 3001, 10123, "chat:service");
+    let chat_user10 = event(EventKind::NodeRead, 3, 3002, 1_010_123, "com.example.chat");
+    let restore = event(EventKind::Restore, 4, 3000, 10123, "com.example.chat");
+    let ckpt = event(EventKind::NodeRead, 5, 90, 0, "f2fs_ckpt-254:0");
+    let kworker = event(EventKind::NodeRead, 6, 91, 0, "kworker/u8:2");
+    for e in [
+        chat_main,
+        chat_service,
+        chat_user10,
+        restore,
+        restore,
+        restore,
+        ckpt,
+        kworker,
+    ] {
+        model.ingest(&e);
+    }
+    model.advance_to(SECOND);
+    let apps = model.apps();
+    let find = |key: AppKey| apps.iter().find(|a| a.app == key).cloned().unwrap();
+    let chat = find(AppKey::App("com.example.chat".into()));
+    assert_eq!(chat.processes, 2);
+    assert_eq!(chat.total.node_reads(), 2);
+    assert_eq!(chat.total.restores, 3);
+    assert_eq!(chat.total.hit_ratio(), Some(0.6));
+    assert_eq!(chat.last_window.restores, 3);
+    let other_user = find(AppKey::App("com.example.chat (user 10)".into()));
+    assert_eq!(
+        (other_user.processes, other_user.total.node_reads()),
+        (1, 1)
+    );
+    let kernel = find(AppKey::Kernel("f2fs_ckpt".into()));
+    assert_eq!(kernel.total.node_reads(), 1);
+    assert_eq!(find(AppKey::Kernel("kworker".into())).total.node_reads(), 1);
+    assert_eq!(apps.len(), 4);
+}
+
+#[test]
+fn idle_processes_age_out_into_the_exited_row_and_totals_are_kept() {
+    let mut model = Model::new(ModelConfig {
+        idle_windows: 3,
+        ..ModelConfig::default()
+    });
+    model.start_at(0);
+    model.ingest(&read(0, 1, "short", false));
+    model.ingest(&read(1, 1, "short", false));
+    model.ingest(&read(2, 2, "long", false));
+    for second in 1..=5 {
+        model.ingest(&read(second * SECOND, 2, "long", false));
+    }
+    model.advance_to(6 * SECOND);
+    assert_eq!(
+        model.process_count(),
+        1,
+        "pid 1 aged out after 3 idle windows"
+    );
+    let (count, exited) = model.exited();
+    assert_eq!((count, exited.node_reads()), (1, 2));
+    assert_eq!(model.totals().node_reads(), 8);
+}
+
+#[test]
+fn the_process_table_is_bounded() {
+    let mut model = Model::new(ModelConfig {
+        max_processes: 100,
+        ..ModelConfig::default()
+    });
+    model.start_at(0);
+    for tgid in 0..1000 {
+        model.ingest(&read(u64::from(tgid), tgid, "burst", false));
+    }
+    assert_eq!(model.process_count(), 100);
+    let (count, exited) = model.exited();
+    assert_eq!((count, exited.node_reads()), (900, 900));
+}
+
+#[test]
+fn cache_gauges_follow_conversions_restores_and_reclaims() {
+    let mut model = model();
+    let at = |kind, queue| Event {
+        queue,
+        ..event(kind, 1, 1, 0, "x")
+    };
+    for _ in 0..10 {
+        model.ingest(&read(1, 1, "x", false));
+    }
+    for queue in [QUEUE_256, QUEUE_256, QUEUE_512] {
+        model.ingest(&at(EventKind::Convert, queue));
+    }
+    model.ingest(&at(EventKind::Restore, QUEUE_256));
+    model.ingest(&at(EventKind::Reclaim, QUEUE_512));
+    model.ingest(&at(EventKind::Reclaim, QUEUE_RAW));
+    let cache = model.cache();
+    assert_eq!(cache.raw_entries, 10 - 3 + 1 - 1);
+    assert_eq!(
+        cache.slots,
+        PerQueue {
+            raw: 0,
+            b256: 1,
+            b512: 0,
+            b1024: 0
+        }
+    );
+    assert_eq!(cache.raw_bytes, 7 * 4096);
+    assert_eq!(cache.compressed_bytes, 256);
+    assert_eq!(cache.attributed_bytes, 8 * ENTRY_BYTES + 7 * 4096 + 256);
+}
+
+#[test]
+fn lost_events_are_counted_but_belong_to_no_process() {
+    let mut model = model();
+    let lost = Event {
+        len: 42,
+        ..event(EventKind::Lost, 5, 0, 0, "")
+    };
+    model.ingest(&lost);
+    assert_eq!(model.totals().lost, 42);
+    assert_eq!(model.process_count(), 0);
+}
