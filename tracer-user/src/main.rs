@@ -11,6 +11,8 @@ mod model;
 #[allow(dead_code)]
 mod source;
 mod system;
+#[allow(dead_code)]
+mod tui;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

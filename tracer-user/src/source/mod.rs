@@ -39,6 +39,8 @@ pub trait Source: Send {
 
     /// Wait for the next events and append them to `out`, in time order. Resolves to
     /// `Ok(false)` when the source has ended (a recording's end, a finished scenario).
+    /// Must be cancel-safe: views race it against timers and key presses and drop it when
+    /// they fire, so it may only take events off its input after its last `.await`.
     fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a>;
 
     /// The current time in the clock of this source's `Event::ts_ns` (CLOCK_MONOTONIC for

@@ -1,0 +1,261 @@
+//! Drawing: one function per panel, each reading only the snapshot and the UI state.
+use ratatui::{
+    layout::{Constraint, Layout, Rect},
+    style::{Color, Modifier, Style, Stylize},
+    text::{Line, Span},
+    widgets::{
+        Bar, BarChart, BarGroup, Block, Cell, Clear, Gauge, Paragraph, Row, Sparkline, Table, Wrap,
+    },
+    Frame,
+};
+
+use super::{
+    snapshot::Snapshot,
+    table::{arrange, COLUMNS},
+    UiState,
+};
+
+pub fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
+    let [header, sparks, memory, table, decisions, footer] = Layout::vertical([
+        Constraint::Length(4),
+        Constraint::Length(5),
+        Constraint::Length(5),
+        Constraint::Min(6),
+        Constraint::Length(6),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    draw_header(frame, header, snapshot, ui);
+    draw_sparklines(frame, sparks, snapshot);
+    draw_memory(frame, memory, snapshot);
+    draw_table(frame, table, snapshot, ui);
+    draw_decisions(frame, decisions, snapshot);
+    draw_footer(frame, footer, snapshot, ui);
+    if ui.help {
+        draw_help(frame);
+    }
+}
+
+fn or_dash<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+fn draw_header(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
+    let source = format!("{:?}", s.source.kind).to_lowercase();
+    let mut first = vec![
+        Span::styled("nodescope ", Style::new().bold().fg(Color::Cyan)),
+        Span::raw(format!("source {source}  kernel {}  ", s.source.kernel)),
+        Span::raw(format!("device {}  ", s.source.devices.join(","))),
+        Span::raw(format!("window {:.1}s", s.window_secs)),
+    ];
+    if ui.paused {
+        first.push(Span::styled(
+            "  PAUSED",
+            Style::new().bold().fg(Color::Yellow),
+        ));
+    }
+    let second = Line::from(format!(
+        "threshold {}%  interval {} ms  controller {}  {}",
+        or_dash(s.threshold),
+        or_dash(s.interval_ms),
+        s.controller.as_deref().unwrap_or("off"),
+        s.source.detail
+    ));
+    let banner = Paragraph::new(vec![Line::from(first), second]).block(Block::bordered());
+    frame.render_widget(banner, area);
+}
+
+fn draw_sparklines(frame: &mut Frame, area: Rect, s: &Snapshot) {
+    let areas = Layout::horizontal([Constraint::Ratio(1, 4); 4]).split(area);
+    let panels = [
+        ("node reads", &s.node_reads, Color::Red),
+        ("restores", &s.restores, Color::Green),
+        ("conversions", &s.conversions, Color::Blue),
+        ("reclaims", &s.reclaims, Color::Magenta),
+    ];
+    for ((title, series, color), area) in panels.into_iter().zip(areas.iter()) {
+        let last = series.last().copied().unwrap_or(0);
+        // Show the newest windows that fit.
+        let width = usize::from(area.width.saturating_sub(2));
+        let data = &series[series.len().saturating_sub(width)..];
+        let spark = Sparkline::default()
+            .block(Block::bordered().title(format!("{title} {last}/w")))
+            .data(data)
+            .style(Style::new().fg(color));
+        frame.render_widget(spark, *area);
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn draw_memory(frame: &mut Frame, area: Rect, s: &Snapshot) {
+    let [gauge_area, slots_area] =
+        Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(area);
+    let c = &s.cache;
+    let budget = s
+        .budget_bytes
+        .map_or_else(String::new, |b| format!(" / budget {}", mib(b)));
+    let ratio = match s.budget_bytes {
+        Some(budget) if budget > 0 => (c.attributed_bytes as f64 / budget as f64).min(1.0),
+        _ if c.attributed_bytes > 0 => c.compressed_bytes as f64 / c.attributed_bytes as f64,
+        _ => 0.0,
+    };
+    let label = format!(
+        "raw {} ({} entries)  compressed {} ({} slots)  attributed {}{budget}",
+        mib(c.raw_bytes),
+        c.raw_entries,
+        mib(c.compressed_bytes),
+        c.slots.compressed(),
+        mib(c.attributed_bytes)
+    );
+    let title = if s.budget_bytes.is_some() {
+        "memory (of budget)"
+    } else {
+        "memory (compressed share)"
+    };
+    let gauge = Gauge::default()
+        .block(Block::bordered().title(title))
+        .gauge_style(Style::new().fg(Color::Green).bg(Color::DarkGray))
+        .ratio(ratio)
+        .label(label);
+    frame.render_widget(gauge, gauge_area);
+    let bars = [
+        ("256", c.slots.b256),
+        ("512", c.slots.b512),
+        ("1024", c.slots.b1024),
+    ]
+    .map(|(name, value)| Bar::default().label(Line::from(name)).value(value));
+    let chart = BarChart::default()
+        .block(Block::bordered().title("slots"))
+        .direction(ratatui::layout::Direction::Horizontal)
+        .bar_width(1)
+        .bar_gap(0)
+        .data(BarGroup::default().bars(&bars));
+    frame.render_widget(chart, slots_area);
+}
+
+fn draw_table(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
+    let mut rows = s.apps.clone();
+    arrange(&mut rows, ui.sort, ui.ascending, &ui.filter);
+    let header = Row::new(COLUMNS.iter().map(|column| {
+        let marker = match (*column == ui.sort, ui.ascending) {
+            (true, false) => "▼",
+            (true, true) => "▲",
+            _ => "",
+        };
+        Cell::from(format!("{}{marker}", column.title()))
+    }))
+    .style(Style::new().add_modifier(Modifier::BOLD).fg(Color::Yellow));
+    let mut body: Vec<Row> = rows
+        .iter()
+        .map(|row| Row::new(COLUMNS.iter().map(|column| Cell::from(column.cell(row)))))
+        .collect();
+    if s.exited_processes > 0 && ui.filter.is_empty() {
+        body.push(exited_row(s).style(Style::new().fg(Color::DarkGray)));
+    }
+    let widths: Vec<Constraint> = COLUMNS
+        .iter()
+        .map(|c| Constraint::Length(c.width()))
+        .collect();
+    let filter = if ui.editing_filter {
+        format!("  filter: {}_", ui.filter)
+    } else if ui.filter.is_empty() {
+        String::new()
+    } else {
+        format!("  filter: {}", ui.filter)
+    };
+    let title = format!(
+        "apps ({} shown, {} processes live, {} exited){filter}",
+        rows.len(),
+        s.live_processes,
+        s.exited_processes
+    );
+    let table = Table::new(body, widths)
+        .header(header)
+        .block(Block::bordered().title(title));
+    frame.render_widget(table, area);
+}
+
+fn exited_row(s: &Snapshot) -> Row<'static> {
+    let t = &s.exited;
+    let cells = [
+        format!("(exited: {})", s.exited_processes),
+        String::new(),
+        t.node_reads_demand.to_string(),
+        t.node_reads_readahead.to_string(),
+        t.restores.to_string(),
+        t.hit_ratio()
+            .map_or_else(|| "-".into(), |r| format!("{:.1}", r * 100.0)),
+        t.conversions.to_string(),
+        t.reclaims.total().to_string(),
+        t.second_chances.total().to_string(),
+        String::new(),
+    ];
+    Row::new(cells.map(Cell::from))
+}
+
+fn draw_decisions(frame: &mut Frame, area: Rect, s: &Snapshot) {
+    let lines: Vec<Line> = if s.decisions.is_empty() {
+        vec![
+            Line::from("no controller decisions (run with --tune to let the controller act)").dim(),
+        ]
+    } else {
+        s.decisions.iter().map(|d| Line::from(d.as_str())).collect()
+    };
+    let pane = Paragraph::new(lines)
+        .block(Block::bordered().title("controller decisions (newest first)"))
+        .wrap(Wrap { trim: true });
+    frame.render_widget(pane, area);
+}
+
+fn draw_footer(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
+    let sort = ui.sort.title();
+    let text = format!(
+        "q quit  / filter  s sort ({sort})  r reverse  p pause  ? help   | reads {} restores {} conversions {} lost {}",
+        s.totals.node_reads(),
+        s.totals.restores,
+        s.totals.conversions,
+        s.totals.lost
+    );
+    let style = if s.totals.lost > 0 {
+        Style::new().fg(Color::Red)
+    } else {
+        Style::new().dim()
+    };
+    frame.render_widget(Paragraph::new(text).style(style), area);
+}
+
+pub const HELP: [&str; 12] = [
+    "nodescope top: node-cache activity, live",
+    "",
+    "q / Esc      quit",
+    "/            filter apps by name (Enter applies, Esc clears)",
+    "s / S        sort by the next / previous column",
+    "1..9, 0      sort by column N (0 = the tenth)",
+    "r            reverse the sort order",
+    "p            pause / resume the display (events are still counted)",
+    "?            this help",
+    "",
+    "READS demand node reads, RA readahead reads, HIT% restores / (restores + reads),",
+    "READS/W node reads in the last window; [name] rows are kernel threads",
+];
+
+fn draw_help(frame: &mut Frame) {
+    let area = frame.area();
+    let width = 84.min(area.width);
+    let height = (HELP.len() as u16 + 2).min(area.height);
+    let popup = Rect::new(
+        (area.width - width) / 2,
+        (area.height - height) / 2,
+        width,
+        height,
+    );
+    frame.render_widget(Clear, popup);
+    let text: Vec<Line> = HELP.iter().map(|l| Line::from(*l)).collect();
+    frame.render_widget(
+        Paragraph::new(text).block(Block::bordered().title("help")),
+        popup,
+    );
+}

@@ -1,0 +1,60 @@
+//! What the screen shows, copied out of the model: drawing never touches the model, and a
+//! paused screen simply keeps its snapshot.
+use crate::{
+    model::{AppRow, CacheGauges, Counters, Model},
+    source::SourceInfo,
+};
+
+/// How many windows the sparklines show (the widest terminal rarely has more columns).
+const SPARK_WINDOWS: usize = 240;
+
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub source: SourceInfo,
+    pub window_secs: f64,
+    pub threshold: Option<u32>,
+    pub interval_ms: Option<u32>,
+    pub budget_bytes: Option<u64>,
+    pub controller: Option<String>,
+    pub node_reads: Vec<u64>,
+    pub restores: Vec<u64>,
+    pub conversions: Vec<u64>,
+    pub reclaims: Vec<u64>,
+    pub cache: CacheGauges,
+    pub apps: Vec<AppRow>,
+    pub live_processes: usize,
+    pub exited_processes: u64,
+    pub exited: Counters,
+    pub totals: Counters,
+    pub decisions: Vec<String>,
+}
+
+impl Snapshot {
+    pub fn capture(model: &Model, source: &SourceInfo) -> Snapshot {
+        let history = model.history();
+        let skip = history.len().saturating_sub(SPARK_WINDOWS);
+        let series = |f: fn(&Counters) -> u64| -> Vec<u64> {
+            history.iter().skip(skip).map(|w| f(&w.interval)).collect()
+        };
+        let (exited_processes, exited) = model.exited();
+        Snapshot {
+            source: source.clone(),
+            window_secs: model.config().window_ns as f64 / 1e9,
+            threshold: model.settings.threshold,
+            interval_ms: model.settings.interval_ms,
+            budget_bytes: model.settings.budget_bytes,
+            controller: model.settings.controller.clone(),
+            node_reads: series(Counters::node_reads),
+            restores: series(|c| c.restores),
+            conversions: series(|c| c.conversions),
+            reclaims: series(|c| c.reclaims.total()),
+            cache: model.cache(),
+            apps: model.apps(),
+            live_processes: model.process_count(),
+            exited_processes,
+            exited: *exited,
+            totals: *model.totals(),
+            decisions: model.decisions.iter().rev().take(50).cloned().collect(),
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Snapshot tests: the real drawing code into ratatui's TestBackend.
+use ratatui::{
+    backend::TestBackend,
+    crossterm::event::{KeyCode, KeyEvent, KeyModifiers},
+    Terminal,
+};
+use tracer_common::{Event, EventKind, QUEUE_512};
+
+use super::*;
+use crate::{
+    model::{ModelConfig, Packages},
+    source::{SourceInfo, SourceKind},
+};
+
+const SECOND: u64 = 1_000_000_000;
+
+fn event(kind: EventKind, ts: u64, tgid: u32, uid: u32, comm: &str) -> Event {
+    let mut e = Event {
+        kind: kind as u8,
+        ts_ns: ts,
+        pid: tgid,
+        tgid,
+        uid,
+        queue: QUEUE_512,
+        ..Event::ZERO
+    };
+    let n = comm.len().min(15); // the kernel keeps 15 bytes and a NUL
+    e.comm[..n].copy_from_slice(&comm.as_bytes()[..n]);
+    e
+}
+
+fn sample_model() -> Model {
+    let packages = Packages::parse(
+        "com.example.chat 10123 0 /data/user/0/com.example.chat default 3003\n\
+         com.example.video 10200 0 /data/user/0/com.example.video default 3003\n",
+    );
+    let mut model = Model::new(ModelConfig {
+        packages,
+        ..ModelConfig::default()
+    });
+    model.start_at(0);
+    for second in 0..5u64 {
+        let ts = second * SECOND;
+        for i in 0..(10 + second) {
+            model.ingest(&event(
+                EventKind::NodeRead,
+                ts + i,
+                3000,
+                10123,
+                "com.example.chat",
+            ));
+        }
+        for i in 0..3 {
+            model.ingest(&event(
+                EventKind::NodeRead,
+                ts + i,
+                4000,
+                10200,
+                "com.example.video",
+            ));
+            model.ingest(&event(
+                EventKind::Convert,
+                ts + i,
+                90,
+                0,
+                "f2fs_writeback-254:0",
+            ));
+        }
+        model.ingest(&event(
+            EventKind::Restore,
+            ts + 50,
+            4000,
+            10200,
+            "com.example.video",
+        ));
+    }
+    model.advance_to(5 * SECOND);
+    model.settings.threshold = Some(40);
+    model.settings.interval_ms = Some(1000);
+    model.push_decision("t=4s threshold 40 -> 45: restores rising, no pressure".into());
+    model
+}
+
+fn info() -> SourceInfo {
+    SourceInfo {
+        kind: SourceKind::Sim,
+        kernel: "simulator".into(),
+        devices: vec!["sim0".into()],
+        detail: "scenario android-launch".into(),
+    }
+}
+
+fn screen(ui: &UiState) -> String {
+    let model = sample_model();
+    let snapshot = Snapshot::capture(&model, &info());
+    let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
+    render(&mut terminal, &snapshot, ui).unwrap();
+    let buffer = terminal.backend().buffer();
+    let mut text = String::new();
+    for y in 0..buffer.area.height {
+        for x in 0..buffer.area.width {
+            text.push_str(buffer[(x, y)].symbol());
+        }
+        text.push('\n');
+    }
+    text
+}
+
+fn row_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} not on screen:\n{text}"))
+}
+
+fn press(ui: &mut UiState, code: KeyCode) {
+    ui.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+#[test]
+fn every_panel_is_drawn_with_the_model_data() {
+    let text = screen(&UiState::default());
+    for needle in [
+        "source sim",
+        "device sim0",
+        "threshold 40%",
+        "interval 1000 ms",
+        "node reads 17/w",
+        "restores 1/w",
+        "conversions 3/w",
+        "reclaims 0/w",
+        "memory (compressed share)",
+        "slots",
+        "apps (3 shown",
+        "com.example.chat",
+        "[f2fs_writeback]",
+        "threshold 40 -> 45",
+        "q quit",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    // chat: 10+11+12+13+14 = 60 demand reads
+    let chat = text
+        .lines()
+        .find(|l| l.contains("com.example.chat"))
+        .unwrap();
+    assert!(chat.contains(" 60 "), "{chat}");
+}
+
+#[test]
+fn sorting_by_a_column_and_reversing_reorders_the_table() {
+    let mut ui = UiState::default();
+    let by_reads = screen(&ui);
+    assert!(row_of(&by_reads, "com.example.chat") < row_of(&by_reads, "com.example.video"));
+    press(&mut ui, KeyCode::Char('5')); // RESTORES
+    let by_restores = screen(&ui);
+    assert!(by_restores.contains("RESTORES▼"));
+    assert!(row_of(&by_restores, "com.example.video") < row_of(&by_restores, "com.example.chat"));
+    press(&mut ui, KeyCode::Char('r'));
+    let reversed = screen(&ui);
+    assert!(reversed.contains("RESTORES▲"));
+    assert!(row_of(&reversed, "com.example.chat") < row_of(&reversed, "com.example.video"));
+}
+
+#[test]
+fn filter_pause_and_help() {
+    let mut ui = UiState::default();
+    press(&mut ui, KeyCode::Char('/'));
+    for c in "video".chars() {
+        press(&mut ui, KeyCode::Char(c));
+    }
+    press(&mut ui, KeyCode::Enter);
+    let filtered = screen(&ui);
+    assert!(filtered.contains("filter: video"));
+    assert!(filtered.contains("com.example.video"));
+    assert!(!filtered.contains("com.example.chat"));
+    press(&mut ui, KeyCode::Char('p'));
+    assert!(screen(&ui).contains("PAUSED"));
+    press(&mut ui, KeyCode::Char('?'));
+    assert!(screen(&ui).contains("filter apps by name"));
+    press(&mut ui, KeyCode::Char('x'));
+    assert!(!ui.help);
+    press(&mut ui, KeyCode::Char('q'));
+    assert!(ui.quit);
+}
