@@ -175,6 +175,25 @@ impl Event {
         self.flags & FLAG_READAHEAD != 0
     }
 
+    /// Copy an event out of bytes (a ring-buffer record, a recording); None when too short.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Event> {
+        if bytes.len() < core::mem::size_of::<Event>() {
+            return None;
+        }
+        // SAFETY: the slice holds at least size_of::<Event>() bytes, Event is plain old data
+        // valid for any bit pattern, and read_unaligned copes with any alignment.
+        Some(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<Event>()) })
+    }
+
+    /// The event's bytes, exactly as they travel through the ring buffer.
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: Event is #[repr(C)] with explicit padding fields, so all its bytes are
+        // initialised; the slice borrows self and lives no longer.
+        unsafe {
+            core::slice::from_raw_parts((self as *const Event).cast::<u8>(), core::mem::size_of::<Event>())
+        }
+    }
+
     /// The comm up to its first NUL.
     pub fn comm_bytes(&self) -> &[u8] {
         let end = self.comm.iter().position(|b| *b == 0).unwrap_or(COMM_LEN);
@@ -251,7 +270,6 @@ pub const F2FS_PAGE_TYPE_NODE: i32 = 1;
 pub const REQ_OP_READ: u32 = 0;
 /// F2FS block size: iostat counts node reads in these units.
 pub const F2FS_BLOCK_BYTES: u32 = 4096;
-
 
 /// How a probe on one of the RFC's functions (or a simulator hook) turns the function's
 /// arguments and return value into an `Event`. Written by userspace from a probe manifest into

@@ -1,4 +1,6 @@
 //! Loading nodescope's eBPF object and reading what it sends.
+pub mod f2fs;
+pub mod format;
 pub mod manifest;
 pub mod observe;
 pub mod rfc;
@@ -79,7 +81,7 @@ impl EventReader {
         let ring = guard.get_inner_mut();
         let mut count = 0;
         while let Some(item) = ring.next() {
-            if let Some(event) = decode(&item) {
+            if let Some(event) = Event::from_bytes(&item) {
                 sink(event);
                 count += 1;
             }
@@ -89,15 +91,6 @@ impl EventReader {
     }
 }
 
-/// Copy an event out of a ring-buffer record; records of the wrong size are skipped.
-pub fn decode(bytes: &[u8]) -> Option<Event> {
-    if bytes.len() < std::mem::size_of::<Event>() {
-        return None;
-    }
-    // SAFETY: the slice holds at least size_of::<Event>() bytes, Event is plain old data valid
-    // for any bit pattern, and read_unaligned copes with any alignment.
-    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Event>()) })
-}
 
 /// Events the kernel side could not put in the ring buffer.
 pub fn dropped(ebpf: &Ebpf) -> Result<u64> {

@@ -16,7 +16,7 @@ use aya::{maps::RingBuf, programs::uprobe::UProbeScope};
 use tracer_common::{Event, EventKind};
 
 use super::{
-    decode, dropped, init_logger, load,
+    dropped, init_logger, load,
     manifest::{Manifest, SIM_MANIFEST},
     rfc::{self, AttachReport},
 };
@@ -155,7 +155,7 @@ fn drain(
 ) -> usize {
     let mut drained = 0;
     while let Some(item) = ring.next() {
-        if let Some(kind) = decode(&item).and_then(|event| event.kind()) {
+        if let Some(kind) = Event::from_bytes(&item).and_then(|event| event.kind()) {
             *counts.entry(kind.name()).or_default() += 1;
         }
         drained += 1;

@@ -1,0 +1,130 @@
+use tracer_common::{Event, EventKind};
+
+use super::{
+    reader::{read_all, Item},
+    writer::Writer,
+    Header, Note,
+};
+
+fn sample_events(n: u32) -> Vec<Event> {
+    (0..n)
+        .map(|i| Event {
+            kind: if i % 7 == 0 {
+                EventKind::Restore
+            } else {
+                EventKind::NodeRead
+            } as u8,
+            ts_ns: u64::from(i) * 1000,
+            tgid: 100 + i % 13,
+            pid: 100 + i % 13,
+            nid: i,
+            ..Event::ZERO
+        })
+        .collect()
+}
+
+fn recording(events: &[Event]) -> Vec<u8> {
+    let header = Header {
+        kernel: "test".into(),
+        window_ns: 1_000_000_000,
+        ..Header::default()
+    };
+    let mut writer = Writer::new(Vec::new(), &header).unwrap();
+    for (i, event) in events.iter().enumerate() {
+        writer.event(event).unwrap();
+        if i == 5000 {
+            let note = Note {
+                ts_ns: event.ts_ns,
+                kind: "knobs".into(),
+                text: "threshold 30".into(),
+            };
+            writer.note(&note).unwrap();
+        }
+    }
+    writer.finish(99_000_000).unwrap().0
+}
+
+#[test]
+fn a_recording_reads_back_exactly() {
+    let events = sample_events(10_000);
+    let bytes = recording(&events);
+    let contents = read_all(&bytes).unwrap();
+    assert!(contents.damage.is_none());
+    assert_eq!(contents.header.kernel, "test");
+    let back: Vec<Event> = contents.events().copied().collect();
+    assert_eq!(back, events);
+    let footer = contents.footer().unwrap();
+    assert_eq!((footer.events, footer.blocks, footer.notes), (10_000, 4, 1));
+    assert_eq!(footer.end_ns, 99_000_000);
+    let notes = contents
+        .items
+        .iter()
+        .filter(|i| matches!(i, Item::Note(_)))
+        .count();
+    assert_eq!(notes, 1);
+}
+
+/// Cut the file at many offsets: never a panic, always a prefix of the events, and the damage
+/// named unless the cut falls exactly between records.
+#[test]
+fn truncation_at_any_offset_keeps_the_intact_prefix() {
+    let events = sample_events(9_000);
+    let bytes = recording(&events);
+    let mut offsets: Vec<usize> = (0..bytes.len()).step_by(97).collect();
+    offsets.extend([bytes.len() - 1, 1, 8, 13, 17]);
+    for cut in offsets {
+        let Ok(contents) = read_all(&bytes[..cut]) else {
+            continue; // the header itself was cut: an error, never a panic
+        };
+        let back: Vec<Event> = contents.events().copied().collect();
+        assert_eq!(back[..], events[..back.len()], "cut at {cut}");
+        assert!(
+            contents.footer().is_none(),
+            "cut at {cut} cannot keep the footer"
+        );
+        if let Some(damage) = &contents.damage {
+            assert!(damage.offset as usize <= cut, "cut at {cut}: {damage}");
+        }
+    }
+}
+
+#[test]
+fn flipped_bytes_are_caught_by_checksums_and_name_the_record() {
+    let events = sample_events(9_000);
+    let bytes = recording(&events);
+    let header_end = 18 + u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
+    for position in (0..bytes.len()).step_by(331) {
+        let mut damaged = bytes.clone();
+        damaged[position] ^= 0x5a;
+        if position < header_end {
+            let err = read_all(&damaged).err().expect("a damaged header is an error");
+            assert!(err.record.is_none() && err.offset as usize <= position, "{err}");
+            continue;
+        }
+        let contents = read_all(&damaged).unwrap();
+        let damage = contents
+            .damage
+            .as_ref()
+            .unwrap_or_else(|| panic!("flip at {position} undetected"));
+        assert!(damage.record.is_some());
+        assert!(
+            damage.offset as usize <= position,
+            "flip at {position}: {damage}"
+        );
+        let back: Vec<Event> = contents.events().copied().collect();
+        assert_eq!(back[..], events[..back.len()]);
+    }
+}
+
+#[test]
+fn a_wrong_version_or_magic_is_a_clear_error() {
+    let mut bytes = recording(&sample_events(10));
+    bytes[8] = 9;
+    let err = read_all(&bytes).err().unwrap().to_string();
+    assert_eq!(
+        err,
+        "header at byte offset 8: format version 9, this nodescope reads 1"
+    );
+    let err = read_all(b"hello world").err().unwrap().to_string();
+    assert!(err.contains("not a nodescope recording"), "{err}");
+}

@@ -1,0 +1,102 @@
+//! Writing recordings: events are batched into compressed, checksummed blocks.
+use std::io::Write;
+
+use anyhow::{Context as _, Result};
+use tracer_common::{Event, EventKind};
+
+use super::{
+    Footer, Header, Note, EVENTS_PER_BLOCK, MAGIC, TAG_EVENTS, TAG_FOOTER, TAG_NOTE, VERSION,
+};
+
+pub struct Writer<W: Write> {
+    out: W,
+    pending: Vec<u8>,
+    pending_events: u32,
+    footer: Footer,
+    /// Bytes written so far (for the bytes-per-event figure).
+    written: u64,
+}
+
+impl<W: Write> Writer<W> {
+    pub fn new(mut out: W, header: &Header) -> Result<Writer<W>> {
+        let json = serde_json::to_vec(header).context("encoding the header")?;
+        let mut bytes = Vec::with_capacity(json.len() + 18);
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&json);
+        bytes.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
+        out.write_all(&bytes).context("writing the header")?;
+        Ok(Writer {
+            out,
+            pending: Vec::with_capacity(EVENTS_PER_BLOCK * super::EVENT_BYTES),
+            pending_events: 0,
+            footer: Footer::default(),
+            written: bytes.len() as u64,
+        })
+    }
+
+    pub fn event(&mut self, event: &Event) -> Result<()> {
+        self.pending.extend_from_slice(event.as_bytes());
+        self.pending_events += 1;
+        self.footer.events += 1;
+        self.footer.end_ns = self.footer.end_ns.max(event.ts_ns);
+        if event.kind() == Some(EventKind::Lost) {
+            self.footer.lost += u64::from(event.len);
+        }
+        if self.pending_events as usize >= EVENTS_PER_BLOCK {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    pub fn note(&mut self, note: &Note) -> Result<()> {
+        self.flush_block()?; // keep notes in time order with the events around them
+        let json = serde_json::to_vec(note).context("encoding a note")?;
+        self.record(TAG_NOTE, &json)?;
+        self.footer.notes += 1;
+        Ok(())
+    }
+
+    /// Write out the events collected so far as one block.
+    pub fn flush_block(&mut self) -> Result<()> {
+        if self.pending_events == 0 {
+            return Ok(());
+        }
+        let compressed = lz4_flex::block::compress(&self.pending);
+        let mut payload = Vec::with_capacity(compressed.len() + 4);
+        payload.extend_from_slice(&self.pending_events.to_le_bytes());
+        payload.extend_from_slice(&compressed);
+        self.record(TAG_EVENTS, &payload)?;
+        self.footer.blocks += 1;
+        self.pending.clear();
+        self.pending_events = 0;
+        Ok(())
+    }
+
+    fn record(&mut self, tag: u8, payload: &[u8]) -> Result<()> {
+        let mut head = [0u8; 9];
+        head[0] = tag;
+        head[1..5].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        head[5..9].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        self.out.write_all(&head).context("writing a record")?;
+        self.out.write_all(payload).context("writing a record")?;
+        self.written += (head.len() + payload.len()) as u64;
+        Ok(())
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Flush the last block, write the footer, flush the output. `end_ns` extends the recorded
+    /// time range past the last event (a quiet end still counts).
+    pub fn finish(mut self, end_ns: u64) -> Result<(W, Footer)> {
+        self.flush_block()?;
+        self.footer.end_ns = self.footer.end_ns.max(end_ns);
+        let json = serde_json::to_vec(&self.footer).context("encoding the footer")?;
+        self.record(TAG_FOOTER, &json)?;
+        self.out.flush().context("flushing the recording")?;
+        Ok((self.out, self.footer))
+    }
+}
