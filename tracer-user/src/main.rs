@@ -5,6 +5,9 @@
 //! knobs. See docs/ARCHITECTURE.md.
 mod bpf;
 mod cmd;
+mod knobs;
+#[allow(dead_code)]
+mod metrics;
 #[allow(dead_code)]
 mod model;
 // The first sources arrive with issues #3 and #4; until then nothing reads the trait.
@@ -32,10 +35,10 @@ enum Command {
     Top(cmd::top::TopArgs),
     /// Stream node-cache activity as JSON lines, one object per interval.
     Stream(cmd::stream::StreamArgs),
-    /// Record events to a file (coming: issue #8).
-    Record(cmd::coming::ComingArgs),
-    /// Summarise a recording (coming: issue #8).
-    Report(cmd::coming::ComingArgs),
+    /// Record events to a file (lz4 blocks with checksums) for report and replay.
+    Record(cmd::record::RecordArgs),
+    /// Summarise a recording: per app, per device, knob changes, drops.
+    Report(cmd::report::ReportArgs),
     /// Tune node_compress_threshold and node_compress_interval with a feedback controller.
     Tune(cmd::tune::TuneArgs),
     /// Run the compressed node cache simulator.
@@ -49,8 +52,8 @@ fn main() -> Result<()> {
         Command::Probe(args) => cmd::probe::run(args),
         Command::Top(args) => cmd::top::run(args),
         Command::Stream(args) => cmd::stream::run(args),
-        Command::Record(_) => cmd::coming::run("record", 8),
-        Command::Report(_) => cmd::coming::run("report", 8),
+        Command::Record(args) => cmd::record::run(args),
+        Command::Report(args) => cmd::report::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     }

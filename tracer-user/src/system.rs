@@ -169,3 +169,9 @@ pub fn f2fs_devices(sysfs_root: &Path) -> Vec<F2fsDevice> {
     devices.sort_by(|a, b| a.name.cmp(&b.name));
     devices
 }
+
+pub fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}

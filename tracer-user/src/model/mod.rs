@@ -181,6 +181,8 @@ pub struct Model {
     /// Processes aged out, summed.
     exited: Counters,
     exited_count: u64,
+    /// Aged-out processes' totals per app, so app totals never go down (metrics are counters).
+    retired_by_app: HashMap<AppKey, Counters>,
     processes: HashMap<u32, Process>,
     population: Population,
     history: VecDeque<WindowReport>,
@@ -202,6 +204,7 @@ impl Model {
             totals: Counters::default(),
             exited: Counters::default(),
             exited_count: 0,
+            retired_by_app: HashMap::new(),
             processes: HashMap::new(),
             population: Population::default(),
             history: VecDeque::new(),
@@ -304,6 +307,14 @@ impl Model {
         if let Some(process) = self.processes.remove(&tgid) {
             self.exited.add(&process.total);
             self.exited_count += 1;
+            let key = if self.retired_by_app.len() < self.config.max_processes
+                || self.retired_by_app.contains_key(&process.app)
+            {
+                process.app
+            } else {
+                AppKey::Program("(other)".into())
+            };
+            self.retired_by_app.entry(key).or_default().add(&process.total);
         }
     }
 
@@ -388,10 +399,14 @@ impl Model {
         (self.exited_count, &self.exited)
     }
 
-    /// Per-app totals over live processes, plus the activity of the last closed window.
+    /// Per-app totals (live processes and those aged out), live process counts, and the
+    /// activity of the last closed window.
     pub fn apps(&self) -> Vec<AppRow> {
         let last = self.history.back().map(|w| w.index);
         let mut by_app: HashMap<&AppKey, AppRow> = HashMap::new();
+        for (app, total) in &self.retired_by_app {
+            by_app.entry(app).or_insert_with(|| AppRow::new(app.clone())).total.add(total);
+        }
         for process in self.processes.values() {
             let row = by_app
                 .entry(&process.app)

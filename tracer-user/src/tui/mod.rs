@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result};
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind};
 use tokio::sync::mpsc;
 
-pub use self::snapshot::Snapshot;
+pub use self::{snapshot::Snapshot, table::label};
 use self::table::{Column, COLUMNS};
 use crate::{model::Model, source::Source};
 

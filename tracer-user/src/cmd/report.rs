@@ -1,0 +1,251 @@
+//! `nodescope report FILE`: what a recording says, per app and per device.
+use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
+
+use anyhow::{Context as _, Result};
+use clap::Args;
+use nodescope::record::{
+    reader::{read_all, Item},
+    Note,
+};
+use serde::Serialize;
+use tracer_common::{EventKind, QUEUE_1024, QUEUE_256, QUEUE_512};
+
+use crate::model::{AppRow, Counters, Model, ModelConfig, Packages, PerQueue};
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// The recording (from `nodescope record`).
+    file: PathBuf,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Android packages.list for uid -> app names.
+    #[arg(long, value_name = "FILE")]
+    packages: Option<PathBuf>,
+}
+
+/// Per device: checkpoints and the node writes between them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DeviceReport {
+    pub node_writes: u64,
+    pub checkpoints: u64,
+    pub node_writes_per_checkpoint: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub header: nodescope::record::Header,
+    pub time_range: TimeRange,
+    pub totals: Counters,
+    pub hit_ratio: Option<f64>,
+    pub apps: Vec<AppRow>,
+    /// Conversions by the slot they went into.
+    pub slot_mix: PerQueue,
+    pub devices: BTreeMap<String, DeviceReport>,
+    pub notes: Vec<Note>,
+    /// Events lost before they were recorded.
+    pub drops: u64,
+    pub complete: bool,
+    /// Where the file stopped being readable, if it did.
+    pub damage: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TimeRange {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub seconds: f64,
+}
+
+pub fn run(args: ReportArgs) -> Result<()> {
+    let packages = match &args.packages {
+        Some(path) => Packages::load(path)?,
+        None => Packages::default(),
+    };
+    let bytes =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let report =
+        build(&bytes, packages).map_err(|err| anyhow::anyhow!("{}: {err}", args.file.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    if let Some(damage) = &report.damage {
+        eprintln!(
+            "warning: {}: {damage}; the report covers what comes before it",
+            args.file.display()
+        );
+    }
+    Ok(())
+}
+
+/// Build the report from a recording's bytes. Only an unreadable header is an error.
+pub fn build(
+    bytes: &[u8],
+    packages: Packages,
+) -> Result<Report, nodescope::record::reader::Damage> {
+    let contents = read_all(bytes)?;
+    let header = contents.header.clone();
+    let mut model = Model::new(ModelConfig {
+        window_ns: header.window_ns.max(1),
+        idle_windows: u64::MAX, // a report keeps every process
+        packages,
+        ..ModelConfig::default()
+    });
+    model.start_at(header.clock_origin_ns);
+    let mut slot_mix = PerQueue::default();
+    let mut devices: BTreeMap<String, DeviceReport> = BTreeMap::new();
+    let mut notes = Vec::new();
+    for item in &contents.items {
+        match item {
+            Item::Events(events) => {
+                for event in events {
+                    model.ingest(event);
+                    tally(event, &mut slot_mix, &mut devices);
+                }
+            }
+            Item::Note(note) => notes.push(note.clone()),
+            Item::Footer(_) => {}
+        }
+    }
+    let footer = contents.footer().cloned();
+    let last = contents
+        .events()
+        .last()
+        .map_or(header.clock_origin_ns, |e| e.ts_ns);
+    let end_ns = footer.as_ref().map_or(last, |f| f.end_ns.max(last));
+    for device in devices.values_mut() {
+        device.node_writes_per_checkpoint =
+            (device.checkpoints > 0).then(|| device.node_writes as f64 / device.checkpoints as f64);
+    }
+    let mut apps = model.apps();
+    apps.sort_by(|a, b| {
+        b.total
+            .node_reads()
+            .cmp(&a.total.node_reads())
+            .then(a.app.cmp(&b.app))
+    });
+    let totals = *model.totals();
+    Ok(Report {
+        time_range: TimeRange {
+            start_ns: header.clock_origin_ns,
+            end_ns,
+            seconds: end_ns.saturating_sub(header.clock_origin_ns) as f64 / 1e9,
+        },
+        header,
+        hit_ratio: totals.hit_ratio(),
+        totals,
+        apps,
+        slot_mix,
+        devices,
+        notes,
+        drops: totals.lost,
+        complete: footer.is_some() && contents.damage.is_none(),
+        damage: contents.damage.map(|d| d.to_string()),
+    })
+}
+
+fn tally(
+    event: &tracer_common::Event,
+    slot_mix: &mut PerQueue,
+    devices: &mut BTreeMap<String, DeviceReport>,
+) {
+    match event.kind() {
+        Some(EventKind::Convert) if [QUEUE_256, QUEUE_512, QUEUE_1024].contains(&event.queue) => {
+            *slot_mix.get_mut(event.queue) += 1;
+        }
+        Some(EventKind::NodeWrite) => {
+            devices
+                .entry(device_name(event.dev))
+                .or_default()
+                .node_writes += 1
+        }
+        Some(EventKind::Checkpoint) => {
+            devices
+                .entry(device_name(event.dev))
+                .or_default()
+                .checkpoints += 1
+        }
+        _ => {}
+    }
+}
+
+/// major:minor from the kernel's dev_t encoding (major << 20 | minor).
+pub fn device_name(dev: u32) -> String {
+    format!("{}:{}", dev >> 20, dev & 0xfffff)
+}
+
+fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let h = &report.header;
+    let t = &report.totals;
+    let _ = writeln!(
+        out,
+        "recording: {} on {} ({}), {:.1} s",
+        h.source, h.host, h.kernel, report.time_range.seconds
+    );
+    let _ = writeln!(
+        out,
+        "node reads {} (demand {}, readahead {})  restores {}  hit ratio {}  conversions {}  lost {}",
+        t.node_reads(),
+        t.node_reads_demand,
+        t.node_reads_readahead,
+        t.restores,
+        report.hit_ratio.map_or_else(|| "-".into(), |r| format!("{:.1}%", r * 100.0)),
+        t.conversions,
+        report.drops
+    );
+    let r = &t.reclaims;
+    let _ = writeln!(
+        out,
+        "reclaims raw {} 256 {} 512 {} 1024 {}",
+        r.raw, r.b256, r.b512, r.b1024
+    );
+    let m = &report.slot_mix;
+    let _ = writeln!(
+        out,
+        "slot mix of conversions: 256 {} 512 {} 1024 {}",
+        m.b256, m.b512, m.b1024
+    );
+    for (dev, d) in &report.devices {
+        let per = d
+            .node_writes_per_checkpoint
+            .map_or_else(|| "-".into(), |v| format!("{v:.1}"));
+        let _ = writeln!(
+            out,
+            "device {dev}: checkpoints {} node writes {} per checkpoint {per}",
+            d.checkpoints, d.node_writes
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<32} {:>8} {:>8} {:>9} {:>6} {:>8}",
+        "APP", "READS", "RA", "RESTORES", "HIT%", "CONV"
+    );
+    for app in &report.apps {
+        let a = &app.total;
+        let hit = a
+            .hit_ratio()
+            .map_or_else(|| "-".into(), |r| format!("{:.1}", r * 100.0));
+        let name = crate::tui::label(&app.app);
+        let _ = writeln!(
+            out,
+            "{name:<32} {:>8} {:>8} {:>9} {hit:>6} {:>8}",
+            a.node_reads_demand, a.node_reads_readahead, a.restores, a.conversions
+        );
+    }
+    if !report.notes.is_empty() {
+        let _ = writeln!(out, "\nknob changes and controller decisions:");
+        for note in &report.notes {
+            let _ = writeln!(
+                out,
+                "  {:>10.3}s {}: {}",
+                note.ts_ns.saturating_sub(h.clock_origin_ns) as f64 / 1e9,
+                note.kind,
+                note.text
+            );
+        }
+    }
+    out
+}

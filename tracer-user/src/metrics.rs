@@ -1,0 +1,289 @@
+//! OpenMetrics (Prometheus) exposition of the model: per-app and per-device counters, cache
+//! gauges and knob values, served at /metrics by a small HTTP server.
+use std::{
+    fmt::Write as _,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+};
+
+use anyhow::{Context as _, Result};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpListener,
+};
+
+use crate::model::{Counters, Model};
+
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Label values escape backslash, quote and newline.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+struct Family<'a> {
+    out: &'a mut String,
+}
+
+impl Family<'_> {
+    fn header(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# TYPE {name} {kind}\n# HELP {name} {help}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+            .collect();
+        let _ = writeln!(self.out, "{name}{{{}}} {value}", labels.join(","));
+    }
+}
+
+/// Per-app counter families: (family, help, value, extra label).
+type AppCounter = (
+    &'static str,
+    &'static str,
+    fn(&Counters) -> u64,
+    (&'static str, &'static str),
+);
+
+const APP_COUNTERS: [AppCounter; 5] = [
+    (
+        "nodescope_node_reads",
+        "Node block reads (FS_NODE_READ_IO) attributed to the app",
+        |c| c.node_reads_demand,
+        ("kind", "demand"),
+    ),
+    (
+        "nodescope_node_reads",
+        "Node block reads (FS_NODE_READ_IO) attributed to the app",
+        |c| c.node_reads_readahead,
+        ("kind", "readahead"),
+    ),
+    (
+        "nodescope_restores",
+        "Compressed node entries restored (node reads avoided)",
+        |c| c.restores,
+        ("", ""),
+    ),
+    (
+        "nodescope_conversions",
+        "Raw node entries converted to compressed ones",
+        |c| c.conversions,
+        ("", ""),
+    ),
+    (
+        "nodescope_node_writes",
+        "Node block writes",
+        |c| c.node_writes,
+        ("", ""),
+    ),
+];
+
+pub fn render(model: &Model, device: &str) -> String {
+    let mut out = String::new();
+    let mut family = Family { out: &mut out };
+    let mut apps = model.apps();
+    apps.sort_by(|a, b| a.app.cmp(&b.app));
+    let mut last_family = "";
+    for (name, help, value, extra) in APP_COUNTERS {
+        if name != last_family {
+            family.header(name, "counter", help);
+            last_family = name;
+        }
+        for app in &apps {
+            let app_label = crate::tui::label(&app.app);
+            let mut labels = vec![("app", app_label.as_str()), ("device", device)];
+            if !extra.0.is_empty() {
+                labels.push(extra);
+            }
+            family.sample(&format!("{name}_total"), &labels, value(&app.total));
+        }
+    }
+    render_device(&mut family, model, device);
+    out.push_str("# EOF\n");
+    out
+}
+
+fn render_device(family: &mut Family, model: &Model, device: &str) {
+    let totals = model.totals();
+    let dev = [("device", device)];
+    family.header("nodescope_checkpoints", "counter", "Completed checkpoints");
+    family.sample("nodescope_checkpoints_total", &dev, totals.checkpoints);
+    family.header(
+        "nodescope_reclaims",
+        "counter",
+        "Node cache entries reclaimed, per queue",
+    );
+    for (queue, value) in queue_values(&totals.reclaims) {
+        family.sample(
+            "nodescope_reclaims_total",
+            &[("device", device), ("queue", queue)],
+            value,
+        );
+    }
+    family.header(
+        "nodescope_events_lost",
+        "counter",
+        "Events lost before nodescope saw them",
+    );
+    family.sample("nodescope_events_lost_total", &dev, totals.lost);
+    let cache = model.cache();
+    family.header(
+        "nodescope_cache_entries",
+        "gauge",
+        "Node cache entries per queue, derived from events",
+    );
+    let entries = crate::model::PerQueue {
+        raw: cache.raw_entries,
+        ..cache.slots
+    };
+    for (queue, value) in queue_values(&entries) {
+        family.sample(
+            "nodescope_cache_entries",
+            &[("device", device), ("queue", queue)],
+            value,
+        );
+    }
+    family.header(
+        "nodescope_cache_attributed_bytes",
+        "gauge",
+        "Attributed node cache memory",
+    );
+    family.sample(
+        "nodescope_cache_attributed_bytes",
+        &dev,
+        cache.attributed_bytes,
+    );
+    for (name, value) in [
+        ("nodescope_knob_threshold_percent", model.settings.threshold),
+        ("nodescope_knob_interval_ms", model.settings.interval_ms),
+    ] {
+        if let Some(value) = value {
+            family.header(name, "gauge", "Current knob value");
+            family.sample(name, &dev, u64::from(value));
+        }
+    }
+}
+
+fn queue_values(q: &crate::model::PerQueue) -> [(&'static str, u64); 4] {
+    [
+        ("raw", q.raw),
+        ("256", q.b256),
+        ("512", q.b512),
+        ("1024", q.b1024),
+    ]
+}
+
+/// The latest exposition, shared between the model's loop and the server.
+pub type Exposition = Arc<Mutex<String>>;
+
+/// Serve `exposition` at http://ADDR/metrics until the task is dropped.
+pub async fn serve(
+    addr: SocketAddr,
+    exposition: Exposition,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    log::info!(
+        "serving OpenMetrics at http://{}/metrics",
+        listener.local_addr()?
+    );
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let exposition = Arc::clone(&exposition);
+            tokio::spawn(async move {
+                let mut request = [0u8; 2048];
+                let Ok(n) = stream.read(&mut request).await else {
+                    return;
+                };
+                let response = respond(&request[..n], &exposition);
+                let _ = stream.write_all(response.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    }))
+}
+
+fn respond(request: &[u8], exposition: &Exposition) -> String {
+    let line = String::from_utf8_lossy(request);
+    let path = line.split_whitespace().nth(1).unwrap_or("");
+    if !line.starts_with("GET ") || !(path == "/metrics" || path.starts_with("/metrics?")) {
+        return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into();
+    }
+    let body = exposition
+        .lock()
+        .map(|text| text.clone())
+        .unwrap_or_default();
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use tracer_common::{Event, EventKind, FLAG_READAHEAD};
+
+    use super::*;
+    use crate::model::{ModelConfig, Packages};
+
+    #[test]
+    fn exposition_has_per_app_counters_with_labels_and_ends_with_eof() {
+        let packages = Packages::parse("com.example.chat 10123 0 /data x 3003\n");
+        let mut model = Model::new(ModelConfig {
+            packages,
+            ..ModelConfig::default()
+        });
+        let mut read = Event {
+            kind: EventKind::NodeRead as u8,
+            tgid: 5,
+            uid: 10123,
+            ..Event::ZERO
+        };
+        read.comm[..4].copy_from_slice(b"chat");
+        for _ in 0..3 {
+            model.ingest(&read);
+        }
+        model.ingest(&Event {
+            flags: FLAG_READAHEAD,
+            ..read
+        });
+        model.settings.threshold = Some(40);
+        let text = render(&model, "sim0");
+        assert!(
+            text.contains("# TYPE nodescope_node_reads counter\n"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "nodescope_node_reads_total{app=\"com.example.chat\",device=\"sim0\",kind=\"demand\"} 3\n"
+        ), "{text}");
+        assert!(text.contains(
+            "nodescope_node_reads_total{app=\"com.example.chat\",device=\"sim0\",kind=\"readahead\"} 1\n"
+        ));
+        assert!(text.contains("nodescope_knob_threshold_percent{device=\"sim0\"} 40\n"));
+        assert!(text.ends_with("# EOF\n"));
+        assert_eq!(
+            text.matches("# TYPE nodescope_node_reads ").count(),
+            1,
+            "one header per family"
+        );
+    }
+
+    #[test]
+    fn only_get_metrics_is_served() {
+        let exposition: Exposition = Arc::new(Mutex::new("x 1\n# EOF\n".into()));
+        let ok = respond(b"GET /metrics HTTP/1.1\r\n\r\n", &exposition);
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n") && ok.ends_with("x 1\n# EOF\n"));
+        assert!(ok.contains(CONTENT_TYPE));
+        assert!(respond(b"GET / HTTP/1.1\r\n\r\n", &exposition).starts_with("HTTP/1.1 404"));
+        assert!(respond(b"POST /metrics HTTP/1.1\r\n\r\n", &exposition).starts_with("HTTP/1.1 404"));
+    }
+}

@@ -1,0 +1,116 @@
+//! Choosing and opening a source from the command line (`--source auto|bpf|sim|replay`).
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+
+use super::{bpf::BpfSource, replay::ReplaySource, Source};
+use crate::{
+    bpf::f2fs,
+    system::{self, Privileges},
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SourceChoice {
+    /// eBPF when this kernel has F2FS and we may load programs, else the simulator.
+    Auto,
+    /// The kernel, through eBPF.
+    Bpf,
+    /// The simulator, in real time.
+    Sim,
+    /// A recording (`FILE`).
+    Replay,
+}
+
+/// Source options shared by top, stream and record.
+#[derive(Args, Clone, Debug)]
+pub struct SourceArgs {
+    /// Where events come from.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub source: SourceChoice,
+    /// The recording to replay (with --source replay).
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Replay speed: 1 = as recorded, 10 = ten times faster, 0 = as fast as possible.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Simulator scenario (with --source sim).
+    #[arg(long, default_value = "android-launch")]
+    pub scenario: String,
+    /// Simulator seed: the same seed gives the same events.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Directory holding the simulator's knob files (<dir>/<dev>/node_compress_*).
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<PathBuf>,
+}
+
+/// Why `auto` chose what it chose, for the banner.
+pub struct Opened {
+    pub source: Box<dyn Source>,
+    pub banner: Option<String>,
+}
+
+pub fn open(args: &SourceArgs) -> Result<Opened> {
+    match args.source {
+        SourceChoice::Bpf => Ok(Opened {
+            source: open_bpf()?,
+            banner: None,
+        }),
+        SourceChoice::Sim => Ok(Opened {
+            source: open_sim(args)?,
+            banner: None,
+        }),
+        SourceChoice::Replay => {
+            let Some(file) = &args.file else {
+                bail!("--source replay needs the recording: nodescope ... --source replay FILE");
+            };
+            Ok(Opened {
+                source: Box::new(ReplaySource::open(file, args.speed)?),
+                banner: None,
+            })
+        }
+        SourceChoice::Auto => open_auto(args),
+    }
+}
+
+fn open_auto(args: &SourceArgs) -> Result<Opened> {
+    let why_not_bpf = bpf_unavailable()?;
+    match why_not_bpf {
+        None => Ok(Opened {
+            source: open_bpf()?,
+            banner: None,
+        }),
+        Some(reason) => Ok(Opened {
+            source: open_sim(args)?,
+            banner: Some(format!("SIMULATOR ({reason}): scenario {}", args.scenario)),
+        }),
+    }
+}
+
+/// None when the kernel source can run here, else why not.
+fn bpf_unavailable() -> Result<Option<String>> {
+    if !system::has_f2fs() {
+        return Ok(Some(format!(
+            "kernel {} has no F2FS",
+            system::kernel_release()
+        )));
+    }
+    if !Privileges::current()?.may_trace() {
+        return Ok(Some("no privilege to load eBPF programs".into()));
+    }
+    Ok(None)
+}
+
+fn open_bpf() -> Result<Box<dyn Source>> {
+    if let Some(reason) = bpf_unavailable()? {
+        bail!("the eBPF source cannot run here: {reason}");
+    }
+    let plan = f2fs::plan_this_kernel(None);
+    Ok(Box::new(BpfSource::start(&plan)?))
+}
+
+fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {
+    let _ = args;
+    bail!("the simulator source is not wired yet")
+}
