@@ -37,7 +37,18 @@ pub fn run() -> Result<()> {
         install_packages(&missing)?;
     }
     ensure_bpf_linker()?;
+    ensure_cargo_fuzz()?;
     Ok(())
+}
+
+/// cargo-fuzz drives the recording reader's fuzz target (with rustup's nightly toolchain).
+fn ensure_cargo_fuzz() -> Result<()> {
+    if cargo_bin_dir().join("cargo-fuzz").exists() {
+        return Ok(());
+    }
+    eprintln!("setup: installing cargo-fuzz (fuzzing the recording reader)");
+    util::run(Command::new("cargo").args(["install", "--locked", "cargo-fuzz"]))
+        .context("cargo install cargo-fuzz")
 }
 
 fn missing_packages() -> Vec<&'static str> {

@@ -128,3 +128,13 @@ fn a_wrong_version_or_magic_is_a_clear_error() {
     let err = read_all(b"hello world").err().unwrap().to_string();
     assert!(err.contains("not a nodescope recording"), "{err}");
 }
+
+/// Leaves a small valid recording where `cargo xtask test` seeds the fuzzer's corpus from.
+#[test]
+fn write_fuzz_seed() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fuzz-seed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bytes = recording(&sample_events(300));
+    std::fs::write(dir.join("recording.nsr"), &bytes).unwrap();
+    assert_eq!(read_all(&bytes).unwrap().events().count(), 300);
+}
