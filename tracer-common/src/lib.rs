@@ -222,6 +222,9 @@ pub struct TaskCounts {
     pub checkpoints: u64,
     /// The last comm seen for this tgid (the thread that submitted the last I/O).
     pub comm: [u8; COMM_LEN],
+    /// When `comm` was written (CLOCK_MONOTONIC ns): values are per CPU, and the newest CPU's
+    /// comm is the process's current one.
+    pub comm_ns: u64,
 }
 
 /// Tracepoint field offsets, read from the format files at run time and handed to the programs

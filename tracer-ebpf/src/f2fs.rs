@@ -1,1 +1,329 @@
 //! Programs on mainline F2FS tracepoints (node reads, node writes, checkpoints): issue #3.
+//!
+//! Field offsets differ between kernels and between the page/folio/cache variants, so no
+//! offset is compiled in: userspace parses each tracepoint's `format` file and writes a
+//! `TracepointLayout` per tracepoint into `TP_LAYOUT` before attaching.
+//!
+//! Every event is counted twice on purpose: exactly, in the per-CPU `NODE_COUNTS` map (no
+//! atomics needed, userspace sums the CPUs), and individually through the `EVENTS` ring buffer
+//! for the detailed stream, where a full buffer costs an event (counted in `DROPS`) but never
+//! a count.
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid},
+    macros::{kprobe, kretprobe, map, tracepoint},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
+};
+use tracer_common::{
+    EventKind, TaskCounts, TaskKey, TracepointLayout, COMM_LEN, CONFIG_RAHEAD_BIT,
+    CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS,
+    F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE, FIELD_ABSENT, FLAG_READAHEAD, FLAG_SYNC, REQ_OP_READ,
+    TP_COUNT, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO, TP_WRITE_CHECKPOINT,
+};
+
+use crate::maps::{config, emit, fill_task};
+
+/// Field offsets per tracepoint (index = `TP_*`), from the format files.
+#[map(name = "TP_LAYOUT")]
+static TP_LAYOUT: Array<TracepointLayout> = Array::with_max_entries(TP_COUNT, 0);
+
+/// Exact per-(device, tgid, uid) counters. Per-CPU so that increments need no atomics; the
+/// size is modest because every possible CPU gets a copy of every value.
+#[map(name = "NODE_COUNTS")]
+static NODE_COUNTS: PerCpuHashMap<TaskKey, TaskCounts> = PerCpuHashMap::with_max_entries(8192, 0);
+
+/// Increments that found `NODE_COUNTS` full (index 0): shown to the user, never hidden.
+#[map(name = "COUNT_FAILS")]
+static COUNT_FAILS: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// Kprobe fallback: read_node_page's op_flags, keyed by thread, from entry to return.
+#[map(name = "READ_NODE_ARGS")]
+static READ_NODE_ARGS: HashMap<u64, u32> = HashMap::with_max_entries(4096, 0);
+
+/// Kprobe fallback: threads currently inside f2fs_ra_node_page (their reads are readahead).
+#[map(name = "RA_ACTIVE")]
+static RA_ACTIVE: HashMap<u64, u32> = HashMap::with_max_entries(4096, 0);
+
+#[derive(Clone, Copy)]
+enum Counter {
+    Demand,
+    Readahead,
+    Write,
+    Checkpoint,
+}
+
+fn bump(counts: &mut TaskCounts, counter: Counter, n: u64) {
+    match counter {
+        Counter::Demand => counts.node_reads_demand += n,
+        Counter::Readahead => counts.node_reads_readahead += n,
+        Counter::Write => counts.node_writes += n,
+        Counter::Checkpoint => counts.checkpoints += n,
+    }
+}
+
+fn count_fail() {
+    if let Some(slot) = COUNT_FAILS.get_ptr_mut(0) {
+        // SAFETY: the slot belongs to this CPU and BPF programs are not preempted on it.
+        unsafe { *slot += 1 };
+    }
+}
+
+fn current_comm() -> [u8; COMM_LEN] {
+    bpf_get_current_comm().unwrap_or([0; COMM_LEN])
+}
+
+/// Add `n` to one counter of the current task on `dev`.
+fn count(dev: u32, counter: Counter, n: u64) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let key = TaskKey {
+        dev,
+        tgid: (pid_tgid >> 32) as u32,
+        uid: bpf_get_current_uid_gid() as u32,
+        _pad: 0,
+    };
+    if bump_existing(&key, counter, n) {
+        return;
+    }
+    let mut fresh = TaskCounts {
+        comm: current_comm(),
+        comm_ns: now_ns(),
+        ..TaskCounts::default()
+    };
+    bump(&mut fresh, counter, n);
+    // NOEXIST: if another CPU inserted the key since our lookup, BPF_ANY would replace its
+    // value on every CPU and lose its count; instead we fail and bump our own CPU's slot.
+    if NODE_COUNTS.insert(&key, &fresh, BPF_NOEXIST.into()).is_ok() {
+        return;
+    }
+    if !bump_existing(&key, counter, n) {
+        count_fail();
+    }
+}
+
+fn bump_existing(key: &TaskKey, counter: Counter, n: u64) -> bool {
+    let Some(counts) = NODE_COUNTS.get_ptr_mut(key) else {
+        return false;
+    };
+    // SAFETY: the pointer is this CPU's copy of the value, valid for the program's run, and no
+    // other program touches this CPU's copy while we run.
+    let counts = unsafe { &mut *counts };
+    bump(counts, counter, n);
+    // The comm of the thread that did the last I/O: exec changes it (sh -> cat).
+    counts.comm = current_comm();
+    counts.comm_ns = now_ns();
+    true
+}
+
+fn now_ns() -> u64 {
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() }
+}
+
+fn layout(index: u32) -> Option<TracepointLayout> {
+    TP_LAYOUT.get(index).copied()
+}
+
+/// Read a field at a run-time offset; `None` when the layout says the field is absent.
+fn field<T>(ctx: &TracePointContext, offset: u16) -> Option<T> {
+    if offset == FIELD_ABSENT {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel copes with any address; the offset comes from this
+    // tracepoint's format file, so it lies inside the record.
+    unsafe { ctx.read_at::<T>(usize::from(offset)) }.ok()
+}
+
+fn bit(flags: u32, bit: u32) -> bool {
+    bit < 32 && (flags >> bit) & 1 != 0
+}
+
+/// Count and emit `blocks` node reads by the current task. Inlined: BPF calls take at most
+/// five arguments.
+#[inline(always)]
+fn node_read(dev: u32, nid: u32, op_flags: u32, rahead_bit: u32, sync_bit: u32, blocks: u32) {
+    let readahead = bit(op_flags, rahead_bit);
+    let counter = if readahead {
+        Counter::Readahead
+    } else {
+        Counter::Demand
+    };
+    count(dev, counter, u64::from(blocks));
+    let mut flags = 0;
+    if readahead {
+        flags |= FLAG_READAHEAD;
+    }
+    if bit(op_flags, sync_bit) {
+        flags |= FLAG_SYNC;
+    }
+    emit(|event| {
+        fill_task(event, EventKind::NodeRead);
+        event.dev = dev;
+        event.nid = nid;
+        event.flags = flags;
+        event.len = blocks * F2FS_BLOCK_BYTES;
+    });
+}
+
+/// f2fs_submit_page_bio / f2fs_submit_folio_bio: one node block per event.
+#[tracepoint]
+pub fn f2fs_node_read_page(ctx: TracePointContext) -> u32 {
+    let _ = on_page_bio(&ctx);
+    0
+}
+
+fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
+    let layout = layout(TP_SUBMIT_PAGE_BIO)?;
+    let page_type: i32 = field(ctx, layout.type_)?;
+    let op: u32 = field(ctx, layout.op)?;
+    if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
+        return None;
+    }
+    let op_flags: u32 = field(ctx, layout.op_flags)?;
+    let dev: u32 = field(ctx, layout.dev)?;
+    // For node pages the page index is the nid.
+    let nid: u64 = field(ctx, layout.index).unwrap_or(0);
+    let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());
+    node_read(dev, nid as u32, op_flags, ra, sync, 1);
+    Some(())
+}
+
+/// f2fs_submit_read_bio: kernels whose node reads go through the metadata cache (dev-test)
+/// only fire this one, per bio.
+#[tracepoint]
+pub fn f2fs_node_read_bio(ctx: TracePointContext) -> u32 {
+    let _ = on_read_bio(&ctx);
+    0
+}
+
+fn on_read_bio(ctx: &TracePointContext) -> Option<()> {
+    let layout = layout(TP_SUBMIT_READ_BIO)?;
+    let page_type: i32 = field(ctx, layout.type_)?;
+    let op: u32 = field(ctx, layout.op)?;
+    if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
+        return None;
+    }
+    let op_flags: u32 = field(ctx, layout.op_flags)?;
+    let dev: u32 = field(ctx, layout.dev)?;
+    let bytes: u32 = field(ctx, layout.size)?;
+    // iostat counts blocks, so a multi-block bio counts as its blocks.
+    let blocks = (bytes / F2FS_BLOCK_BYTES).max(1);
+    let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());
+    node_read(dev, 0, op_flags, ra, sync, blocks);
+    Some(())
+}
+
+/// f2fs_submit_page_write: node block writes (type NODE, any temperature).
+#[tracepoint]
+pub fn f2fs_node_write(ctx: TracePointContext) -> u32 {
+    let _ = on_page_write(&ctx);
+    0
+}
+
+fn on_page_write(ctx: &TracePointContext) -> Option<()> {
+    let layout = layout(TP_SUBMIT_PAGE_WRITE)?;
+    let page_type: i32 = field(ctx, layout.type_)?;
+    if page_type != F2FS_PAGE_TYPE_NODE {
+        return None;
+    }
+    let dev: u32 = field(ctx, layout.dev)?;
+    let nid: u64 = field(ctx, layout.index).unwrap_or(0);
+    count(dev, Counter::Write, 1);
+    emit(|event| {
+        fill_task(event, EventKind::NodeWrite);
+        event.dev = dev;
+        event.nid = nid as u32;
+        event.len = F2FS_BLOCK_BYTES;
+    });
+    Some(())
+}
+
+/// f2fs_write_checkpoint: every phase is an event; only "finish checkpoint" is counted, so the
+/// count equals completed checkpoints (debugfs "CP count").
+#[tracepoint]
+pub fn f2fs_checkpoint(ctx: TracePointContext) -> u32 {
+    let _ = on_checkpoint(&ctx);
+    0
+}
+
+fn on_checkpoint(ctx: &TracePointContext) -> Option<()> {
+    let layout = layout(TP_WRITE_CHECKPOINT)?;
+    let dev: u32 = field(ctx, layout.dev)?;
+    let reason: i32 = field(ctx, layout.reason).unwrap_or(0);
+    let phase = checkpoint_phase(ctx, &layout)?;
+    if phase == CP_PHASE_FINISH_CHECKPOINT {
+        count(dev, Counter::Checkpoint, 1);
+    }
+    emit(|event| {
+        fill_task(event, EventKind::Checkpoint);
+        event.dev = dev;
+        event.queue = phase;
+        event.reason = reason as u8;
+    });
+    Some(())
+}
+
+/// The phase number: a numeric field on newer kernels, a message string on 6.1 .. 6.12.
+fn checkpoint_phase(ctx: &TracePointContext, layout: &TracepointLayout) -> Option<u8> {
+    // Little-endian: the low byte of a u16/int phase is the phase.
+    if let Some(phase) = field::<u8>(ctx, layout.phase) {
+        return Some(phase);
+    }
+    // __data_loc: low 16 bits = offset of the string in the record, high 16 = its length.
+    let loc: u32 = field(ctx, layout.msg_loc)?;
+    let offset = (loc & 0xffff) as usize;
+    // SAFETY: bpf_probe_read_kernel copes with any address; the offset is the kernel's own.
+    let head: [u8; 8] = unsafe { ctx.read_at(offset) }.ok()?;
+    // The three messages differ within their first 8 bytes.
+    match &head {
+        b"start bl" => Some(CP_PHASE_START_BLOCK_OPS),
+        b"finish b" => Some(CP_PHASE_FINISH_BLOCK_OPS),
+        b"finish c" => Some(CP_PHASE_FINISH_CHECKPOINT),
+        _ => None,
+    }
+}
+
+/// Kprobe fallback, entry of `read_node_page(struct page *, blk_opf_t op_flags)`.
+#[kprobe]
+pub fn f2fs_read_node_page_entry(ctx: ProbeContext) -> u32 {
+    let op_flags: u64 = ctx.arg(1).unwrap_or(0);
+    let _ = READ_NODE_ARGS.insert(&bpf_get_current_pid_tgid(), &(op_flags as u32), 0);
+    0
+}
+
+/// Kprobe fallback, return of read_node_page: 0 means a read was submitted (iostat counts it
+/// then too); LOCKED_PAGE (1) is a cache hit, negative an error. No device is known here
+/// without BTF, so these counts carry dev 0.
+#[kretprobe]
+pub fn f2fs_read_node_page_return(ctx: RetProbeContext) -> u32 {
+    let key = bpf_get_current_pid_tgid();
+    // SAFETY: the value is a plain u32 copied out at once; only this thread writes its key.
+    let op_flags = unsafe { READ_NODE_ARGS.get(&key) }.copied();
+    let _ = READ_NODE_ARGS.remove(&key);
+    let ret: i32 = ctx.ret();
+    let Some(mut op_flags) = op_flags else {
+        return 0;
+    };
+    if ret != 0 {
+        return 0;
+    }
+    let rahead_bit = config(CONFIG_RAHEAD_BIT);
+    if RA_ACTIVE.get_ptr(&key).is_some() && rahead_bit < 32 {
+        op_flags |= 1 << rahead_bit;
+    }
+    node_read(0, 0, op_flags, rahead_bit, u32::MAX, 1);
+    0
+}
+
+/// Kprobe fallback: mark the thread as doing readahead while in f2fs_ra_node_page.
+#[kprobe]
+pub fn f2fs_ra_node_page_entry(_ctx: ProbeContext) -> u32 {
+    let _ = RA_ACTIVE.insert(&bpf_get_current_pid_tgid(), &1, 0);
+    0
+}
+
+#[kretprobe]
+pub fn f2fs_ra_node_page_return(_ctx: RetProbeContext) -> u32 {
+    let _ = RA_ACTIVE.remove(&bpf_get_current_pid_tgid());
+    0
+}

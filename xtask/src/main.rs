@@ -3,6 +3,7 @@ mod bench;
 mod setup;
 mod test;
 mod util;
+mod vm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -25,6 +26,12 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Boot Debian kernels with F2FS in QEMU and check nodescope's attribution there (root).
+    VmTest {
+        /// 6.1, 6.12 or all.
+        #[arg(long, default_value = "all")]
+        kernel: String,
+    },
     /// Run a benchmark and print its figures: sim, controller, ...
     Bench {
         name: String,
@@ -42,5 +49,6 @@ fn main() -> Result<()> {
             util::run_nodescope("top", &args)
         }
         Task::Bench { name, args } => bench::run(&name, &args),
+        Task::VmTest { kernel } => vm::run(&kernel),
     }
 }

@@ -18,12 +18,64 @@ pub fn run() -> Result<()> {
     }
     util::run(util::cargo().args(["fmt", "--all", "--check"]))?;
     util::run(util::cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
-    let totals = cargo_test(&["--workspace", "--exclude", "tracer-ebpf"])?;
+    let mut totals = cargo_test(&["--workspace", "--exclude", "tracer-ebpf"])?;
+    vm_tests(&mut totals);
+    fuzz_recording(&mut totals);
     println!("{}", totals.closing_line());
     if totals.failed > 0 {
         bail!("{} tests failed", totals.failed);
     }
     Ok(())
+}
+
+/// The end-to-end test: nodescope on a real F2FS in QEMU (6.1 and 6.12), one test in the tally.
+fn vm_tests(totals: &mut Totals) {
+    if !util::is_root() {
+        println!(
+            "vm-test SKIPPED: not root: finding Debian's kernel packages may need `apt-get \
+             update`, which needs root (`cargo xtask vm-test` runs it anyway)"
+        );
+        totals.ignored += 1;
+        return;
+    }
+    match crate::vm::run("all") {
+        Ok(()) => totals.passed += 1,
+        Err(err) => {
+            println!("vm-test FAILED: {err:#}");
+            totals.failed += 1;
+        }
+    }
+}
+
+/// A short cargo-fuzz run of the recording reader, seeded by a recording the record tests
+/// leave in target/fuzz-seed. Counted as one test; a crash fails it.
+fn fuzz_recording(totals: &mut Totals) {
+    let root = util::workspace_root();
+    let corpus = root.join("target/fuzz-corpus/recording");
+    let seeds = root.join("target/fuzz-seed");
+    if let Err(err) = std::fs::create_dir_all(&corpus) {
+        println!("fuzz recording FAILED: creating {}: {err}", corpus.display());
+        totals.failed += 1;
+        return;
+    }
+    let mut command = std::process::Command::new("rustup");
+    command
+        .args(["run", "nightly", "cargo", "fuzz", "run", "recording"])
+        .arg(&corpus)
+        .arg(&seeds)
+        .args(["--", "-max_total_time=20"])
+        .current_dir(root.join("tracer-user"))
+        .env("CARGO_TARGET_DIR", root.join("target/fuzz"));
+    match util::run(&mut command) {
+        Ok(()) => {
+            println!("fuzz recording: 20 s without a crash");
+            totals.passed += 1;
+        }
+        Err(err) => {
+            println!("fuzz recording FAILED: {err:#}");
+            totals.failed += 1;
+        }
+    }
 }
 
 #[derive(Default)]

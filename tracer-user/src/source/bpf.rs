@@ -1,0 +1,125 @@
+//! The kernel as a source: F2FS programs attached as the planner chose, events from the ring
+//! buffer, lost events reported in-band, and the exact in-kernel counters on the side.
+use anyhow::{bail, Context as _, Result};
+use aya::Ebpf;
+use tracer_common::{Event, EventKind, TaskCounts, TaskKey};
+
+use super::{BatchFuture, Source, SourceInfo, SourceKind};
+use crate::{
+    bpf::{
+        self,
+        f2fs::{self, AttachOutcome, Plan},
+        EventReader,
+    },
+    system,
+};
+
+/// Ring buffer size: 16k node reads in a few seconds must fit between two reads.
+pub const RING_BYTES: u32 = 8 * 1024 * 1024;
+
+pub struct BpfSource {
+    ebpf: Ebpf,
+    reader: EventReader,
+    outcomes: Vec<AttachOutcome>,
+    /// DROPS as last reported in-band.
+    drops_reported: u64,
+}
+
+impl BpfSource {
+    /// Load the object and attach what `plan` chose. Fails when node reads could not be
+    /// attached at all (nothing useful would come); other parts may be missing, and say so.
+    pub fn start(plan: &Plan) -> Result<BpfSource> {
+        let mut ebpf = bpf::load(RING_BYTES)?;
+        let outcomes = f2fs::attach(&mut ebpf, plan)?;
+        let reads_attached = outcomes
+            .iter()
+            .any(|o| o.what == "node_reads" && o.attached);
+        if !reads_attached {
+            let why: Vec<String> = outcomes
+                .iter()
+                .filter(|o| !o.attached)
+                .map(|o| format!("{}: {}", o.target, o.error.as_deref().unwrap_or("?")))
+                .collect();
+            bail!("no node-read probe attached: {}", why.join("; "));
+        }
+        let reader = EventReader::new(&mut ebpf)?;
+        Ok(BpfSource {
+            ebpf,
+            reader,
+            outcomes,
+            drops_reported: 0,
+        })
+    }
+
+    pub fn outcomes(&self) -> &[AttachOutcome] {
+        &self.outcomes
+    }
+
+    /// Exact counters per (device, tgid, uid) since the programs were attached.
+    pub fn counts(&self) -> Result<Vec<(TaskKey, TaskCounts)>> {
+        f2fs::read_counts(&self.ebpf)
+    }
+
+    /// Ring-buffer events lost so far.
+    pub fn drops(&self) -> Result<u64> {
+        bpf::dropped(&self.ebpf)
+    }
+
+    /// Counter increments lost because the counter map was full.
+    pub fn count_failures(&self) -> Result<u64> {
+        f2fs::count_failures(&self.ebpf)
+    }
+
+    async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        self.reader
+            .read_batch(|event| out.push(event))
+            .await
+            .context("reading the ring buffer")?;
+        let drops = self.drops()?;
+        if drops > self.drops_reported {
+            let mut lost = Event::ZERO;
+            lost.kind = EventKind::Lost as u8;
+            lost.len = u32::try_from(drops - self.drops_reported).unwrap_or(u32::MAX);
+            lost.ts_ns = out.last().map_or(0, |e| e.ts_ns);
+            out.push(lost);
+            self.drops_reported = drops;
+        }
+        Ok(true)
+    }
+}
+
+impl Source for BpfSource {
+    fn info(&self) -> SourceInfo {
+        let attached: Vec<&str> = self
+            .outcomes
+            .iter()
+            .filter(|o| o.attached)
+            .map(|o| o.target.as_str())
+            .collect();
+        SourceInfo {
+            kind: SourceKind::Bpf,
+            kernel: system::kernel_release(),
+            devices: system::f2fs_devices(std::path::Path::new("/sys/fs/f2fs"))
+                .into_iter()
+                .map(|d| d.name)
+                .collect(),
+            detail: format!("attached: {}", attached.join(", ")),
+        }
+    }
+
+    fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a> {
+        Box::pin(self.fill(out))
+    }
+
+    /// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+    fn now_ns(&self) -> u64 {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes into a valid, owned timespec; CLOCK_MONOTONIC always
+        // exists on Linux.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
+    }
+}

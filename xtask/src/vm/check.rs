@@ -1,0 +1,344 @@
+//! The host side of the VM test: read what the guest left in /results and check it.
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    path::Path,
+};
+
+use anyhow::{Context as _, Result};
+
+use super::json::Json;
+
+/// Per-process totals over one stream run (all its interval lines).
+#[derive(Clone, Debug, Default)]
+pub struct Proc {
+    pub comm: String,
+    pub demand: u64,
+    pub readahead: u64,
+    pub writes: u64,
+    pub checkpoints: u64,
+}
+
+impl Proc {
+    fn reads(&self) -> u64 {
+        self.demand + self.readahead
+    }
+}
+
+/// One stream run (phase), summed.
+#[derive(Debug, Default)]
+pub struct Phase {
+    pub procs: BTreeMap<u64, Proc>,
+    pub checkpoints: u64,
+    pub node_writes: u64,
+    pub events: u64,
+    pub drops: u64,
+    pub lines: usize,
+    pub rc: Option<i32>,
+    /// iostat "fs node" read blocks and debugfs CP count, after minus before.
+    pub iostat_delta: u64,
+    pub cp_delta: u64,
+}
+
+impl Phase {
+    pub fn reads(&self) -> u64 {
+        self.procs.values().map(Proc::reads).sum()
+    }
+
+    pub fn readahead(&self) -> u64 {
+        self.procs.values().map(|p| p.readahead).sum()
+    }
+
+    fn load(dir: &Path, name: &str) -> Result<Phase> {
+        let mut phase = Phase::default();
+        let text = fs::read_to_string(dir.join(format!("stream_{name}.jsonl")))
+            .with_context(|| format!("no stream output for phase {name}"))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v =
+                Json::parse(line).with_context(|| format!("phase {name}: bad line {line:?}"))?;
+            phase.add_line(&v);
+        }
+        phase.rc = fs::read_to_string(dir.join(format!("stream_{name}.rc")))
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        let before = read_counters(dir, &format!("{name}_before"))?;
+        let after = read_counters(dir, &format!("{name}_after"))?;
+        phase.iostat_delta = after.0.saturating_sub(before.0);
+        phase.cp_delta = after.1.saturating_sub(before.1);
+        Ok(phase)
+    }
+
+    fn add_line(&mut self, v: &Json) {
+        self.lines += 1;
+        self.events += v.get("events").u64();
+        self.drops += v.get("drops").u64();
+        for d in v.get("devices").items() {
+            self.checkpoints += d.get("checkpoints").u64();
+            self.node_writes += d.get("node_writes").u64();
+        }
+        for p in v.get("processes").items() {
+            let entry = self.procs.entry(p.get("pid").u64()).or_default();
+            entry.comm = p.get("comm").str().to_string();
+            entry.demand += p.get("node_reads_demand").u64();
+            entry.readahead += p.get("node_reads_readahead").u64();
+            entry.writes += p.get("node_writes").u64();
+            entry.checkpoints += p.get("checkpoints").u64();
+        }
+    }
+
+    fn summary(&self) -> String {
+        let mut busiest: Vec<(&u64, &Proc)> = self.procs.iter().collect();
+        busiest.sort_by_key(|(_, p)| std::cmp::Reverse(p.reads() + p.writes));
+        let top: Vec<String> = busiest
+            .iter()
+            .take(4)
+            .map(|(pid, p)| {
+                format!(
+                    "{}[{pid}] d={} ra={} w={} cp={}",
+                    p.comm, p.demand, p.readahead, p.writes, p.checkpoints
+                )
+            })
+            .collect();
+        format!(
+            "reads={} (ra {}) iostat={} writes={} checkpoints={} cp_delta={} events={} drops={} lines={} rc={:?}; {}",
+            self.reads(),
+            self.readahead(),
+            self.iostat_delta,
+            self.node_writes,
+            self.checkpoints,
+            self.cp_delta,
+            self.events,
+            self.drops,
+            self.lines,
+            self.rc,
+            top.join(", ")
+        )
+    }
+}
+
+/// ("fs node" read blocks, CP count) from the guest's copies of iostat_info and debugfs status.
+fn read_counters(dir: &Path, label: &str) -> Result<(u64, u64)> {
+    let iostat = fs::read_to_string(dir.join(format!("iostat_{label}.txt")))
+        .with_context(|| format!("no iostat_info copy for {label}"))?;
+    let status = fs::read_to_string(dir.join(format!("status_{label}.txt")))
+        .with_context(|| format!("no debugfs status copy for {label}"))?;
+    Ok((
+        fs_node_reads(&iostat)
+            .with_context(|| format!("no [READ] fs node row in iostat_{label}"))?,
+        cp_count(&status).with_context(|| format!("no CP count in status_{label}"))?,
+    ))
+}
+
+/// The "fs node:" row of iostat_info's [READ] section, in blocks: its count column when the
+/// kernel prints one (6.1+: io_bytes count avg_bytes), else bytes / 4096.
+pub fn fs_node_reads(iostat: &str) -> Option<u64> {
+    let read = iostat.split("[READ]").nth(1)?;
+    let row = read
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("fs node:"))?;
+    let numbers: Vec<u64> = row
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    match numbers.as_slice() {
+        [_, count, ..] => Some(*count),
+        [bytes] => Some(bytes / 4096),
+        _ => None,
+    }
+}
+
+/// Completed checkpoints from /sys/kernel/debug/f2fs/status: "CP count: N" where the kernel has
+/// it (newer: "CP calls" counts calls then), else "CP calls: N (BG: M)".
+pub fn cp_count(status: &str) -> Option<u64> {
+    let number = |prefix: &str| {
+        status.lines().find_map(|l| {
+            let rest = l.trim().strip_prefix(prefix)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+    };
+    number("CP count:").or_else(|| number("CP calls:"))
+}
+
+/// Everything measured in one guest run, and the verdict.
+pub struct Verdict {
+    pub lines: Vec<String>,
+    pub final_line: String,
+    pub pass: bool,
+}
+
+pub fn check(
+    label: &str,
+    dir: &Path,
+    ndirs: u64,
+    nfiles: u64,
+    variants: &[&str],
+) -> Result<Verdict> {
+    let mut lines = Vec::new();
+    let mut failures = Vec::new();
+    if let Ok(errors) = fs::read_to_string(dir.join("guest_errors.txt")) {
+        failures.extend(errors.lines().map(|l| format!("guest: {l}")));
+    }
+    let names = Phase::load(dir, "names")?;
+    let glob = Phase::load(dir, "glob")?;
+    let sync = Phase::load(dir, "sync")?;
+    for (name, phase) in [("names", &names), ("glob", &glob), ("sync", &sync)] {
+        lines.push(format!("  {name:<8} {}", phase.summary()));
+        check_phase(name, phase, &mut failures);
+    }
+    let cats: BTreeSet<u64> = names
+        .procs
+        .iter()
+        .filter(|(_, p)| p.comm == "cat" && p.reads() > 0)
+        .map(|(pid, _)| *pid)
+        .collect();
+    let cat_pids = cats.len() as u64;
+    let non_cat: u64 = names
+        .procs
+        .values()
+        .filter(|p| p.comm != "cat")
+        .map(Proc::reads)
+        .sum();
+    expect(
+        &mut failures,
+        non_cat == 0,
+        format!("names: {non_cat} node reads not by cat"),
+    );
+    expect(
+        &mut failures,
+        cat_pids == ndirs,
+        format!("names: cat over {cat_pids} pids, want {ndirs}"),
+    );
+    expect(
+        &mut failures,
+        names.readahead() == 0,
+        format!("names: {} readahead reads, want 0", names.readahead()),
+    );
+
+    let shell_pid: u64 = read_number(dir, "shell_glob.pid").unwrap_or(0);
+    let shell = glob.procs.get(&shell_pid).cloned().unwrap_or_default();
+    let readahead = shell.readahead;
+    lines.push(format!(
+        "  glob     listing shell pid {shell_pid} ({}): demand={} readahead={}",
+        shell.comm, shell.demand, shell.readahead
+    ));
+    expect(
+        &mut failures,
+        shell.reads() == glob.reads(),
+        format!(
+            "glob: the listing shell has {} of {} node reads",
+            shell.reads(),
+            glob.reads()
+        ),
+    );
+    expect(
+        &mut failures,
+        readahead == glob.readahead(),
+        format!(
+            "glob: readahead by others: {}",
+            glob.readahead() - readahead
+        ),
+    );
+    expect(
+        &mut failures,
+        readahead >= ndirs * nfiles,
+        format!("glob: readahead {readahead} < {} files", ndirs * nfiles),
+    );
+
+    let main = [&names, &glob, &sync];
+    let attributed: u64 = main.iter().map(|p| p.reads()).sum();
+    let iostat: u64 = main.iter().map(|p| p.iostat_delta).sum();
+    let checkpoints: u64 = main.iter().map(|p| p.checkpoints).sum();
+    let cp_delta: u64 = main.iter().map(|p| p.cp_delta).sum();
+    expect(
+        &mut failures,
+        checkpoints == cp_delta && checkpoints > 0,
+        format!("checkpoints {checkpoints} vs debugfs CP count delta {cp_delta}"),
+    );
+
+    for variant in variants {
+        let name = format!("variant_{variant}");
+        match Phase::load(dir, &name) {
+            Ok(phase) => {
+                lines.push(format!("  {variant:<8} {}", phase.summary()));
+                check_phase(&name, &phase, &mut failures);
+                let non_cat: u64 = phase
+                    .procs
+                    .values()
+                    .filter(|p| p.comm != "cat")
+                    .map(Proc::reads)
+                    .sum();
+                expect(
+                    &mut failures,
+                    non_cat == 0 && phase.readahead() == 0 && phase.reads() > 0,
+                    format!("{name}: reads must all be demand reads by cat"),
+                );
+            }
+            Err(err) => failures.push(format!("{name}: {err:#}")),
+        }
+    }
+    for failure in &failures {
+        lines.push(format!("  FAILED: {failure}"));
+    }
+    let pass = failures.is_empty();
+    let final_line = format!(
+        "vm-test {label} attributed={attributed} iostat={iostat} cat_pids={cat_pids} readahead={readahead} checkpoints={checkpoints} {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
+    Ok(Verdict {
+        lines,
+        final_line,
+        pass,
+    })
+}
+
+fn check_phase(name: &str, phase: &Phase, failures: &mut Vec<String>) {
+    expect(
+        failures,
+        phase.reads() == phase.iostat_delta,
+        format!(
+            "{name}: attributed {} != iostat {}",
+            phase.reads(),
+            phase.iostat_delta
+        ),
+    );
+    expect(
+        failures,
+        phase.rc == Some(0),
+        format!("{name}: nodescope stream exit status {:?}", phase.rc),
+    );
+    expect(
+        failures,
+        phase.lines > 0,
+        format!("{name}: no stream lines"),
+    );
+}
+
+fn expect(failures: &mut Vec<String>, ok: bool, what: String) {
+    if !ok {
+        failures.push(what);
+    }
+}
+
+fn read_number(dir: &Path, file: &str) -> Option<u64> {
+    fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_read_section_fs_node_row() {
+        let iostat = "time:\t\t1\n\t\t\tio_bytes\tcount\tavg_bytes\n[WRITE]\nfs node:    8192  2  4096\n[READ]\napp buffered data: 1 1 1\nfs node:    69189632  16892  4096\n";
+        assert_eq!(fs_node_reads(iostat), Some(16892));
+        assert_eq!(fs_node_reads("[READ]\nfs node: 8192\n"), Some(2));
+        assert_eq!(fs_node_reads("[WRITE]\nfs node: 1 1 1\n"), None);
+    }
+
+    #[test]
+    fn prefers_cp_count_over_cp_calls() {
+        assert_eq!(cp_count("CP calls: 7 (BG: 1)\nCP count: 5\n"), Some(5));
+        assert_eq!(cp_count("\nCP calls: 3 (BG: 0)\n"), Some(3));
+        assert_eq!(cp_count("nothing"), None);
+    }
+}

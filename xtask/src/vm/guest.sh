@@ -1,0 +1,105 @@
+#!/bin/sh
+# nodescope vm-test, guest side: runs as /init in a busybox initramfs. It measures and writes
+# files into /results; at the end /results goes as a tar onto the disk with serial "results",
+# and the host checks everything (xtask/src/vm/check.rs). Settings: /etc/vm-test.conf.
+export PATH=/bin
+R=/results
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+. /etc/vm-test.conf
+mark() { read up idle < /proc/uptime; echo "@@ $up $*"; echo "$up $*" >> $R/marks.txt; }
+fail() { echo "@@FAIL $*"; echo "$*" >> $R/guest_errors.txt; }
+finish() {
+  mark finish
+  tar -cf /dev/$RES -C $R . && sync
+  poweroff -f
+}
+mark boot
+mkdir -p /sys/kernel/debug /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tracefs tracefs /sys/kernel/tracing
+for m in $(cat /lib/modules/load-order); do
+  insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
+done
+DEV=; RES=
+for b in /sys/block/*; do
+  case "$(cat $b/serial 2>/dev/null)" in results) RES=${b##*/};; f2fs) DEV=${b##*/};; esac
+done
+[ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
+[ -n "$DEV" ] || { fail "no test disk"; finish; }
+uname -r > $R/uname.txt
+mark modules_loaded
+
+mkfs.f2fs -f -l vmtest /dev/$DEV > $R/mkfs.txt 2>&1 || { fail mkfs.f2fs; finish; }
+mount -t f2fs /dev/$DEV /mnt 2>> $R/mount.txt || { fail mount; finish; }
+echo $DEV > $R/dev.txt
+S=/sys/fs/f2fs/$DEV
+echo 1 > $S/iostat_enable || fail iostat_enable
+cat $S/readdir_ra > $R/readdir_ra.txt 2>&1
+nodescope stream --plan > $R/plan.txt 2>&1
+mark mounted
+
+# The RFC's file set: 256 dirs x 64 small files, 32 zero-filled shaped files, a sentinel.
+mkdir /mnt/t /mnt/shaped
+i=0
+while [ $i -lt $NDIRS ]; do
+  mkdir /mnt/t/d-$i
+  j=0
+  while [ $j -lt $NFILES ]; do echo "nodescope $i/$j" > /mnt/t/d-$i/f-$j; j=$((j+1)); done
+  i=$((i+1))
+done
+for n in 1 32 80 128 192 256 384 512; do
+  for k in 0 1 2 3; do dd if=/dev/zero of=/mnt/shaped/b-$n-$k bs=4096 count=$n 2>/dev/null; done
+done
+echo "nodescope vm-test sentinel" > /mnt/sentinel
+sync
+mark created
+
+snap() {
+  cp /proc/fs/f2fs/$DEV/iostat_info $R/iostat_$1.txt
+  cp /sys/kernel/debug/f2fs/status $R/status_$1.txt
+}
+
+# Start a stream for phase $1 (more arguments go to nodescope) and wait until it counts.
+stream_start() {
+  PH=$1; shift
+  nodescope stream --json --interval 1 "$@" > $R/stream_$PH.jsonl 2> $R/stream_$PH.err &
+  SP=$!
+  n=0
+  until grep -q 'nodescope stream: ready' $R/stream_$PH.err 2>/dev/null; do
+    kill -0 $SP 2>/dev/null || { fail "stream $PH exited early"; return 1; }
+    n=$((n+1)); [ $n -gt 600 ] && { fail "stream $PH not ready after 60 s"; return 1; }
+    sleep 0.1
+  done
+  snap ${PH}_before
+  mark ${PH}_start
+}
+
+stream_stop() {
+  snap ${PH}_after
+  kill -INT $SP
+  wait $SP
+  echo $? > $R/stream_$PH.rc
+  mark ${PH}_done
+}
+
+cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+cold
+stream_start names && { sh /replay-names; stream_stop; }
+cold
+stream_start glob && { sh /replay-glob; stream_stop; }
+# Checkpoints: two small changes, each synced (F2FS mounts lazytime: the replays dirtied no inode).
+stream_start sync && {
+  echo one > /mnt/cp-1; sync
+  echo two > /mnt/cp-2; sync
+  stream_stop
+}
+# The fallback probes, on a part of the file set.
+for v in $VARIANTS; do
+  cold
+  stream_start variant_$v --node-reads $v && { sh /replay-variant; stream_stop; }
+done
+umount /mnt || fail umount
+finish

@@ -1,0 +1,267 @@
+//! The guest's initramfs: busybox, mkfs.f2fs, nodescope (with the libraries ldd lists), the
+//! f2fs module closure and the guest script.
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use super::{
+    kernel::Kernel,
+    newc::{Archive, Entry},
+};
+use crate::util;
+
+/// Modules the guest needs; their dependencies are added from each module's .modinfo.
+const ROOT_MODULES: [&str; 4] = ["virtio_pci", "virtio_blk", "f2fs", "crc32"];
+
+/// Build the archive. `guest_files` are (path in the guest, contents) for scripts and settings.
+pub fn build(kernel: &Kernel, nodescope: &Path, guest_files: &[(&str, String)]) -> Result<Vec<u8>> {
+    let mut archive = Archive::default();
+    add_busybox(&mut archive)?;
+    let mkfs = which("mkfs.f2fs")?;
+    add_binary(&mut archive, &mkfs, "bin/mkfs.f2fs")?;
+    add_binary(&mut archive, nodescope, "bin/nodescope")?;
+    let order = add_modules(&mut archive, kernel)?;
+    archive.add("lib/modules/load-order", text_file(order.join("\n") + "\n"));
+    archive.add("dev/console", Entry::CharDevice { major: 5, minor: 1 });
+    for dir in ["proc", "sys", "mnt", "results", "tmp", "run", "etc"] {
+        archive.add(dir, Entry::Dir);
+    }
+    for (path, contents) in guest_files {
+        archive.add(
+            path,
+            Entry::File {
+                data: contents.as_bytes().to_vec(),
+                executable: true,
+            },
+        );
+    }
+    Ok(archive.to_bytes())
+}
+
+fn text_file(text: String) -> Entry {
+    Entry::File {
+        data: text.into_bytes(),
+        executable: false,
+    }
+}
+
+fn which(program: &str) -> Result<PathBuf> {
+    for dir in ["/usr/sbin", "/sbin", "/usr/bin", "/bin"] {
+        let path = Path::new(dir).join(program);
+        if path.exists() {
+            return Ok(path);
+        }
+    }
+    bail!("{program} not found on the host: run `cargo xtask setup`")
+}
+
+fn add_busybox(archive: &mut Archive) -> Result<()> {
+    let busybox = which("busybox")?;
+    let ldd = util::output("ldd", &[busybox.to_str().unwrap_or_default()]).unwrap_or_default();
+    if ldd.contains("=>") {
+        bail!(
+            "{} is dynamically linked: install busybox-static",
+            busybox.display()
+        );
+    }
+    archive.add("bin/busybox", read_file(&busybox, true)?);
+    let list = util::output(busybox.to_str().unwrap_or_default(), &["--list"])
+        .context("busybox --list")?;
+    // The list names busybox itself, which must stay the binary.
+    for applet in list
+        .lines()
+        .map(str::trim)
+        .filter(|a| !a.is_empty() && *a != "busybox")
+    {
+        archive.add(&format!("bin/{applet}"), Entry::Symlink("busybox".into()));
+    }
+    // Busybox ash finds commands through PATH=/bin; some scripts say /sbin or /usr/bin.
+    archive.add("sbin", Entry::Symlink("bin".into()));
+    archive.add("usr/bin", Entry::Symlink("../bin".into()));
+    archive.add("usr/sbin", Entry::Symlink("../bin".into()));
+    Ok(())
+}
+
+fn read_file(path: &Path, executable: bool) -> Result<Entry> {
+    let data = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Entry::File { data, executable })
+}
+
+/// A dynamically linked host binary and every library `ldd` lists, at the same paths.
+fn add_binary(archive: &mut Archive, binary: &Path, at: &str) -> Result<()> {
+    archive.add(at, read_file(binary, true)?);
+    let ldd = util::output("ldd", &[binary.to_str().unwrap_or_default()])
+        .with_context(|| format!("ldd {}", binary.display()))?;
+    for line in ldd.lines() {
+        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x..)" or "/lib64/ld-linux-x86-64.so.2 (0x..)"
+        let path = match line.split_once("=>") {
+            Some((_, rest)) => rest.split_whitespace().next(),
+            None => line.split_whitespace().next(),
+        };
+        let Some(path) = path.filter(|p| p.starts_with('/')) else {
+            continue;
+        };
+        if !archive.contains(path) {
+            archive.add(path, read_file(Path::new(path), true)?);
+        }
+    }
+    Ok(())
+}
+
+/// Add the closure of ROOT_MODULES, decompressed; returns the load order (dependencies first).
+fn add_modules(archive: &mut Archive, kernel: &Kernel) -> Result<Vec<String>> {
+    let available = index_modules(&kernel.modules.join("kernel"))?;
+    let builtin = fs::read_to_string(kernel.modules.join("modules.builtin")).unwrap_or_default();
+    let mut closure = Closure {
+        available: &available,
+        seen: BTreeSet::new(),
+        order: Vec::new(),
+    };
+    for root in ROOT_MODULES {
+        closure.visit(root, &builtin)?;
+    }
+    let mut order = Vec::new();
+    for (name, path) in closure.order {
+        let file = format!("{name}.ko");
+        archive.add(
+            &format!("lib/modules/{file}"),
+            Entry::File {
+                data: decompress(&path)?,
+                executable: false,
+            },
+        );
+        order.push(file);
+    }
+    Ok(order)
+}
+
+/// Module name (dashes as underscores) -> file.
+fn index_modules(dir: &Path) -> Result<BTreeMap<String, PathBuf>> {
+    let mut found = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if let Some((stem, _)) = name.split_once(".ko") {
+                found.insert(stem.replace('-', "_"), path.clone());
+            }
+        }
+    }
+    Ok(found)
+}
+
+struct Closure<'a> {
+    available: &'a BTreeMap<String, PathBuf>,
+    seen: BTreeSet<String>,
+    order: Vec<(String, PathBuf)>,
+}
+
+impl Closure<'_> {
+    /// Post-order walk over depends= and softdep pre:, so that dependencies load first.
+    fn visit(&mut self, name: &str, builtin: &str) -> Result<()> {
+        let name = name.replace('-', "_");
+        if !self.seen.insert(name.clone()) {
+            return Ok(());
+        }
+        let generic = format!("{name}_generic");
+        let Some((name, path)) = [name.clone(), generic]
+            .into_iter()
+            .find_map(|n| self.available.get(&n).map(|p| (n, p.clone())))
+        else {
+            let is_builtin = builtin.lines().any(|l| {
+                l.ends_with(&format!("/{name}.ko"))
+                    || l.ends_with(&format!("/{}.ko", name.replace('_', "-")))
+            });
+            if !is_builtin {
+                eprintln!("vm-test: note: module {name} not found (built in?)");
+            }
+            return Ok(());
+        };
+        let modinfo = decompress(&path)?;
+        for dependency in dependencies(&modinfo) {
+            self.visit(&dependency, builtin)?;
+        }
+        self.order.push((name, path));
+        Ok(())
+    }
+}
+
+/// `depends=a,b` and `softdep=pre: c d post: e` from a module's .modinfo strings.
+fn dependencies(module: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    for string in module.split(|b| *b == 0) {
+        let Ok(string) = std::str::from_utf8(string) else {
+            continue;
+        };
+        if let Some(list) = string.strip_prefix("depends=") {
+            out.extend(
+                list.split(',')
+                    .filter(|d| !d.is_empty())
+                    .map(str::to_string),
+            );
+        } else if let Some(soft) = string.strip_prefix("softdep=") {
+            let pre = soft.split("post:").next().unwrap_or_default();
+            out.extend(
+                pre.split_whitespace()
+                    .filter(|w| *w != "pre:")
+                    .map(str::to_string),
+            );
+        }
+    }
+    out
+}
+
+fn decompress(path: &Path) -> Result<Vec<u8>> {
+    let name = path.to_string_lossy();
+    let tool = if name.ends_with(".xz") {
+        Some("xz")
+    } else if name.ends_with(".zst") {
+        Some("zstd")
+    } else if name.ends_with(".gz") {
+        Some("gzip")
+    } else {
+        None
+    };
+    let Some(tool) = tool else {
+        return fs::read(path).with_context(|| format!("reading {name}"));
+    };
+    let out = Command::new(tool)
+        .arg("-dc")
+        .arg(path)
+        .output()
+        .with_context(|| format!("starting {tool}"))?;
+    if !out.status.success() {
+        bail!(
+            "{tool} -dc {name} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(out.stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_depends_and_softdep_pre() {
+        let modinfo = b"license=GPL\0softdep=pre: crc32 post: foo\0depends=zstd_compress,lz4_compress\0name=f2fs\0";
+        assert_eq!(
+            dependencies(modinfo),
+            ["crc32", "zstd_compress", "lz4_compress"]
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! `cargo xtask vm-test [--kernel 6.1|6.12|all]`: boot Debian's kernels (F2FS as a module)
+//! under QEMU, run nodescope against a real F2FS there, and check its attribution against the
+//! kernel's own counters (iostat "fs node" reads, debugfs CP count). See docs/STREAM.md and
+//! issue #3 for what is checked; the guest side is guest.sh.
+mod check;
+mod initramfs;
+mod json;
+mod kernel;
+mod newc;
+mod qemu;
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::util;
+
+/// The file set, as the RFC's VM replay has it.
+const NDIRS: u64 = 256;
+const NFILES: u64 = 64;
+/// Fallback node-read probes checked too, on the first VARIANT_DIRS directories.
+const VARIANTS: [&str; 2] = ["kprobe", "read-bio"];
+const VARIANT_DIRS: u64 = 16;
+const VM_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub fn run(which: &str) -> Result<()> {
+    let specs: Vec<&kernel::KernelSpec> = match which {
+        "all" => kernel::KERNELS.iter().collect(),
+        label => kernel::KERNELS
+            .iter()
+            .filter(|k| k.label == label)
+            .collect(),
+    };
+    if specs.is_empty() {
+        bail!("unknown kernel {which:?}: use 6.1, 6.12 or all");
+    }
+    let cache = target_dir().join("vm-cache");
+    fs::create_dir_all(&cache)?;
+    let nodescope = build_nodescope()?;
+    let mut finals = Vec::new();
+    for spec in specs {
+        let started = Instant::now();
+        let (line, pass) = match run_kernel(spec, &cache, &nodescope) {
+            Ok(verdict) => {
+                for l in &verdict.lines {
+                    println!("{l}");
+                }
+                (verdict.final_line, verdict.pass)
+            }
+            Err(err) => {
+                println!("  FAILED: {err:#}");
+                (fail_line(spec.label), false)
+            }
+        };
+        println!(
+            "vm-test {}: {:.1} s",
+            spec.label,
+            started.elapsed().as_secs_f64()
+        );
+        println!("{line}");
+        finals.push((line, pass));
+    }
+    if finals.len() > 1 {
+        for (line, _) in &finals {
+            println!("{line}");
+        }
+    }
+    if finals.iter().any(|(_, pass)| !pass) {
+        bail!("vm-test failed");
+    }
+    Ok(())
+}
+
+fn fail_line(label: &str) -> String {
+    format!("vm-test {label} attributed=0 iostat=0 cat_pids=0 readahead=0 checkpoints=0 FAIL")
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| {
+            if p.is_absolute() {
+                p
+            } else {
+                util::workspace_root().join(p)
+            }
+        })
+        .unwrap_or_else(|| util::workspace_root().join("target"))
+}
+
+fn build_nodescope() -> Result<PathBuf> {
+    util::run(util::cargo().args([
+        "build",
+        "--release",
+        "--package",
+        "tracer-user",
+        "--bin",
+        "nodescope",
+    ]))?;
+    let binary = target_dir().join("release/nodescope");
+    if !binary.exists() {
+        bail!("{} missing after the build", binary.display());
+    }
+    Ok(binary)
+}
+
+fn run_kernel(spec: &kernel::KernelSpec, cache: &Path, nodescope: &Path) -> Result<check::Verdict> {
+    let kernel = kernel::prepare(spec, cache)?;
+    let work = cache.join(format!("run-{}", spec.label));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work)?;
+    let config = format!(
+        "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n",
+        VARIANTS.join(" ")
+    );
+    let guest_files = [
+        ("init", include_str!("guest.sh").to_string()),
+        ("replay-names", replay_script(Replay::Names, NDIRS)),
+        ("replay-glob", replay_script(Replay::Glob, NDIRS)),
+        ("replay-variant", replay_script(Replay::Names, VARIANT_DIRS)),
+        ("etc/vm-test.conf", config),
+    ];
+    let initrd = work.join("initramfs.cpio");
+    fs::write(&initrd, initramfs::build(&kernel, nodescope, &guest_files)?)?;
+    let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
+    sparse_file(&disk, 1 << 30)?;
+    sparse_file(&results, 64 << 20)?;
+    eprintln!(
+        "vm-test {}: kernel {}, initramfs {} KiB",
+        spec.label,
+        kernel.release,
+        fs::metadata(&initrd)?.len() / 1024
+    );
+    let took = qemu::run(&qemu::Boot {
+        label: spec.label,
+        vmlinuz: &kernel.vmlinuz,
+        initrd: &initrd,
+        disk: &disk,
+        results: &results,
+        console_log: &work.join("console.log"),
+        timeout: VM_TIMEOUT,
+    })?;
+    eprintln!("vm-test {}: VM ran {:.1} s", spec.label, took.as_secs_f64());
+    let out = work.join("results");
+    fs::create_dir_all(&out)?;
+    util::run(
+        std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(&results)
+            .arg("-C")
+            .arg(&out),
+    )
+    .context("the guest left no results archive (see console.log)")?;
+    check::check(spec.label, &out, NDIRS, NFILES, &VARIANTS)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replay {
+    /// `cat /mnt/t/d-N/f-0 ... /mnt/t/d-N/f-63`: cat does every lookup.
+    Names,
+    /// `cat /mnt/t/d-N/*`: the shell lists the directory, and F2FS reads its inodes ahead.
+    Glob,
+}
+
+/// One cat per directory, the names written out here so that no shell loop runs in the timed
+/// window (a busybox loop building 16,384 names costs about 20 s under TCG). Absolute paths:
+/// a `cd` would make the shell, not cat, read the root and /mnt/t inodes.
+fn replay_script(replay: Replay, ndirs: u64) -> String {
+    let mode = if replay == Replay::Glob {
+        "glob"
+    } else {
+        "names"
+    };
+    let mut script = format!("#!/bin/sh\necho $$ > /results/shell_{mode}.pid\n");
+    for dir in 0..ndirs {
+        script.push_str("cat");
+        if replay == Replay::Glob {
+            script.push_str(&format!(" /mnt/t/d-{dir}/*"));
+        } else {
+            for file in 0..NFILES {
+                script.push_str(&format!(" /mnt/t/d-{dir}/f-{file}"));
+            }
+        }
+        script.push_str(" > /dev/null\n");
+    }
+    script
+}
+
+fn sparse_file(path: &Path, bytes: u64) -> Result<()> {
+    let file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    file.set_len(bytes)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_scripts_have_one_cat_per_directory() {
+        let names = replay_script(Replay::Names, 2);
+        let lines: Vec<&str> = names.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[1], "echo $$ > /results/shell_names.pid");
+        assert!(lines[2].starts_with("cat /mnt/t/d-0/f-0 /mnt/t/d-0/f-1 "));
+        assert!(lines[3].ends_with(" /mnt/t/d-1/f-63 > /dev/null"));
+        assert_eq!(lines[3].matches("/mnt/t/").count() as u64, NFILES);
+        let glob = replay_script(Replay::Glob, 256);
+        assert_eq!(glob.lines().last(), Some("cat /mnt/t/d-255/* > /dev/null"));
+    }
+}
