@@ -1,1 +1,60 @@
-//! The feedback controller for node_compress_threshold and node_compress_interval (issue #7).
+//! The feedback controller for `node_compress_threshold` and `node_compress_interval`
+//! (issue #7). docs/CONTROLLER.md explains the law and the safety rules.
+//!
+//! Layers, each usable on its own:
+//! * [`law`]: the pure control law, `step(state, signals, config) -> (state, decision)`.
+//! * [`signals`]: the per-window [`Signals`] and the [`SignalSource`] trait that the live
+//!   model and the simulator implement; [`ProcSignalSource`] reads PSI and optional counters.
+//! * [`knobs`]: the knobs, their ranges, and where they live ([`KnobStore`]: sysfs files or
+//!   memory).
+//! * [`tuner`]: one device: external-change detection, write-rate limit, write + read-back,
+//!   dry-run, restore.
+//! * [`session`]: every device of a run plus the [`audit`] log, stepped by the caller's clock.
+//! * [`safety`]: restore on drop, panic and stop signals.
+//!
+//! # In virtual time (the simulator, `cargo xtask bench controller`)
+//!
+//! The caller owns the clock and the signals; the device can live in memory:
+//!
+//! ```
+//! use std::time::Duration;
+//! use controller::{
+//!     knobs::{Knobs, MemoryKnobs},
+//!     law::Config,
+//!     signals::Signals,
+//!     tuner::{DeviceTuner, TunerOptions},
+//! };
+//!
+//! let device = MemoryKnobs::new("sim0", Knobs { threshold: 25, interval_ms: 1000 });
+//! let opts = TunerOptions { dry_run: false, min_write_gap: Duration::ZERO };
+//! let (mut tuner, _start) = DeviceTuner::start("sim0", device.clone(), opts, Duration::ZERO)?;
+//! let cfg = Config::default();
+//! for window in 1..=3u32 {
+//!     let now = Duration::from_secs(5) * window; // virtual time
+//!     // The simulator measures these over the window that ends at `now`.
+//!     let signals = Signals { memory_pressure: Some(20.0), ..Signals::default() };
+//!     let record = tuner.tick(&signals, now, &cfg).expect("still tuning");
+//!     // The simulator's worker now runs with device.get(); `record` is the audit line.
+//!     assert_eq!(record.written, Some(device.get()));
+//! }
+//! assert_eq!(device.get(), Knobs { threshold: 25, interval_ms: 125 });
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! For several devices and a [`SignalSource`], [`Session`] does the same with `tick(&mut
+//! source, now)`; the bare law is [`law::step`].
+pub mod audit;
+pub mod knobs;
+pub mod law;
+pub mod safety;
+pub mod session;
+pub mod signals;
+pub mod tuner;
+
+pub use audit::{AuditLog, AuditRecord};
+pub use knobs::{KnobStore, Knobs, MemoryKnobs, SysfsKnobs};
+pub use law::{step, Config, Decision, State};
+pub use safety::{RestoreGuard, StopSignals};
+pub use session::Session;
+pub use signals::{ProcSignalSource, SignalSource, Signals};
+pub use tuner::{DeviceTuner, TunerOptions};

@@ -1,0 +1,242 @@
+//! The audit log: one JSON object per line for every decision, stop and restore.
+//!
+//! Each line carries `time` (UTC, RFC 3339), `elapsed_s` (since the tuner started: virtual in
+//! the simulator), `device`, `event`, `outcome`, `dry_run`, and when they apply `signals`,
+//! `old`, `new`, `written`, `reason`, `regime` and `memory_score`.
+use std::{
+    fs::OpenOptions,
+    io::{self, Write},
+    path::Path,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+
+use crate::{knobs::Knobs, law::Regime, signals::Signals};
+
+/// What happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Event {
+    /// Tuning began; `old` holds the original values that will be put back.
+    Start,
+    /// One window's decision.
+    Decision,
+    /// Someone else changed a knob: this device is no longer tuned.
+    ExternalChange,
+    /// A read, write or read-back failed: this device is no longer tuned.
+    Failure,
+    /// The original values were put back (or deliberately not, see `reason`).
+    Restore,
+}
+
+/// How it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The law held still; nothing to write.
+    Hold,
+    /// The new values were written and read back.
+    Applied,
+    /// Some or all of the new values wait for the write-rate limit.
+    RateLimited,
+    /// Dry run: decided and logged, nothing written.
+    DryRun,
+    /// This device is no longer tuned.
+    Stopped,
+    /// The device was left as it was (restore: nothing to put back, or a knob changed by
+    /// someone else).
+    Unchanged,
+    /// Original values written back and read back.
+    Restored,
+    /// Signals could not be read this window; holding.
+    NoSignals,
+}
+
+/// One line of the audit log.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AuditRecord {
+    pub elapsed_s: f64,
+    pub device: String,
+    pub event: Event,
+    pub outcome: Outcome,
+    pub dry_run: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signals: Option<Signals>,
+    /// Knob values before (for `start`: the originals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<Knobs>,
+    /// What the law asked for (for `restore`: the originals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<Knobs>,
+    /// What the device holds after this record (absent in dry-run and when unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written: Option<Knobs>,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regime: Option<Regime>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_score: Option<f64>,
+}
+
+impl AuditRecord {
+    /// A record with only the required fields; callers fill in the rest.
+    pub fn new(elapsed_s: f64, device: &str, event: Event, outcome: Outcome) -> Self {
+        AuditRecord {
+            elapsed_s,
+            device: device.to_string(),
+            event,
+            outcome,
+            dry_run: false,
+            signals: None,
+            old: None,
+            new: None,
+            written: None,
+            reason: String::new(),
+            regime: None,
+            memory_score: None,
+        }
+    }
+}
+
+/// Where audit lines go. Every line is flushed at once, so a crash loses none.
+pub struct AuditLog {
+    out: Box<dyn Write + Send>,
+    name: String,
+}
+
+impl AuditLog {
+    /// Append to `path` (created if missing).
+    pub fn to_file(path: &Path) -> Result<Self> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening the audit log {}", path.display()))?;
+        Ok(Self::to_writer(Box::new(file), &path.display().to_string()))
+    }
+
+    pub fn to_stderr() -> Self {
+        Self::to_writer(Box::new(io::stderr()), "stderr")
+    }
+
+    pub fn to_stdout() -> Self {
+        Self::to_writer(Box::new(io::stdout()), "stdout")
+    }
+
+    /// Drop every line: for benchmarks that run thousands of windows.
+    pub fn discard() -> Self {
+        Self::to_writer(Box::new(io::sink()), "nowhere")
+    }
+
+    pub fn to_writer(out: Box<dyn Write + Send>, name: &str) -> Self {
+        AuditLog {
+            out,
+            name: name.to_string(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn write(&mut self, record: &AuditRecord) -> Result<()> {
+        let mut line = serde_json::to_value(record).context("encoding an audit record")?;
+        line["time"] = rfc3339_utc(SystemTime::now()).into();
+        let mut text = serde_json::to_string(&line).context("encoding an audit record")?;
+        text.push('\n');
+        // One write call per line, so lines from a restore in a panic hook do not interleave.
+        self.out
+            .write_all(text.as_bytes())
+            .and_then(|()| self.out.flush())
+            .with_context(|| format!("writing the audit log {}", self.name))
+    }
+}
+
+/// `2026-11-30T12:34:56.789Z`, without a date crate.
+pub fn rfc3339_utc(time: SystemTime) -> String {
+    let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = since_epoch.as_secs();
+    let (year, month, day) = civil_from_days((seconds / 86_400) as i64);
+    let of_day = seconds % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60,
+        since_epoch.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day): Howard Hinnant's `civil_from_days`.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        assert_eq!(rfc3339_utc(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap_day = UNIX_EPOCH + Duration::from_millis(951_782_400_123);
+        assert_eq!(rfc3339_utc(leap_day), "2000-02-29T00:00:00.123Z");
+        let later = UNIX_EPOCH + Duration::from_secs(1_796_041_845);
+        assert_eq!(rfc3339_utc(later), "2026-11-30T12:30:45.000Z");
+    }
+
+    #[test]
+    fn records_are_single_json_lines_with_time() {
+        let buffer = SharedBuffer::default();
+        let mut log = AuditLog::to_writer(Box::new(buffer.clone()), "memory");
+        let mut record = AuditRecord::new(1.5, "sim0", Event::Decision, Outcome::Hold);
+        record.reason = "because".to_string();
+        log.write(&record).unwrap();
+        let text = buffer.text();
+        assert_eq!(text.lines().count(), 1);
+        let line: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+        assert_eq!(line["device"], "sim0");
+        assert_eq!(line["event"], "decision");
+        assert_eq!(line["outcome"], "hold");
+        assert_eq!(line["elapsed_s"], 1.5);
+        assert!(line["time"].as_str().unwrap().ends_with('Z'));
+        assert!(line.get("signals").is_none());
+    }
+
+    #[derive(Clone, Default)]
+    struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl SharedBuffer {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    impl Write for SharedBuffer {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The two knobs of the RFC, their valid ranges, and where they live.
+//!
+//! A device is a directory `<sysfs-root>/<dev>/` holding `node_compress_threshold` and
+//! `node_compress_interval` (the kernel's `/sys/fs/f2fs/<dev>/`, or the simulator's knob
+//! directory). [`KnobStore`] is the seam: [`SysfsKnobs`] reads and writes those files,
+//! [`MemoryKnobs`] keeps the values in memory (tests, and the simulator in virtual time).
+use std::{
+    fmt,
+    fs::{self, OpenOptions},
+    io::{ErrorKind, Write as _},
+    ops::RangeInclusive,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+    thread,
+    time::Duration,
+};
+
+use anyhow::{bail, Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+pub const DEFAULT_SYSFS_ROOT: &str = "/sys/fs/f2fs";
+pub const THRESHOLD_FILE: &str = "node_compress_threshold";
+pub const INTERVAL_FILE: &str = "node_compress_interval";
+/// Percent of the 4 KiB block a compressed payload may take; 0 disables compression.
+pub const THRESHOLD_RANGE: RangeInclusive<u32> = 0..=100;
+/// Milliseconds between background worker passes (the RFC's default is 1000).
+pub const INTERVAL_RANGE_MS: RangeInclusive<u32> = 100..=30_000;
+pub const DEFAULT_INTERVAL_MS: u32 = 1000;
+/// Reads of a knob file before unparsable contents count as an error (see `SysfsKnobs::read`).
+const READ_ATTEMPTS: u32 = 3;
+const READ_RETRY_DELAY: Duration = Duration::from_millis(10);
+
+/// One of the two knobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Knob {
+    Threshold,
+    Interval,
+}
+
+impl Knob {
+    pub const ALL: [Knob; 2] = [Knob::Threshold, Knob::Interval];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Knob::Threshold => THRESHOLD_FILE,
+            Knob::Interval => INTERVAL_FILE,
+        }
+    }
+
+    pub fn range(self) -> RangeInclusive<u32> {
+        match self {
+            Knob::Threshold => THRESHOLD_RANGE,
+            Knob::Interval => INTERVAL_RANGE_MS,
+        }
+    }
+
+    /// The kernel answers EINVAL outside these ranges; we refuse before it has to.
+    pub fn validate(self, value: u32) -> Result<()> {
+        let range = self.range();
+        if !range.contains(&value) {
+            bail!(
+                "{} = {value} is outside {}..={}",
+                self.file_name(),
+                range.start(),
+                range.end()
+            );
+        }
+        Ok(())
+    }
+
+    /// Parse a knob file's contents (sysfs prints "%u\n"), naming `origin` in every error.
+    pub fn parse(self, origin: &str, content: &str) -> Result<u32> {
+        let trimmed = content.trim();
+        let value: u32 = trimmed.parse().map_err(|_| {
+            anyhow::anyhow!("{origin} contains {content:?}, which is not a whole number")
+        })?;
+        let range = self.range();
+        if !range.contains(&value) {
+            bail!(
+                "{origin} contains {trimmed:?}, outside the valid range {}..={}",
+                range.start(),
+                range.end()
+            );
+        }
+        Ok(value)
+    }
+}
+
+impl fmt::Display for Knob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.file_name())
+    }
+}
+
+/// Both knob values of one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Knobs {
+    pub threshold: u32,
+    pub interval_ms: u32,
+}
+
+impl Knobs {
+    pub fn get(&self, knob: Knob) -> u32 {
+        match knob {
+            Knob::Threshold => self.threshold,
+            Knob::Interval => self.interval_ms,
+        }
+    }
+
+    pub fn set(&mut self, knob: Knob, value: u32) {
+        match knob {
+            Knob::Threshold => self.threshold = value,
+            Knob::Interval => self.interval_ms = value,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        Knob::ALL
+            .iter()
+            .try_for_each(|&knob| knob.validate(self.get(knob)))
+    }
+}
+
+impl fmt::Display for Knobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "threshold {} %, interval {} ms",
+            self.threshold, self.interval_ms
+        )
+    }
+}
+
+/// Where a device's knobs are read and written.
+pub trait KnobStore: Send {
+    /// Where the knob lives, for messages (a path for sysfs).
+    fn origin(&self, knob: Knob) -> String;
+    /// The current value, parsed and range-checked (an error names the origin and content).
+    fn read(&mut self, knob: Knob) -> Result<u32>;
+    /// Write a value that `Knob::validate` accepted.
+    fn write(&mut self, knob: Knob, value: u32) -> Result<()>;
+
+    fn read_all(&mut self) -> Result<Knobs> {
+        Ok(Knobs {
+            threshold: self.read(Knob::Threshold)?,
+            interval_ms: self.read(Knob::Interval)?,
+        })
+    }
+}
+
+/// The knob files of one device directory.
+#[derive(Debug)]
+pub struct SysfsKnobs {
+    dir: PathBuf,
+}
+
+impl SysfsKnobs {
+    /// Check that both files exist, parse, are in range and (unless `need_write` is false)
+    /// can be opened for writing; refuse with a message that names the file otherwise.
+    pub fn open(root: &Path, device: &str, need_write: bool) -> Result<Self> {
+        let dir = root.join(device);
+        if !dir.is_dir() {
+            bail!(
+                "no device directory {} (devices under {}: {})",
+                dir.display(),
+                root.display(),
+                list_or_none(&list_dirs(root).unwrap_or_default())
+            );
+        }
+        let mut knobs = SysfsKnobs { dir };
+        for knob in Knob::ALL {
+            knobs.check_present(knob)?;
+            knobs.read(knob)?;
+            if need_write {
+                knobs.check_writable(knob)?;
+            }
+        }
+        Ok(knobs)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn path(&self, knob: Knob) -> PathBuf {
+        self.dir.join(knob.file_name())
+    }
+
+    fn check_present(&self, knob: Knob) -> Result<()> {
+        let path = self.path(knob);
+        if !path.is_file() {
+            bail!(
+                "{} is missing (RFC patch \"f2fs: retain clean node blocks in a compressed \
+                 cache\" not applied?)",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// Opening for writing changes nothing (no truncation) and fails exactly when a write
+    /// would be refused for permissions: EACCES on a file we may not write, and on a sysfs
+    /// attribute that has no store method.
+    fn check_writable(&self, knob: Knob) -> Result<()> {
+        let path = self.path(knob);
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map(drop)
+            .with_context(|| {
+                format!(
+                    "{} is not writable (run as root, or use --dry-run to only decide and log)",
+                    path.display()
+                )
+            })
+    }
+}
+
+impl KnobStore for SysfsKnobs {
+    fn origin(&self, knob: Knob) -> String {
+        self.path(knob).display().to_string()
+    }
+
+    /// A plain file (the simulator's directory) can be caught between the truncation and the
+    /// write of someone's update and read empty; sysfs never is. So an unparsable read is
+    /// retried briefly before it counts.
+    fn read(&mut self, knob: Knob) -> Result<u32> {
+        let path = self.path(knob);
+        let origin = path.display().to_string();
+        let mut attempt = 1;
+        loop {
+            let content = fs::read_to_string(&path).with_context(|| format!("reading {origin}"))?;
+            match knob.parse(&origin, &content) {
+                Err(_) if attempt < READ_ATTEMPTS => {
+                    attempt += 1;
+                    thread::sleep(READ_RETRY_DELAY);
+                }
+                parsed => return parsed,
+            }
+        }
+    }
+
+    fn write(&mut self, knob: Knob, value: u32) -> Result<()> {
+        knob.validate(value)?;
+        let path = self.path(knob);
+        // Never create the file: a knob that vanished (device unmounted) is an error, not a new
+        // plain file. One write(2) with the whole value: sysfs parses each write on its own.
+        OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(format!("{value}\n").as_bytes()))
+            .with_context(|| format!("writing {value} to {}", path.display()))
+    }
+}
+
+/// Devices under `root` that carry both knobs, sorted. Errors explain what is missing.
+pub fn discover_devices(root: &Path) -> Result<Vec<String>> {
+    let dirs = list_dirs(root)?;
+    let with_knobs: Vec<String> = dirs
+        .iter()
+        .filter(|dev| {
+            Knob::ALL
+                .iter()
+                .all(|knob| root.join(dev).join(knob.file_name()).is_file())
+        })
+        .cloned()
+        .collect();
+    if with_knobs.is_empty() {
+        bail!(
+            "no device under {} has {THRESHOLD_FILE} and {INTERVAL_FILE} (RFC patch \"f2fs: \
+             retain clean node blocks in a compressed cache\" not applied?); devices seen: {}",
+            root.display(),
+            list_or_none(&dirs)
+        );
+    }
+    Ok(with_knobs)
+}
+
+fn list_dirs(root: &Path) -> Result<Vec<String>> {
+    let entries = fs::read_dir(root).map_err(|err| {
+        let hint = if err.kind() == ErrorKind::NotFound {
+            " (is F2FS loaded and mounted? --sysfs-root DIR points at a simulator's knob \
+             directory)"
+        } else {
+            ""
+        };
+        anyhow::anyhow!("cannot list {}: {err}{hint}", root.display())
+    })?;
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", root.display()))?;
+        // sysfs device entries are directories (or symlinks to them).
+        if entry.path().is_dir() {
+            dirs.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    dirs.sort();
+    Ok(dirs)
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// Knobs held in memory: for tests, and for the simulator when it runs the controller in
+/// virtual time. Clones share the values, so the simulator keeps one clone and reads what the
+/// controller wrote (or writes itself, to play "someone else").
+#[derive(Clone, Debug)]
+pub struct MemoryKnobs {
+    name: String,
+    values: Arc<Mutex<Knobs>>,
+}
+
+impl MemoryKnobs {
+    pub fn new(name: &str, knobs: Knobs) -> Self {
+        MemoryKnobs {
+            name: name.to_string(),
+            values: Arc::new(Mutex::new(knobs)),
+        }
+    }
+
+    pub fn get(&self) -> Knobs {
+        *self
+            .values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn set(&self, knob: Knob, value: u32) {
+        self.values
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .set(knob, value);
+    }
+}
+
+impl KnobStore for MemoryKnobs {
+    fn origin(&self, knob: Knob) -> String {
+        format!("{}/{}", self.name, knob.file_name())
+    }
+
+    fn read(&mut self, knob: Knob) -> Result<u32> {
+        let value = self.get().get(knob);
+        knob.validate(value)
+            .with_context(|| format!("{} holds {value}", self.origin(knob)))?;
+        Ok(value)
+    }
+
+    fn write(&mut self, knob: Knob, value: u32) -> Result<()> {
+        knob.validate(value)?;
+        self.set(knob, value);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_accepts_sysfs_output_and_names_the_file_and_content_otherwise() {
+        assert_eq!(Knob::Threshold.parse("f", "25\n").unwrap(), 25);
+        assert_eq!(Knob::Interval.parse("f", " 100 \n").unwrap(), 100);
+        let err = Knob::Threshold.parse("/x/t", "abc\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/x/t contains \"abc\\n\", which is not a whole number"
+        );
+        let err = Knob::Threshold.parse("/x/t", "101").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/x/t contains \"101\", outside the valid range 0..=100"
+        );
+        let err = Knob::Interval.parse("/x/i", "99").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/x/i contains \"99\", outside the valid range 100..=30000"
+        );
+        assert!(Knob::Interval.parse("/x/i", "-5").is_err());
+        assert!(Knob::Interval.parse("/x/i", "").is_err());
+    }
+
+    #[test]
+    fn validate_holds_the_kernel_ranges() {
+        assert!(Knob::Threshold.validate(0).is_ok());
+        assert!(Knob::Threshold.validate(100).is_ok());
+        assert!(Knob::Threshold.validate(101).is_err());
+        assert!(Knob::Interval.validate(99).is_err());
+        assert!(Knob::Interval.validate(100).is_ok());
+        assert!(Knob::Interval.validate(30_000).is_ok());
+        assert!(Knob::Interval.validate(30_001).is_err());
+    }
+
+    #[test]
+    fn memory_knobs_refuse_out_of_range_writes() {
+        let mut knobs = MemoryKnobs::new(
+            "sim0",
+            Knobs {
+                threshold: 10,
+                interval_ms: 1000,
+            },
+        );
+        assert!(knobs.write(Knob::Interval, 50).is_err());
+        assert_eq!(knobs.get().interval_ms, 1000);
+        knobs.write(Knob::Threshold, 20).unwrap();
+        assert_eq!(knobs.read(Knob::Threshold).unwrap(), 20);
+    }
+}

@@ -1,0 +1,555 @@
+//! The control law: [`step`]`(state, signals, config) -> (state, decision)`, a pure function.
+//!
+//! Nothing here reads a clock or a file, so the law can be tested on scripted signal sequences
+//! and driven in virtual time by the simulator. docs/CONTROLLER.md explains it at length; in
+//! short:
+//!
+//! * **Memory score** (DAMOS quota goals: feedback toward a goal). Each window turns memory
+//!   into one number where 1.0 is the goal: `max(PSI some avg10 / psi_goal,
+//!   attributed / (budget x budget_goal))`. The size of a fast step grows with the distance
+//!   from the goal, as DAMOS scales its quota by `score / goal`.
+//! * **Fast when memory is tight, slow when giving memory back** (senpai: fast backoff, slow
+//!   probing). Above the goal the law compresses more at once, every window (interval divided
+//!   by the score, at most 2x; threshold up by up to 10 points). Going the other way
+//!   (compressing less, which hands memory back to the raw cache) happens only on evidence
+//!   that conversions are wasted, only after `relax_after_windows` quiet windows, one small
+//!   step at a time, like senpai's slow probe that waits between steps.
+//! * **Hysteresis** (zswap's accept threshold). The law enters the `Tight` regime when the
+//!   score reaches `tight_enter` (1.1) and leaves it only when the score falls to `tight_exit`
+//!   (0.8), the way zswap, once full, accepts pages again only below 90 % of its limit. So a
+//!   score wobbling around the goal cannot make the knobs flap.
+//! * **Dead bands.** Between `tight_exit` and `tight_enter` (outside `Tight`) and inside
+//!   `waste_dead_band` around the waste goals, the law holds still.
+//!
+//! The two knobs have different jobs. The interval sets how often the worker runs (at most 256
+//! conversions a pass) and so how long an entry must stay idle before it is compressed: it is
+//! the main lever, shortened under memory need and lengthened when conversions are restored
+//! soon after (too eager) or reclaimed unused (wasted). The threshold decides what is kept
+//! compressed: raised under memory need; lowered, a point at a time, only when conversions are
+//! still wasted with the interval already at its longest; 0 switches compression off and the
+//! next memory need switches it back on at `threshold_restart`. Because payloads over 1024
+//! bytes are never kept, thresholds above 25 % admit nothing more than 25 does, hence the
+//! default ceiling of 25.
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    knobs::{Knobs, INTERVAL_RANGE_MS, THRESHOLD_RANGE},
+    signals::Signals,
+};
+
+/// Every constant of the law. `Config::default()` is what `nodescope tune` uses.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// PSI `some avg10` (percent) that scores 1.0: the pressure we accept.
+    pub psi_goal: f64,
+    /// Fraction of the budget that scores 1.0 (aim a little below the budget).
+    pub budget_goal: f64,
+    /// Score at which the law enters `Tight` (the dead band above the goal).
+    pub tight_enter: f64,
+    /// Score at or below which the law leaves `Tight` (zswap's accept threshold).
+    pub tight_exit: f64,
+    /// Accepted fraction of conversions restored soon after.
+    pub eager_goal: f64,
+    /// Accepted fraction of conversions reclaimed without a restore.
+    pub wasted_goal: f64,
+    /// Relative dead band around the two waste goals: high above goal x (1 + band).
+    pub waste_dead_band: f64,
+    /// Below this many conversions per second the waste fractions are noise and ignored.
+    pub min_conversions_per_s: f64,
+    /// Largest factor the interval shrinks by in one window when memory is tight.
+    pub max_backoff_factor: f64,
+    /// Threshold points added per unit of score above 1.0 when memory is tight...
+    pub threshold_gain: f64,
+    /// ...at most this many per window.
+    pub max_threshold_step_up: u32,
+    /// Threshold set when memory is tight and compression was off (0).
+    pub threshold_restart: u32,
+    /// Factor the interval grows by in one slow step.
+    pub relax_interval_factor: f64,
+    /// Threshold points removed in one slow step.
+    pub relax_threshold_step: u32,
+    /// Comfortable windows with waste, in a row, needed before each slow step (senpai's grace
+    /// ticks).
+    pub relax_after_windows: u32,
+    /// Bounds the law keeps to, inside the kernel's 0..=100 and 100..=30000.
+    pub threshold_min: u32,
+    pub threshold_max: u32,
+    pub interval_min_ms: u32,
+    pub interval_max_ms: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            psi_goal: 5.0,
+            budget_goal: 0.95,
+            tight_enter: 1.1,
+            tight_exit: 0.8,
+            eager_goal: 0.10,
+            wasted_goal: 0.25,
+            waste_dead_band: 0.2,
+            min_conversions_per_s: 1.0,
+            max_backoff_factor: 2.0,
+            threshold_gain: 10.0,
+            max_threshold_step_up: 10,
+            threshold_restart: 12,
+            relax_interval_factor: 1.25,
+            relax_threshold_step: 1,
+            relax_after_windows: 6,
+            threshold_min: 0,
+            threshold_max: 25,
+            interval_min_ms: *INTERVAL_RANGE_MS.start(),
+            interval_max_ms: *INTERVAL_RANGE_MS.end(),
+        }
+    }
+}
+
+impl Config {
+    /// Refuse constants that would break the law's promises (bounds, dead band, hysteresis).
+    pub fn validate(&self) -> Result<()> {
+        let positive = |name: &str, value: f64| {
+            if value.is_finite() && value > 0.0 {
+                Ok(())
+            } else {
+                bail!("law config: {name} must be a positive number, not {value}")
+            }
+        };
+        positive("psi_goal", self.psi_goal)?;
+        positive("budget_goal", self.budget_goal)?;
+        positive("eager_goal", self.eager_goal)?;
+        positive("wasted_goal", self.wasted_goal)?;
+        positive("threshold_gain", self.threshold_gain)?;
+        if !(self.tight_exit < 1.0 && self.tight_enter > 1.0) {
+            bail!(
+                "law config: need tight_exit < 1.0 < tight_enter for a dead band around the goal"
+            );
+        }
+        if !(0.0..1.0).contains(&self.waste_dead_band) {
+            bail!("law config: waste_dead_band must be in 0..1");
+        }
+        if !(self.max_backoff_factor > 1.0 && self.relax_interval_factor > 1.0) {
+            bail!("law config: max_backoff_factor and relax_interval_factor must exceed 1");
+        }
+        self.validate_bounds()
+    }
+
+    fn validate_bounds(&self) -> Result<()> {
+        let thresholds = self.threshold_min..=self.threshold_max;
+        if self.threshold_min > self.threshold_max
+            || self.threshold_max > *THRESHOLD_RANGE.end()
+            || !thresholds.contains(&self.threshold_restart)
+            || self.threshold_restart == 0
+        {
+            bail!(
+                "law config: need threshold_min <= threshold_restart (> 0) <= threshold_max <= 100"
+            );
+        }
+        if self.interval_min_ms > self.interval_max_ms
+            || !INTERVAL_RANGE_MS.contains(&self.interval_min_ms)
+            || !INTERVAL_RANGE_MS.contains(&self.interval_max_ms)
+        {
+            bail!("law config: need 100 <= interval_min_ms <= interval_max_ms <= 30000");
+        }
+        Ok(())
+    }
+}
+
+/// Memory regime, with hysteresis between the two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Regime {
+    /// Memory at or below the goal, or inside the dead band after a calm stretch.
+    Calm,
+    /// The score reached `tight_enter` and has not yet fallen to `tight_exit`.
+    Tight,
+}
+
+/// What a decision does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Hold,
+    /// Shorter interval and/or higher threshold (fast).
+    CompressMore,
+    /// Longer interval and/or lower threshold (slow).
+    CompressLess,
+}
+
+/// Everything the law remembers between windows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// The knob values the next step starts from (what the device has).
+    pub knobs: Knobs,
+    pub regime: Regime,
+    /// Consecutive comfortable windows with wasted conversions and no move (counts toward
+    /// `relax_after_windows`).
+    pub quiet_windows: u32,
+}
+
+impl State {
+    pub fn new(knobs: Knobs) -> Self {
+        State {
+            knobs,
+            regime: Regime::Calm,
+            quiet_windows: 0,
+        }
+    }
+}
+
+/// One window's decision, with what it was based on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The knob values the law wants (equal to the state's when holding).
+    pub knobs: Knobs,
+    pub action: Action,
+    /// One sentence: which signal, against which goal, and what moved how.
+    pub reason: String,
+    pub regime: Regime,
+    pub memory_score: Option<f64>,
+    pub eager_fraction: Option<f64>,
+    pub wasted_fraction: Option<f64>,
+}
+
+/// Where a waste fraction stands against its goal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    Unknown,
+    Low,
+    InBand,
+    High,
+}
+
+/// The signals boiled down to what the law acts on.
+struct Assessment {
+    memory_score: Option<f64>,
+    memory_detail: String,
+    eager_fraction: Option<f64>,
+    wasted_fraction: Option<f64>,
+    eager: Level,
+    wasted: Level,
+}
+
+/// One window of the law. Pure: same inputs, same outputs.
+pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision) {
+    let assessment = assess(&signals.sanitized(), cfg);
+    let Some(score) = assessment.memory_score else {
+        let reason = "no memory signal (no PSI, no simulator pressure, no budget): holding";
+        return hold(state, state.regime, 0, reason.to_string(), &assessment);
+    };
+    let regime = next_regime(state.regime, score, cfg);
+    if regime == Regime::Tight && score > 1.0 {
+        return compress_more(state, regime, score, &assessment, cfg);
+    }
+    let comfortable = regime == Regime::Calm && score <= cfg.tight_exit;
+    if !comfortable {
+        let reason = format!(
+            "{} in the dead band ({} regime, exit at {:.2}, enter at {:.2}): holding",
+            assessment.memory_detail,
+            regime_name(regime),
+            cfg.tight_exit,
+            cfg.tight_enter
+        );
+        return hold(state, regime, 0, reason, &assessment);
+    }
+    let wasteful = assessment.eager == Level::High || assessment.wasted == Level::High;
+    if !wasteful {
+        let reason = format!(
+            "{}, comfortable; conversions not wasted ({}): holding",
+            assessment.memory_detail,
+            waste_detail(&assessment)
+        );
+        return hold(state, regime, 0, reason, &assessment);
+    }
+    // Only a run of comfortable, wasteful windows earns a slow step: one noisy window does not.
+    let quiet = state.quiet_windows.saturating_add(1);
+    if quiet < cfg.relax_after_windows {
+        let reason = format!(
+            "{}, comfortable; conversions wasted ({}); quiet window {quiet} of {} before a \
+             slow step: holding",
+            assessment.memory_detail,
+            waste_detail(&assessment),
+            cfg.relax_after_windows
+        );
+        return hold(state, regime, quiet, reason, &assessment);
+    }
+    compress_less(state, regime, quiet, &assessment, cfg)
+}
+
+fn assess(signals: &Signals, cfg: &Config) -> Assessment {
+    let psi = signals.memory_pressure.map(|p| {
+        (
+            p / cfg.psi_goal,
+            format!("PSI {p:.2} % vs goal {:.2} %", cfg.psi_goal),
+        )
+    });
+    let budget = match (signals.attributed_bytes, signals.budget_bytes) {
+        (Some(used), Some(budget)) => {
+            let goal = budget as f64 * cfg.budget_goal;
+            Some((
+                used as f64 / goal,
+                format!("memory {used} B vs goal {goal:.0} B"),
+            ))
+        }
+        _ => None,
+    };
+    let worst = match (psi, budget) {
+        (Some(a), Some(b)) => Some(if b.0 > a.0 { b } else { a }),
+        (a, b) => a.or(b),
+    };
+    let (memory_score, memory_detail) = match worst {
+        Some((score, detail)) => (Some(score), format!("memory score {score:.2} ({detail})")),
+        None => (None, String::new()),
+    };
+    let fraction = |count: f64| {
+        (signals.conversions_per_s >= cfg.min_conversions_per_s)
+            .then(|| (count / signals.conversions_per_s).min(1.0))
+    };
+    let eager_fraction = fraction(signals.eager_restores_per_s);
+    let wasted_fraction = fraction(signals.wasted_per_s);
+    Assessment {
+        memory_score,
+        memory_detail,
+        eager_fraction,
+        wasted_fraction,
+        eager: level(eager_fraction, cfg.eager_goal, cfg.waste_dead_band),
+        wasted: level(wasted_fraction, cfg.wasted_goal, cfg.waste_dead_band),
+    }
+}
+
+fn level(fraction: Option<f64>, goal: f64, band: f64) -> Level {
+    match fraction {
+        None => Level::Unknown,
+        Some(f) if f > goal * (1.0 + band) => Level::High,
+        Some(f) if f < goal * (1.0 - band) => Level::Low,
+        Some(_) => Level::InBand,
+    }
+}
+
+/// zswap-style hysteresis: enter at `tight_enter`, leave only at `tight_exit`.
+fn next_regime(regime: Regime, score: f64, cfg: &Config) -> Regime {
+    match regime {
+        Regime::Calm if score >= cfg.tight_enter => Regime::Tight,
+        Regime::Tight if score <= cfg.tight_exit => Regime::Calm,
+        unchanged => unchanged,
+    }
+}
+
+/// The fast direction: the step grows with the score (DAMOS), bounded per window.
+fn compress_more(
+    state: &State,
+    regime: Regime,
+    score: f64,
+    assessment: &Assessment,
+    cfg: &Config,
+) -> (State, Decision) {
+    let old = state.knobs;
+    let mut new = old;
+    new.threshold = if old.threshold == 0 {
+        cfg.threshold_restart
+    } else {
+        let step = ((score - 1.0) * cfg.threshold_gain).ceil() as u32;
+        raise(
+            old.threshold,
+            step.clamp(1, cfg.max_threshold_step_up),
+            cfg.threshold_max,
+        )
+    };
+    // Conversions restored right away would only churn faster: keep the interval then.
+    let eager = assessment.eager == Level::High;
+    if !eager {
+        let factor = score.min(cfg.max_backoff_factor);
+        new.interval_ms = shrink(old.interval_ms, factor, cfg.interval_min_ms);
+    }
+    let mut reason = format!("{}, tight: compress more", assessment.memory_detail);
+    if eager {
+        reason += &format!(" (interval kept: {})", waste_detail(assessment));
+    }
+    if new == old {
+        reason += ": already at the most compression allowed, holding";
+        return hold(state, regime, 0, reason, assessment);
+    }
+    reason += &moves(old, new);
+    let decision = decide(new, Action::CompressMore, reason, regime, assessment);
+    (next_state(new, regime, 0), decision)
+}
+
+/// The slow direction: one bounded step, then wait `relax_after_windows` again.
+fn compress_less(
+    state: &State,
+    regime: Regime,
+    quiet: u32,
+    assessment: &Assessment,
+    cfg: &Config,
+) -> (State, Decision) {
+    let old = state.knobs;
+    let mut new = old;
+    new.interval_ms = grow(
+        old.interval_ms,
+        cfg.relax_interval_factor,
+        cfg.interval_max_ms,
+    );
+    // Lowering the threshold saves no work while the worker still runs often; it is the next
+    // lever only once the interval is as long as allowed and conversions are still wasted.
+    if assessment.wasted == Level::High && old.interval_ms >= cfg.interval_max_ms {
+        new.threshold = lower(old.threshold, cfg.relax_threshold_step, cfg.threshold_min);
+    }
+    let mut reason = format!(
+        "{}, comfortable; conversions wasted ({}) for {quiet} quiet windows: compress less",
+        assessment.memory_detail,
+        waste_detail(assessment)
+    );
+    if new == old {
+        reason += if assessment.wasted == Level::High {
+            ": already at the least compression allowed, holding"
+        } else {
+            ": interval already at its longest, holding"
+        };
+        return hold(state, regime, quiet, reason, assessment);
+    }
+    reason += &moves(old, new);
+    let decision = decide(new, Action::CompressLess, reason, regime, assessment);
+    (next_state(new, regime, 0), decision)
+}
+
+fn hold(
+    state: &State,
+    regime: Regime,
+    quiet: u32,
+    reason: String,
+    assessment: &Assessment,
+) -> (State, Decision) {
+    let decision = decide(state.knobs, Action::Hold, reason, regime, assessment);
+    (next_state(state.knobs, regime, quiet), decision)
+}
+
+fn decide(
+    knobs: Knobs,
+    action: Action,
+    reason: String,
+    regime: Regime,
+    assessment: &Assessment,
+) -> Decision {
+    Decision {
+        knobs,
+        action,
+        reason,
+        regime,
+        memory_score: assessment.memory_score,
+        eager_fraction: assessment.eager_fraction,
+        wasted_fraction: assessment.wasted_fraction,
+    }
+}
+
+fn next_state(knobs: Knobs, regime: Regime, quiet_windows: u32) -> State {
+    State {
+        knobs,
+        regime,
+        quiet_windows,
+    }
+}
+
+/// Up by `step`, never past `max`; a value already above `max` (set by someone before us) is
+/// left alone rather than pulled down by a "raise".
+fn raise(value: u32, step: u32, max: u32) -> u32 {
+    if value >= max {
+        value
+    } else {
+        value.saturating_add(step).min(max)
+    }
+}
+
+/// Down by `step`, never below `min`; a value already below `min` is left alone.
+fn lower(value: u32, step: u32, min: u32) -> u32 {
+    if value <= min {
+        value
+    } else {
+        value.saturating_sub(step).max(min)
+    }
+}
+
+/// Divide by `factor` (> 1), never below `min`, always by at least 1 ms.
+fn shrink(value: u32, factor: f64, min: u32) -> u32 {
+    if value <= min {
+        return value;
+    }
+    let target = (f64::from(value) / factor).round() as u32;
+    target.min(value - 1).max(min)
+}
+
+/// Multiply by `factor` (> 1), never above `max`, always by at least 1 ms.
+fn grow(value: u32, factor: f64, max: u32) -> u32 {
+    if value >= max {
+        return value;
+    }
+    let target = (f64::from(value) * factor).round().min(f64::from(u32::MAX)) as u32;
+    target.max(value + 1).min(max)
+}
+
+fn moves(old: Knobs, new: Knobs) -> String {
+    let mut text = String::new();
+    if new.threshold != old.threshold {
+        text += &format!(", threshold {} -> {}", old.threshold, new.threshold);
+    }
+    if new.interval_ms != old.interval_ms {
+        text += &format!(", interval {} -> {} ms", old.interval_ms, new.interval_ms);
+    }
+    text
+}
+
+fn waste_detail(assessment: &Assessment) -> String {
+    let percent = |fraction: Option<f64>| match fraction {
+        Some(f) => format!("{:.0} %", f * 100.0),
+        None => "n/a".to_string(),
+    };
+    format!(
+        "eager {}, wasted {}",
+        percent(assessment.eager_fraction),
+        percent(assessment.wasted_fraction)
+    )
+}
+
+fn regime_name(regime: Regime) -> &'static str {
+    match regime {
+        Regime::Calm => "calm",
+        Regime::Tight => "tight",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shrink_and_grow_always_move_and_respect_their_bound() {
+        assert_eq!(shrink(1000, 2.0, 100), 500);
+        assert_eq!(shrink(150, 2.0, 100), 100);
+        assert_eq!(shrink(101, 1.001, 100), 100);
+        assert_eq!(shrink(100, 2.0, 100), 100);
+        assert_eq!(shrink(50, 2.0, 100), 50, "below the bound: left alone");
+        assert_eq!(grow(1000, 1.25, 30_000), 1250);
+        assert_eq!(grow(29_000, 1.25, 30_000), 30_000);
+        assert_eq!(grow(101, 1.001, 30_000), 102);
+        assert_eq!(grow(30_000, 1.25, 30_000), 30_000);
+    }
+
+    #[test]
+    fn default_config_is_valid_and_broken_ones_are_refused() {
+        Config::default().validate().unwrap();
+        let no_band = Config {
+            tight_enter: 1.0,
+            ..Config::default()
+        };
+        assert!(no_band.validate().is_err());
+        let interval_too_short = Config {
+            interval_min_ms: 50,
+            ..Config::default()
+        };
+        assert!(interval_too_short.validate().is_err());
+        let threshold_too_high = Config {
+            threshold_max: 101,
+            ..Config::default()
+        };
+        assert!(threshold_too_high.validate().is_err());
+    }
+}

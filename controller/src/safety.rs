@@ -1,0 +1,192 @@
+//! Putting the original knob values back, whatever way the process ends.
+//!
+//! * Normal return and panics that unwind: [`RestoreGuard`]'s `Drop`.
+//! * Panics on any thread (and `panic = "abort"`): a panic hook installed by
+//!   [`RestoreGuard::arm`] restores before the process goes.
+//! * SIGINT (Ctrl-C), SIGTERM, SIGHUP: [`StopSignals`] turns them into a flag the run loop
+//!   polls; the loop then returns and the guard restores before `main` ends. The handler itself
+//!   only stores an integer: restoring means file I/O, which is not allowed in a signal handler.
+//!
+//! SIGKILL cannot be caught: after `kill -9` the knobs keep the controller's last values.
+use std::{
+    panic,
+    sync::{
+        atomic::{AtomicBool, AtomicI32, Ordering},
+        Arc, Mutex, MutexGuard, PoisonError, TryLockError, Weak,
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+
+/// Something that can put back what it changed. `restore` must be idempotent and must not
+/// panic: it may run inside a panic hook.
+pub trait Restore: Send + 'static {
+    fn restore(&mut self);
+}
+
+/// Owns a [`Restore`] value and restores it exactly once: on `restore_now`, on drop, or from
+/// the panic hook, whichever comes first.
+pub struct RestoreGuard<T: Restore> {
+    shared: Arc<Shared<T>>,
+}
+
+struct Shared<T> {
+    value: Mutex<T>,
+    armed: AtomicBool,
+}
+
+/// How long the panic hook waits for another thread to release the value. When the panicking
+/// thread holds it itself, the wait times out and `Drop` restores during unwinding instead.
+const PANIC_LOCK_WAIT: Duration = Duration::from_millis(200);
+
+impl<T: Restore> RestoreGuard<T> {
+    /// Take ownership of `value` and install the panic hook (it chains to the previous hook,
+    /// which still prints the panic message first).
+    pub fn arm(value: T) -> Self {
+        let shared = Arc::new(Shared {
+            value: Mutex::new(value),
+            armed: AtomicBool::new(true),
+        });
+        install_panic_hook(Arc::downgrade(&shared));
+        RestoreGuard { shared }
+    }
+
+    /// The value, even after a panic poisoned the lock (restoring must still be possible).
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        self.shared
+            .value
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Restore now (once); later calls, the drop and the panic hook then do nothing.
+    pub fn restore_now(&self) {
+        self.shared.restore_blocking();
+    }
+
+    /// False once the value has been restored.
+    pub fn is_armed(&self) -> bool {
+        self.shared.armed.load(Ordering::SeqCst)
+    }
+}
+
+impl<T: Restore> Drop for RestoreGuard<T> {
+    fn drop(&mut self) {
+        self.shared.restore_blocking();
+    }
+}
+
+impl<T: Restore> Shared<T> {
+    fn restore_blocking(&self) {
+        // Lock first, then disarm: a restore running in the panic hook on another thread
+        // finishes before we return, so `main` cannot exit halfway through it.
+        let mut value = self.value.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.armed.swap(false, Ordering::SeqCst) {
+            value.restore();
+        }
+    }
+
+    fn restore_from_panic(&self) {
+        let deadline = Instant::now() + PANIC_LOCK_WAIT;
+        while self.armed.load(Ordering::SeqCst) {
+            let mut value = match self.value.try_lock() {
+                Ok(value) => value,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                Err(TryLockError::WouldBlock) => return,
+            };
+            if self.armed.swap(false, Ordering::SeqCst) {
+                value.restore();
+            }
+        }
+    }
+}
+
+fn install_panic_hook<T: Restore>(shared: Weak<Shared<T>>) {
+    let previous = panic::take_hook();
+    panic::set_hook(Box::new(move |info| {
+        previous(info);
+        if let Some(shared) = shared.upgrade() {
+            shared.restore_from_panic();
+        }
+    }));
+}
+
+/// The signal that asked us to stop (0: none yet). Process-wide, like signal dispositions.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// SIGINT, SIGTERM and SIGHUP, turned into a flag for the run loop to poll.
+pub struct StopSignals {
+    _private: (),
+}
+
+impl StopSignals {
+    pub const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+    /// Install the handlers. After this those signals no longer end the process by
+    /// themselves: the loop must poll [`StopSignals::received`].
+    pub fn install() -> Result<Self> {
+        for signal in Self::SIGNALS {
+            // SAFETY: the action runs inside a signal handler; it only stores into a static
+            // atomic integer, which is async-signal-safe (no allocation, no lock, no I/O).
+            unsafe {
+                signal_hook_registry::register(signal, move || {
+                    STOP_SIGNAL.store(signal, Ordering::SeqCst)
+                })
+            }
+            .with_context(|| format!("installing a handler for {}", signal_name(signal)))?;
+        }
+        Ok(StopSignals { _private: () })
+    }
+
+    /// The last stop signal received, if any.
+    pub fn received(&self) -> Option<i32> {
+        match STOP_SIGNAL.load(Ordering::SeqCst) {
+            0 => None,
+            signal => Some(signal),
+        }
+    }
+}
+
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Counter(Arc<AtomicI32>);
+
+    impl Restore for Counter {
+        fn restore(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn restores_exactly_once_whether_asked_or_dropped() {
+        let count = Arc::new(AtomicI32::new(0));
+        let guard = RestoreGuard::arm(Counter(count.clone()));
+        assert!(guard.is_armed());
+        guard.restore_now();
+        guard.restore_now();
+        assert!(!guard.is_armed());
+        drop(guard);
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+
+        let guard = RestoreGuard::arm(Counter(count.clone()));
+        drop(guard);
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+    }
+}

@@ -1,0 +1,296 @@
+//! What the law sees each window ([`Signals`]) and where it comes from ([`SignalSource`]).
+//!
+//! The live model (issue #6) and the simulator (issue #4) implement [`SignalSource`]; until
+//! they land, [`ProcSignalSource`] reads memory pressure from `/proc/pressure/memory` and, when a
+//! device directory has one, cumulative counters from its `nodescope_stats` file.
+use std::{
+    collections::HashMap,
+    fs,
+    io::ErrorKind,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+/// One decision window of one device. Rates are per second over the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Signals {
+    /// Length of the window the rates were measured over.
+    pub window_s: f64,
+    /// Node blocks read from disk (FS_NODE_READ_IO): the cost compression is there to avoid.
+    pub node_reads_per_s: f64,
+    /// Compressed entries restored to raw: compressed copies being used.
+    pub restores_per_s: f64,
+    /// Raw entries converted to compressed: the CPU the worker spends.
+    pub conversions_per_s: f64,
+    /// Conversions restored soon after they were made (too eager: compressed while still hot).
+    /// "Soon" is the source's call; the model and the simulator use 2 x node_compress_interval.
+    pub eager_restores_per_s: f64,
+    /// Compressed entries reclaimed without ever being restored (the conversion was wasted).
+    pub wasted_per_s: f64,
+    /// Memory pressure, percent: PSI `some avg10` on a real system, the simulator's own
+    /// pressure in the simulator. `None` when unknown.
+    pub memory_pressure: Option<f64>,
+    /// Node-cache memory attributed to this device (entries + raw buffers + slab slots).
+    pub attributed_bytes: Option<u64>,
+    /// The memory the node cache should stay under, if the user set one.
+    pub budget_bytes: Option<u64>,
+}
+
+impl Signals {
+    /// The same signals with every rate finite and non-negative and the pressure in 0..=100,
+    /// so that a broken source cannot steer the law with NaN or negative numbers.
+    pub fn sanitized(&self) -> Signals {
+        let rate = |value: f64| {
+            if value.is_finite() && value > 0.0 {
+                value
+            } else {
+                0.0
+            }
+        };
+        Signals {
+            window_s: rate(self.window_s),
+            node_reads_per_s: rate(self.node_reads_per_s),
+            restores_per_s: rate(self.restores_per_s),
+            conversions_per_s: rate(self.conversions_per_s),
+            eager_restores_per_s: rate(self.eager_restores_per_s),
+            wasted_per_s: rate(self.wasted_per_s),
+            memory_pressure: self
+                .memory_pressure
+                .filter(|p| p.is_finite())
+                .map(|p| p.clamp(0.0, 100.0)),
+            attributed_bytes: self.attributed_bytes,
+            budget_bytes: self.budget_bytes.filter(|&b| b > 0),
+        }
+    }
+}
+
+/// Produces the signals of one device for the window that ends at `now`.
+///
+/// `now` is the time since the tuner started: real time in `nodescope tune`, virtual time in
+/// the simulator. It is called once per device per decision period, in time order.
+pub trait SignalSource {
+    fn sample(&mut self, device: &str, now: Duration) -> Result<Signals>;
+}
+
+/// The name of the optional counters file in a device directory.
+pub const STATS_FILE: &str = "nodescope_stats";
+
+/// Cumulative counters as found in a `nodescope_stats` file: one `key value` per line.
+///
+/// ```text
+/// node_reads 16642
+/// restores 9175
+/// conversions 70441
+/// eager_restores 120
+/// wasted 800
+/// attributed_bytes 6008152      (a gauge, not cumulative)
+/// memory_pressure 12.5          (optional, a gauge: replaces PSI, for the simulator)
+/// ```
+/// Unknown keys are ignored, so the file can grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Counters {
+    pub node_reads: u64,
+    pub restores: u64,
+    pub conversions: u64,
+    pub eager_restores: u64,
+    pub wasted: u64,
+    pub attributed_bytes: Option<u64>,
+    pub memory_pressure: Option<f64>,
+}
+
+impl Counters {
+    /// `None` when the text holds no known key: an empty read of a file being rewritten is
+    /// not a reset of every counter to zero.
+    pub fn parse(origin: &str, text: &str) -> Result<Option<Counters>> {
+        let mut counters = Counters::default();
+        let mut known_keys = 0;
+        for (index, line) in text.lines().enumerate() {
+            let mut words = line.split_whitespace();
+            let (Some(key), Some(value)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let bad = || format!("{origin}:{}: {key} has value {value:?}", index + 1);
+            known_keys += 1;
+            match key {
+                "node_reads" => counters.node_reads = value.parse().with_context(bad)?,
+                "restores" => counters.restores = value.parse().with_context(bad)?,
+                "conversions" => counters.conversions = value.parse().with_context(bad)?,
+                "eager_restores" => counters.eager_restores = value.parse().with_context(bad)?,
+                "wasted" => counters.wasted = value.parse().with_context(bad)?,
+                "attributed_bytes" => {
+                    counters.attributed_bytes = Some(value.parse().with_context(bad)?)
+                }
+                "memory_pressure" => {
+                    counters.memory_pressure = Some(value.parse().with_context(bad)?)
+                }
+                _ => known_keys -= 1,
+            }
+        }
+        Ok((known_keys > 0).then_some(counters))
+    }
+}
+
+/// The `some avg10` figure of a PSI file (`/proc/pressure/memory`).
+pub fn parse_psi_some_avg10(text: &str) -> Option<f64> {
+    let some = text.lines().find(|line| line.starts_with("some "))?;
+    some.split_whitespace()
+        .find_map(|field| field.strip_prefix("avg10="))
+        .and_then(|value| value.parse().ok())
+}
+
+/// Signals from the running system: PSI plus the optional per-device counters file.
+pub struct ProcSignalSource {
+    psi_path: PathBuf,
+    sysfs_root: PathBuf,
+    budget_bytes: Option<u64>,
+    previous: HashMap<String, (Duration, Counters)>,
+    psi_missing_reported: bool,
+}
+
+impl ProcSignalSource {
+    pub const DEFAULT_PSI_PATH: &'static str = "/proc/pressure/memory";
+
+    pub fn new(psi_path: &Path, sysfs_root: &Path, budget_bytes: Option<u64>) -> Self {
+        ProcSignalSource {
+            psi_path: psi_path.to_path_buf(),
+            sysfs_root: sysfs_root.to_path_buf(),
+            budget_bytes,
+            previous: HashMap::new(),
+            psi_missing_reported: false,
+        }
+    }
+
+    fn read_psi(&mut self) -> Result<Option<f64>> {
+        match fs::read_to_string(&self.psi_path) {
+            Ok(text) => Ok(parse_psi_some_avg10(&text)),
+            Err(err) if err.kind() == ErrorKind::NotFound => {
+                if !self.psi_missing_reported {
+                    log::warn!(
+                        "{} does not exist (kernel without CONFIG_PSI?): no memory pressure signal",
+                        self.psi_path.display()
+                    );
+                    self.psi_missing_reported = true;
+                }
+                Ok(None)
+            }
+            Err(err) => Err(err).with_context(|| format!("reading {}", self.psi_path.display())),
+        }
+    }
+
+    fn read_counters(&self, device: &str) -> Result<Option<Counters>> {
+        let path = self.sysfs_root.join(device).join(STATS_FILE);
+        match fs::read_to_string(&path) {
+            Ok(text) => Counters::parse(&path.display().to_string(), &text),
+            Err(err) if err.kind() == ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(err).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+}
+
+impl SignalSource for ProcSignalSource {
+    fn sample(&mut self, device: &str, now: Duration) -> Result<Signals> {
+        let counters = self.read_counters(device)?;
+        let pressure = match counters.and_then(|c| c.memory_pressure) {
+            Some(simulated) => Some(simulated),
+            None => self.read_psi()?,
+        };
+        let mut signals = Signals {
+            memory_pressure: pressure,
+            budget_bytes: self.budget_bytes,
+            ..Signals::default()
+        };
+        if let Some(current) = counters {
+            signals.attributed_bytes = current.attributed_bytes;
+            if let Some((then, before)) = self.previous.get(device) {
+                fill_rates(&mut signals, before, &current, now.saturating_sub(*then));
+            }
+            self.previous.insert(device.to_string(), (now, current));
+        }
+        Ok(signals)
+    }
+}
+
+/// Rates from two readings of cumulative counters. A counter that went backwards was reset
+/// (simulator restart, remount): its rate for this window is 0, not a huge number.
+fn fill_rates(signals: &mut Signals, before: &Counters, after: &Counters, window: Duration) {
+    let seconds = window.as_secs_f64();
+    if seconds <= 0.0 {
+        return;
+    }
+    let rate = |old: u64, new: u64| new.saturating_sub(old) as f64 / seconds;
+    signals.window_s = seconds;
+    signals.node_reads_per_s = rate(before.node_reads, after.node_reads);
+    signals.restores_per_s = rate(before.restores, after.restores);
+    signals.conversions_per_s = rate(before.conversions, after.conversions);
+    signals.eager_restores_per_s = rate(before.eager_restores, after.eager_restores);
+    signals.wasted_per_s = rate(before.wasted, after.wasted);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn psi_some_avg10_is_read_from_the_some_line() {
+        let text = "some avg10=12.34 avg60=1.00 avg300=0.10 total=123\n\
+                    full avg10=5.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_psi_some_avg10(text), Some(12.34));
+        assert_eq!(parse_psi_some_avg10("garbage"), None);
+    }
+
+    #[test]
+    fn counters_parse_known_keys_and_name_the_line_of_a_bad_value() {
+        let text = "node_reads 10\nrestores 4\nconversions 8\neager_restores 1\nwasted 2\n\
+                    attributed_bytes 4096\nmemory_pressure 7.5\nfuture_key 3\n";
+        let counters = Counters::parse("stats", text).unwrap().unwrap();
+        assert_eq!(Counters::parse("stats", "").unwrap(), None);
+        assert_eq!(Counters::parse("stats", "other 1\n").unwrap(), None);
+        assert_eq!(counters.node_reads, 10);
+        assert_eq!(counters.wasted, 2);
+        assert_eq!(counters.attributed_bytes, Some(4096));
+        assert_eq!(counters.memory_pressure, Some(7.5));
+        let err = Counters::parse("stats", "node_reads 1\nrestores x\n").unwrap_err();
+        assert_eq!(err.to_string(), "stats:2: restores has value \"x\"");
+    }
+
+    #[test]
+    fn rates_come_from_counter_deltas_and_a_reset_counts_as_zero() {
+        let before = Counters {
+            node_reads: 100,
+            restores: 50,
+            conversions: 10,
+            ..Counters::default()
+        };
+        let after = Counters {
+            node_reads: 300,
+            restores: 20,
+            conversions: 30,
+            ..Counters::default()
+        };
+        let mut signals = Signals::default();
+        fill_rates(&mut signals, &before, &after, Duration::from_secs(2));
+        assert_eq!(signals.window_s, 2.0);
+        assert_eq!(signals.node_reads_per_s, 100.0);
+        assert_eq!(signals.restores_per_s, 0.0);
+        assert_eq!(signals.conversions_per_s, 10.0);
+    }
+
+    #[test]
+    fn sanitized_signals_have_no_nan_or_negative_rates() {
+        let signals = Signals {
+            node_reads_per_s: f64::NAN,
+            conversions_per_s: -3.0,
+            memory_pressure: Some(250.0),
+            budget_bytes: Some(0),
+            ..Signals::default()
+        }
+        .sanitized();
+        assert_eq!(signals.node_reads_per_s, 0.0);
+        assert_eq!(signals.conversions_per_s, 0.0);
+        assert_eq!(signals.memory_pressure, Some(100.0));
+        assert_eq!(signals.budget_bytes, None);
+    }
+}

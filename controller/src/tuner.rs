@@ -1,0 +1,331 @@
+//! One device under control: the law plus everything that makes writing its output safe.
+//!
+//! Each window [`DeviceTuner::tick`] reads both knobs, stops for good if someone else changed
+//! one (the device holds something other than what we last wrote or read), steps the law,
+//! and writes what changed: validated first, at most once per knob per `min_write_gap`, then
+//! read back and compared. In dry-run it steps a shadow copy and writes nothing.
+//! [`DeviceTuner::restore`] puts the original values back, knob by knob, except a knob someone
+//! else changed.
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use crate::{
+    audit::{AuditRecord, Event, Outcome},
+    knobs::{Knob, KnobStore, Knobs},
+    law::{self, Config},
+    signals::Signals,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TunerOptions {
+    /// Decide and log, write nothing.
+    pub dry_run: bool,
+    /// At most one write per knob per this long.
+    pub min_write_gap: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    Tuning,
+    /// No longer tuned. `failed` is false after an external change or a restore.
+    Stopped {
+        reason: String,
+        failed: bool,
+    },
+}
+
+pub struct DeviceTuner<K: KnobStore> {
+    device: String,
+    store: K,
+    opts: TunerOptions,
+    original: Knobs,
+    /// Per knob, the last value we wrote or read: anything else on the device was written by
+    /// someone else.
+    last_known: Knobs,
+    /// The law's state; in dry-run its knobs are a shadow of what we would have written.
+    law: law::State,
+    /// When each knob (in `Knob::ALL` order) was last written.
+    last_write: [Option<Duration>; 2],
+    status: Status,
+    restored: bool,
+}
+
+impl<K: KnobStore> DeviceTuner<K> {
+    /// Read the original values (refusing unparsable or out-of-range contents) and start.
+    pub fn start(
+        device: &str,
+        mut store: K,
+        opts: TunerOptions,
+        now: Duration,
+    ) -> Result<(Self, AuditRecord)> {
+        let original = store.read_all()?;
+        let tuner = DeviceTuner {
+            device: device.to_string(),
+            store,
+            opts,
+            original,
+            last_known: original,
+            law: law::State::new(original),
+            last_write: [None, None],
+            status: Status::Tuning,
+            restored: false,
+        };
+        let mut record = tuner.record(now, Event::Start, Outcome::Unchanged);
+        record.old = Some(original);
+        record.written = (!opts.dry_run).then_some(original);
+        record.reason = if opts.dry_run {
+            format!("dry run on {device}: deciding and logging, writing nothing ({original})")
+        } else {
+            format!("tuning {device}; the original values ({original}) go back on exit")
+        };
+        Ok((tuner, record))
+    }
+
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    pub fn dry_run(&self) -> bool {
+        self.opts.dry_run
+    }
+
+    pub fn is_tuning(&self) -> bool {
+        self.status == Status::Tuning
+    }
+
+    pub fn original(&self) -> Knobs {
+        self.original
+    }
+
+    pub fn law_state(&self) -> &law::State {
+        &self.law
+    }
+
+    /// One window. `None` once the device is no longer tuned.
+    pub fn tick(&mut self, signals: &Signals, now: Duration, cfg: &Config) -> Option<AuditRecord> {
+        if !self.is_tuning() {
+            return None;
+        }
+        let on_device = match self.store.read_all() {
+            Ok(knobs) => knobs,
+            Err(err) => return Some(self.fail(now, format!("{err:#}"))),
+        };
+        if let Some(record) = self.check_external_change(on_device, now) {
+            return Some(record);
+        }
+        let (next, decision) = law::step(&self.law, signals, cfg);
+        let mut record = self.record(now, Event::Decision, Outcome::Hold);
+        record.signals = Some(signals.clone());
+        record.old = Some(self.law.knobs);
+        record.new = Some(decision.knobs);
+        record.reason = decision.reason.clone();
+        record.regime = Some(decision.regime);
+        record.memory_score = decision.memory_score;
+        if decision.knobs == self.law.knobs || self.opts.dry_run {
+            record.outcome = if decision.knobs == self.law.knobs {
+                Outcome::Hold
+            } else {
+                Outcome::DryRun
+            };
+            record.written = (!self.opts.dry_run).then_some(on_device);
+            self.law = next;
+            return Some(record);
+        }
+        match self.apply(decision.knobs, now) {
+            Ok(deferred) => {
+                self.finish_applied(&mut record, next, &deferred);
+                Some(record)
+            }
+            Err(err) => Some(self.fail(now, format!("{err:#}"))),
+        }
+    }
+
+    /// Put the original values back, knob by knob; leave alone a knob someone else changed.
+    /// Runs once; later calls return `None`.
+    pub fn restore(&mut self, now: Duration) -> Option<AuditRecord> {
+        if self.restored {
+            return None;
+        }
+        self.restored = true;
+        let mut record = self.record(now, Event::Restore, Outcome::Unchanged);
+        record.new = Some(self.original);
+        if self.opts.dry_run {
+            record.reason = format!("dry run: nothing was written to {}", self.device);
+            self.stop("restored".to_string(), false);
+            return Some(record);
+        }
+        let mut put_back = Vec::new();
+        let mut notes = Vec::new();
+        for knob in Knob::ALL {
+            match self.restore_knob(knob) {
+                Ok(true) => put_back.push(format!("{knob} {}", self.original.get(knob))),
+                Ok(false) => {}
+                Err(err) => notes.push(format!("{err:#}")),
+            }
+        }
+        record.outcome = if put_back.is_empty() {
+            Outcome::Unchanged
+        } else {
+            Outcome::Restored
+        };
+        record.written = self.store.read_all().ok();
+        record.reason = restore_reason(&self.device, &put_back, &notes);
+        if notes.is_empty() {
+            log::info!("{}", record.reason);
+        } else {
+            log::warn!("{}", record.reason);
+        }
+        self.stop("restored".to_string(), false);
+        Some(record)
+    }
+
+    /// `Ok(true)` when the original went back, `Ok(false)` when nothing needed doing.
+    fn restore_knob(&mut self, knob: Knob) -> Result<bool> {
+        let original = self.original.get(knob);
+        let ours = self.last_known.get(knob);
+        let on_device = self.store.read(knob)?;
+        if on_device != ours {
+            bail!(
+                "{} is {on_device} but we last set {ours}: changed by someone else, left alone",
+                self.store.origin(knob)
+            );
+        }
+        if on_device == original {
+            return Ok(false);
+        }
+        self.write_and_verify(knob, original)?;
+        Ok(true)
+    }
+
+    fn check_external_change(&mut self, on_device: Knobs, now: Duration) -> Option<AuditRecord> {
+        let changed: Vec<String> = Knob::ALL
+            .iter()
+            .filter(|&&knob| on_device.get(knob) != self.last_known.get(knob))
+            .map(|&knob| {
+                format!(
+                    "{} is {} but we last wrote or read {}",
+                    self.store.origin(knob),
+                    on_device.get(knob),
+                    self.last_known.get(knob)
+                )
+            })
+            .collect();
+        if changed.is_empty() {
+            return None;
+        }
+        let reason = format!(
+            "{}: someone else changed it; stopped tuning {} (a knob changed by someone else is \
+             not restored)",
+            changed.join("; "),
+            self.device
+        );
+        log::warn!("{reason}");
+        let mut record = self.record(now, Event::ExternalChange, Outcome::Stopped);
+        record.old = Some(self.last_known);
+        record.written = Some(on_device);
+        record.reason = reason.clone();
+        self.stop(reason, false);
+        Some(record)
+    }
+
+    /// Write each knob that should change and may (rate limit). Returns the knobs deferred by
+    /// the rate limit.
+    fn apply(&mut self, target: Knobs, now: Duration) -> Result<Vec<(Knob, Duration)>> {
+        let mut deferred = Vec::new();
+        for (index, knob) in Knob::ALL.into_iter().enumerate() {
+            if target.get(knob) == self.last_known.get(knob) {
+                continue;
+            }
+            if let Some(since) = self.last_write[index].map(|at| now.saturating_sub(at)) {
+                if since < self.opts.min_write_gap {
+                    deferred.push((knob, since));
+                    continue;
+                }
+            }
+            self.write_and_verify(knob, target.get(knob))?;
+            self.last_write[index] = Some(now);
+        }
+        Ok(deferred)
+    }
+
+    /// Validate, write, read back, compare. `last_known` follows what the device holds, so a
+    /// mismatch is not later mistaken for someone else's write.
+    fn write_and_verify(&mut self, knob: Knob, value: u32) -> Result<()> {
+        knob.validate(value)?;
+        self.store.write(knob, value)?;
+        let back = self.store.read(knob)?;
+        self.last_known.set(knob, back);
+        if back != value {
+            bail!(
+                "{}: wrote {value} but read back {back}",
+                self.store.origin(knob)
+            );
+        }
+        Ok(())
+    }
+
+    fn finish_applied(
+        &mut self,
+        record: &mut AuditRecord,
+        mut next: law::State,
+        deferred: &[(Knob, Duration)],
+    ) {
+        // The law steps from what the device really holds, deferred knobs included.
+        next.knobs = self.last_known;
+        self.law = next;
+        record.written = Some(self.last_known);
+        record.outcome = if deferred.is_empty() {
+            Outcome::Applied
+        } else {
+            Outcome::RateLimited
+        };
+        for (knob, since) in deferred {
+            record.reason += &format!(
+                " ({knob} write deferred: last write {:.1} s ago, limit {:.1} s)",
+                since.as_secs_f64(),
+                self.opts.min_write_gap.as_secs_f64()
+            );
+        }
+        log::info!("{}: {}", self.device, record.reason);
+    }
+
+    fn fail(&mut self, now: Duration, message: String) -> AuditRecord {
+        let reason = format!("{message}; stopped tuning {}", self.device);
+        log::error!("{reason}");
+        let mut record = self.record(now, Event::Failure, Outcome::Stopped);
+        record.old = Some(self.last_known);
+        record.reason = reason.clone();
+        self.stop(reason, true);
+        record
+    }
+
+    fn stop(&mut self, reason: String, failed: bool) {
+        if self.is_tuning() {
+            self.status = Status::Stopped { reason, failed };
+        }
+    }
+
+    fn record(&self, now: Duration, event: Event, outcome: Outcome) -> AuditRecord {
+        let mut record = AuditRecord::new(now.as_secs_f64(), &self.device, event, outcome);
+        record.dry_run = self.opts.dry_run;
+        record
+    }
+}
+
+fn restore_reason(device: &str, put_back: &[String], notes: &[String]) -> String {
+    let mut reason = if put_back.is_empty() {
+        format!("{device}: nothing to put back")
+    } else {
+        format!("{device}: put back {}", put_back.join(", "))
+    };
+    for note in notes {
+        reason += "; ";
+        reason += note;
+    }
+    reason
+}

@@ -1,0 +1,420 @@
+//! The control law on scripted signal sequences: exact decisions, with the default config.
+use controller::{
+    knobs::Knobs,
+    law::{step, Action, Config, Decision, Regime, State},
+    signals::Signals,
+};
+
+fn knobs(threshold: u32, interval_ms: u32) -> Knobs {
+    Knobs {
+        threshold,
+        interval_ms,
+    }
+}
+
+/// PSI `some avg10` only (the default goal is 5 %: pressure 5.0 scores 1.0).
+fn pressure(psi: f64) -> Signals {
+    Signals {
+        window_s: 5.0,
+        memory_pressure: Some(psi),
+        ..Signals::default()
+    }
+}
+
+/// Pressure plus 100 conversions/s of which `eager` and `wasted` per cent were wasted.
+fn pressure_and_waste(psi: f64, eager_percent: f64, wasted_percent: f64) -> Signals {
+    Signals {
+        conversions_per_s: 100.0,
+        eager_restores_per_s: eager_percent,
+        wasted_per_s: wasted_percent,
+        ..pressure(psi)
+    }
+}
+
+/// Run the law over `sequence` from `start`; every (state after, decision) in order.
+fn run(start: Knobs, sequence: &[Signals]) -> Vec<(State, Decision)> {
+    run_with(&Config::default(), start, sequence)
+}
+
+fn run_with(cfg: &Config, start: Knobs, sequence: &[Signals]) -> Vec<(State, Decision)> {
+    let mut state = State::new(start);
+    sequence
+        .iter()
+        .map(|signals| {
+            let (next, decision) = step(&state, signals, cfg);
+            state = next.clone();
+            (next, decision)
+        })
+        .collect()
+}
+
+fn trajectory(steps: &[(State, Decision)]) -> Vec<(u32, u32)> {
+    steps
+        .iter()
+        .map(|(state, _)| (state.knobs.threshold, state.knobs.interval_ms))
+        .collect()
+}
+
+#[test]
+fn dead_band_holds_still() {
+    // Scores between tight_exit (0.8) and tight_enter (1.1), waste near its goals: nothing moves.
+    let wobble = [4.1, 5.4, 4.5, 5.0, 5.49, 4.01];
+    let sequence: Vec<Signals> = (0..120)
+        .map(|i| pressure_and_waste(wobble[i % wobble.len()], 10.0, 25.0))
+        .collect();
+    let steps = run(knobs(12, 1000), &sequence);
+    for (state, decision) in &steps {
+        assert_eq!(decision.action, Action::Hold, "{}", decision.reason);
+        assert_eq!(state.knobs, knobs(12, 1000));
+        assert_eq!(state.regime, Regime::Calm);
+    }
+    assert!(
+        steps[0].1.reason.contains("dead band"),
+        "{}",
+        steps[0].1.reason
+    );
+
+    // Comfortable memory and waste inside its band: still nothing.
+    let steps = run(
+        knobs(12, 1000),
+        &vec![pressure_and_waste(0.0, 11.0, 27.0); 60],
+    );
+    assert!(steps.iter().all(|(_, d)| d.action == Action::Hold));
+    assert!(
+        steps[59].1.reason.contains("not wasted"),
+        "{}",
+        steps[59].1.reason
+    );
+}
+
+#[test]
+fn memory_pressure_moves_to_more_compression_at_once_and_fast() {
+    // Score 4: threshold +10 (capped), interval halved (capped at 2x) every window.
+    let steps = run(knobs(10, 1000), &vec![pressure(20.0); 6]);
+    assert_eq!(
+        trajectory(&steps),
+        [
+            (20, 500),
+            (25, 250),
+            (25, 125),
+            (25, 100),
+            (25, 100),
+            (25, 100)
+        ]
+    );
+    assert!(steps[..4]
+        .iter()
+        .all(|(_, d)| d.action == Action::CompressMore));
+    assert_eq!(steps[0].0.regime, Regime::Tight);
+    assert_eq!(
+        steps[0].1.reason,
+        "memory score 4.00 (PSI 20.00 % vs goal 5.00 %), tight: compress more, \
+         threshold 10 -> 20, interval 1000 -> 500 ms"
+    );
+    assert_eq!(steps[4].1.action, Action::Hold);
+    assert!(steps[4]
+        .1
+        .reason
+        .contains("already at the most compression"));
+
+    // The step grows with the distance to the goal (DAMOS): score 1.2 moves less.
+    let steps = run(knobs(10, 1000), &[pressure(6.0)]);
+    assert_eq!(trajectory(&steps), [(12, 833)]);
+
+    // Compression off: memory need switches it back on at threshold_restart (12).
+    let steps = run(knobs(0, 30_000), &vec![pressure(20.0); 9]);
+    assert_eq!(
+        trajectory(&steps),
+        [
+            (12, 15_000),
+            (22, 7500),
+            (25, 3750),
+            (25, 1875),
+            (25, 938),
+            (25, 469),
+            (25, 235),
+            (25, 118),
+            (25, 100)
+        ]
+    );
+}
+
+#[test]
+fn compressing_less_is_slow_bounded_and_waits_between_steps() {
+    // Comfortable memory, half the conversions wasted both ways, for 400 windows.
+    let steps = run(
+        knobs(25, 100),
+        &vec![pressure_and_waste(0.0, 50.0, 50.0); 400],
+    );
+    let moves: Vec<usize> = (0..steps.len())
+        .filter(|&i| steps[i].1.action != Action::Hold)
+        .collect();
+    assert!(steps.iter().all(|(_, d)| d.action != Action::CompressMore));
+    // One slow step every relax_after_windows (6) quiet windows, never sooner.
+    assert_eq!(moves[0], 5, "the first step waits 6 windows");
+    assert!(moves.windows(2).all(|pair| pair[1] - pair[0] == 6));
+    assert_eq!(trajectory(&steps)[5], (25, 125));
+    assert!(steps[5]
+        .1
+        .reason
+        .contains("for 6 quiet windows: compress less"));
+
+    let mut previous = knobs(25, 100);
+    for (state, _) in &steps {
+        let now = state.knobs;
+        // Bounded: interval x1.25 at most (1 ms of rounding), one threshold point at most.
+        assert!(f64::from(now.interval_ms) <= f64::from(previous.interval_ms) * 1.25 + 1.0);
+        assert!(previous.threshold - now.threshold <= 1);
+        // The threshold moves only once the interval is as long as allowed.
+        if now.threshold < 25 {
+            assert_eq!(now.interval_ms, 30_000);
+        }
+        previous = now;
+    }
+    // 26 interval steps and 25 threshold steps, 6 windows each: about 300 windows from the
+    // most to the least compression, where memory need takes 9 windows the other way.
+    assert_eq!(steps[399].0.knobs, knobs(0, 30_000));
+    assert_eq!(moves.len(), 26 + 25);
+    assert!(steps[399]
+        .1
+        .reason
+        .contains("already at the least compression"));
+}
+
+#[test]
+fn only_a_run_of_wasteful_windows_earns_a_slow_step() {
+    // Long calm without waste, then waste in runs of 5 broken by a clean window: never 6 in a
+    // row, so nothing moves.
+    let clean = pressure_and_waste(0.0, 0.0, 0.0);
+    let wasteful = pressure_and_waste(0.0, 50.0, 50.0);
+    let mut sequence = vec![clean.clone(); 30];
+    for _ in 0..20 {
+        sequence.extend(vec![wasteful.clone(); 5]);
+        sequence.push(clean.clone());
+    }
+    let steps = run(knobs(25, 100), &sequence);
+    assert!(steps.iter().all(|(_, d)| d.action == Action::Hold));
+    // The sixth wasteful window in a row does.
+    sequence.extend(vec![wasteful; 6]);
+    let steps = run(knobs(25, 100), &sequence);
+    assert_eq!(steps.last().unwrap().1.action, Action::CompressLess);
+}
+
+#[test]
+fn hysteresis_enters_at_1_1_and_leaves_at_0_8() {
+    // 5.25 scores 1.05: above the goal but below tight_enter, so a calm law holds.
+    let calm = run(knobs(12, 1000), &vec![pressure(5.25); 5]);
+    assert!(calm.iter().all(|(_, d)| d.action == Action::Hold));
+
+    // Enter at 1.2; then 0.9 is inside the band: stay tight and hold; 1.05 while tight still
+    // compresses more (above the goal); 0.8 leaves; 1.05 once calm holds again.
+    let steps = run(
+        knobs(12, 1000),
+        &[
+            pressure(6.0),
+            pressure(4.5),
+            pressure(5.25),
+            pressure(4.0),
+            pressure(5.25),
+        ],
+    );
+    let seen: Vec<(Regime, Action)> = steps.iter().map(|(s, d)| (s.regime, d.action)).collect();
+    assert_eq!(
+        seen,
+        [
+            (Regime::Tight, Action::CompressMore),
+            (Regime::Tight, Action::Hold),
+            (Regime::Tight, Action::CompressMore),
+            (Regime::Calm, Action::Hold),
+            (Regime::Calm, Action::Hold),
+        ]
+    );
+}
+
+#[test]
+fn hysteresis_prevents_flapping() {
+    // Pressure jumping across both thresholds every window, with waste that would justify
+    // compressing less: the law only ever moves one way.
+    let sequence: Vec<Signals> = (0..300)
+        .map(|i| {
+            let psi = if i % 2 == 0 { 6.0 } else { 3.0 };
+            pressure_and_waste(psi, 50.0, 50.0)
+        })
+        .collect();
+    let steps = run(knobs(10, 1000), &sequence);
+    assert_eq!(reversals(&steps), 0);
+    // The same sequence with the hysteresis and the grace windows switched off flaps.
+    let no_hysteresis = Config {
+        tight_enter: 1.01,
+        tight_exit: 0.99,
+        relax_after_windows: 1,
+        ..Config::default()
+    };
+    let steps = run_with(&no_hysteresis, knobs(10, 1000), &sequence);
+    assert!(reversals(&steps) > 100, "{} reversals", reversals(&steps));
+
+    // Noise around the goal (scores 0.7..1.3, pseudo-random): no reversals either.
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+    let sequence: Vec<Signals> = (0..2000)
+        .map(|_| pressure_and_waste(5.0 * (0.7 + 0.6 * rng.unit()), 50.0, 50.0))
+        .collect();
+    let steps = run(knobs(10, 1000), &sequence);
+    assert_eq!(reversals(&steps), 0);
+}
+
+#[test]
+fn bounds_are_never_exceeded_and_every_step_is_bounded() {
+    let cfg = Config::default();
+    let mut rng = XorShift(42);
+    let starts = [
+        knobs(0, 100),
+        knobs(25, 30_000),
+        knobs(12, 1000),
+        knobs(60, 5000),
+    ];
+    for start in starts {
+        let mut state = State::new(start);
+        for _ in 0..20_000 {
+            let signals = random_signals(&mut rng);
+            let (next, decision) = step(&state, &signals, &cfg);
+            let (old, new) = (state.knobs, next.knobs);
+            assert_eq!(decision.knobs, new);
+            assert!(new.validate().is_ok(), "{new:?} from {old:?}");
+            assert!((100..=30_000).contains(&new.interval_ms));
+            assert!(new.threshold <= 100);
+            if start.threshold <= cfg.threshold_max {
+                assert!(new.threshold <= cfg.threshold_max);
+            }
+            assert!(
+                new.interval_ms * 2 + 1 >= old.interval_ms,
+                "{old:?} -> {new:?}"
+            );
+            assert!(f64::from(new.interval_ms) <= f64::from(old.interval_ms) * 1.25 + 1.0);
+            let up_limit = cfg.max_threshold_step_up.max(cfg.threshold_restart);
+            assert!(new.threshold <= old.threshold + up_limit);
+            assert!(old.threshold <= new.threshold + cfg.relax_threshold_step);
+            state = next;
+        }
+    }
+}
+
+#[test]
+fn budget_scores_like_pressure_and_the_worse_of_the_two_counts() {
+    let over_budget = Signals {
+        attributed_bytes: Some(2_000_000),
+        budget_bytes: Some(1_000_000),
+        ..Signals::default()
+    };
+    let steps = run(knobs(10, 1000), std::slice::from_ref(&over_budget));
+    assert_eq!(steps[0].1.action, Action::CompressMore);
+    assert!(steps[0]
+        .1
+        .reason
+        .contains("memory 2000000 B vs goal 950000 B"));
+
+    // Low PSI does not hide an overrun budget.
+    let both = Signals {
+        memory_pressure: Some(0.0),
+        ..over_budget
+    };
+    assert_eq!(
+        run(knobs(10, 1000), &[both])[0].1.action,
+        Action::CompressMore
+    );
+
+    let under_budget = Signals {
+        attributed_bytes: Some(500_000),
+        budget_bytes: Some(1_000_000),
+        ..Signals::default()
+    };
+    assert_eq!(
+        run(knobs(10, 1000), &[under_budget])[0].1.action,
+        Action::Hold
+    );
+}
+
+#[test]
+fn without_a_memory_signal_the_law_holds() {
+    let signals = Signals {
+        conversions_per_s: 100.0,
+        wasted_per_s: 90.0,
+        ..Signals::default()
+    };
+    let steps = run(knobs(10, 1000), &vec![signals; 20]);
+    assert!(steps.iter().all(|(_, d)| d.action == Action::Hold));
+    assert!(steps[0].1.reason.starts_with("no memory signal"));
+}
+
+#[test]
+fn eager_conversions_keep_the_interval_when_memory_is_tight() {
+    let steps = run(knobs(10, 1000), &[pressure_and_waste(20.0, 50.0, 0.0)]);
+    assert_eq!(trajectory(&steps), [(20, 1000)]);
+    assert!(steps[0].1.reason.contains("interval kept: eager 50 %"));
+}
+
+#[test]
+fn waste_below_the_noise_floor_is_ignored() {
+    // 0.5 conversions/s is under min_conversions_per_s: no waste verdict, no slow steps.
+    let signals = Signals {
+        conversions_per_s: 0.5,
+        eager_restores_per_s: 0.5,
+        wasted_per_s: 0.5,
+        ..pressure(0.0)
+    };
+    let steps = run(knobs(25, 100), &vec![signals; 50]);
+    assert!(steps.iter().all(|(_, d)| d.action == Action::Hold));
+    assert_eq!(steps[0].1.eager_fraction, None);
+}
+
+#[test]
+fn the_law_is_a_pure_function() {
+    let state = State::new(knobs(10, 1000));
+    let signals = pressure_and_waste(7.0, 20.0, 30.0);
+    let cfg = Config::default();
+    assert_eq!(step(&state, &signals, &cfg), step(&state, &signals, &cfg));
+}
+
+/// Changes of direction: CompressMore after CompressLess or the other way round.
+fn reversals(steps: &[(State, Decision)]) -> usize {
+    let moves: Vec<Action> = steps
+        .iter()
+        .map(|(_, d)| d.action)
+        .filter(|&a| a != Action::Hold)
+        .collect();
+    moves.windows(2).filter(|pair| pair[0] != pair[1]).count()
+}
+
+fn random_signals(rng: &mut XorShift) -> Signals {
+    let maybe = |rng: &mut XorShift, scale: f64| {
+        let value = rng.unit() * scale;
+        (rng.unit() < 0.8).then_some(value)
+    };
+    let conversions = rng.unit() * 1000.0;
+    Signals {
+        window_s: 5.0,
+        node_reads_per_s: rng.unit() * 5000.0,
+        restores_per_s: rng.unit() * 5000.0,
+        conversions_per_s: if rng.unit() < 0.02 {
+            f64::NAN
+        } else {
+            conversions
+        },
+        eager_restores_per_s: rng.unit() * conversions,
+        wasted_per_s: rng.unit() * conversions,
+        memory_pressure: maybe(rng, 40.0),
+        attributed_bytes: maybe(rng, 8e6).map(|b| b as u64),
+        budget_bytes: maybe(rng, 1.0).map(|_| 4_000_000),
+    }
+}
+
+/// A tiny deterministic generator, so the sequences are the same on every run.
+struct XorShift(u64);
+
+impl XorShift {
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

@@ -1,0 +1,247 @@
+//! One device under control, in virtual time: external changes, write-rate limit, read-back,
+//! dry-run and restore, on in-memory knobs and on a directory of knob files.
+use std::{fs, path::PathBuf, time::Duration};
+
+use anyhow::Result;
+use controller::{
+    audit::{Event, Outcome},
+    knobs::{Knob, KnobStore, Knobs, MemoryKnobs, SysfsKnobs},
+    law::Config,
+    signals::Signals,
+    tuner::{DeviceTuner, Status, TunerOptions},
+};
+
+const ORIGINAL: Knobs = Knobs {
+    threshold: 10,
+    interval_ms: 1000,
+};
+
+fn tight() -> Signals {
+    Signals {
+        memory_pressure: Some(20.0),
+        ..Signals::default()
+    }
+}
+
+fn options(dry_run: bool, gap_s: u64) -> TunerOptions {
+    TunerOptions {
+        dry_run,
+        min_write_gap: Duration::from_secs(gap_s),
+    }
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn start(store: MemoryKnobs, opts: TunerOptions) -> DeviceTuner<MemoryKnobs> {
+    let (tuner, record) = DeviceTuner::start("sim0", store, opts, Duration::ZERO).unwrap();
+    assert_eq!(record.event, Event::Start);
+    assert_eq!(record.old, Some(ORIGINAL));
+    tuner
+}
+
+#[test]
+fn applies_decisions_reads_them_back_and_restores_the_originals() {
+    let device = MemoryKnobs::new("sim0", ORIGINAL);
+    let mut tuner = start(device.clone(), options(false, 0));
+    let record = tuner.tick(&tight(), secs(1), &Config::default()).unwrap();
+    assert_eq!(record.outcome, Outcome::Applied);
+    assert_eq!(record.old, Some(ORIGINAL));
+    let wanted = Knobs {
+        threshold: 20,
+        interval_ms: 500,
+    };
+    assert_eq!(record.new, Some(wanted));
+    assert_eq!(record.written, Some(wanted));
+    assert_eq!(device.get(), wanted);
+
+    let record = tuner.restore(secs(2)).unwrap();
+    assert_eq!(record.event, Event::Restore);
+    assert_eq!(record.outcome, Outcome::Restored);
+    assert_eq!(device.get(), ORIGINAL);
+    assert!(tuner.restore(secs(3)).is_none(), "restore runs once");
+    assert!(tuner.tick(&tight(), secs(4), &Config::default()).is_none());
+}
+
+#[test]
+fn an_external_change_stops_tuning_and_that_knob_is_not_restored() {
+    let device = MemoryKnobs::new("sim0", ORIGINAL);
+    let mut tuner = start(device.clone(), options(false, 0));
+    tuner.tick(&tight(), secs(1), &Config::default()).unwrap();
+    device.set(Knob::Threshold, 77);
+
+    let record = tuner.tick(&tight(), secs(2), &Config::default()).unwrap();
+    assert_eq!(record.event, Event::ExternalChange);
+    assert_eq!(record.outcome, Outcome::Stopped);
+    assert_eq!(
+        record.reason,
+        "sim0/node_compress_threshold is 77 but we last wrote or read 20: someone else changed \
+         it; stopped tuning sim0 (a knob changed by someone else is not restored)"
+    );
+    assert!(matches!(
+        tuner.status(),
+        Status::Stopped { failed: false, .. }
+    ));
+    // No further decisions, no further writes.
+    assert!(tuner.tick(&tight(), secs(3), &Config::default()).is_none());
+    assert_eq!(device.get().interval_ms, 500);
+
+    let record = tuner.restore(secs(4)).unwrap();
+    assert_eq!(record.outcome, Outcome::Restored);
+    assert!(record
+        .reason
+        .contains("changed by someone else, left alone"));
+    assert_eq!(
+        device.get(),
+        Knobs {
+            threshold: 77,
+            interval_ms: 1000
+        }
+    );
+}
+
+#[test]
+fn writes_are_limited_to_one_per_knob_per_gap() {
+    let device = MemoryKnobs::new("sim0", ORIGINAL);
+    let mut tuner = start(device.clone(), options(false, 10));
+    let mut outcomes = Vec::new();
+    for t in 1..=12 {
+        let record = tuner.tick(&tight(), secs(t), &Config::default()).unwrap();
+        outcomes.push((t, record.outcome, device.get().interval_ms));
+    }
+    // Written at 1 s; the next write waits until 11 s although the law asks every second.
+    assert_eq!(outcomes[0], (1, Outcome::Applied, 500));
+    for &(t, outcome, interval) in &outcomes[1..10] {
+        assert_eq!((outcome, interval), (Outcome::RateLimited, 500), "at {t} s");
+    }
+    assert_eq!(outcomes[10], (11, Outcome::Applied, 250));
+    assert_eq!(outcomes[11], (12, Outcome::RateLimited, 250));
+    let record = tuner.tick(&tight(), secs(13), &Config::default()).unwrap();
+    assert!(record
+        .reason
+        .contains("(node_compress_interval write deferred: last write 2.0 s ago, limit 10.0 s)"));
+}
+
+#[test]
+fn dry_run_decides_and_logs_but_writes_nothing() {
+    let device = MemoryKnobs::new("sim0", ORIGINAL);
+    let mut tuner = start(device.clone(), options(true, 0));
+    let mut proposed = Vec::new();
+    for t in 1..=3 {
+        let record = tuner.tick(&tight(), secs(t), &Config::default()).unwrap();
+        assert_eq!(record.outcome, Outcome::DryRun);
+        assert!(record.dry_run);
+        assert_eq!(record.written, None);
+        proposed.push(record.new.unwrap().interval_ms);
+    }
+    // The shadow state moves as the real one would, the device does not.
+    assert_eq!(proposed, [500, 250, 125]);
+    assert_eq!(device.get(), ORIGINAL);
+    let record = tuner.restore(secs(4)).unwrap();
+    assert_eq!(record.outcome, Outcome::Unchanged);
+    assert_eq!(device.get(), ORIGINAL);
+}
+
+/// A device that keeps the interval at 1000 whatever is written (as a kernel that clamps).
+struct Stubborn(MemoryKnobs);
+
+impl KnobStore for Stubborn {
+    fn origin(&self, knob: Knob) -> String {
+        self.0.origin(knob)
+    }
+    fn read(&mut self, knob: Knob) -> Result<u32> {
+        self.0.read(knob)
+    }
+    fn write(&mut self, knob: Knob, value: u32) -> Result<()> {
+        let value = if knob == Knob::Interval { 1000 } else { value };
+        self.0.write(knob, value)
+    }
+}
+
+#[test]
+fn a_read_back_mismatch_stops_tuning_that_device() {
+    let device = MemoryKnobs::new("sim0", ORIGINAL);
+    let opts = options(false, 0);
+    let (mut tuner, _) =
+        DeviceTuner::start("sim0", Stubborn(device.clone()), opts, secs(0)).unwrap();
+    let record = tuner.tick(&tight(), secs(1), &Config::default()).unwrap();
+    assert_eq!(record.event, Event::Failure);
+    assert_eq!(
+        record.reason,
+        "sim0/node_compress_interval: wrote 500 but read back 1000; stopped tuning sim0"
+    );
+    assert!(matches!(
+        tuner.status(),
+        Status::Stopped { failed: true, .. }
+    ));
+    // The threshold was written before the interval failed: it still goes back.
+    assert_eq!(device.get().threshold, 20);
+    tuner.restore(secs(2)).unwrap();
+    assert_eq!(device.get(), ORIGINAL);
+}
+
+/// A fresh `<root>/sim0/` with the two knob files.
+fn knob_dir(test: &str, threshold: &str, interval: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("nodescope-ctl-{}-{test}", std::process::id()));
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(root.join("sim0")).unwrap();
+    fs::write(root.join("sim0/node_compress_threshold"), threshold).unwrap();
+    fs::write(root.join("sim0/node_compress_interval"), interval).unwrap();
+    root
+}
+
+#[test]
+fn sysfs_knobs_refuse_bad_contents_naming_the_file_and_the_content() {
+    let root = knob_dir("bad-threshold", "150\n", "1000\n");
+    let err = SysfsKnobs::open(&root, "sim0", true)
+        .unwrap_err()
+        .to_string();
+    let file = root.join("sim0/node_compress_threshold");
+    assert_eq!(
+        err,
+        format!(
+            "{} contains \"150\", outside the valid range 0..=100",
+            file.display()
+        )
+    );
+
+    let _ = fs::remove_dir_all(&root);
+
+    let root = knob_dir("bad-interval", "10\n", "fast\n");
+    let err = SysfsKnobs::open(&root, "sim0", true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("node_compress_interval contains \"fast\\n\", which is not a whole number")
+    );
+
+    let _ = fs::remove_dir_all(&root);
+
+    let root = knob_dir("missing", "10\n", "1000\n");
+    fs::remove_file(root.join("sim0/node_compress_interval")).unwrap();
+    let err = SysfsKnobs::open(&root, "sim0", true)
+        .unwrap_err()
+        .to_string();
+    assert!(err.ends_with("node_compress_interval is missing (RFC patch \"f2fs: retain clean node blocks in a compressed cache\" not applied?)"), "{err}");
+    let err = controller::knobs::discover_devices(&root)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not applied?); devices seen: sim0"), "{err}");
+    let _ = fs::remove_dir_all(&root);
+}
+
+#[test]
+fn sysfs_knobs_write_read_back_and_restore() {
+    let root = knob_dir("roundtrip", "10\n", "1000\n");
+    let store = SysfsKnobs::open(&root, "sim0", true).unwrap();
+    let (mut tuner, _) = DeviceTuner::start("sim0", store, options(false, 0), secs(0)).unwrap();
+    tuner.tick(&tight(), secs(1), &Config::default()).unwrap();
+    let read = |name: &str| fs::read_to_string(root.join("sim0").join(name)).unwrap();
+    assert_eq!(read("node_compress_threshold"), "20\n");
+    assert_eq!(read("node_compress_interval"), "500\n");
+    tuner.restore(secs(2)).unwrap();
+    assert_eq!(read("node_compress_threshold"), "10\n");
+    assert_eq!(read("node_compress_interval"), "1000\n");
+    let _ = fs::remove_dir_all(&root);
+}
