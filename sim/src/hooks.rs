@@ -91,8 +91,14 @@ pub extern "C" fn nodescope_sim_node_read(dev: u32, nid: u32, readahead: u32) {
 /// functions, `#[no_mangle]` or not), so uprobes always find their symbols.
 pub fn all() -> [(&'static str, usize); 9] {
     black_box([
-        ("nodescope_sim_node_read", nodescope_sim_node_read as *const () as usize),
-        ("nodescope_sim_convert", nodescope_sim_convert as *const () as usize),
+        (
+            "nodescope_sim_node_read",
+            nodescope_sim_node_read as *const () as usize,
+        ),
+        (
+            "nodescope_sim_convert",
+            nodescope_sim_convert as *const () as usize,
+        ),
         (
             "nodescope_sim_convert_reject",
             nodescope_sim_convert_reject as *const () as usize,
@@ -101,7 +107,10 @@ pub fn all() -> [(&'static str, usize); 9] {
             "nodescope_sim_convert_abort",
             nodescope_sim_convert_abort as *const () as usize,
         ),
-        ("nodescope_sim_restore", nodescope_sim_restore as *const () as usize),
+        (
+            "nodescope_sim_restore",
+            nodescope_sim_restore as *const () as usize,
+        ),
         (
             "nodescope_sim_restore_fail",
             nodescope_sim_restore_fail as *const () as usize,
@@ -110,7 +119,10 @@ pub fn all() -> [(&'static str, usize); 9] {
             "nodescope_sim_restore_nomem",
             nodescope_sim_restore_nomem as *const () as usize,
         ),
-        ("nodescope_sim_reclaim", nodescope_sim_reclaim as *const () as usize),
+        (
+            "nodescope_sim_reclaim",
+            nodescope_sim_reclaim as *const () as usize,
+        ),
         (
             "nodescope_sim_second_chance",
             nodescope_sim_second_chance as *const () as usize,

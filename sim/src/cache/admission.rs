@@ -1,0 +1,89 @@
+//! Compression and admission: LZ4-compress a raw block; keep the result only when it is within
+//! the threshold (percent of 4096) and the 1024-byte limit, in the smallest slot that holds it.
+use tracer_common::{QUEUE_1024, QUEUE_256, QUEUE_512};
+
+use crate::f2fs::{crc::f2fs_crc32, Block};
+
+/// The largest slot: results above it are never retained.
+pub const MAX_SLOT_BYTES: u32 = 1024;
+/// Slot sizes and their queues, smallest first.
+pub const SLOTS: [(u32, u8); 3] = [(256, QUEUE_256), (512, QUEUE_512), (1024, QUEUE_1024)];
+
+/// The outcome of compressing one block.
+pub enum Admission {
+    /// Retained: the payload in its slot, the slot's queue, the block's CRC.
+    Admit {
+        slot: Box<[u8]>,
+        clen: u32,
+        slot_bytes: u32,
+        queue: u8,
+        crc: u32,
+    },
+    /// Over the threshold or the 1024-byte limit.
+    Reject { clen: u32 },
+}
+
+/// The smallest slot that holds `clen` bytes.
+pub fn slot_for(clen: u32) -> Option<(u32, u8)> {
+    SLOTS.iter().copied().find(|(bytes, _)| clen <= *bytes)
+}
+
+/// The maximum retained payload for a threshold (percent).
+pub fn limit_bytes(threshold_percent: u32) -> u32 {
+    (4096 * threshold_percent / 100).min(MAX_SLOT_BYTES)
+}
+
+/// Compress `block` and decide.
+pub fn compress(block: &Block, threshold_percent: u32) -> Admission {
+    let payload = lz4_flex::block::compress(&block[..]);
+    let clen = payload.len() as u32;
+    if clen > limit_bytes(threshold_percent) {
+        return Admission::Reject { clen };
+    }
+    let (slot_bytes, queue) = slot_for(clen).expect("clen <= 1024 fits a slot");
+    let mut slot = vec![0u8; slot_bytes as usize].into_boxed_slice();
+    slot[..payload.len()].copy_from_slice(&payload);
+    Admission::Admit {
+        slot,
+        clen,
+        slot_bytes,
+        queue,
+        crc: f2fs_crc32(&block[..]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threshold_and_the_1024_limit_both_bound_admission() {
+        assert_eq!(limit_bytes(0), 0);
+        assert_eq!(limit_bytes(5), 204);
+        assert_eq!(limit_bytes(25), 1024);
+        assert_eq!(limit_bytes(100), 1024);
+        assert_eq!(slot_for(1), Some((256, QUEUE_256)));
+        assert_eq!(slot_for(256), Some((256, QUEUE_256)));
+        assert_eq!(slot_for(257), Some((512, QUEUE_512)));
+        assert_eq!(slot_for(1024), Some((1024, QUEUE_1024)));
+        assert_eq!(slot_for(1025), None);
+    }
+
+    #[test]
+    fn zero_block_is_admitted_in_256_and_noise_is_rejected() {
+        let zeros = [0u8; 4096];
+        match compress(&zeros, 25) {
+            Admission::Admit {
+                slot_bytes, clen, ..
+            } => {
+                assert_eq!(slot_bytes, 256);
+                assert!(clen < 64);
+            }
+            Admission::Reject { .. } => panic!("zeros must compress"),
+        }
+        assert!(matches!(compress(&zeros, 0), Admission::Reject { .. }));
+        let mut noise = [0u8; 4096];
+        crate::rng::Rng::new(1).fill(&mut noise);
+        assert!(matches!(compress(&noise, 100), Admission::Reject { clen } if clen > 4096));
+    }
+}

@@ -1,0 +1,376 @@
+//! The node cache of the RFC: raw entries on the node LRU, compressed entries on three queues
+//! by slot size (256, 512, 1024 bytes), one representation per entry after publication.
+//!
+//! One module per mechanism: [`admission`] (compress and admit), [`worker`] (the bounded
+//! background pass), [`shrinker`] (weighted, credit-carrying reclaim), [`restore`] (validated
+//! restore with disk fallback). This module holds the entries, the queues and the access path.
+pub mod admission;
+pub mod entry;
+pub mod list;
+pub mod restore;
+pub mod shrinker;
+pub mod worker;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use tracer_common::{QUEUE_COUNT, QUEUE_RAW, QUEUE_SLOT_BYTES, SECOND_CHANCE_BY_RACE};
+
+use crate::{
+    accounting::Memory,
+    costs,
+    disk::Disk,
+    events::Emitter,
+    f2fs::{node::RequestedType, Block, NodeBlock},
+};
+pub use entry::{Compressed, Entry, Repr};
+use list::{Queue, NIL};
+pub use restore::{AllocFaults, NodeCheck};
+
+/// Counters of everything the cache did (monotonic).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CacheStats {
+    /// Node lookups (get_node_page calls).
+    pub lookups: u64,
+    pub raw_hits: u64,
+    /// Lookups that found no raw entry: each ends in a restore or a disk read (or -ENOMEM).
+    pub retrievals: u64,
+    pub restores: u64,
+    pub restore_fails: u64,
+    pub restore_nomem: u64,
+    pub misses: u64,
+    pub readahead_reads: u64,
+    pub conversions: u64,
+    pub convert_rejects: u64,
+    pub convert_aborts: u64,
+    pub reclaims: [u64; QUEUE_COUNT],
+    pub second_chances_worker: u64,
+    pub second_chances_shrinker: u64,
+    pub second_chances_race: u64,
+    pub worker_passes: u64,
+    pub shrinker_calls: u64,
+    pub inserts: u64,
+}
+
+/// How an access was served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    RawHit,
+    Restored,
+    /// Restore validation failed (`reason`), the block came from disk.
+    RestoreFailedThenRead(u8),
+    /// Not cached: read from disk.
+    Read,
+    /// The raw buffer could not be allocated; the compressed copy is kept; retry later.
+    NoMem,
+}
+
+pub struct NodeCache {
+    entries: Vec<Entry>,
+    free_slots: Vec<u32>,
+    /// nid -> slot, `NIL` when absent.
+    index: Vec<u32>,
+    queues: [Queue; QUEUE_COUNT],
+    slot_bytes: u64,
+    pub stats: CacheStats,
+    pub alloc: AllocFaults,
+    pub check: NodeCheck,
+    /// Rounding credit of the shrinker's per-queue quotas, in 1/65536 of an entry.
+    pub(crate) shrink_credit: [u32; QUEUE_COUNT],
+    /// The part of the raw list the running worker pass has still to visit.
+    pub(crate) worker_mark: Option<WorkerMark>,
+}
+
+/// Next raw entry the worker visits, and the raw tail it remembered when the pass began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WorkerMark {
+    pub next: u32,
+    pub stop: u32,
+}
+
+impl NodeCache {
+    pub fn new(check: NodeCheck) -> NodeCache {
+        NodeCache {
+            entries: Vec::new(),
+            free_slots: Vec::new(),
+            index: Vec::new(),
+            queues: [Queue::default(); QUEUE_COUNT],
+            slot_bytes: 0,
+            stats: CacheStats::default(),
+            alloc: AllocFaults::default(),
+            check,
+            shrink_credit: [0; QUEUE_COUNT],
+            worker_mark: None,
+        }
+    }
+
+    // ---- queries ----
+
+    fn slot_of(&self, nid: u32) -> Option<u32> {
+        self.index.get(nid as usize).copied().filter(|s| *s != NIL)
+    }
+
+    pub fn entry(&self, nid: u32) -> Option<&Entry> {
+        self.slot_of(nid).map(|s| &self.entries[s as usize])
+    }
+
+    pub fn contains(&self, nid: u32) -> bool {
+        self.slot_of(nid).is_some()
+    }
+
+    pub fn queue_len(&self, queue: u8) -> u32 {
+        self.queues[queue as usize].len
+    }
+
+    pub fn queue_lens(&self) -> [u32; QUEUE_COUNT] {
+        self.queues.map(|q| q.len)
+    }
+
+    /// Nids of a queue, head (oldest) first.
+    pub fn queue_nids(&self, queue: u8) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.queues[queue as usize].len as usize);
+        let mut cursor = self.queues[queue as usize].head;
+        while cursor != NIL {
+            out.push(self.entries[cursor as usize].nid);
+            cursor = self.entries[cursor as usize].links.next;
+        }
+        out
+    }
+
+    pub fn memory(&self) -> Memory {
+        let raw = u64::from(self.queues[QUEUE_RAW as usize].len);
+        let compressed: u64 = self.queues[1..].iter().map(|q| u64::from(q.len)).sum();
+        Memory::new(raw, compressed, self.slot_bytes)
+    }
+
+    // ---- list plumbing (keeps the worker's position valid) ----
+
+    fn unlink(&mut self, slot: u32) {
+        if let Some(mark) = self.worker_mark.as_mut() {
+            let links = self.entries[slot as usize].links;
+            if mark.next == slot {
+                mark.next = if mark.stop == slot { NIL } else { links.next };
+            }
+            if mark.stop == slot && mark.next != NIL {
+                mark.stop = links.prev;
+            }
+        }
+        let queue = self.entries[slot as usize].queue;
+        self.queues[queue as usize].unlink(&mut self.entries, slot);
+    }
+
+    fn push_tail(&mut self, slot: u32, queue: u8) {
+        self.entries[slot as usize].queue = queue;
+        self.queues[queue as usize].push_tail(&mut self.entries, slot);
+    }
+
+    /// Second chance: clear REFERENCED, move to the tail of the entry's own queue.
+    fn give_second_chance(&mut self, slot: u32, by: u8, em: &mut Emitter) {
+        let queue = self.entries[slot as usize].queue;
+        self.entries[slot as usize].referenced = false;
+        self.unlink(slot);
+        self.push_tail(slot, queue);
+        let nid = self.entries[slot as usize].nid;
+        em.second_chance(nid, queue, by);
+    }
+
+    fn insert_raw(&mut self, nid: u32, block: Arc<Block>, referenced: bool, dirty: bool) -> u32 {
+        let kind = NodeBlock(&block[..]).kind();
+        let entry = Entry {
+            nid,
+            kind,
+            repr: Repr::Raw(block),
+            queue: QUEUE_RAW,
+            referenced,
+            dirty,
+            converting: false,
+            raced: false,
+            links: list::Links::default(),
+        };
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.entries[slot as usize] = entry;
+                slot
+            }
+            None => {
+                self.entries.push(entry);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        if self.index.len() <= nid as usize {
+            self.index.resize(nid as usize + 1, NIL);
+        }
+        self.index[nid as usize] = slot;
+        self.push_tail(slot, QUEUE_RAW);
+        self.stats.inserts += 1;
+        slot
+    }
+
+    /// Drop an entry entirely (reclaim).
+    fn remove(&mut self, slot: u32) {
+        self.unlink(slot);
+        let entry = &mut self.entries[slot as usize];
+        if let Repr::Compressed(c) = &entry.repr {
+            self.slot_bytes -= c.slot.len() as u64;
+        }
+        entry.repr = Repr::Raw(Arc::new([0; 4096]));
+        let nid = entry.nid;
+        self.index[nid as usize] = NIL;
+        self.free_slots.push(slot);
+    }
+
+    /// Replace a compressed representation by a raw block, at the raw tail.
+    fn make_raw(&mut self, slot: u32, block: Arc<Block>, referenced: bool) {
+        self.unlink(slot);
+        let entry = &mut self.entries[slot as usize];
+        if let Repr::Compressed(c) = &entry.repr {
+            self.slot_bytes -= c.slot.len() as u64;
+        }
+        entry.repr = Repr::Raw(block);
+        entry.referenced = referenced;
+        self.push_tail(slot, QUEUE_RAW);
+    }
+
+    // ---- the access path ----
+
+    /// Create a new node in memory (a new inode or node page): raw, dirty, referenced.
+    pub fn create(&mut self, nid: u32, block: Arc<Block>) {
+        if let Some(slot) = self.slot_of(nid) {
+            self.remove(slot);
+        }
+        self.insert_raw(nid, block, true, true);
+    }
+
+    /// `__get_node_page`: find the node, restoring or reading it as needed. Returns how it was
+    /// served and what it cost in virtual time.
+    pub fn get(
+        &mut self,
+        nid: u32,
+        want: RequestedType,
+        disk: &mut Disk,
+        em: &mut Emitter,
+    ) -> Result<(Served, u64)> {
+        self.stats.lookups += 1;
+        let Some(slot) = self.slot_of(nid) else {
+            self.stats.retrievals += 1;
+            self.read_in(nid, false, disk, em)?;
+            return Ok((Served::Read, costs::NODE_READ_NS));
+        };
+        let entry = &mut self.entries[slot as usize];
+        if entry.queue == QUEUE_RAW {
+            entry.referenced = true;
+            if entry.converting {
+                entry.raced = true;
+            }
+            self.stats.raw_hits += 1;
+            return Ok((Served::RawHit, costs::RAW_HIT_NS));
+        }
+        self.stats.retrievals += 1;
+        self.restore(slot, want, disk, em)
+    }
+
+    /// `f2fs_ra_node_page`: read a node ahead unless it is cached in any form.
+    pub fn readahead(&mut self, nid: u32, disk: &mut Disk, em: &mut Emitter) -> Result<bool> {
+        if self.contains(nid) {
+            return Ok(false);
+        }
+        self.read_in(nid, true, disk, em)?;
+        self.stats.readahead_reads += 1;
+        Ok(true)
+    }
+
+    fn read_in(
+        &mut self,
+        nid: u32,
+        readahead: bool,
+        disk: &mut Disk,
+        em: &mut Emitter,
+    ) -> Result<u32> {
+        let block = disk.read(nid, readahead)?;
+        em.node_read(nid, readahead);
+        if !readahead {
+            self.stats.misses += 1;
+        }
+        Ok(self.insert_raw(nid, block, false, false))
+    }
+
+    /// Modify a cached raw node (the caller got it first): dirty until written back.
+    pub fn dirty(&mut self, nid: u32, modify: impl FnOnce(&mut Block)) -> bool {
+        let Some(slot) = self.slot_of(nid) else {
+            return false;
+        };
+        let entry = &mut self.entries[slot as usize];
+        let Repr::Raw(block) = &mut entry.repr else {
+            return false;
+        };
+        modify(Arc::make_mut(block));
+        entry.dirty = true;
+        entry.referenced = true;
+        if entry.converting {
+            entry.raced = true;
+        }
+        true
+    }
+
+    /// Write every dirty raw node back (checkpoint or writeback): they become clean.
+    pub fn write_back(&mut self, disk: &mut Disk) -> u64 {
+        let mut written = 0;
+        let mut cursor = self.queues[QUEUE_RAW as usize].head;
+        while cursor != NIL {
+            let entry = &mut self.entries[cursor as usize];
+            if entry.dirty {
+                if let Repr::Raw(block) = &entry.repr {
+                    disk.write(entry.nid, block.clone());
+                }
+                entry.dirty = false;
+                written += 1;
+            }
+            cursor = entry.links.next;
+        }
+        written
+    }
+
+    /// Abort a conversion an access raced: discard the new object, second chance.
+    fn abort_conversion(&mut self, slot: u32, em: &mut Emitter) {
+        let entry = &mut self.entries[slot as usize];
+        entry.converting = false;
+        entry.raced = false;
+        self.stats.convert_aborts += 1;
+        self.stats.second_chances_race += 1;
+        em.convert_abort(entry.nid);
+        self.give_second_chance(slot, SECOND_CHANCE_BY_RACE, em);
+    }
+
+    /// Publish a finished conversion: the entry now owns only the compressed object.
+    fn publish(&mut self, slot: u32, compressed: Compressed, queue: u8) {
+        self.unlink(slot);
+        self.slot_bytes += compressed.slot.len() as u64;
+        let entry = &mut self.entries[slot as usize];
+        entry.repr = Repr::Compressed(compressed);
+        entry.converting = false;
+        entry.referenced = false;
+        self.push_tail(slot, queue);
+        self.stats.conversions += 1;
+    }
+
+    /// Test hook: change a compressed entry in place (corrupt a payload, a length, a size).
+    pub fn tamper(&mut self, nid: u32, change: impl FnOnce(&mut Compressed)) -> bool {
+        let Some(slot) = self.slot_of(nid) else {
+            return false;
+        };
+        match &mut self.entries[slot as usize].repr {
+            Repr::Compressed(c) => {
+                change(c);
+                true
+            }
+            Repr::Raw(_) => false,
+        }
+    }
+
+    /// Bytes held by a queue's members (raw: 4096 each; compressed: their slots).
+    pub fn queue_slot_bytes(queue: u8) -> u32 {
+        QUEUE_SLOT_BYTES[queue as usize]
+    }
+}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,383 @@
+//! Exact expectations for each mechanism, on synthetic node blocks.
+use tracer_common::{
+    EventKind as K, QUEUE_256, QUEUE_RAW, RESTORE_FAIL_CRC, RESTORE_FAIL_FOOTER,
+    RESTORE_FAIL_INODE_CHECKSUM, RESTORE_FAIL_LZ4_LEN, RESTORE_FAIL_NODE_TYPE,
+    RESTORE_FAIL_PAYLOAD_LEN, RESTORE_FAIL_SLOT_SIZE, SECOND_CHANCE_BY_RACE,
+    SECOND_CHANCE_BY_SHRINKER, SECOND_CHANCE_BY_WORKER,
+};
+
+use super::{
+    worker::{PassStats, WorkerPass, WorkerStep},
+    Served,
+};
+use crate::{
+    f2fs::node::RequestedType,
+    testutil::{brief, rig, seal, Rig},
+};
+
+const CONVERT: u8 = K::Convert as u8;
+const SECOND: u8 = K::SecondChance as u8;
+
+fn get(r: &mut Rig, nid: u32, want: RequestedType) -> Served {
+    r.cache.get(nid, want, &mut r.disk, &mut r.em).unwrap().0
+}
+
+fn compress_all(r: &mut Rig, nids: std::ops::Range<u32>) {
+    r.load(nids);
+    r.pass(25);
+    r.events();
+}
+
+#[test]
+fn worker_gives_referenced_entries_a_second_chance_and_does_not_revisit_them() {
+    let mut r = rig(4, 0);
+    r.load(100..104);
+    assert_eq!(get(&mut r, 101, RequestedType::Any), Served::RawHit); // REFERENCED
+    r.events();
+    let stats = r.pass(25);
+    assert_eq!(
+        stats,
+        PassStats {
+            scanned: 4,
+            candidates: 3,
+            converted: 3,
+            second_chances: 1,
+            ..PassStats::default()
+        }
+    );
+    assert_eq!(
+        brief(&r.events()),
+        [
+            (CONVERT, 100, QUEUE_256, 0),
+            (SECOND, 101, QUEUE_RAW, SECOND_CHANCE_BY_WORKER),
+            (CONVERT, 102, QUEUE_256, 0),
+            (CONVERT, 103, QUEUE_256, 0),
+        ]
+    );
+    // 101 went behind the remembered tail: raw, unreferenced, converted by the next pass.
+    assert_eq!(r.cache.queue_nids(QUEUE_RAW), [101]);
+    assert!(!r.cache.entry(101).unwrap().referenced);
+    assert_eq!(r.cache.queue_nids(QUEUE_256), [100, 102, 103]);
+    assert_eq!(r.pass(25).converted, 1);
+}
+
+#[test]
+fn worker_stops_at_256_candidates_and_reschedules_every_32() {
+    let mut r = rig(2000, 0);
+    r.load(100..2100);
+    let stats = r.pass(25);
+    assert_eq!(
+        (
+            stats.scanned,
+            stats.candidates,
+            stats.converted,
+            stats.reschedules
+        ),
+        (256, 256, 256, 8)
+    );
+    assert_eq!(r.cache.queue_len(QUEUE_256), 256);
+    assert_eq!(r.cache.stats.worker_passes, 1);
+}
+
+#[test]
+fn worker_stops_at_1024_scanned() {
+    let mut r = rig(2000, 0);
+    r.load(100..2100);
+    for nid in 100..2100 {
+        get(&mut r, nid, RequestedType::Any); // all REFERENCED: no candidates
+    }
+    let stats = r.pass(25);
+    assert_eq!(
+        (
+            stats.scanned,
+            stats.candidates,
+            stats.second_chances,
+            stats.reschedules
+        ),
+        (1024, 0, 1024, 32)
+    );
+    // The 1024 second chances moved to the tail in order; the rest are still ahead.
+    let raw = r.cache.queue_nids(QUEUE_RAW);
+    assert_eq!(
+        (raw[0], raw[975], raw[976], raw[1999]),
+        (1124, 2099, 100, 1123)
+    );
+}
+
+#[test]
+fn rejected_results_stay_raw_and_move_behind_the_remembered_tail() {
+    let mut r = rig(2, 2);
+    r.load(100..104);
+    r.events();
+    let stats = r.pass(25);
+    assert_eq!(
+        (stats.converted, stats.rejected, stats.candidates),
+        (2, 2, 4)
+    );
+    let kinds: Vec<u8> = r.events().iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            CONVERT,
+            CONVERT,
+            K::ConvertReject as u8,
+            K::ConvertReject as u8
+        ]
+    );
+    assert_eq!(r.cache.queue_nids(QUEUE_RAW), [102, 103]);
+    // Threshold 0 admits nothing.
+    let mut off = rig(1, 0);
+    off.load([100]);
+    assert_eq!(off.pass(0).rejected, 1);
+}
+
+#[test]
+fn an_access_between_compression_and_publication_aborts_the_conversion() {
+    let mut r = rig(2, 0);
+    r.load(100..102);
+    r.events();
+    let mut pass = WorkerPass::start(&mut r.cache, 25);
+    assert!(matches!(
+        pass.step(&mut r.cache, &mut r.em),
+        WorkerStep::Compressing { .. }
+    ));
+    assert_eq!(get(&mut r, 100, RequestedType::Any), Served::RawHit); // the race
+    while !matches!(pass.step(&mut r.cache, &mut r.em), WorkerStep::Done { .. }) {}
+    assert_eq!(
+        brief(&r.events()),
+        [
+            (K::ConvertAbort as u8, 100, 0, 0),
+            (SECOND, 100, QUEUE_RAW, SECOND_CHANCE_BY_RACE),
+            (CONVERT, 101, QUEUE_256, 0)
+        ]
+    );
+    assert_eq!((pass.stats.aborted, pass.stats.converted), (1, 1));
+    let entry = r.cache.entry(100).unwrap();
+    assert!(entry.raw().is_some() && !entry.referenced && !entry.converting);
+    assert_eq!(r.cache.queue_nids(QUEUE_RAW), [100]);
+    assert_eq!(r.cache.stats.convert_aborts, 1);
+}
+
+#[test]
+fn shrinker_gives_referenced_entries_a_second_chance() {
+    let mut r = rig(3, 0);
+    r.load(100..103);
+    get(&mut r, 100, RequestedType::Any);
+    r.events();
+    let result = r.cache.shrink_scan(2, &mut r.em);
+    assert_eq!(
+        (
+            result.scanned[0],
+            result.reclaimed[0],
+            result.second_chances
+        ),
+        (2, 1, 1)
+    );
+    assert_eq!(
+        brief(&r.events()),
+        [
+            (SECOND, 100, QUEUE_RAW, SECOND_CHANCE_BY_SHRINKER),
+            (K::Reclaim as u8, 101, QUEUE_RAW, 0)
+        ]
+    );
+    assert_eq!(r.cache.queue_nids(QUEUE_RAW), [102, 100]);
+    assert!(!r.cache.entry(100).unwrap().referenced);
+}
+
+#[test]
+fn shrinker_second_chance_applies_to_compressed_queues_too() {
+    let mut r = rig(3, 0);
+    compress_all(&mut r, 100..103);
+    let slot = r.cache.slot_of(100).unwrap() as usize;
+    r.cache.entries[slot].referenced = true;
+    let result = r.cache.shrink_scan(2, &mut r.em);
+    assert_eq!((result.scanned[1], result.reclaimed[1]), (2, 1));
+    assert_eq!(r.cache.queue_nids(QUEUE_256), [102, 100]);
+}
+
+#[test]
+fn weights_give_the_effective_count_and_the_quotas() {
+    let mut r = rig(102, 0);
+    compress_all(&mut r, 102..202);
+    r.load(100..102); // 2 raw, 100 compressed in 256-byte slots
+                      // (2 x 16 + 100 x 1) / 16 = 8.25, rounded up.
+    assert_eq!(r.cache.shrink_count(), 9);
+    // Raw's share: 64 x 32 / 132 = 15.5 -> 15, capped at its 2 entries; the other 13 go to the
+    // 256 queue: 64 x 100 / 132 = 48.5 -> 48, + 13 = 61.
+    assert_eq!(r.cache.shrink_quotas(64), [2, 61, 0, 0]);
+}
+
+#[test]
+fn rounding_credit_is_carried_across_calls() {
+    let mut r = rig(16, 0);
+    compress_all(&mut r, 101..116);
+    r.load([100]); // 1 raw (weight 16) and 15 compressed (weight 1): shares 16/31 and 15/31
+    let quotas: Vec<[u64; 4]> = (0..4).map(|_| r.cache.shrink_quotas(1)).collect();
+    assert_eq!(
+        quotas,
+        [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
+    );
+    // Without the carried credit every call would round to nothing.
+    let mut fresh = rig(16, 0);
+    compress_all(&mut fresh, 101..116);
+    fresh.load([100]);
+    fresh.cache.shrink_credit = [0; 4];
+    assert_eq!(fresh.cache.shrink_quotas(1), [0, 0, 0, 0]);
+}
+
+#[test]
+fn unused_quota_of_a_capped_queue_is_redistributed() {
+    let mut r = rig(5, 0);
+    compress_all(&mut r, 101..105);
+    r.load([100]); // 1 raw, 4 compressed: raw share 10 x 16/20 = 8, capped at 1
+    let result = r.cache.shrink_scan(10, &mut r.em);
+    assert_eq!(result.quotas, [1, 4, 0, 0]);
+    assert_eq!(result.reclaimed, [1, 4, 0, 0]);
+    assert_eq!(r.cache.memory().entries, 0);
+}
+
+#[test]
+fn restore_brings_the_raw_block_back() {
+    let mut r = rig(1, 0);
+    compress_all(&mut r, 100..101);
+    let before = r.disk.reads;
+    assert_eq!(get(&mut r, 100, RequestedType::Inode), Served::Restored);
+    let events = r.events();
+    assert_eq!(brief(&events), [(K::Restore as u8, 100, QUEUE_256, 0)]);
+    assert!(events[0].latency_ns > 0 && events[0].len > 0);
+    assert_eq!(r.disk.reads, before);
+    let entry = r.cache.entry(100).unwrap();
+    assert_eq!(&entry.raw().unwrap()[..], &r.disk.peek(100).unwrap()[..]);
+    assert!(entry.referenced);
+    assert_eq!(r.cache.memory().slot_bytes, 0);
+}
+
+/// Tamper with the compressed copy of 100, access it, expect RestoreFail(reason) + NodeRead.
+fn expect_fallback(want: RequestedType, reason: u8, tamper: impl FnOnce(&mut super::Compressed)) {
+    let mut r = rig(1, 0);
+    compress_all(&mut r, 100..101);
+    assert!(r.cache.tamper(100, tamper));
+    let reads = r.disk.reads;
+    assert_eq!(
+        get(&mut r, 100, want),
+        Served::RestoreFailedThenRead(reason)
+    );
+    let events = r.events();
+    assert_eq!(
+        brief(&events)
+            .iter()
+            .map(|(k, n, _, why)| (*k, *n, *why))
+            .collect::<Vec<_>>(),
+        [
+            (K::RestoreFail as u8, 100, reason),
+            (K::NodeRead as u8, 100, 0)
+        ],
+        "reason {reason}"
+    );
+    assert_eq!(r.disk.reads, reads + 1);
+    let entry = r.cache.entry(100).unwrap();
+    assert_eq!(&entry.raw().unwrap()[..], &r.disk.peek(100).unwrap()[..]);
+    assert_eq!(
+        (r.cache.queue_len(QUEUE_RAW), r.cache.queue_len(QUEUE_256)),
+        (1, 0)
+    );
+    assert_eq!(r.cache.stats.restore_fails, 1);
+}
+
+/// Replace the payload with the compression of a changed block (CRC updated to match), so
+/// that the later checks see it.
+fn recompress(c: &mut super::Compressed, change: impl FnOnce(&mut crate::f2fs::Block)) {
+    let mut block = [0u8; 4096];
+    lz4_flex::block::decompress_into(&c.slot[..c.clen as usize], &mut block).unwrap();
+    change(&mut block);
+    let payload = lz4_flex::block::compress(&block);
+    c.slot[..payload.len()].copy_from_slice(&payload);
+    c.clen = payload.len() as u32;
+    c.crc = crate::f2fs::crc::f2fs_crc32(&block);
+}
+
+#[test]
+fn corrupted_payload_falls_back_to_a_disk_read() {
+    expect_fallback(RequestedType::Any, RESTORE_FAIL_LZ4_LEN, |c| {
+        let clen = c.clen as usize;
+        c.slot[..clen].fill(0xff);
+    });
+}
+
+#[test]
+fn each_validation_step_has_its_reason_in_order() {
+    expect_fallback(RequestedType::Any, RESTORE_FAIL_SLOT_SIZE, |c| {
+        c.slot_bytes = 512
+    });
+    expect_fallback(RequestedType::Any, RESTORE_FAIL_PAYLOAD_LEN, |c| {
+        c.clen = 300
+    });
+    expect_fallback(RequestedType::Any, RESTORE_FAIL_LZ4_LEN, |c| c.clen -= 1);
+    expect_fallback(RequestedType::Any, RESTORE_FAIL_CRC, |c| c.crc ^= 1);
+    expect_fallback(RequestedType::Any, RESTORE_FAIL_FOOTER, |c| {
+        recompress(c, |b| b[4072..4076].copy_from_slice(&999u32.to_le_bytes()));
+    });
+    expect_fallback(RequestedType::Any, RESTORE_FAIL_INODE_CHECKSUM, |c| {
+        recompress(c, |b| b[16] ^= 1)
+    });
+    expect_fallback(RequestedType::Any, RESTORE_FAIL_INODE_CHECKSUM, |c| {
+        recompress(c, |b| {
+            b[16] ^= 1;
+            b[20] ^= 1;
+        })
+    });
+    expect_fallback(RequestedType::NonInode, RESTORE_FAIL_NODE_TYPE, |_| {});
+    // A sealed change passes every check.
+    let mut r = rig(1, 0);
+    compress_all(&mut r, 100..101);
+    r.cache.tamper(100, |c| {
+        recompress(c, |b| {
+            b[16] ^= 1;
+            seal(b);
+        })
+    });
+    assert_eq!(get(&mut r, 100, RequestedType::Inode), Served::Restored);
+}
+
+#[test]
+fn allocation_failure_keeps_the_compressed_copy() {
+    let mut r = rig(1, 0);
+    compress_all(&mut r, 100..101);
+    r.cache.alloc.fail_next = 1;
+    let reads = r.disk.reads;
+    assert_eq!(get(&mut r, 100, RequestedType::Inode), Served::NoMem);
+    assert_eq!(
+        brief(&r.events()),
+        [(K::RestoreNomem as u8, 100, QUEUE_256, 0)]
+    );
+    assert_eq!(r.disk.reads, reads);
+    assert!(r.cache.entry(100).unwrap().compressed().is_some());
+    assert_eq!(r.cache.queue_nids(QUEUE_256), [100]);
+    // The caller retries: now it restores.
+    assert_eq!(get(&mut r, 100, RequestedType::Inode), Served::Restored);
+    assert_eq!(r.cache.stats.restore_nomem, 1);
+    assert_eq!(r.cache.stats.restores, 1);
+}
+
+#[test]
+fn attributed_memory_follows_the_representations() {
+    let mut r = rig(3, 0);
+    r.load(100..103);
+    assert_eq!(r.cache.memory().attributed_bytes, 19_960 + 3 * (88 + 4096));
+    r.pass(25);
+    assert_eq!(r.cache.memory().attributed_bytes, 19_960 + 3 * (88 + 256));
+}
+
+#[test]
+fn hooks_see_the_same_events_the_emitter_records() {
+    // Every event kind the cache emits is recorded with the rig's task and device.
+    let mut r = rig(2, 0);
+    r.load(100..102);
+    let events = r.events();
+    assert!(events
+        .iter()
+        .all(|e| e.dev == 7 && e.tgid == 4242 && e.uid == 10_001 && e.comm_bytes() == b"tester"));
+    assert!(events
+        .iter()
+        .all(|e| e.kind == K::NodeRead as u8 && e.flags == 0));
+}

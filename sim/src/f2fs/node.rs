@@ -1,0 +1,175 @@
+//! Node blocks: inodes, direct and indirect nodes. The footer (last 24 bytes) names the block's
+//! nid and owner inode; `ofs_of_node` tells an inode (offset 0) from the others.
+use anyhow::{ensure, Result};
+
+use super::{crc, le16, le32, BLOCK_SIZE};
+
+/// `offsetof(struct f2fs_node, footer)`.
+const FOOTER_OFFSET: usize = BLOCK_SIZE - 24;
+/// `OFFSET_BIT_SHIFT`: the footer flag keeps the node offset above three flag bits.
+const OFFSET_BIT_SHIFT: u32 = 3;
+/// `XATTR_NODE_OFFSET`: the offset every xattr node carries.
+const XATTR_NODE_OFFSET: u32 = u32::MAX >> OFFSET_BIT_SHIFT;
+/// Inode fields (`struct f2fs_inode`).
+const I_MODE: usize = 0;
+const I_INLINE: usize = 3;
+const I_SIZE: usize = 16;
+const I_GENERATION: usize = 68;
+const I_PINO: usize = 84;
+const I_NAMELEN: usize = 88;
+const I_NAME: usize = 92;
+const I_EXTRA_ISIZE: usize = 360;
+const I_INODE_CHECKSUM: usize = 368;
+/// `F2FS_EXTRA_ATTR` in `i_inline`.
+const F2FS_EXTRA_ATTR: u8 = 0x20;
+/// `F2FS_INLINE_DATA` in `i_inline`.
+pub const F2FS_INLINE_DATA: u8 = 0x02;
+const S_IFMT: u16 = 0o170000;
+const S_IFDIR: u16 = 0o040000;
+
+/// What a node block is, from its footer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum NodeKind {
+    Inode,
+    /// A direct or an indirect node.
+    NonInode,
+    Xattr,
+}
+
+/// The node type a caller asks for (`enum node_type` of `__get_node_page`); the last check of
+/// the restore path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RequestedType {
+    Any,
+    Inode,
+    NonInode,
+    Xattr,
+}
+
+impl RequestedType {
+    pub fn accepts(self, kind: NodeKind) -> bool {
+        match self {
+            RequestedType::Any => true,
+            RequestedType::Inode => kind == NodeKind::Inode,
+            RequestedType::NonInode => kind != NodeKind::Inode,
+            RequestedType::Xattr => kind == NodeKind::Xattr,
+        }
+    }
+
+    /// What a reader of a node of this kind asks for.
+    pub fn for_kind(kind: NodeKind) -> RequestedType {
+        match kind {
+            NodeKind::Inode => RequestedType::Inode,
+            NodeKind::NonInode => RequestedType::NonInode,
+            NodeKind::Xattr => RequestedType::Xattr,
+        }
+    }
+}
+
+/// A view of one node block.
+#[derive(Clone, Copy)]
+pub struct NodeBlock<'a>(pub &'a [u8]);
+
+impl<'a> NodeBlock<'a> {
+    pub fn footer_nid(&self) -> u32 {
+        le32(self.0, FOOTER_OFFSET)
+    }
+
+    pub fn footer_ino(&self) -> u32 {
+        le32(self.0, FOOTER_OFFSET + 4)
+    }
+
+    pub fn ofs_of_node(&self) -> u32 {
+        le32(self.0, FOOTER_OFFSET + 8) >> OFFSET_BIT_SHIFT
+    }
+
+    pub fn kind(&self) -> NodeKind {
+        match self.ofs_of_node() {
+            0 => NodeKind::Inode,
+            XATTR_NODE_OFFSET => NodeKind::Xattr,
+            _ => NodeKind::NonInode,
+        }
+    }
+
+    /// `f2fs_sanity_check_node_footer`'s identity part: the footer names the nid asked for and
+    /// an inode's footer names itself as owner.
+    pub fn check_footer(&self, nid: u32) -> Result<()> {
+        let (found_nid, ino) = (self.footer_nid(), self.footer_ino());
+        ensure!(
+            found_nid == nid,
+            "node footer names nid {found_nid}, expected {nid}"
+        );
+        ensure!(ino != 0, "node footer of nid {nid} names owner inode 0");
+        if self.kind() == NodeKind::Inode {
+            ensure!(ino == nid, "inode block of nid {nid} names owner {ino}");
+        }
+        Ok(())
+    }
+
+    pub fn is_dir(&self) -> bool {
+        le16(self.0, I_MODE) & S_IFMT == S_IFDIR
+    }
+
+    pub fn inline_flags(&self) -> u8 {
+        self.0[I_INLINE]
+    }
+
+    pub fn size(&self) -> u64 {
+        super::le64(self.0, I_SIZE)
+    }
+
+    pub fn parent_ino(&self) -> u32 {
+        le32(self.0, I_PINO)
+    }
+
+    /// The inode's own name (F2FS keeps it for recovery), lossy UTF-8.
+    pub fn name(&self) -> String {
+        let len = (le32(self.0, I_NAMELEN) as usize).min(255);
+        String::from_utf8_lossy(&self.0[I_NAME..I_NAME + len]).into_owned()
+    }
+
+    /// Whether this block carries an inode checksum (`f2fs_enable_inode_chksum`).
+    pub fn has_inode_checksum(&self, feature_on: bool) -> bool {
+        feature_on
+            && self.kind() == NodeKind::Inode
+            && self.inline_flags() & F2FS_EXTRA_ATTR != 0
+            && I_INODE_CHECKSUM + 4 <= I_EXTRA_ISIZE + le16(self.0, I_EXTRA_ISIZE) as usize
+    }
+
+    pub fn stored_inode_checksum(&self) -> u32 {
+        le32(self.0, I_INODE_CHECKSUM)
+    }
+
+    /// `f2fs_inode_chksum`: CRC of ino and generation seeded by the uuid CRC, then the whole
+    /// block with the checksum field read as zero.
+    pub fn computed_inode_checksum(&self, seed: u32) -> u32 {
+        let ino = &self.0[FOOTER_OFFSET + 4..FOOTER_OFFSET + 8];
+        let generation = &self.0[I_GENERATION..I_GENERATION + 4];
+        let mut sum = crc::crc32_le(crc::crc32_le(seed, ino), generation);
+        sum = crc::crc32_le(sum, &self.0[..I_INODE_CHECKSUM]);
+        sum = crc::crc32_le(sum, &[0; 4]);
+        crc::crc32_le(sum, &self.0[I_INODE_CHECKSUM + 4..BLOCK_SIZE])
+    }
+
+    /// `f2fs_inode_chksum_verify`; blocks without a checksum pass.
+    pub fn check_inode_checksum(&self, feature_on: bool, seed: u32) -> Result<()> {
+        if !self.has_inode_checksum(feature_on) {
+            return Ok(());
+        }
+        let (stored, computed) = (
+            self.stored_inode_checksum(),
+            self.computed_inode_checksum(seed),
+        );
+        ensure!(
+            stored == computed,
+            "inode {} checksum mismatch: stored {stored:#010x}, computed {computed:#010x}",
+            self.footer_nid()
+        );
+        Ok(())
+    }
+}
+
+/// `sbi->s_chksum_seed`: CRC of the uuid from all ones.
+pub fn checksum_seed(uuid: &[u8; 16]) -> u32 {
+    crc::crc32_le(!0, uuid)
+}

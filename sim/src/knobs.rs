@@ -1,0 +1,242 @@
+//! The two sysfs controls, read from a sysfs-like directory `<root>/<dev>/` with the files
+//! `node_compress_threshold` and `node_compress_interval` (the files a controller writes).
+//! Validated like the kernel's store functions: a value that does not parse, or is out of
+//! range, is rejected (EINVAL), the old value is kept, and the rejection is logged.
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result};
+
+pub const THRESHOLD_FILE: &str = "node_compress_threshold";
+pub const INTERVAL_FILE: &str = "node_compress_interval";
+/// Percent of the 4 KiB block; 0 disables compression.
+pub const THRESHOLD_RANGE: (u32, u32) = (0, 100);
+pub const INTERVAL_RANGE_MS: (u32, u32) = (100, 30_000);
+/// The RFC's default interval.
+pub const DEFAULT_INTERVAL_MS: u32 = 1000;
+/// The cover letter gives no default threshold. 25 % of 4096 is 1024 bytes, the largest slot:
+/// the default admits everything a slot can hold, and lower values trade retained nodes for
+/// smaller slots.
+pub const DEFAULT_THRESHOLD: u32 = 25;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct KnobValues {
+    pub threshold: u32,
+    pub interval_ms: u32,
+}
+
+impl Default for KnobValues {
+    fn default() -> KnobValues {
+        KnobValues {
+            threshold: DEFAULT_THRESHOLD,
+            interval_ms: DEFAULT_INTERVAL_MS,
+        }
+    }
+}
+
+impl KnobValues {
+    /// Compression admission is on.
+    pub fn enabled(&self) -> bool {
+        self.threshold > 0
+    }
+
+    /// Largest compressed payload the threshold admits, in bytes.
+    pub fn threshold_bytes(&self) -> u32 {
+        4096 * self.threshold / 100
+    }
+}
+
+/// Where the knob values come from.
+pub enum Knobs {
+    /// Fixed values: cheap scenario runs.
+    Static(KnobValues),
+    /// A sysfs-like directory, re-read at every worker pass.
+    Dir(KnobDir),
+}
+
+impl Knobs {
+    pub fn values(&self) -> KnobValues {
+        match self {
+            Knobs::Static(values) => *values,
+            Knobs::Dir(dir) => dir.values,
+        }
+    }
+
+    /// Re-read the files (no-op for static knobs) and return the values in force.
+    pub fn refresh(&mut self) -> KnobValues {
+        match self {
+            Knobs::Static(values) => *values,
+            Knobs::Dir(dir) => dir.refresh(),
+        }
+    }
+}
+
+pub struct KnobDir {
+    dir: PathBuf,
+    values: KnobValues,
+    /// The last rejected text of each file, so a bad value is logged once, not every pass.
+    rejected: [Option<String>; 2],
+}
+
+impl KnobDir {
+    /// Open `<root>/<dev>/`, creating it and the two files with the defaults when absent.
+    pub fn open(root: &Path, dev: &str) -> Result<KnobDir> {
+        let dir = root.join(dev);
+        fs::create_dir_all(&dir)
+            .with_context(|| format!("creating knob directory {}", dir.display()))?;
+        let defaults = KnobValues::default();
+        for (name, value) in [
+            (THRESHOLD_FILE, defaults.threshold),
+            (INTERVAL_FILE, defaults.interval_ms),
+        ] {
+            let path = dir.join(name);
+            if !path.exists() {
+                fs::write(&path, format!("{value}\n"))
+                    .with_context(|| format!("creating {}", path.display()))?;
+            }
+        }
+        let mut knobs = KnobDir {
+            dir,
+            values: defaults,
+            rejected: [None, None],
+        };
+        knobs.refresh();
+        Ok(knobs)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn refresh(&mut self) -> KnobValues {
+        let threshold = self.read(0, THRESHOLD_FILE, THRESHOLD_RANGE, self.values.threshold);
+        let interval_ms = self.read(1, INTERVAL_FILE, INTERVAL_RANGE_MS, self.values.interval_ms);
+        self.values = KnobValues {
+            threshold,
+            interval_ms,
+        };
+        self.values
+    }
+
+    fn read(&mut self, which: usize, name: &str, range: (u32, u32), old: u32) -> u32 {
+        let path = self.dir.join(name);
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                self.reject_once(which, format!("unreadable: {e}"), || {
+                    format!("{}: cannot read ({e}); keeping {old}", path.display())
+                });
+                return old;
+            }
+        };
+        match validate(&text, range) {
+            Ok(value) => {
+                self.rejected[which] = None;
+                value
+            }
+            Err(why) => {
+                self.reject_once(which, text.clone(), || {
+                    format!(
+                        "{}: {:?} rejected ({why}); keeping {old}",
+                        path.display(),
+                        text.trim_end()
+                    )
+                });
+                old
+            }
+        }
+    }
+
+    fn reject_once(&mut self, which: usize, key: String, message: impl FnOnce() -> String) {
+        if self.rejected[which].as_deref() != Some(key.as_str()) {
+            log::warn!("{}", message());
+            self.rejected[which] = Some(key);
+        }
+    }
+}
+
+/// `kstrtouint(buf, 0, &t)` (one trailing newline allowed; 0x hex and 0 octal prefixes), then
+/// the range check the store function makes.
+pub fn validate(text: &str, (low, high): (u32, u32)) -> Result<u32, String> {
+    let trimmed = text.strip_suffix('\n').unwrap_or(text);
+    let parsed = if let Some(hex) = trimmed
+        .strip_prefix("0x")
+        .or_else(|| trimmed.strip_prefix("0X"))
+    {
+        u32::from_str_radix(hex, 16)
+    } else if trimmed.len() > 1 && trimmed.starts_with('0') {
+        u32::from_str_radix(&trimmed[1..], 8)
+    } else {
+        trimmed.parse::<u32>()
+    };
+    let value = parsed.map_err(|_| "EINVAL: not an unsigned integer".to_string())?;
+    if value < low || value > high {
+        return Err(format!("EINVAL: outside {low}..={high}"));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_follows_the_kernel() {
+        assert_eq!(validate("25\n", THRESHOLD_RANGE), Ok(25));
+        assert_eq!(validate("0", THRESHOLD_RANGE), Ok(0));
+        assert_eq!(validate("100", THRESHOLD_RANGE), Ok(100));
+        assert!(validate("101", THRESHOLD_RANGE).is_err());
+        assert!(validate("-1", THRESHOLD_RANGE).is_err());
+        assert!(validate("", THRESHOLD_RANGE).is_err());
+        assert!(validate("25\n\n", THRESHOLD_RANGE).is_err());
+        assert!(validate(" 25", THRESHOLD_RANGE).is_err());
+        assert!(validate("abc", THRESHOLD_RANGE).is_err());
+        assert_eq!(validate("0x64", THRESHOLD_RANGE), Ok(100));
+        assert_eq!(
+            validate("99", INTERVAL_RANGE_MS).unwrap_err(),
+            "EINVAL: outside 100..=30000"
+        );
+        assert_eq!(validate("100", INTERVAL_RANGE_MS), Ok(100));
+        assert_eq!(validate("30000", INTERVAL_RANGE_MS), Ok(30_000));
+        assert!(validate("30001", INTERVAL_RANGE_MS).is_err());
+    }
+
+    #[test]
+    fn files_are_created_with_defaults_and_bad_values_keep_the_old_ones() {
+        let root = std::env::temp_dir().join(format!("nodescope-knobs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let mut knobs = KnobDir::open(&root, "sim0").unwrap();
+        assert_eq!(knobs.values, KnobValues::default());
+        assert_eq!(
+            fs::read_to_string(root.join("sim0").join(THRESHOLD_FILE)).unwrap(),
+            "25\n"
+        );
+
+        fs::write(knobs.dir().join(THRESHOLD_FILE), "40\n").unwrap();
+        fs::write(knobs.dir().join(INTERVAL_FILE), "250").unwrap();
+        assert_eq!(
+            knobs.refresh(),
+            KnobValues {
+                threshold: 40,
+                interval_ms: 250
+            }
+        );
+
+        fs::write(knobs.dir().join(THRESHOLD_FILE), "101\n").unwrap();
+        fs::write(knobs.dir().join(INTERVAL_FILE), "fast").unwrap();
+        assert_eq!(
+            knobs.refresh(),
+            KnobValues {
+                threshold: 40,
+                interval_ms: 250
+            }
+        );
+
+        fs::write(knobs.dir().join(THRESHOLD_FILE), "0\n").unwrap();
+        assert_eq!(knobs.refresh().threshold, 0);
+        assert!(!knobs.values.enabled());
+        fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,361 @@
+//! Real-time mode: the same engine and workloads, paced against the wall clock, looping
+//! forever. For the live view (`nodescope top` wraps [`LiveSim`] as a source) and for a
+//! controller that writes the knob files while it runs.
+//!
+//! The scenario runs on its own thread, in lockstep with [`LiveSim::poll`]: each poll hands the
+//! thread a new limit of virtual time (the wall time elapsed since the first poll, times
+//! `speed`), the thread runs everything due up to that limit and hands back the events and a
+//! snapshot. Given the same seed and the same sequence of poll times, the events are the same.
+//! Event timestamps are CLOCK_MONOTONIC-based, like the kernel's.
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        mpsc::{self, Receiver, Sender},
+        Arc,
+    },
+    thread::JoinHandle,
+    time::Instant,
+};
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use tracer_common::Event;
+
+use crate::{
+    engine::{Engine, EngineOptions, Pacer, Pressure, Snapshot},
+    events::DEFAULT_DEV,
+    knobs::{KnobDir, Knobs},
+    nodes::NodeSet,
+    rng::Rng,
+    scenario::{
+        android::{AndroidParams, Trial},
+        vm_replay::{self, GuestTasks, VmReplayParams},
+        ScenarioName,
+    },
+};
+
+/// The device directory name under the knob root (`<root>/vdb/node_compress_*`), matching
+/// the simulated device number 254:16.
+pub const DEV_NAME: &str = "vdb";
+
+struct Batch {
+    events: Vec<Event>,
+    snapshot: Snapshot,
+}
+
+/// Hands the engine's output to the poller and waits for the next limit.
+struct ChannelPacer {
+    limits: Receiver<u64>,
+    batches: Sender<Batch>,
+}
+
+impl Pacer for ChannelPacer {
+    fn wait_for_more(&mut self, engine: &mut Engine) -> Result<u64> {
+        let mut events = Vec::new();
+        engine.drain_events(&mut events);
+        let batch = Batch {
+            events,
+            snapshot: engine.snapshot(),
+        };
+        self.batches
+            .send(batch)
+            .map_err(|_| anyhow!("live simulator stopped"))?;
+        self.limits
+            .recv()
+            .map_err(|_| anyhow!("live simulator stopped"))
+    }
+}
+
+pub struct LiveSim {
+    scenario: ScenarioName,
+    knob_dir: PathBuf,
+    limits: Option<Sender<u64>>,
+    batches: Receiver<Batch>,
+    thread: Option<JoinHandle<Result<()>>>,
+    started: Option<Instant>,
+    speed: f64,
+    monotonic_base_ns: u64,
+    snapshot: Snapshot,
+    limit: u64,
+    /// Events from before the first poll (the mount).
+    pending: Vec<Event>,
+}
+
+impl LiveSim {
+    /// Start `scenario` in real time with its knobs in `<knob_root>/vdb/` (created with the
+    /// defaults when absent). Builds the scenario's image first when needed.
+    pub fn new(scenario: ScenarioName, knob_root: &Path, seed: u64) -> Result<LiveSim> {
+        let knobs = KnobDir::open(knob_root, DEV_NAME)?;
+        let knob_dir = knobs.dir().to_path_buf();
+        let nodes = match scenario {
+            ScenarioName::VmReplay => vm_replay::rfc_nodes()?,
+            ScenarioName::AndroidLaunch => {
+                NodeSet::for_manifest(&AndroidParams::default().fileset.manifest())?
+            }
+        };
+        let (limit_tx, limit_rx) = mpsc::channel();
+        let (batch_tx, batch_rx) = mpsc::channel();
+        let options = EngineOptions {
+            dev: DEFAULT_DEV,
+            record_events: true,
+            sample_every_ns: 1_000_000_000,
+        };
+        let mut engine = Engine::new(nodes, Knobs::Dir(knobs), options);
+        let snapshot = engine.snapshot();
+        engine.set_pacer(
+            Box::new(ChannelPacer {
+                limits: limit_rx,
+                batches: batch_tx,
+            }),
+            0,
+        );
+        let thread = std::thread::Builder::new()
+            .name(format!("sim-{scenario}"))
+            .spawn(move || run_forever(scenario, engine, seed))
+            .context("starting the simulator thread")?;
+        let mut live = LiveSim {
+            scenario,
+            knob_dir,
+            limits: Some(limit_tx),
+            batches: batch_rx,
+            thread: Some(thread),
+            started: None,
+            speed: 1.0,
+            monotonic_base_ns: monotonic_ns(),
+            snapshot,
+            limit: 0,
+            pending: Vec::new(),
+        };
+        // The thread stops at its first handoff (virtual time 0); from then on every poll
+        // gets the batch of the limit it sent.
+        let Ok(first) = live.batches.recv() else {
+            return Err(live.failure());
+        };
+        let mut pending = Vec::new();
+        live.accept(first, &mut pending);
+        live.pending = pending;
+        Ok(live)
+    }
+
+    fn accept(&mut self, batch: Batch, out: &mut Vec<Event>) {
+        let base = self.monotonic_base_ns;
+        out.extend(batch.events.into_iter().map(|mut e| {
+            e.ts_ns += base;
+            e
+        }));
+        self.snapshot = batch.snapshot;
+    }
+
+    /// Run `speed` virtual seconds per wall second (1.0 = real time).
+    pub fn with_speed(mut self, speed: f64) -> LiveSim {
+        self.speed = speed.max(0.0);
+        self
+    }
+
+    pub fn scenario(&self) -> ScenarioName {
+        self.scenario
+    }
+
+    /// The directory holding `node_compress_threshold` and `node_compress_interval`.
+    pub fn knob_dir(&self) -> &Path {
+        &self.knob_dir
+    }
+
+    /// The simulation's current time in the clock of its events' `ts_ns` (CLOCK_MONOTONIC at
+    /// the start plus the virtual time reached by the last poll).
+    pub fn now_ns(&self) -> u64 {
+        self.monotonic_base_ns + self.snapshot.ts_ns.max(self.limit)
+    }
+
+    /// Gauges as of the last poll: pressure, memory, queues, slots, knobs, counters.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// Advance the simulation to `now` (wall clock; the first poll starts the clock) and append
+    /// the events that happened, in time order.
+    pub fn poll(&mut self, now: Instant, out: &mut Vec<Event>) -> Result<()> {
+        let started = *self.started.get_or_insert(now);
+        out.append(&mut self.pending);
+        let target = (now.saturating_duration_since(started).as_nanos() as f64 * self.speed) as u64;
+        if target <= self.limit && self.limit > 0 {
+            return Ok(());
+        }
+        self.limit = target.max(1);
+        let sender = self.limits.as_ref().context("live simulator stopped")?;
+        if sender.send(self.limit).is_err() {
+            return Err(self.failure());
+        }
+        let Ok(batch) = self.batches.recv() else {
+            return Err(self.failure());
+        };
+        self.accept(batch, out);
+        Ok(())
+    }
+
+    /// Why the simulator thread ended.
+    fn failure(&mut self) -> anyhow::Error {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(Err(e))) => e.context("live simulator failed"),
+            Some(Err(_)) => anyhow!("live simulator thread panicked"),
+            _ => anyhow!("live simulator stopped"),
+        }
+    }
+}
+
+impl Drop for LiveSim {
+    fn drop(&mut self) {
+        // Closing the channel makes the thread's next wait fail, and it returns.
+        self.limits.take();
+        while self.batches.try_recv().is_ok() {}
+        if let Some(thread) = self.thread.take() {
+            drop(self.batches.try_recv());
+            let _ = thread.join();
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer; CLOCK_MONOTONIC
+    // exists on every Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The scenario, looped until the poller goes away (then `advance_to` fails and we return).
+fn run_forever(scenario: ScenarioName, engine: Engine, seed: u64) -> Result<()> {
+    let outcome = match scenario {
+        ScenarioName::VmReplay => loop_vm_replay(engine, seed),
+        ScenarioName::AndroidLaunch => loop_android(engine, seed),
+    };
+    match outcome {
+        Err(e) if e.to_string().contains("live simulator stopped") => Ok(()),
+        other => other,
+    }
+}
+
+/// Mount and create the file set once; then forever: let the worker run, hold the 3 MiB
+/// budget for a while, release, replay every file, pause.
+fn loop_vm_replay(mut engine: Engine, seed: u64) -> Result<()> {
+    const SECOND: u64 = 1_000_000_000;
+    let params = VmReplayParams::default();
+    let manifest = params.fileset.manifest();
+    let nodes: Arc<NodeSet> = engine.nodes().clone();
+    let tasks = GuestTasks::default();
+    let mut rng = Rng::new(seed);
+    vm_replay::mount(&mut engine, &tasks)?;
+    vm_replay::populate(&mut engine, &manifest, &tasks, &mut rng)?;
+    for round in 0u32.. {
+        engine.advance_by(20 * SECOND)?;
+        engine.set_pressure(Pressure::Budget {
+            bytes: params.budget_bytes,
+        });
+        engine.advance_by(5 * SECOND)?;
+        engine.set_pressure(Pressure::None);
+        let first_pid = 2000 + (round % 100) * params.fileset.dirs;
+        vm_replay::replay(&mut engine, &params.fileset, &nodes, first_pid, &mut rng)?;
+        engine.advance_by(5 * SECOND)?;
+    }
+    bail!("unreachable")
+}
+
+/// Boot and a seed pass; then forever: pressure, release, a launch pass.
+fn loop_android(engine: Engine, seed: u64) -> Result<()> {
+    let params = AndroidParams::default();
+    let mut trial = Trial::from_engine(&params, engine, seed)?;
+    trial.boot()?;
+    trial.launch_pass()?;
+    loop {
+        trial.idle(params.normalise_s * 1_000_000_000)?;
+        trial.pressure()?;
+        trial.launch_pass()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tracer_common::EventKind;
+
+    use super::*;
+
+    fn knob_root(name: &str) -> PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("nodescope-live-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        root
+    }
+
+    fn run(sim: &mut LiveSim, start: Instant, seconds: &[u64]) -> Vec<Event> {
+        let mut out = Vec::new();
+        for s in seconds {
+            sim.poll(start + Duration::from_secs(*s), &mut out).unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn live_vm_replay_follows_the_knob_files_and_is_deterministic() {
+        let root = knob_root("vm");
+        let mut sim = LiveSim::new(ScenarioName::VmReplay, &root, 5).unwrap();
+        let start = Instant::now();
+        let events = run(&mut sim, start, &[0, 1, 2, 3, 20]);
+        assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+        let converts = events
+            .iter()
+            .filter(|e| e.kind == EventKind::Convert as u8)
+            .count();
+        let second_chances = events
+            .iter()
+            .filter(|e| e.kind == EventKind::SecondChance as u8)
+            .count();
+        // Every created node is REFERENCED: the first passes only give second chances.
+        assert!(
+            second_chances >= 16_676 && converts > 0,
+            "{second_chances} {converts}"
+        );
+        assert!(events.iter().all(|e| e.dev == DEFAULT_DEV));
+        assert_eq!(
+            sim.snapshot().knobs.threshold,
+            crate::knobs::DEFAULT_THRESHOLD
+        );
+
+        // The controller writes the knobs; a bad value is rejected, a good one taken.
+        std::fs::write(sim.knob_dir().join("node_compress_interval"), "50\n").unwrap();
+        std::fs::write(sim.knob_dir().join("node_compress_threshold"), "0\n").unwrap();
+        let later = run(&mut sim, start, &[21, 23]);
+        assert_eq!(sim.snapshot().knobs.threshold, 0);
+        assert_eq!(sim.snapshot().knobs.interval_ms, 1000);
+        let last_second = 22 * 1_000_000_000;
+        assert!(later
+            .iter()
+            .filter(|e| e.ts_ns - sim.monotonic_base_ns > last_second)
+            .all(|e| e.kind != EventKind::Convert as u8));
+
+        // Same seed, same polls: same events (timestamps relative to each start).
+        let mut twin = LiveSim::new(ScenarioName::VmReplay, &knob_root("vm-twin"), 5).unwrap();
+        let twin_events = run(&mut twin, start, &[0, 1, 2, 3, 20]);
+        let strip = |events: &[Event], base: u64| -> Vec<Event> {
+            events
+                .iter()
+                .map(|e| Event {
+                    ts_ns: e.ts_ns - base,
+                    ..*e
+                })
+                .collect()
+        };
+        assert_eq!(
+            strip(&events, sim.monotonic_base_ns),
+            strip(&twin_events, twin.monotonic_base_ns)
+        );
+        drop(sim);
+        drop(twin);
+    }
+}
