@@ -1,6 +1,8 @@
 //! Event emission. Every event the simulator emits goes through [`Emitter`], which calls the
 //! matching uprobe hook (`hooks.rs`) with the documented arguments and records a
 //! `tracer_common::Event` stamped with the virtual clock and the current simulated task.
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tracer_common::{Event, EventKind, COMM_LEN, FLAG_READAHEAD};
 
 use crate::hooks;
@@ -43,6 +45,16 @@ impl Task {
 /// virtio disk's second device ("vdb").
 pub const DEFAULT_DEV: u32 = (254 << 20) | 16;
 
+/// Events emitted per kind (index = `EventKind as usize`) by every engine in this process,
+/// recorded or not: the simulator's own count, which `nodescope sim --via-bpf` sets beside what
+/// eBPF saw of the same run.
+pub static EMITTED: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+
+/// A copy of [`EMITTED`].
+pub fn emitted() -> [u64; 16] {
+    std::array::from_fn(|kind| EMITTED[kind].load(Ordering::Relaxed))
+}
+
 /// Builds events, calls hooks, keeps them when recording.
 pub struct Emitter {
     pub dev: u32,
@@ -73,6 +85,7 @@ impl Emitter {
     }
 
     fn push(&mut self, kind: EventKind, nid: u32, fill: impl FnOnce(&mut Event)) {
+        EMITTED[kind as usize].fetch_add(1, Ordering::Relaxed);
         if !self.record {
             return;
         }

@@ -5,30 +5,34 @@
 //!
 //! When nothing is attached each call costs a plain function call: the bodies only pass their
 //! arguments through `black_box`, which keeps the call (and the symbol) from being optimised
-//! away. Argument order is part of the contract with `probes/sim.toml`: do not reorder.
+//! away. Each body also passes its own event kind, so no two hooks compile to the same code:
+//! otherwise the optimiser may fold them into one function, and a uprobe on one hook would fire
+//! for all of them. Argument order is part of the contract with `probes/sim.toml`: do not reorder.
 use std::ffi::c_void;
 
 use core::hint::black_box;
+
+use tracer_common::EventKind;
 
 /// A raw entry was converted: `slot_bytes` is 256, 512 or 1024.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn nodescope_sim_convert(dev: u32, nid: u32, clen: u32, slot_bytes: u32) {
-    black_box((dev, nid, clen, slot_bytes));
+    black_box((EventKind::Convert as u8, dev, nid, clen, slot_bytes));
 }
 
 /// The compressed result was over the threshold or the 1024-byte limit: not retained.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn nodescope_sim_convert_reject(dev: u32, nid: u32, clen: u32) {
-    black_box((dev, nid, clen));
+    black_box((EventKind::ConvertReject as u8, dev, nid, clen));
 }
 
 /// An access raced the conversion; the new compressed object was discarded.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn nodescope_sim_convert_abort(dev: u32, nid: u32) {
-    black_box((dev, nid));
+    black_box((EventKind::ConvertAbort as u8, dev, nid));
 }
 
 /// Restore work done by the simulator inside `nodescope_sim_restore`; returns 0 on success.
@@ -47,7 +51,7 @@ pub extern "C" fn nodescope_sim_restore(
     work: RestoreWork,
     ctx: *mut c_void,
 ) -> i32 {
-    black_box((dev, nid, clen, slot_bytes));
+    black_box((EventKind::Restore as u8, dev, nid, clen, slot_bytes));
     black_box(work(ctx))
 }
 
@@ -55,35 +59,35 @@ pub extern "C" fn nodescope_sim_restore(
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn nodescope_sim_restore_fail(dev: u32, nid: u32, reason: u32) {
-    black_box((dev, nid, reason));
+    black_box((EventKind::RestoreFail as u8, dev, nid, reason));
 }
 
 /// The raw buffer allocation failed: the compressed copy was kept.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn nodescope_sim_restore_nomem(dev: u32, nid: u32) {
-    black_box((dev, nid));
+    black_box((EventKind::RestoreNomem as u8, dev, nid));
 }
 
 /// The shrinker reclaimed an entry from `queue` (tracer_common::QUEUE_*).
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn nodescope_sim_reclaim(dev: u32, nid: u32, queue: u32) {
-    black_box((dev, nid, queue));
+    black_box((EventKind::Reclaim as u8, dev, nid, queue));
 }
 
 /// A REFERENCED entry got its second chance; `by` = tracer_common::SECOND_CHANCE_BY_*.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn nodescope_sim_second_chance(dev: u32, nid: u32, queue: u32, by: u32) {
-    black_box((dev, nid, queue, by));
+    black_box((EventKind::SecondChance as u8, dev, nid, queue, by));
 }
 
 /// A node block was read from the simulated disk (FS_NODE_READ_IO); `readahead` is 0 or 1.
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn nodescope_sim_node_read(dev: u32, nid: u32, readahead: u32) {
-    black_box((dev, nid, readahead));
+    black_box((EventKind::NodeRead as u8, dev, nid, readahead));
 }
 
 /// Every hook's name and address. Calling this from the code that attaches the probes keeps

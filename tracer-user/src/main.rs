@@ -45,9 +45,16 @@ enum Command {
     Sim(cmd::sim::SimArgs),
 }
 
-fn main() -> Result<()> {
+fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    let cli = Cli::parse();
+    // Errors are for people: the message and its causes, never a backtrace.
+    if let Err(err) = run(Cli::parse()) {
+        eprintln!("nodescope: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Probe(args) => cmd::probe::run(args),
         Command::Top(args) => cmd::top::run(args),

@@ -50,9 +50,13 @@ impl Observation {
     }
 }
 
-/// Attach the simulator manifest's probes to this process, run `work` (which reports each event
-/// it emits to the sink it is given), and return its result with the per-kind comparison.
-pub fn observe<R>(work: impl FnOnce(&mut dyn FnMut(&Event)) -> R) -> Result<(R, Observation)> {
+/// Attach the simulator manifest's probes to this process, run `work`, and return its result
+/// with the per-kind comparison. `emitted` gives the work's own per-kind counts (index =
+/// `EventKind as usize`); it is read before and after.
+pub fn observe<R>(
+    work: impl FnOnce() -> R,
+    emitted: impl Fn() -> [u64; 16],
+) -> Result<(R, Observation)> {
     let mut ebpf = load(RING_BYTES)?;
     let _logger = init_logger(&mut ebpf);
     let manifest = Manifest::parse("sim.toml (built in)", SIM_MANIFEST)?;
@@ -68,25 +72,18 @@ pub fn observe<R>(work: impl FnOnce(&mut dyn FnMut(&Event)) -> R) -> Result<(R, 
     );
     let ring = RingBuf::try_from(ebpf.take_map("EVENTS").context("EVENTS map missing")?)?;
     let reader = RingReader::start(ring);
-
-    let mut sim_counts: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let result = work(&mut |event: &Event| {
-        if let Some(kind) = event.kind() {
-            *sim_counts.entry(kind.name()).or_default() += 1;
-        }
-    });
+    let before = emitted();
+    let result = work();
+    let after = emitted();
     let bpf_counts = reader.finish()?;
     let kernel_counts = rfc::kernel_counts(&ebpf)?;
     let drops = dropped(&ebpf)?;
+    let sim_counts: BTreeMap<&'static str, u64> = EventKind::ALL
+        .iter()
+        .map(|kind| (kind.name(), after[*kind as usize] - before[*kind as usize]))
+        .collect();
     let via_bpf = compare(&manifest, &sim_counts, &bpf_counts, &kernel_counts);
-    Ok((
-        result,
-        Observation {
-            via_bpf,
-            drops,
-            probes,
-        },
-    ))
+    Ok((result, Observation { via_bpf, drops, probes }))
 }
 
 fn compare(
@@ -175,13 +172,6 @@ mod tests {
     fn is_root() -> bool {
         // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() == 0 }
-    }
-
-    fn event(kind: EventKind) -> Event {
-        Event {
-            kind: kind as u8,
-            ..Event::ZERO
-        }
     }
 
     extern "C" fn restore_ok(_ctx: *mut c_void) -> i32 {

@@ -164,11 +164,3 @@ pub fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
     Ok(out)
 }
 
-/// Which of a manifest's symbols this kernel has (for `nodescope probe`).
-pub fn symbols_present(manifest: &Manifest, kallsyms: &HashSet<String>) -> Vec<(String, bool)> {
-    manifest
-        .probes
-        .iter()
-        .map(|probe| (probe.symbol.clone(), kallsyms.contains(&probe.symbol)))
-        .collect()
-}

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::{
     bpf::{
+        f2fs,
         manifest::{Manifest, DEFAULT_KERNEL_MANIFEST},
         rfc,
         selftest::{self, SelfTest},
@@ -59,6 +60,8 @@ pub struct ProbeReport {
     pub f2fs_tracepoints: Vec<String>,
     pub f2fs_devices: Vec<F2fsDevice>,
     pub rfc_probes: RfcProbes,
+    /// Which F2FS probes `stream` and `top` would attach here, and why not the others.
+    pub f2fs_plan: f2fs::Plan,
     /// What is missing, in words, with what it prevents.
     pub missing: Vec<String>,
 }
@@ -104,6 +107,7 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
         f2fs_tracepoints: system::f2fs_tracepoints(tracefs.as_deref()),
         f2fs_devices: system::f2fs_devices(Path::new("/sys/fs/f2fs")),
         rfc_probes: rfc_probes(manifest)?,
+        f2fs_plan: f2fs::plan_this_kernel(None),
         missing,
     };
     Ok(with_feature_gaps(report))
@@ -180,6 +184,10 @@ fn with_feature_gaps(mut report: ProbeReport) -> ProbeReport {
             report.missing.push(what.to_string());
         }
     }
+    if report.f2fs {
+        let plan_gaps = report.f2fs_plan.missing();
+        report.missing.extend(plan_gaps.into_iter().map(|m| format!("F2FS probes: {m}")));
+    }
     if report.f2fs && report.f2fs_tracepoints.is_empty() {
         report
             .missing
@@ -240,6 +248,7 @@ pub fn render_table(report: &ProbeReport) -> String {
     for (name, value) in rows {
         let _ = writeln!(out, "{name:<18} {value}");
     }
+    let _ = write!(out, "\nF2FS probe plan:\n{}", report.f2fs_plan.render());
     if !report.missing.is_empty() {
         let _ = writeln!(out, "\nmissing:");
         for line in &report.missing {

@@ -35,13 +35,26 @@ pub struct SimArgs {
     /// Run once with this node_compress_interval (ms) and print the totals.
     #[arg(long, value_name = "MS")]
     interval: Option<String>,
+    /// Observe the run only through eBPF (uprobes on the simulator's hooks, root) and report,
+    /// per event kind, what eBPF saw next to what the simulator emitted.
+    #[arg(long)]
+    via_bpf: bool,
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
     let scenario: ScenarioName = args.scenario.parse()?;
+    if args.via_bpf {
+        return run_via_bpf(scenario, &args);
+    }
     if args.threshold.is_some() || args.interval.is_some() {
         return run_with_knobs(scenario, &args);
     }
+    println!("{}", scenario_output(scenario, &args)?);
+    Ok(())
+}
+
+/// The scenario's RFC-style comparison, as JSON or a table.
+fn scenario_output(scenario: ScenarioName, args: &SimArgs) -> Result<String> {
     let output = match scenario {
         ScenarioName::VmReplay => {
             let report = vm_replay::compare(&Default::default(), args.seed)?;
@@ -60,7 +73,35 @@ pub fn run(args: SimArgs) -> Result<()> {
             }
         }
     };
-    println!("{output}");
+    Ok(output)
+}
+
+/// Run the scenario while eBPF watches the simulator's hooks; print the comparison. Exits
+/// non-zero when a count differs or events were lost.
+fn run_via_bpf(scenario: ScenarioName, args: &SimArgs) -> Result<()> {
+    let (output, observation) =
+        crate::bpf::observe::observe(|| scenario_output(scenario, args), sim::events::emitted)
+            .context("observing the simulator through eBPF (needs root and uprobes)")?;
+    let output = output?;
+    if args.json {
+        let mut value: serde_json::Value = serde_json::from_str(&output)?;
+        value["via_bpf"] = serde_json::to_value(&observation.via_bpf)?;
+        value["drops"] = observation.drops.into();
+        value["probes"] = serde_json::to_value(&observation.probes)?;
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{output}");
+        println!("\nseen through eBPF (uprobes on the simulator's hooks):");
+        println!("{:<16} {:>10} {:>10} {:>10}", "kind", "bpf", "kernel", "sim");
+        for (kind, counts) in &observation.via_bpf {
+            println!("{kind:<16} {:>10} {:>10} {:>10}", counts.bpf, counts.kernel, counts.sim);
+        }
+        println!("drops {}", observation.drops);
+    }
+    anyhow::ensure!(
+        observation.all_equal(),
+        "eBPF and the simulator disagree (see via_bpf), or events were lost"
+    );
     Ok(())
 }
 

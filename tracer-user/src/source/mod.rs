@@ -6,8 +6,10 @@
 pub mod bpf;
 pub mod open;
 pub mod replay;
+pub mod sim;
 
 use std::{future::Future, pin::Pin};
+
 
 use anyhow::Result;
 use tracer_common::Event;
@@ -49,4 +51,14 @@ pub trait Source: Send {
     /// eBPF, the virtual clock for the simulator, the last event read for a replay). The model
     /// closes its windows by this clock, so live runs and replays cut the same windows.
     fn now_ns(&self) -> u64;
+
+    /// The memory budget the cache is held to, when the source knows it (the simulator).
+    fn budget_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// Where this source's knob files live (`<root>/<dev>/node_compress_*`), when it has any.
+    fn knob_root(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }

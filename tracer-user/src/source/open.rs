@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 
-use super::{bpf::BpfSource, replay::ReplaySource, Source};
+use super::{bpf::BpfSource, replay::ReplaySource, sim::SimSource, Source};
 use crate::{
     bpf::f2fs,
     system::{self, Privileges},
@@ -111,6 +111,6 @@ fn open_bpf() -> Result<Box<dyn Source>> {
 }
 
 fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {
-    let _ = args;
-    bail!("the simulator source is not wired yet")
+    let source = SimSource::start(&args.scenario, args.seed, args.sysfs_root.clone(), args.speed)?;
+    Ok(Box::new(source))
 }

@@ -1,0 +1,85 @@
+//! The simulator as a source: `sim::live::LiveSim` paced against the wall clock, its knobs in
+//! a directory that `nodescope tune --sysfs-root` (or a person) can write while it runs.
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context as _, Result};
+use sim::{engine::Pressure, live::LiveSim, scenario::ScenarioName};
+use tracer_common::Event;
+
+use super::{BatchFuture, Source, SourceInfo, SourceKind};
+
+/// How often the simulator is advanced: the live view refreshes faster than its windows.
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
+pub struct SimSource {
+    sim: LiveSim,
+    scenario: ScenarioName,
+    knob_root: PathBuf,
+}
+
+impl SimSource {
+    /// Start `scenario` with its knobs under `knob_root` (default: a per-user directory).
+    pub fn start(scenario: &str, seed: u64, knob_root: Option<PathBuf>, speed: f64) -> Result<SimSource> {
+        let scenario: ScenarioName = scenario.parse()?;
+        let knob_root = match knob_root {
+            Some(root) => root,
+            None => default_knob_root()?,
+        };
+        let sim = LiveSim::new(scenario, &knob_root, seed)
+            .with_context(|| format!("starting the {scenario} simulator"))?
+            .with_speed(speed);
+        Ok(SimSource { sim, scenario, knob_root })
+    }
+
+    /// The directory holding `<dev>/node_compress_threshold` and `node_compress_interval`.
+    pub fn knob_root(&self) -> &std::path::Path {
+        &self.knob_root
+    }
+
+    async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        tokio::time::sleep(POLL_EVERY).await;
+        self.sim.poll(std::time::Instant::now(), out)?;
+        Ok(true)
+    }
+}
+
+/// `$XDG_RUNTIME_DIR/nodescope-sim`, else `/tmp/nodescope-sim-<uid>`.
+fn default_knob_root() -> Result<PathBuf> {
+    let root = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) => PathBuf::from(dir).join("nodescope-sim"),
+        // SAFETY: geteuid has no preconditions.
+        None => PathBuf::from(format!("/tmp/nodescope-sim-{}", unsafe { libc::geteuid() })),
+    };
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    Ok(root)
+}
+
+impl Source for SimSource {
+    fn info(&self) -> SourceInfo {
+        SourceInfo {
+            kind: SourceKind::Sim,
+            kernel: "simulator".into(),
+            devices: vec![sim::live::DEV_NAME.into()],
+            detail: format!("scenario {} (knobs in {})", self.scenario, self.knob_root.display()),
+        }
+    }
+
+    fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a> {
+        Box::pin(self.fill(out))
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.sim.now_ns()
+    }
+
+    fn budget_bytes(&self) -> Option<u64> {
+        match self.sim.snapshot().pressure {
+            Pressure::Budget { bytes } => Some(bytes),
+            _ => None,
+        }
+    }
+
+    fn knob_root(&self) -> Option<PathBuf> {
+        Some(self.knob_root.clone())
+    }
+}
