@@ -5,16 +5,12 @@
 //! knobs. See docs/ARCHITECTURE.md.
 mod bpf;
 mod cmd;
+mod jsonline;
 mod knobs;
-#[allow(dead_code)]
 mod metrics;
-#[allow(dead_code)]
 mod model;
-// The first sources arrive with issues #3 and #4; until then nothing reads the trait.
-#[allow(dead_code)]
 mod source;
 mod system;
-#[allow(dead_code)]
 mod tui;
 
 use anyhow::Result;

@@ -84,6 +84,11 @@ pub struct App {
     cache: Vec<u32>,
 }
 
+/// The app's uid: app ids from 10050 on, spaced as installs over time would leave them.
+fn app_uid(index: usize) -> u32 {
+    10_000 + index as u32 * 7 + 50
+}
+
 /// Android names an app's main thread after the end of its package name.
 pub fn app_comm(package: &str) -> &str {
     &package[package.len().saturating_sub(15)..]
@@ -116,7 +121,7 @@ impl App {
         let cold_files = all_files.split_off(split);
         App {
             package,
-            uid: 10_000 + index as u32 * 7 + 50,
+            uid: app_uid(index),
             code: nids_under(nodes, files, &code_dir, true),
             databases: nids_under(nodes, files, &format!("{data_dir}databases/"), true),
             prefs: nids_under(nodes, files, &format!("{data_dir}shared_prefs/"), false),
@@ -400,4 +405,17 @@ pub fn compare(params: &AndroidParams, seed: u64) -> Result<AndroidReport> {
         off,
         on,
     })
+}
+
+/// The simulated phone's /data/system/packages.list: the apps' packages and uids, so views
+/// name them as they would on a phone.
+pub fn packages_list() -> String {
+    APP_PACKAGES
+        .iter()
+        .enumerate()
+        .map(|(index, package)| {
+            let uid = app_uid(index);
+            format!("{package} {uid} 0 /data/user/0/{package} default:targetSdkVersion=34 3003 0 1\n")
+        })
+        .collect()
 }

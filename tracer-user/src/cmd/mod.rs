@@ -4,5 +4,6 @@ pub mod record;
 pub mod report;
 pub mod sim;
 pub mod stream;
+pub mod stream_model;
 pub mod top;
 pub mod tune;

@@ -84,10 +84,6 @@ fn default_manifest() -> Result<Manifest> {
     Manifest::parse("rfc-kernel.toml (built in)", DEFAULT_KERNEL_MANIFEST)
 }
 
-pub fn collect() -> Result<ProbeReport> {
-    collect_with(&default_manifest()?)
-}
-
 fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
     let privileges = Privileges::current()?;
     let mut missing = Vec::new();
@@ -186,7 +182,9 @@ fn with_feature_gaps(mut report: ProbeReport) -> ProbeReport {
     }
     if report.f2fs {
         let plan_gaps = report.f2fs_plan.missing();
-        report.missing.extend(plan_gaps.into_iter().map(|m| format!("F2FS probes: {m}")));
+        report
+            .missing
+            .extend(plan_gaps.into_iter().map(|m| format!("F2FS probes: {m}")));
     }
     if report.f2fs && report.f2fs_tracepoints.is_empty() {
         report

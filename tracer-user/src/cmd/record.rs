@@ -10,9 +10,9 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
     knobs::{KnobFiles, KnobValues},
-    model::{Model, ModelConfig},
+    model::{Model, ModelConfig, Packages},
     source::{
-        open::{open, SourceArgs},
+        open::{open, SourceArgs, SourceChoice},
         Source,
     },
 };
@@ -30,7 +30,8 @@ pub struct RecordArgs {
     /// Window length the recording announces for replays, in seconds.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
-    /// Print the live model's totals as JSON when done (what `report --json` must match).
+    /// While recording, print the live model's per-window JSON lines (those `stream --json`
+    /// prints), then a last line with the totals (what `report --json` must match).
     #[arg(long)]
     json: bool,
 }
@@ -45,7 +46,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
 }
 
 async fn record(args: RecordArgs) -> Result<()> {
-    let opened = open(&args.source)?;
+    let opened = open(&args.source, SourceChoice::Auto)?;
     if let Some(banner) = &opened.banner {
         eprintln!("{banner}");
     }
@@ -57,22 +58,27 @@ async fn record(args: RecordArgs) -> Result<()> {
     let file = std::fs::File::create(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let mut writer = Writer::new(BufWriter::new(file), &header)?;
+    let packages = Packages::from_file_or(None, source.packages_list())?;
     let mut model = Model::new(ModelConfig {
         window_ns,
+        packages,
         ..ModelConfig::default()
     });
     model.start_at(origin);
     let end_ns = args.duration.map(|d| origin + (d * 1e9) as u64);
+    let lines = args.json.then_some(origin);
     let stop = capture(
         &mut *source,
         &mut writer,
         &mut model,
         knobs.as_ref(),
         end_ns,
+        lines,
     )
     .await?;
     let finished_at = end_ns.unwrap_or_else(|| source.now_ns());
     model.advance_to(finished_at);
+    print_closed(&mut model, lines);
     let bytes = writer.bytes_written();
     let (_, footer) = writer.finish(finished_at)?;
     eprintln!(
@@ -115,6 +121,7 @@ fn header(source: &dyn Source, origin: u64, window_ns: u64, knobs: Option<&KnobF
         interval_ms: values.interval_ms,
         clock_origin_ns: origin,
         window_ns,
+        packages_list: source.packages_list(),
         started_unix: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
@@ -129,6 +136,7 @@ async fn capture<W: std::io::Write>(
     model: &mut Model,
     knobs: Option<&KnobFiles>,
     end_ns: Option<u64>,
+    lines: Option<u64>,
 ) -> Result<&'static str> {
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -156,9 +164,21 @@ async fn capture<W: std::io::Write>(
                     return Ok("duration reached");
                 }
                 note_knob_change(writer, knobs, &mut last_knobs, now)?;
+                model.advance_to(now.min(end_ns.unwrap_or(u64::MAX)));
+                print_closed(model, lines);
             }
             _ = sigterm.recv() => return Ok("SIGTERM"),
             _ = sigint.recv() => return Ok("interrupted"),
+        }
+    }
+}
+
+/// Print the windows the model closed, when lines were asked for (`lines` = window origin).
+fn print_closed(model: &mut Model, lines: Option<u64>) {
+    let closed = model.take_closed();
+    if let Some(origin) = lines {
+        for window in &closed {
+            println!("{}", crate::jsonline::window_line(window, origin));
         }
     }
 }

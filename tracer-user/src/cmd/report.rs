@@ -58,14 +58,10 @@ pub struct TimeRange {
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
-    let packages = match &args.packages {
-        Some(path) => Packages::load(path)?,
-        None => Packages::default(),
-    };
     let bytes =
         std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let report =
-        build(&bytes, packages).map_err(|err| anyhow::anyhow!("{}: {err}", args.file.display()))?;
+    let report = build(&bytes, args.packages.as_deref())
+        .with_context(|| format!("reading {}", args.file.display()))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -81,12 +77,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
 }
 
 /// Build the report from a recording's bytes. Only an unreadable header is an error.
-pub fn build(
-    bytes: &[u8],
-    packages: Packages,
-) -> Result<Report, nodescope::record::reader::Damage> {
+pub fn build(bytes: &[u8], packages_file: Option<&std::path::Path>) -> Result<Report> {
     let contents = read_all(bytes)?;
     let header = contents.header.clone();
+    let packages = Packages::from_file_or(packages_file, header.packages_list.clone())?;
     let mut model = Model::new(ModelConfig {
         window_ns: header.window_ns.max(1),
         idle_windows: u64::MAX, // a report keeps every process

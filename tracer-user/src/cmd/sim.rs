@@ -92,9 +92,15 @@ fn run_via_bpf(scenario: ScenarioName, args: &SimArgs) -> Result<()> {
     } else {
         println!("{output}");
         println!("\nseen through eBPF (uprobes on the simulator's hooks):");
-        println!("{:<16} {:>10} {:>10} {:>10}", "kind", "bpf", "kernel", "sim");
+        println!(
+            "{:<16} {:>10} {:>10} {:>10}",
+            "kind", "bpf", "kernel", "sim"
+        );
         for (kind, counts) in &observation.via_bpf {
-            println!("{kind:<16} {:>10} {:>10} {:>10}", counts.bpf, counts.kernel, counts.sim);
+            println!(
+                "{kind:<16} {:>10} {:>10} {:>10}",
+                counts.bpf, counts.kernel, counts.sim
+            );
         }
         println!("drops {}", observation.drops);
     }

@@ -18,6 +18,7 @@ use tracer_common::{TaskCounts, TaskKey};
 
 use crate::{
     bpf::f2fs::{self, KernelView, NodeReadVariant, Plan},
+    source::open::{SourceArgs, SourceChoice},
     source::{bpf::BpfSource, Source as _},
     system::{self, Privileges},
 };
@@ -39,12 +40,24 @@ pub struct StreamArgs {
     /// Print which probes would be used, and why not the others, then exit (loads nothing).
     #[arg(long)]
     plan: bool,
+    /// Also serve the model as OpenMetrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    openmetrics: Option<std::net::SocketAddr>,
+    /// Android packages.list, for uid -> app names.
+    #[arg(long, value_name = "FILE")]
+    packages: Option<std::path::PathBuf>,
+    /// The source: the kernel (bpf, the default), the simulator, or a recording.
+    #[command(flatten)]
+    source: SourceArgs,
 }
 
 pub fn run(args: StreamArgs) -> Result<()> {
     let positive = |seconds: f64| seconds.is_finite() && seconds > 0.0;
     if !positive(args.interval) || args.duration.is_some_and(|d| !positive(d)) {
         bail!("--interval and --duration must be positive numbers of seconds");
+    }
+    if !matches!(args.source.source, None | Some(SourceChoice::Bpf)) {
+        return crate::cmd::stream_model::run(&args_for_model(&args));
     }
     if args.plan {
         print!("{}", f2fs::plan_this_kernel(args.node_reads).render());
@@ -64,6 +77,17 @@ pub fn run(args: StreamArgs) -> Result<()> {
         .build()
         .context("starting the tokio runtime")?;
     runtime.block_on(stream(&args, &plan))
+}
+
+fn args_for_model(args: &StreamArgs) -> crate::cmd::stream_model::ModelStreamArgs {
+    crate::cmd::stream_model::ModelStreamArgs {
+        json: args.json,
+        interval: args.interval,
+        duration: args.duration,
+        openmetrics: args.openmetrics,
+        packages: args.packages.clone(),
+        source: args.source.clone(),
+    }
 }
 
 /// Everything that can be checked before loading anything, each failure naming what is missing.

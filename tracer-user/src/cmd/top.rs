@@ -1,19 +1,79 @@
-//! `nodescope top`: the live view. Until a source lands it shows what this machine can do.
-use anyhow::Result;
+//! `nodescope top`: the live view. Source `auto` uses eBPF when this kernel has F2FS and we may
+//! load programs, else the simulator in real time, and says so in the header.
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context as _, Result};
 use clap::Args;
 
-use super::probe;
+use crate::{
+    knobs::KnobFiles,
+    model::{Model, ModelConfig, Packages},
+    source::open::{open, SourceArgs, SourceChoice},
+    tui::{self, Refresh},
+};
 
 #[derive(Args)]
-pub struct TopArgs {}
+pub struct TopArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Window length in seconds (rates and sparklines are per window).
+    #[arg(long, default_value_t = 1.0)]
+    interval: f64,
+    /// Android packages.list, for uid -> app names.
+    #[arg(long, value_name = "FILE")]
+    packages: Option<PathBuf>,
+}
 
-pub fn run(_args: TopArgs) -> Result<()> {
-    let report = probe::collect()?;
-    print!("{}", probe::render_table(&report));
-    println!();
-    println!(
-        "nodescope top: no source yet. The live view (issue #6) will use eBPF when the kernel"
-    );
-    println!("has F2FS and the patch's probe points, and the simulator (issue #4) otherwise.");
-    Ok(())
+pub fn run(args: TopArgs) -> Result<()> {
+    anyhow::ensure!(args.interval > 0.0, "--interval must be positive");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(top(args))
+}
+
+async fn top(args: TopArgs) -> Result<()> {
+    let opened = open(&args.source, SourceChoice::Auto)?;
+    let source = opened.source;
+    let info = source.info();
+    let packages = Packages::from_file_or(args.packages.as_deref(), source.packages_list())?;
+    let mut model = Model::new(ModelConfig {
+        window_ns: (args.interval * 1e9) as u64,
+        packages,
+        ..ModelConfig::default()
+    });
+    model.settings.budget_bytes = source.budget_bytes();
+    let root = source
+        .knob_root()
+        .unwrap_or_else(|| PathBuf::from("/sys/fs/f2fs"));
+    let mut settings = KnobReader {
+        knobs: info.devices.first().map(|dev| KnobFiles::new(&root, dev)),
+    };
+    let banner = opened.banner;
+    tui::run(
+        source,
+        model,
+        banner,
+        &mut settings,
+        Duration::from_millis(250),
+    )
+    .await
+}
+
+/// Shows the knob values in the header, read from their files at every refresh.
+struct KnobReader {
+    knobs: Option<KnobFiles>,
+}
+
+impl Refresh for KnobReader {
+    fn refresh(&mut self, model: &mut Model) -> Result<()> {
+        if let Some(knobs) = &self.knobs {
+            let values = knobs.read();
+            model.settings.threshold = values.threshold;
+            model.settings.interval_ms = values.interval_ms;
+        }
+        Ok(())
+    }
 }

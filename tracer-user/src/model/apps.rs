@@ -43,6 +43,18 @@ impl Packages {
         Packages { by_app_id }
     }
 
+    /// The packages from `path` when given, else from `fallback` (the text a source brought),
+    /// else none.
+    pub fn from_file_or(path: Option<&Path>, fallback: Option<String>) -> Result<Packages> {
+        let packages = match (path, fallback) {
+            (Some(path), _) => Packages::load(path)?,
+            (None, Some(text)) => Packages::parse(&text),
+            (None, None) => return Ok(Packages::default()),
+        };
+        log::debug!("{} apps in packages.list", packages.len());
+        Ok(packages)
+    }
+
     pub fn len(&self) -> usize {
         self.by_app_id.len()
     }

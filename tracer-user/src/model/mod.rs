@@ -225,10 +225,6 @@ impl Model {
         }
     }
 
-    pub fn origin_ns(&self) -> Option<u64> {
-        self.origin_ns
-    }
-
     fn window_end(&self, index: u64) -> u64 {
         self.origin_ns.unwrap_or(0) + (index + 1) * self.config.window_ns
     }
@@ -314,7 +310,10 @@ impl Model {
             } else {
                 AppKey::Program("(other)".into())
             };
-            self.retired_by_app.entry(key).or_default().add(&process.total);
+            self.retired_by_app
+                .entry(key)
+                .or_default()
+                .add(&process.total);
         }
     }
 
@@ -386,10 +385,6 @@ impl Model {
         self.population.gauges()
     }
 
-    pub fn processes(&self) -> impl Iterator<Item = &Process> {
-        self.processes.values()
-    }
-
     pub fn process_count(&self) -> usize {
         self.processes.len()
     }
@@ -405,7 +400,11 @@ impl Model {
         let last = self.history.back().map(|w| w.index);
         let mut by_app: HashMap<&AppKey, AppRow> = HashMap::new();
         for (app, total) in &self.retired_by_app {
-            by_app.entry(app).or_insert_with(|| AppRow::new(app.clone())).total.add(total);
+            by_app
+                .entry(app)
+                .or_insert_with(|| AppRow::new(app.clone()))
+                .total
+                .add(total);
         }
         for process in self.processes.values() {
             let row = by_app

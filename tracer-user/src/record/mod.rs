@@ -46,6 +46,9 @@ pub struct Header {
     pub window_ns: u64,
     /// Wall-clock time (Unix seconds) at the start.
     pub started_unix: u64,
+    /// The Android packages.list in force, so replays and reports name apps.
+    #[serde(default)]
+    pub packages_list: Option<String>,
 }
 
 /// A knob change or a controller decision, in the events' clock.

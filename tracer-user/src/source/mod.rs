@@ -10,7 +10,6 @@ pub mod sim;
 
 use std::{future::Future, pin::Pin};
 
-
 use anyhow::Result;
 use tracer_common::Event;
 
@@ -54,6 +53,12 @@ pub trait Source: Send {
 
     /// The memory budget the cache is held to, when the source knows it (the simulator).
     fn budget_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// The Android packages.list that names this source's apps, when it brings one (the
+    /// simulated phone, a recording of it).
+    fn packages_list(&self) -> Option<String> {
         None
     }
 

@@ -25,9 +25,9 @@ pub enum SourceChoice {
 /// Source options shared by top, stream and record.
 #[derive(Args, Clone, Debug)]
 pub struct SourceArgs {
-    /// Where events come from.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub source: SourceChoice,
+    /// Where events come from (each command has its own default).
+    #[arg(long, value_enum)]
+    pub source: Option<SourceChoice>,
     /// The recording to replay (with --source replay).
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
@@ -51,8 +51,9 @@ pub struct Opened {
     pub banner: Option<String>,
 }
 
-pub fn open(args: &SourceArgs) -> Result<Opened> {
-    match args.source {
+/// Open the source the arguments name, or `default` when they name none.
+pub fn open(args: &SourceArgs, default: SourceChoice) -> Result<Opened> {
+    match args.source.unwrap_or(default) {
         SourceChoice::Bpf => Ok(Opened {
             source: open_bpf()?,
             banner: None,
@@ -111,6 +112,11 @@ fn open_bpf() -> Result<Box<dyn Source>> {
 }
 
 fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {
-    let source = SimSource::start(&args.scenario, args.seed, args.sysfs_root.clone(), args.speed)?;
+    let source = SimSource::start(
+        &args.scenario,
+        args.seed,
+        args.sysfs_root.clone(),
+        args.speed,
+    )?;
     Ok(Box::new(source))
 }

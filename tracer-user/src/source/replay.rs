@@ -54,10 +54,6 @@ impl ReplaySource {
         })
     }
 
-    pub fn header(&self) -> &Header {
-        &self.header
-    }
-
     /// The end of the recorded time range: the footer's, or the last event's when cut short.
     pub fn end_ns(&self) -> u64 {
         let last = self
@@ -125,5 +121,9 @@ impl Source for ReplaySource {
 
     fn now_ns(&self) -> u64 {
         self.now_ns
+    }
+
+    fn packages_list(&self) -> Option<String> {
+        self.header.packages_list.clone()
     }
 }

@@ -19,7 +19,12 @@ pub struct SimSource {
 
 impl SimSource {
     /// Start `scenario` with its knobs under `knob_root` (default: a per-user directory).
-    pub fn start(scenario: &str, seed: u64, knob_root: Option<PathBuf>, speed: f64) -> Result<SimSource> {
+    pub fn start(
+        scenario: &str,
+        seed: u64,
+        knob_root: Option<PathBuf>,
+        speed: f64,
+    ) -> Result<SimSource> {
         let scenario: ScenarioName = scenario.parse()?;
         let knob_root = match knob_root {
             Some(root) => root,
@@ -28,12 +33,11 @@ impl SimSource {
         let sim = LiveSim::new(scenario, &knob_root, seed)
             .with_context(|| format!("starting the {scenario} simulator"))?
             .with_speed(speed);
-        Ok(SimSource { sim, scenario, knob_root })
-    }
-
-    /// The directory holding `<dev>/node_compress_threshold` and `node_compress_interval`.
-    pub fn knob_root(&self) -> &std::path::Path {
-        &self.knob_root
+        Ok(SimSource {
+            sim,
+            scenario,
+            knob_root,
+        })
     }
 
     async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {
@@ -60,7 +64,11 @@ impl Source for SimSource {
             kind: SourceKind::Sim,
             kernel: "simulator".into(),
             devices: vec![sim::live::DEV_NAME.into()],
-            detail: format!("scenario {} (knobs in {})", self.scenario, self.knob_root.display()),
+            detail: format!(
+                "scenario {} (knobs in {})",
+                self.scenario,
+                self.knob_root.display()
+            ),
         }
     }
 
@@ -77,6 +85,10 @@ impl Source for SimSource {
             Pressure::Budget { bytes } => Some(bytes),
             _ => None,
         }
+    }
+
+    fn packages_list(&self) -> Option<String> {
+        (self.scenario == ScenarioName::AndroidLaunch).then(sim::scenario::android::packages_list)
     }
 
     fn knob_root(&self) -> Option<PathBuf> {

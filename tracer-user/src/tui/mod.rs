@@ -136,10 +136,14 @@ enum Step {
 pub async fn run(
     mut source: Box<dyn Source>,
     mut model: Model,
+    banner: Option<String>,
     refresh: &mut dyn Refresh,
     frame_every: Duration,
 ) -> Result<()> {
-    let info = source.info();
+    let mut info = source.info();
+    if let Some(banner) = banner {
+        info.detail = format!("{banner}  {}", info.detail);
+    }
     model.start_at(source.now_ns());
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _guard = TerminalGuard;
@@ -168,6 +172,7 @@ pub async fn run(
                     model.advance_to(source.now_ns());
                 }
                 model.take_closed();
+                model.settings.budget_bytes = source.budget_bytes();
                 refresh.refresh(&mut model)?;
             }
         }

@@ -1,0 +1,63 @@
+//! Helpers shared by the integration tests that drive the real binary.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+};
+
+pub const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
+
+/// A fresh directory for one test (knob files, recordings), removed first if it exists.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nodescope-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Run nodescope with `args`; panic with its stderr when it fails.
+pub fn nodescope(args: &[&str]) -> Output {
+    let output = Command::new(NODESCOPE)
+        .args(args)
+        .output()
+        .expect("start nodescope");
+    assert!(
+        output.status.success(),
+        "nodescope {args:?} failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+pub fn json_lines(output: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+/// A free loopback TCP port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET http://127.0.0.1:port/path, the body as text (no client library: the test stays small).
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}

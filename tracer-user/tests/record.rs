@@ -1,0 +1,159 @@
+//! Record 60 s of the simulator, then report and replay it: the same totals and the same
+//! per-interval lines as the live run; damage keeps the intact prefix.
+mod common;
+
+use common::{json_lines, nodescope, scratch, NODESCOPE};
+use serde_json::Value;
+
+fn record(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
+    let file = dir.join("run.nsr");
+    let root = dir.join("knobs");
+    let output = nodescope(&[
+        "record",
+        "-o",
+        file.to_str().unwrap(),
+        "--source",
+        "sim",
+        "--scenario",
+        "android-launch",
+        "--sysfs-root",
+        root.to_str().unwrap(),
+        "--duration",
+        "60",
+        "--speed",
+        "20",
+        "--json",
+    ]);
+    (file, json_lines(&output))
+}
+
+#[test]
+fn report_and_replay_reproduce_the_live_run_and_damage_keeps_the_prefix() {
+    let dir = scratch("record");
+    let (file, live) = record(&dir);
+    assert_eq!(live.len(), 61, "60 one-second windows and the totals");
+    let live_totals = &live[60]["totals"];
+    assert!(
+        live_totals["node_reads_demand"].as_u64().unwrap() > 1000,
+        "{live_totals}"
+    );
+    assert!(live_totals["conversions"].as_u64().unwrap() > 100);
+
+    let report: Value =
+        serde_json::from_slice(&nodescope(&["report", file.to_str().unwrap(), "--json"]).stdout)
+            .unwrap();
+    assert_eq!(
+        &report["totals"], live_totals,
+        "report totals = live model totals"
+    );
+    assert_eq!(report["complete"], true);
+    assert!(report["time_range"]["seconds"].as_f64().unwrap() >= 60.0);
+    let apps = report["apps"].as_array().unwrap();
+    assert!(
+        apps.iter().any(|a| a["app"]["name"] == "com.tencent.mm"),
+        "apps named from packages.list"
+    );
+
+    let replay = json_lines(&nodescope(&[
+        "stream",
+        "--source",
+        "replay",
+        file.to_str().unwrap(),
+        "--speed",
+        "0",
+        "--json",
+    ]));
+    assert_eq!(replay, live[..60], "replay prints the live run's lines");
+
+    // Cut the file in half: report still reads the first half, says it is incomplete.
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = dir.join("cut.nsr");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let output = std::process::Command::new(NODESCOPE)
+        .args(["report", cut.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let partial: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(partial["complete"], false);
+    let damage = partial["damage"].as_str().unwrap();
+    assert!(
+        damage.contains("record") && damage.contains("byte offset"),
+        "{damage}"
+    );
+    let partial_reads = partial["totals"]["node_reads_demand"].as_u64().unwrap();
+    assert!(
+        partial_reads > 0 && partial_reads < live_totals["node_reads_demand"].as_u64().unwrap()
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("the report covers what comes before it")
+    );
+
+    // A flipped byte in the middle: the same, never a panic.
+    let mut flipped = bytes.clone();
+    let middle = bytes.len() / 2;
+    flipped[middle] ^= 0xff;
+    std::fs::write(&cut, &flipped).unwrap();
+    let output = std::process::Command::new(NODESCOPE)
+        .args(["report", cut.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // Not a recording at all: a clear error, non-zero.
+    std::fs::write(&cut, b"hello").unwrap();
+    let output = std::process::Command::new(NODESCOPE)
+        .args(["report", cut.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a nodescope recording"));
+}
+
+#[test]
+fn stream_from_the_simulator_prints_one_line_per_interval_with_totals_that_add_up() {
+    let dir = scratch("stream-sim");
+    let root = dir.join("knobs");
+    let lines = json_lines(&nodescope(&[
+        "stream",
+        "--source",
+        "sim",
+        "--sysfs-root",
+        root.to_str().unwrap(),
+        "--json",
+        "--interval",
+        "1",
+        "--duration",
+        "3",
+    ]));
+    assert_eq!(lines.len(), 3);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["t"], (i + 1) as f64);
+        let processes = line["processes"].as_array().unwrap();
+        let sum = |field: &str| {
+            processes
+                .iter()
+                .map(|p| p[field].as_u64().unwrap())
+                .sum::<u64>()
+        };
+        let totals = &line["totals"];
+        assert_eq!(
+            sum("node_reads_demand"),
+            totals["node_reads_demand"].as_u64().unwrap()
+        );
+        assert_eq!(
+            sum("node_reads_readahead"),
+            totals["node_reads_readahead"].as_u64().unwrap()
+        );
+        assert_eq!(sum("restores"), totals["restores"].as_u64().unwrap());
+        assert_eq!(sum("conversions"), totals["conversions"].as_u64().unwrap());
+    }
+    assert!(
+        lines[0]["totals"]["node_reads"].as_u64().unwrap() > 0,
+        "the simulated phone boots"
+    );
+}
