@@ -17,9 +17,17 @@ use tokio::time::Instant;
 use tracer_common::{TaskCounts, TaskKey};
 
 use crate::{
-    bpf::f2fs::{self, KernelView, NodeReadVariant, Plan},
-    source::open::{SourceArgs, SourceChoice},
-    source::{bpf::BpfSource, Source as _},
+    bpf::{
+        f2fs::{self, KernelView, NodeReadVariant, Plan},
+        manifest::Manifest,
+    },
+    metrics,
+    model::{Model, ModelConfig, Packages},
+    source::{
+        bpf::BpfSource,
+        open::{SourceArgs, SourceChoice},
+        Source as _,
+    },
     system::{self, Privileges},
 };
 
@@ -46,6 +54,10 @@ pub struct StreamArgs {
     /// Android packages.list, for uid -> app names.
     #[arg(long, value_name = "FILE")]
     packages: Option<std::path::PathBuf>,
+    /// Probe manifest for the RFC's own functions (kprobes; see `nodescope probe`): their
+    /// events are counted per interval under "rfc".
+    #[arg(long, value_name = "FILE")]
+    probes: Option<std::path::PathBuf>,
     /// The source: the kernel (bpf, the default), the simulator, or a recording.
     #[command(flatten)]
     source: SourceArgs,
@@ -115,8 +127,20 @@ fn preflight(prefer: Option<NodeReadVariant>) -> Result<Plan> {
 }
 
 async fn stream(args: &StreamArgs, plan: &Plan) -> Result<()> {
-    let mut source = BpfSource::start(plan)?;
+    let manifest = args.probes.as_deref().map(Manifest::load).transpose()?;
+    let mut source = BpfSource::start(plan, manifest.as_ref())?;
     report_attachments(&source, plan);
+    let packages = Packages::from_file_or(args.packages.as_deref(), None)?;
+    let mut model = Model::new(ModelConfig {
+        packages,
+        ..ModelConfig::default()
+    });
+    model.start_at(source.now_ns());
+    let exposition: metrics::Exposition = Default::default();
+    let _server = match args.openmetrics {
+        Some(addr) => Some(metrics::serve(addr, std::sync::Arc::clone(&exposition)).await?),
+        None => None,
+    };
     let interval = Duration::from_secs_f64(args.interval);
     let start = Instant::now();
     let deadline = args.duration.map(|d| start + Duration::from_secs_f64(d));
@@ -129,11 +153,18 @@ async fn stream(args: &StreamArgs, plan: &Plan) -> Result<()> {
     let mut batch = Vec::new();
     loop {
         tokio::select! {
-            _ = ticker.tick() => state.emit(&source, args.json)?,
+            _ = ticker.tick() => {
+                state.emit(&source, args.json)?;
+                model.advance_to(source.now_ns());
+                model.take_closed();
+                if let Ok(mut text) = exposition.lock() {
+                    *text = metrics::render(&model, "");
+                }
+            }
             read = source.next_batch(&mut batch) => {
                 read?;
                 state.events += batch.iter().filter(|e| e.kind != tracer_common::EventKind::Lost as u8).count() as u64;
-                batch.clear();
+                batch.drain(..).for_each(|event| model.ingest(&event));
             }
             _ = sleep_until(deadline) => break,
             _ = tokio::signal::ctrl_c() => break,
@@ -168,6 +199,14 @@ fn report_attachments(source: &BpfSource, plan: &Plan) {
     for missing in plan.missing() {
         eprintln!("nodescope stream: not observed: {missing}");
     }
+    if let Some(report) = source.rfc_report() {
+        for attached in &report.attached {
+            eprintln!("nodescope stream: rfc: {attached}");
+        }
+        for failed in &report.failed {
+            eprintln!("nodescope stream: rfc: NOT attached {failed}");
+        }
+    }
     eprintln!("nodescope stream: ready");
 }
 
@@ -178,6 +217,7 @@ struct IntervalState {
     prev: Counts,
     prev_drops: u64,
     prev_fails: u64,
+    prev_rfc: BTreeMap<&'static str, u64>,
     events: u64,
     device_names: HashMap<u32, Option<String>>,
 }
@@ -190,9 +230,30 @@ impl IntervalState {
             prev: Counts::new(),
             prev_drops: 0,
             prev_fails: 0,
+            prev_rfc: BTreeMap::new(),
             events: 0,
             device_names: HashMap::new(),
         }
+    }
+
+    /// Per-kind counts of the RFC probes since the last interval (None without a manifest).
+    fn rfc_deltas(&mut self, source: &BpfSource) -> Result<Option<BTreeMap<&'static str, u64>>> {
+        let Some(report) = source.rfc_report() else {
+            return Ok(None);
+        };
+        let attached: Vec<&str> = report
+            .attached
+            .iter()
+            .filter_map(|a| a.split(' ').next())
+            .collect();
+        let mut deltas = BTreeMap::new();
+        for (kind, count) in source.rfc_counts()? {
+            if attached.contains(&kind.name()) {
+                let before = self.prev_rfc.insert(kind.name(), count).unwrap_or(0);
+                deltas.insert(kind.name(), count - before);
+            }
+        }
+        Ok(Some(deltas))
     }
 
     fn emit(&mut self, source: &BpfSource, as_json: bool) -> Result<()> {
@@ -204,6 +265,7 @@ impl IntervalState {
                 .entry(key.dev)
                 .or_insert_with(|| device_name(key.dev));
         }
+        let rfc = self.rfc_deltas(source)?;
         let names = &self.device_names;
         let report = IntervalReport {
             t_s: (now - self.start).as_secs_f64(),
@@ -213,6 +275,7 @@ impl IntervalState {
             events: std::mem::take(&mut self.events),
             drops: drops.saturating_sub(self.prev_drops),
             counter_drops: fails.saturating_sub(self.prev_fails),
+            rfc,
         };
         if as_json {
             println!("{}", to_json(&report));
@@ -266,6 +329,8 @@ pub struct IntervalReport {
     pub drops: u64,
     /// Counter increments lost because the counter map was full.
     pub counter_drops: u64,
+    /// Events per kind from the RFC probes (with `--probes`).
+    pub rfc: Option<BTreeMap<&'static str, u64>>,
 }
 
 fn delta(prev: &Counts, key: &TaskKey, cur: &TaskCounts) -> TaskCounts {
@@ -380,6 +445,7 @@ pub fn to_json(report: &IntervalReport) -> Value {
         "events": report.events,
         "drops": report.drops,
         "counter_drops": report.counter_drops,
+        "rfc": report.rfc,
     })
 }
 

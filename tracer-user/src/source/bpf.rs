@@ -1,7 +1,7 @@
 //! The kernel as a source: F2FS programs attached as the planner chose, events from the ring
 //! buffer, lost events reported in-band, and the exact in-kernel counters on the side.
 use anyhow::{bail, Context as _, Result};
-use aya::Ebpf;
+use aya::{programs::uprobe::UProbeScope, Ebpf};
 use tracer_common::{Event, EventKind, TaskCounts, TaskKey};
 
 use super::{BatchFuture, Source, SourceInfo, SourceKind};
@@ -9,6 +9,8 @@ use crate::{
     bpf::{
         self,
         f2fs::{self, AttachOutcome, Plan},
+        manifest::Manifest,
+        rfc::{self, AttachReport},
         EventReader,
     },
     system,
@@ -23,14 +25,20 @@ pub struct BpfSource {
     outcomes: Vec<AttachOutcome>,
     /// DROPS as last reported in-band.
     drops_reported: u64,
+    /// What the probe manifest for the RFC's functions attached, when one was given.
+    rfc: Option<AttachReport>,
 }
 
 impl BpfSource {
-    /// Load the object and attach what `plan` chose. Fails when node reads could not be
-    /// attached at all (nothing useful would come); other parts may be missing, and say so.
-    pub fn start(plan: &Plan) -> Result<BpfSource> {
+    /// Load the object and attach what `plan` chose, and the RFC probes `manifest` names. Fails
+    /// when node reads could not be attached at all (nothing useful would come); other parts may
+    /// be missing, and say so.
+    pub fn start(plan: &Plan, manifest: Option<&Manifest>) -> Result<BpfSource> {
         let mut ebpf = bpf::load(RING_BYTES)?;
         let outcomes = f2fs::attach(&mut ebpf, plan)?;
+        let rfc = manifest
+            .map(|manifest| rfc::attach(&mut ebpf, manifest, UProbeScope::AllProcesses))
+            .transpose()?;
         let reads_attached = outcomes
             .iter()
             .any(|o| o.what == "node_reads" && o.attached);
@@ -48,7 +56,19 @@ impl BpfSource {
             reader,
             outcomes,
             drops_reported: 0,
+            rfc,
         })
+    }
+
+    /// What the RFC probe manifest attached (None without a manifest).
+    pub fn rfc_report(&self) -> Option<&AttachReport> {
+        self.rfc.as_ref()
+    }
+
+    /// Events the RFC probes emitted per kind since they were attached (counted in the kernel,
+    /// exact even when the ring buffer overflows).
+    pub fn rfc_counts(&self) -> Result<Vec<(EventKind, u64)>> {
+        rfc::kernel_counts(&self.ebpf)
     }
 
     pub fn outcomes(&self) -> &[AttachOutcome] {

@@ -108,7 +108,7 @@ fn open_bpf() -> Result<Box<dyn Source>> {
         bail!("the eBPF source cannot run here: {reason}");
     }
     let plan = f2fs::plan_this_kernel(None);
-    Ok(Box::new(BpfSource::start(&plan)?))
+    Ok(Box::new(BpfSource::start(&plan, None)?))
 }
 
 fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {

@@ -38,6 +38,8 @@ pub struct Phase {
     /// iostat "fs node" read blocks and debugfs CP count, after minus before.
     pub iostat_delta: u64,
     pub cp_delta: u64,
+    /// Per-kind counts of the RFC probes (`rfc` in the stream lines), summed.
+    pub rfc: BTreeMap<String, u64>,
 }
 
 impl Phase {
@@ -75,6 +77,9 @@ impl Phase {
         for d in v.get("devices").items() {
             self.checkpoints += d.get("checkpoints").u64();
             self.node_writes += d.get("node_writes").u64();
+        }
+        for kind in ["restore", "convert"] {
+            *self.rfc.entry(kind.to_string()).or_default() += v.get("rfc").get(kind).u64();
         }
         for p in v.get("processes").items() {
             let entry = self.procs.entry(p.get("pid").u64()).or_default();
@@ -276,6 +281,7 @@ pub fn check(
             Err(err) => failures.push(format!("{name}: {err:#}")),
         }
     }
+    check_rfc_probes(dir, &mut lines, &mut failures);
     for failure in &failures {
         lines.push(format!("  FAILED: {failure}"));
     }
@@ -289,6 +295,38 @@ pub fn check(
         final_line,
         pass,
     })
+}
+
+/// The RFC probes as a kprobe and a kretprobe on f2fs_get_node_page count exactly the calls
+/// the kernel's own kprobe_events hist trigger counted.
+fn check_rfc_probes(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) {
+    let phase = match Phase::load(dir, "rfc") {
+        Ok(phase) => phase,
+        Err(err) => return failures.push(format!("rfc: {err:#}")),
+    };
+    let hist = fs::read_to_string(dir.join("rfc_hist.txt")).unwrap_or_default();
+    let hits = hist_hits(&hist);
+    let (entry, ret) = (
+        phase.rfc.get("restore").copied(),
+        phase.rfc.get("convert").copied(),
+    );
+    lines.push(format!(
+        "  rfc      kprobe f2fs_get_node_page={entry:?} kretprobe={ret:?} kprobe_events hist={hits:?}"
+    ));
+    expect(
+        failures,
+        hits.is_some_and(|h| h > 0) && entry == hits && ret == hits,
+        format!(
+            "rfc: kprobe {entry:?} and kretprobe {ret:?} must equal the hist trigger's {hits:?}"
+        ),
+    );
+}
+
+/// "Hits: N" from a hist trigger's output.
+pub fn hist_hits(hist: &str) -> Option<u64> {
+    hist.lines()
+        .find_map(|line| line.trim().strip_prefix("Hits:"))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 fn check_phase(name: &str, phase: &Phase, failures: &mut Vec<String>) {
@@ -333,6 +371,13 @@ mod tests {
         assert_eq!(fs_node_reads(iostat), Some(16892));
         assert_eq!(fs_node_reads("[READ]\nfs node: 8192\n"), Some(2));
         assert_eq!(fs_node_reads("[WRITE]\nfs node: 1 1 1\n"), None);
+    }
+
+    #[test]
+    fn reads_hits_from_a_hist_trigger() {
+        let hist = "# event histogram\n\n{ common_type: 1745 } hitcount: 3126\n\nTotals:\n    Hits: 3126\n    Entries: 1\n    Dropped: 0\n";
+        assert_eq!(hist_hits(hist), Some(3126));
+        assert_eq!(hist_hits(""), None);
     }
 
     #[test]

@@ -101,5 +101,20 @@ for v in $VARIANTS; do
   cold
   stream_start variant_$v --node-reads $v && { sh /replay-variant; stream_stop; }
 done
+# The RFC probes on a real kernel function: restore -> f2fs_get_node_page as a kprobe and
+# convert -> its return as a kretprobe (manifest /rfc-probes.toml), counted against a
+# kprobe_events hist trigger on the same function that is armed before nodescope attaches and
+# read after it has stopped.
+T=/sys/kernel/tracing
+cold
+if echo 'p:nodescope_check f2fs_get_node_page' >> $T/kprobe_events &&
+   echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_check/trigger; then
+  stream_start rfc --probes /rfc-probes.toml && { sh /replay-variant; stream_stop; }
+  cat $T/events/kprobes/nodescope_check/hist > $R/rfc_hist.txt
+  echo '!hist:keys=common_type' > $T/events/kprobes/nodescope_check/trigger
+  echo '-:nodescope_check' >> $T/kprobe_events
+else
+  fail "kprobe_events: cannot set up the f2fs_get_node_page counter"
+fi
 umount /mnt || fail umount
 finish

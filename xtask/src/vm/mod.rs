@@ -24,6 +24,21 @@ const NDIRS: u64 = 256;
 const NFILES: u64 = 64;
 /// Fallback node-read probes checked too, on the first VARIANT_DIRS directories.
 const VARIANTS: [&str; 2] = ["kprobe", "read-bio"];
+/// A probe manifest that maps RFC event kinds to a mainline function, so the RFC probe programs
+/// run as a kprobe and a kretprobe on a real kernel (issue #5).
+const RFC_PROBES: &str = r#"target = "kernel"
+
+[[probe]]
+kind = "restore"
+symbol = "f2fs_get_node_page"   # (struct f2fs_sb_info *sbi, pgoff_t nid)
+nid = "arg1"
+
+[[probe]]
+kind = "convert"
+symbol = "f2fs_get_node_page"
+at = "return"
+nid = "arg1"
+"#;
 const VARIANT_DIRS: u64 = 16;
 const VM_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -122,6 +137,7 @@ fn run_kernel(spec: &kernel::KernelSpec, cache: &Path, nodescope: &Path) -> Resu
         ("replay-names", replay_script(Replay::Names, NDIRS)),
         ("replay-glob", replay_script(Replay::Glob, NDIRS)),
         ("replay-variant", replay_script(Replay::Names, VARIANT_DIRS)),
+        ("rfc-probes.toml", RFC_PROBES.to_string()),
         ("etc/vm-test.conf", config),
     ];
     let initrd = work.join("initramfs.cpio");
