@@ -49,8 +49,17 @@ pub fn is_root() -> bool {
     output("id", &["-u"]).is_some_and(|uid| uid.trim() == "0")
 }
 
-/// Build nodescope in release mode and run one of its subcommands.
-pub fn run_nodescope(subcommand: &str, args: &[String]) -> Result<()> {
+/// Where cargo puts build output: $CARGO_TARGET_DIR, else target/ in the workspace.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir,
+        Some(dir) => workspace_root().join(dir),
+        None => workspace_root().join("target"),
+    }
+}
+
+/// Build nodescope in release mode; the path of the binary.
+pub fn build_nodescope() -> Result<PathBuf> {
     run(cargo().args([
         "build",
         "--release",
@@ -59,10 +68,19 @@ pub fn run_nodescope(subcommand: &str, args: &[String]) -> Result<()> {
         "--bin",
         "nodescope",
     ]))?;
-    let binary = workspace_root().join("target/release/nodescope");
-    let mut command = Command::new(&binary);
-    command.arg(subcommand).args(args);
-    let status = command
+    let binary = target_dir().join("release/nodescope");
+    if !binary.exists() {
+        bail!("{} missing after the build", binary.display());
+    }
+    Ok(binary)
+}
+
+/// Build nodescope in release mode and run one of its subcommands.
+pub fn run_nodescope(subcommand: &str, args: &[String]) -> Result<()> {
+    let binary = build_nodescope()?;
+    let status = Command::new(&binary)
+        .arg(subcommand)
+        .args(args)
         .status()
         .with_context(|| format!("starting {}", binary.display()))?;
     if !status.success() {

@@ -11,7 +11,7 @@ mod qemu;
 
 use std::{
     fs,
-    path::{Path, PathBuf},
+    path::Path,
     time::{Duration, Instant},
 };
 
@@ -53,9 +53,9 @@ pub fn run(which: &str) -> Result<()> {
     if specs.is_empty() {
         bail!("unknown kernel {which:?}: use 6.1, 6.12 or all");
     }
-    let cache = target_dir().join("vm-cache");
+    let cache = util::target_dir().join("vm-cache");
     fs::create_dir_all(&cache)?;
-    let nodescope = build_nodescope()?;
+    let nodescope = util::build_nodescope()?;
     let mut finals = Vec::new();
     for spec in specs {
         let started = Instant::now();
@@ -92,35 +92,6 @@ pub fn run(which: &str) -> Result<()> {
 
 fn fail_line(label: &str) -> String {
     format!("vm-test {label} attributed=0 iostat=0 cat_pids=0 readahead=0 checkpoints=0 FAIL")
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|p| {
-            if p.is_absolute() {
-                p
-            } else {
-                util::workspace_root().join(p)
-            }
-        })
-        .unwrap_or_else(|| util::workspace_root().join("target"))
-}
-
-fn build_nodescope() -> Result<PathBuf> {
-    util::run(util::cargo().args([
-        "build",
-        "--release",
-        "--package",
-        "tracer-user",
-        "--bin",
-        "nodescope",
-    ]))?;
-    let binary = target_dir().join("release/nodescope");
-    if !binary.exists() {
-        bail!("{} missing after the build", binary.display());
-    }
-    Ok(binary)
 }
 
 fn run_kernel(spec: &kernel::KernelSpec, cache: &Path, nodescope: &Path) -> Result<check::Verdict> {
