@@ -190,7 +190,10 @@ impl Event {
         // SAFETY: Event is #[repr(C)] with explicit padding fields, so all its bytes are
         // initialised; the slice borrows self and lives no longer.
         unsafe {
-            core::slice::from_raw_parts((self as *const Event).cast::<u8>(), core::mem::size_of::<Event>())
+            core::slice::from_raw_parts(
+                (self as *const Event).cast::<u8>(),
+                core::mem::size_of::<Event>(),
+            )
         }
     }
 

@@ -156,7 +156,10 @@ fn top_on_the_simulator_in_a_real_terminal() {
             sleep(Duration::from_millis(500));
         }
     };
-    assert!(!later.contains("reclaims 0/w"), "reclaims never moved:\n{later}");
+    assert!(
+        !later.contains("reclaims 0/w"),
+        "reclaims never moved:\n{later}"
+    );
     assert!(
         !later.contains("raw 0.0 MiB (0 entries)"),
         "memory gauge moves:\n{later}"

@@ -20,7 +20,11 @@ fn vm_replay_seen_through_ebpf_matches_the_simulator_for_every_kind() {
     assert!(output.status.success(), "{stderr}");
     let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(report["drops"], 0);
-    assert_eq!(report["probes"]["failed"].as_array().unwrap().len(), 0, "{report:#}");
+    assert_eq!(
+        report["probes"]["failed"].as_array().unwrap().len(),
+        0,
+        "{report:#}"
+    );
     let via_bpf = report["via_bpf"].as_object().unwrap();
     assert_eq!(via_bpf.len(), 9, "every probed kind is reported");
     for (kind, counts) in via_bpf {
@@ -30,7 +34,16 @@ fn vm_replay_seen_through_ebpf_matches_the_simulator_for_every_kind() {
     // The scenario itself: the RFC's equal-memory restores went through the restore probe.
     let restores = report["equal_memory"]["on"]["restores"].as_u64().unwrap();
     assert!(via_bpf["restore"]["bpf"].as_u64().unwrap() >= restores);
-    for busy in ["node_read", "convert", "reclaim", "second_chance", "restore"] {
-        assert!(via_bpf[busy]["bpf"].as_u64().unwrap() > 1000, "{busy} barely exercised");
+    for busy in [
+        "node_read",
+        "convert",
+        "reclaim",
+        "second_chance",
+        "restore",
+    ] {
+        assert!(
+            via_bpf[busy]["bpf"].as_u64().unwrap() > 1000,
+            "{busy} barely exercised"
+        );
     }
 }

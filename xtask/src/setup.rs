@@ -29,7 +29,10 @@ const APT_PACKAGES: [(&str, &str); 14] = [
         "the C LZ4 library the benchmarks compare against",
     ),
     ("util-linux", "setpriv for the unprivileged probe test"),
-    ("prometheus", "the test that scrapes nodescope's OpenMetrics endpoint"),
+    (
+        "prometheus",
+        "the test that scrapes nodescope's OpenMetrics endpoint",
+    ),
 ];
 
 pub fn run() -> Result<()> {

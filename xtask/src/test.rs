@@ -54,7 +54,10 @@ fn fuzz_recording(totals: &mut Totals) {
     let corpus = root.join("target/fuzz-corpus/recording");
     let seeds = root.join("target/fuzz-seed");
     if let Err(err) = std::fs::create_dir_all(&corpus) {
-        println!("fuzz recording FAILED: creating {}: {err}", corpus.display());
+        println!(
+            "fuzz recording FAILED: creating {}: {err}",
+            corpus.display()
+        );
         totals.failed += 1;
         return;
     }

@@ -415,7 +415,9 @@ pub fn packages_list() -> String {
         .enumerate()
         .map(|(index, package)| {
             let uid = app_uid(index);
-            format!("{package} {uid} 0 /data/user/0/{package} default:targetSdkVersion=34 3003 0 1\n")
+            format!(
+                "{package} {uid} 0 /data/user/0/{package} default:targetSdkVersion=34 3003 0 1\n"
+            )
         })
         .collect()
 }

@@ -91,7 +91,6 @@ impl EventReader {
     }
 }
 
-
 /// Events the kernel side could not put in the ring buffer.
 pub fn dropped(ebpf: &Ebpf) -> Result<u64> {
     let map = ebpf.map("DROPS").context("DROPS map missing")?;

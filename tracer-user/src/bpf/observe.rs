@@ -83,7 +83,14 @@ pub fn observe<R>(
         .map(|kind| (kind.name(), after[*kind as usize] - before[*kind as usize]))
         .collect();
     let via_bpf = compare(&manifest, &sim_counts, &bpf_counts, &kernel_counts);
-    Ok((result, Observation { via_bpf, drops, probes }))
+    Ok((
+        result,
+        Observation {
+            via_bpf,
+            drops,
+            probes,
+        },
+    ))
 }
 
 fn compare(

@@ -163,4 +163,3 @@ pub fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
     }
     Ok(out)
 }
-

@@ -97,8 +97,13 @@ fn flipped_bytes_are_caught_by_checksums_and_name_the_record() {
         let mut damaged = bytes.clone();
         damaged[position] ^= 0x5a;
         if position < header_end {
-            let err = read_all(&damaged).err().expect("a damaged header is an error");
-            assert!(err.record.is_none() && err.offset as usize <= position, "{err}");
+            let err = read_all(&damaged)
+                .err()
+                .expect("a damaged header is an error");
+            assert!(
+                err.record.is_none() && err.offset as usize <= position,
+                "{err}"
+            );
             continue;
         }
         let contents = read_all(&damaged).unwrap();

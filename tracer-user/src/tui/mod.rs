@@ -10,8 +10,8 @@ use anyhow::{Context as _, Result};
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind};
 use tokio::sync::mpsc;
 
-pub use self::{snapshot::Snapshot, table::label};
 use self::table::{Column, COLUMNS};
+pub use self::{snapshot::Snapshot, table::label};
 use crate::{model::Model, source::Source};
 
 /// What the user has chosen on screen.
