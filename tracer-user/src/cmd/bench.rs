@@ -56,7 +56,11 @@ fn synthetic(count: u64) -> impl Iterator<Item = Event> {
             uid: 10_000 + tgid % 300,
             nid: (state >> 20) as u32,
             queue,
-            flags: if state % 7 == 0 { FLAG_READAHEAD } else { 0 },
+            flags: if state.is_multiple_of(7) {
+                FLAG_READAHEAD
+            } else {
+                0
+            },
             ..Event::ZERO
         };
         event.comm[..6].copy_from_slice(b"app.ex");

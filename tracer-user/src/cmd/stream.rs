@@ -565,8 +565,10 @@ mod tests {
             events: 9,
             drops: 1,
             counter_drops: 0,
+            rfc: Some(BTreeMap::from([("restore", 7)])),
         };
         let line = to_json(&report);
+        assert_eq!(line["rfc"]["restore"], 7);
         assert_eq!(line["t"], 2.0);
         assert_eq!(line["totals"]["node_reads"], 9);
         assert_eq!(line["totals"]["node_reads_demand"], 3);

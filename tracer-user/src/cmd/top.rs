@@ -6,7 +6,7 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 
 use crate::{
-    knobs::KnobFiles,
+    knobs::{KnobFiles, KnobValues},
     model::{Model, ModelConfig, Packages},
     source::open::{open, SourceArgs, SourceChoice},
     tui::{self, Refresh},
@@ -50,6 +50,7 @@ async fn top(args: TopArgs) -> Result<()> {
         .unwrap_or_else(|| PathBuf::from("/sys/fs/f2fs"));
     let mut settings = KnobReader {
         knobs: info.devices.first().map(|dev| KnobFiles::new(&root, dev)),
+        last: None,
     };
     let banner = opened.banner;
     tui::run(
@@ -62,18 +63,31 @@ async fn top(args: TopArgs) -> Result<()> {
     .await
 }
 
-/// Shows the knob values in the header, read from their files at every refresh.
+/// Shows the knob values in the header, read from their files at every refresh, and notes
+/// each change (by a person, a script or the controller) in the decisions pane.
 struct KnobReader {
     knobs: Option<KnobFiles>,
+    last: Option<KnobValues>,
 }
 
 impl Refresh for KnobReader {
     fn refresh(&mut self, model: &mut Model) -> Result<()> {
-        if let Some(knobs) = &self.knobs {
-            let values = knobs.read();
-            model.settings.threshold = values.threshold;
-            model.settings.interval_ms = values.interval_ms;
+        let Some(knobs) = &self.knobs else {
+            return Ok(());
+        };
+        let values = knobs.read();
+        if let Some(last) = self.last.filter(|last| *last != values) {
+            let seconds = model.history().back().map_or(0, |w| w.index + 1);
+            let line = format!(
+                "window {seconds}: knobs {} -> {}",
+                last.describe(),
+                values.describe()
+            );
+            model.push_decision(line);
         }
+        self.last = Some(values);
+        model.settings.threshold = values.threshold;
+        model.settings.interval_ms = values.interval_ms;
         Ok(())
     }
 }
