@@ -163,3 +163,58 @@ pub fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU32;
+
+    use super::*;
+
+    /// A manifest with one good probe, one naming a symbol this binary lacks and one with a bad
+    /// argument index: the good one attaches, the others are reported with their lines.
+    #[test]
+    fn a_bad_probe_is_reported_by_line_and_the_rest_attach() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED a_bad_probe_is_reported...: attaching uprobes needs root");
+            return;
+        }
+        sim::hooks::all(); // keep the hooks in this test binary
+        let text = r#"target = "self"
+
+[[probe]]
+kind = "convert"
+symbol = "nodescope_sim_convert"
+len = "arg2"
+
+[[probe]]
+kind = "restore"
+symbol = "nodescope_no_such_function"
+
+[[probe]]
+kind = "reclaim"
+symbol = "nodescope_sim_reclaim"
+queue = "arg7"
+"#;
+        let manifest = Manifest::parse("test.toml", text).unwrap();
+        let mut ebpf = crate::bpf::load(64 * 1024).unwrap();
+        let pid = NonZeroU32::new(std::process::id()).unwrap();
+        let report = attach(&mut ebpf, &manifest, UProbeScope::OneProcess(pid)).unwrap();
+        assert_eq!(
+            report.attached,
+            ["convert -> nodescope_sim_convert (uprobe)"]
+        );
+        assert_eq!(report.failed.len(), 2, "{:?}", report.failed);
+        assert!(
+            report.failed[0].starts_with("test.toml:15: bad argument index"),
+            "{:?}",
+            report.failed
+        );
+        assert!(
+            report.failed[1].starts_with("test.toml:9: restore -> nodescope_no_such_function"),
+            "{:?}",
+            report.failed
+        );
+        assert!(report.failed[1].contains("nodescope_no_such_function"));
+    }
+}
