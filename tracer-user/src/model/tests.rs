@@ -163,6 +163,16 @@ fn idle_processes_age_out_into_the_exited_row_and_totals_are_kept() {
     let (count, exited) = model.exited();
     assert_eq!((count, exited.node_reads()), (1, 2));
     assert_eq!(model.totals().node_reads(), 8);
+    let apps = model.apps();
+    let short = apps
+        .iter()
+        .find(|a| a.app == AppKey::Program("short".into()))
+        .unwrap();
+    assert_eq!(
+        (short.processes, short.total.node_reads()),
+        (0, 2),
+        "app totals keep their exited processes, so metrics never go down"
+    );
 }
 
 #[test]
