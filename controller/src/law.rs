@@ -57,8 +57,14 @@ pub struct Config {
     pub waste_dead_band: f64,
     /// Below this many conversions per second the waste fractions are noise and ignored.
     pub min_conversions_per_s: f64,
-    /// Largest factor the interval shrinks by in one window when memory is tight.
+    /// Largest factor the interval shrinks by in one window when memory is tight (it is
+    /// divided by the score, DAMOS's proportional step, at most by this).
     pub max_backoff_factor: f64,
+    /// While tight, keep the interval when too many conversions are restored right away (only
+    /// the threshold rises). Off by default: under reclaim those restores are mostly copies that
+    /// survived where raw blocks were thrashed, and the benchmark measured the rule holding the
+    /// interval where shortening it paid (docs/CONTROLLER.md).
+    pub eager_keeps_interval_when_tight: bool,
     /// Threshold points added per unit of score above 1.0 when memory is tight...
     pub threshold_gain: f64,
     /// ...at most this many per window.
@@ -90,7 +96,8 @@ impl Default for Config {
             wasted_goal: 0.25,
             waste_dead_band: 0.2,
             min_conversions_per_s: 1.0,
-            max_backoff_factor: 2.0,
+            max_backoff_factor: 10.0,
+            eager_keeps_interval_when_tight: false,
             threshold_gain: 10.0,
             max_threshold_step_up: 10,
             threshold_restart: 12,
@@ -355,8 +362,8 @@ fn compress_more(
             cfg.threshold_max,
         )
     };
-    // Conversions restored right away would only churn faster: keep the interval then.
-    let eager = assessment.eager == Level::High;
+    // Optionally: conversions restored right away would only churn faster, keep the interval.
+    let eager = cfg.eager_keeps_interval_when_tight && assessment.eager == Level::High;
     if !eager {
         let factor = score.min(cfg.max_backoff_factor);
         new.interval_ms = shrink(old.interval_ms, factor, cfg.interval_min_ms);

@@ -11,6 +11,8 @@
 //!   dry-run, restore.
 //! * [`session`]: every device of a run plus the [`audit`] log, stepped by the caller's clock.
 //! * [`safety`]: restore on drop, panic and stop signals.
+//! * `bench` (feature `bench`, and this crate's tests only): `cargo xtask bench controller`,
+//!   the law against static settings in the simulator.
 //!
 //! # In virtual time (the simulator, `cargo xtask bench controller`)
 //!
@@ -37,13 +39,15 @@
 //!     // The simulator's worker now runs with device.get(); `record` is the audit line.
 //!     assert_eq!(record.written, Some(device.get()));
 //! }
-//! assert_eq!(device.get(), Knobs { threshold: 25, interval_ms: 125 });
+//! assert_eq!(device.get(), Knobs { threshold: 25, interval_ms: 100 });
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 //!
 //! For several devices and a [`SignalSource`], [`Session`] does the same with `tick(&mut
 //! source, now)`; the bare law is [`law::step`].
 pub mod audit;
+#[cfg(any(feature = "bench", test))]
+pub mod bench;
 pub mod knobs;
 pub mod law;
 pub mod safety;

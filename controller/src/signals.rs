@@ -141,6 +141,15 @@ pub fn parse_psi_some_avg10(text: &str) -> Option<f64> {
         .and_then(|value| value.parse().ok())
 }
 
+/// The `some total` figure of a PSI file: microseconds some task stalled, since boot. Two
+/// readings give the exact stall share of the time between them (what `avg10` smooths).
+pub fn parse_psi_some_total_us(text: &str) -> Option<u64> {
+    let some = text.lines().find(|line| line.starts_with("some "))?;
+    some.split_whitespace()
+        .find_map(|field| field.strip_prefix("total="))
+        .and_then(|value| value.parse().ok())
+}
+
 /// Signals from the running system: PSI plus the optional per-device counters file.
 pub struct ProcSignalSource {
     psi_path: PathBuf,
@@ -239,6 +248,8 @@ mod tests {
                     full avg10=5.00 avg60=0.00 avg300=0.00 total=0\n";
         assert_eq!(parse_psi_some_avg10(text), Some(12.34));
         assert_eq!(parse_psi_some_avg10("garbage"), None);
+        assert_eq!(parse_psi_some_total_us(text), Some(123));
+        assert_eq!(parse_psi_some_total_us("some avg10=1.00\n"), None);
     }
 
     #[test]

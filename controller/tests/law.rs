@@ -89,51 +89,55 @@ fn dead_band_holds_still() {
 
 #[test]
 fn memory_pressure_moves_to_more_compression_at_once_and_fast() {
-    // Score 4: threshold +10 (capped), interval halved (capped at 2x) every window.
+    // Score 4: threshold +10 (capped), interval divided by the score (at most by
+    // max_backoff_factor, 10) every window.
     let steps = run(knobs(10, 1000), &vec![pressure(20.0); 6]);
     assert_eq!(
         trajectory(&steps),
         [
-            (20, 500),
-            (25, 250),
-            (25, 125),
+            (20, 250),
+            (25, 100),
+            (25, 100),
             (25, 100),
             (25, 100),
             (25, 100)
         ]
     );
-    assert!(steps[..4]
+    assert!(steps[..2]
         .iter()
         .all(|(_, d)| d.action == Action::CompressMore));
     assert_eq!(steps[0].0.regime, Regime::Tight);
     assert_eq!(
         steps[0].1.reason,
         "memory score 4.00 (PSI 20.00 % vs goal 5.00 %), tight: compress more, \
-         threshold 10 -> 20, interval 1000 -> 500 ms"
+         threshold 10 -> 20, interval 1000 -> 250 ms"
     );
-    assert_eq!(steps[4].1.action, Action::Hold);
-    assert!(steps[4]
+    assert_eq!(steps[2].1.action, Action::Hold);
+    assert!(steps[2]
         .1
         .reason
         .contains("already at the most compression"));
+
+    // A score above max_backoff_factor moves by that factor: 1000 ms to 100 ms at once.
+    let steps = run(knobs(25, 1000), &[pressure(100.0)]);
+    assert_eq!(trajectory(&steps), [(25, 100)]);
+    let steps = run(knobs(25, 5000), &[pressure(100.0)]);
+    assert_eq!(trajectory(&steps), [(25, 500)]);
 
     // The step grows with the distance to the goal (DAMOS): score 1.2 moves less.
     let steps = run(knobs(10, 1000), &[pressure(6.0)]);
     assert_eq!(trajectory(&steps), [(12, 833)]);
 
     // Compression off: memory need switches it back on at threshold_restart (12).
-    let steps = run(knobs(0, 30_000), &vec![pressure(20.0); 9]);
+    let steps = run(knobs(0, 30_000), &vec![pressure(20.0); 6]);
     assert_eq!(
         trajectory(&steps),
         [
-            (12, 15_000),
-            (22, 7500),
-            (25, 3750),
-            (25, 1875),
-            (25, 938),
+            (12, 7500),
+            (22, 1875),
             (25, 469),
-            (25, 235),
-            (25, 118),
+            (25, 117),
+            (25, 100),
             (25, 100)
         ]
     );
@@ -172,7 +176,7 @@ fn compressing_less_is_slow_bounded_and_waits_between_steps() {
         previous = now;
     }
     // 26 interval steps and 25 threshold steps, 6 windows each: about 300 windows from the
-    // most to the least compression, where memory need takes 9 windows the other way.
+    // most to the least compression, where memory need takes 5 windows the other way.
     assert_eq!(steps[399].0.knobs, knobs(0, 30_000));
     assert_eq!(moves.len(), 26 + 25);
     assert!(steps[399]
@@ -286,7 +290,8 @@ fn bounds_are_never_exceeded_and_every_step_is_bounded() {
                 assert!(new.threshold <= cfg.threshold_max);
             }
             assert!(
-                new.interval_ms * 2 + 1 >= old.interval_ms,
+                f64::from(new.interval_ms) * cfg.max_backoff_factor + 1.0
+                    >= f64::from(old.interval_ms),
                 "{old:?} -> {new:?}"
             );
             assert!(f64::from(new.interval_ms) <= f64::from(old.interval_ms) * 1.25 + 1.0);
@@ -346,8 +351,17 @@ fn without_a_memory_signal_the_law_holds() {
 }
 
 #[test]
-fn eager_conversions_keep_the_interval_when_memory_is_tight() {
-    let steps = run(knobs(10, 1000), &[pressure_and_waste(20.0, 50.0, 0.0)]);
+fn eager_conversions_keep_the_interval_when_memory_is_tight_only_if_configured() {
+    // By default memory need wins: under reclaim the eager restores are copies that survived.
+    let eager_and_tight = [pressure_and_waste(20.0, 50.0, 0.0)];
+    let steps = run(knobs(10, 1000), &eager_and_tight);
+    assert_eq!(trajectory(&steps), [(20, 250)]);
+    // With eager_keeps_interval_when_tight only the threshold rises.
+    let keep = Config {
+        eager_keeps_interval_when_tight: true,
+        ..Config::default()
+    };
+    let steps = run_with(&keep, knobs(10, 1000), &eager_and_tight);
     assert_eq!(trajectory(&steps), [(20, 1000)]);
     assert!(steps[0].1.reason.contains("interval kept: eager 50 %"));
 }

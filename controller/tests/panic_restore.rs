@@ -46,7 +46,7 @@ fn knobs_on_disk(root: &Path) -> (String, String) {
     )
 }
 
-/// A session on `root` that has already written once (threshold 20, interval 500).
+/// A session on `root` that has already written once (threshold 20, interval 250).
 fn tuned_session(root: &Path) -> Session<SysfsKnobs> {
     let store = SysfsKnobs::open(root, "sim0", true).unwrap();
     let opts = TunerOptions {
@@ -57,7 +57,7 @@ fn tuned_session(root: &Path) -> Session<SysfsKnobs> {
     let mut session =
         Session::start(vec![("sim0".into(), store)], opts, Config::default(), audit).unwrap();
     session.tick(&mut Tight, Duration::from_secs(1)).unwrap();
-    assert_eq!(knobs_on_disk(root), ("20\n".into(), "500\n".into()));
+    assert_eq!(knobs_on_disk(root), ("20\n".into(), "250\n".into()));
     session
 }
 

@@ -12,6 +12,7 @@ mod model;
 mod source;
 mod system;
 mod tui;
+mod tuning;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -4,29 +4,48 @@ use anyhow::{bail, Result};
 
 use crate::util;
 
-/// Benchmark name -> (package, binary).
-const BENCHES: [(&str, &str, &str); 2] = [
-    ("sim", "sim", "sim-bench"),
-    ("controller", "controller", "controller-bench"),
+/// One benchmark: its name, and the package, binary and features that build it.
+struct Bench {
+    name: &'static str,
+    package: &'static str,
+    binary: &'static str,
+    /// The controller's benchmark runs the simulator, which the controller library itself does
+    /// not depend on: the binary needs the `bench` feature.
+    features: &'static str,
+}
+
+const BENCHES: [Bench; 2] = [
+    Bench {
+        name: "sim",
+        package: "sim",
+        binary: "sim-bench",
+        features: "",
+    },
+    Bench {
+        name: "controller",
+        package: "controller",
+        binary: "controller-bench",
+        features: "bench",
+    },
 ];
 
 pub fn run(name: &str, args: &[String]) -> Result<()> {
-    let Some((_, package, binary)) = BENCHES.iter().find(|(n, _, _)| *n == name) else {
-        let known: Vec<&str> = BENCHES.iter().map(|(n, _, _)| *n).collect();
+    let Some(bench) = BENCHES.iter().find(|b| b.name == name) else {
+        let known: Vec<&str> = BENCHES.iter().map(|b| b.name).collect();
         bail!("unknown benchmark {name:?}; known: {}", known.join(", "));
     };
-    util::run(
-        util::cargo()
-            .args([
-                "run",
-                "--quiet",
-                "--release",
-                "--package",
-                package,
-                "--bin",
-                binary,
-                "--",
-            ])
-            .args(args),
-    )
+    let mut command = util::cargo();
+    command.args([
+        "run",
+        "--quiet",
+        "--release",
+        "--package",
+        bench.package,
+        "--bin",
+        bench.binary,
+    ]);
+    if !bench.features.is_empty() {
+        command.args(["--features", bench.features]);
+    }
+    util::run(command.arg("--").args(args))
 }

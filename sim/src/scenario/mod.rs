@@ -3,6 +3,8 @@
 //! enough for a controller benchmark to call many times (the image is built once and its node
 //! blocks loaded once per process).
 pub mod android;
+pub mod controlled;
+pub mod mixed;
 pub mod vm_replay;
 
 use std::{fmt, str::FromStr};

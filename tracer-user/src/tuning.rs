@@ -1,0 +1,555 @@
+//! `nodescope top --tune`: the controller in the live view.
+//!
+//! [`ModelSignals`] turns the model's closed windows into the law's [`Signals`]; [`Tuning`] is
+//! the TUI's [`Refresh`] hook that steps a [`DeviceTuner`] on each newly closed window, writes
+//! the knobs of one device through [`SysfsKnobs`] (validated, read back, rate-limited, external
+//! changes respected), logs every decision to the audit log and the decisions pane, and puts
+//! the original values back when it is dropped (or on a panic, through the restore guard).
+//!
+//! ```ignore
+//! let root = source.knob_root().unwrap_or_else(|| PathBuf::from(DEFAULT_SYSFS_ROOT));
+//! let mut tuning = Tuning::start(&root, &info.devices[0], args.dry_run, args.audit.clone())?;
+//! tui::run(source, model, banner, &mut tuning, Duration::from_millis(250)).await
+//! // dropping `tuning` puts the original knob values back
+//! ```
+//!
+//! What the live model cannot give: **eager restores** (it does not remember when each entry
+//! was converted), so `eager_restores_per_s` is 0 and only waste by reclaim (compressed
+//! entries reclaimed without a restore) can make the law compress less. Memory pressure is
+//! PSI `some` over the window just closed (from the `total` stall counter; `avg10` for the
+//! first window), and the budget is the one the model's settings carry (the source's, e.g. the
+//! simulator's while it holds one).
+
+// Nothing calls this until `nodescope top --tune` is wired in (cmd/top.rs); then remove.
+#![allow(dead_code)]
+
+use std::{
+    collections::VecDeque,
+    fs,
+    io::ErrorKind,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+use controller::{
+    audit::{AuditLog, AuditRecord},
+    knobs::SysfsKnobs,
+    law::Config,
+    safety::{Restore, RestoreGuard},
+    signals::{parse_psi_some_avg10, parse_psi_some_total_us, ProcSignalSource, Signals},
+    tuner::{DeviceTuner, Status, TunerOptions},
+};
+
+use crate::{
+    model::{Model, WindowReport},
+    tui::Refresh,
+};
+
+/// Rates are measured over this many closed windows (5 s with the default 1 s windows), so a
+/// workload whose period does not divide the window cannot make every other window look clean.
+pub const RATE_WINDOWS: usize = 5;
+
+/// Turns the model's closed windows into [`Signals`].
+#[derive(Clone, Copy, Debug)]
+pub struct ModelSignals {
+    /// How many of the most recent closed windows the rates are taken over (at least 1).
+    pub rate_windows: usize,
+}
+
+impl Default for ModelSignals {
+    fn default() -> Self {
+        ModelSignals {
+            rate_windows: RATE_WINDOWS,
+        }
+    }
+}
+
+impl ModelSignals {
+    /// The signals at the end of window `upto`: rates over it and the windows before it (at most
+    /// `rate_windows` in all), its cache gauges, and the given pressure and budget. `None` when
+    /// `history` does not hold window `upto`.
+    pub fn signals(
+        &self,
+        history: &VecDeque<WindowReport>,
+        upto: u64,
+        memory_pressure: Option<f64>,
+        budget_bytes: Option<u64>,
+    ) -> Option<Signals> {
+        let end = history.iter().position(|w| w.index == upto)?;
+        let first = (end + 1).saturating_sub(self.rate_windows.max(1));
+        let windows: Vec<&WindowReport> = history.range(first..=end).collect();
+        let (oldest, newest) = (windows.first()?, windows.last()?);
+        let seconds = newest.end_ns.saturating_sub(oldest.start_ns) as f64 / 1e9;
+        let sum = |count: fn(&WindowReport) -> u64| windows.iter().map(|w| count(w)).sum::<u64>();
+        let rate = |count: u64| {
+            if seconds > 0.0 {
+                count as f64 / seconds
+            } else {
+                0.0
+            }
+        };
+        Some(Signals {
+            window_s: seconds,
+            node_reads_per_s: rate(sum(|w| w.interval.node_reads())),
+            restores_per_s: rate(sum(|w| w.interval.restores)),
+            conversions_per_s: rate(sum(|w| w.interval.conversions)),
+            // The model does not know when each entry was converted (see the module notes).
+            eager_restores_per_s: 0.0,
+            // A compressed entry reclaimed was never restored since its conversion.
+            wasted_per_s: rate(sum(|w| w.interval.reclaims.compressed())),
+            memory_pressure,
+            attributed_bytes: Some(newest.cache.attributed_bytes),
+            budget_bytes,
+        })
+    }
+}
+
+/// PSI memory `some` over the time between two readings, percent.
+#[derive(Debug, Default)]
+pub struct PsiShare {
+    last: Option<(u64, Instant)>,
+}
+
+impl PsiShare {
+    /// The stall share since the previous reading (from `total`); `avg10` for the first one.
+    pub fn update(&mut self, text: &str, now: Instant) -> Option<f64> {
+        let total = parse_psi_some_total_us(text);
+        let previous = std::mem::replace(&mut self.last, total.map(|t| (t, now)));
+        match (previous, total) {
+            (Some((before, then)), Some(after)) if now > then => {
+                let elapsed_us = now.duration_since(then).as_secs_f64() * 1e6;
+                let stalled_us = after.saturating_sub(before) as f64;
+                Some((stalled_us / elapsed_us * 100.0).clamp(0.0, 100.0))
+            }
+            _ => parse_psi_some_avg10(text),
+        }
+    }
+}
+
+/// The tuned device and its audit log: what must be restored, whatever happens.
+struct Tuned {
+    tuner: DeviceTuner<SysfsKnobs>,
+    audit: AuditLog,
+    last_now: Duration,
+}
+
+impl Tuned {
+    /// Log a record; a line that cannot be written is said where it can be seen.
+    fn log(&mut self, record: &AuditRecord) {
+        if let Err(err) = self.audit.write(record) {
+            log::error!("{err:#}");
+        }
+    }
+}
+
+impl Restore for Tuned {
+    fn restore(&mut self) {
+        if let Some(record) = self.tuner.restore(self.last_now) {
+            self.log(&record);
+        }
+    }
+}
+
+/// What [`Tuning::start_with`] can change.
+#[derive(Clone, Debug)]
+pub struct TuningOptions {
+    pub config: Config,
+    /// At most one write per knob per this long (model time).
+    pub min_write_gap: Duration,
+    /// PSI file (`None`: no pressure signal, only the budget).
+    pub psi: Option<PathBuf>,
+    pub signals: ModelSignals,
+}
+
+impl Default for TuningOptions {
+    fn default() -> Self {
+        TuningOptions {
+            config: Config::default(),
+            min_write_gap: Duration::from_secs(1),
+            psi: Some(PathBuf::from(ProcSignalSource::DEFAULT_PSI_PATH)),
+            signals: ModelSignals::default(),
+        }
+    }
+}
+
+/// The controller as the live view's refresh hook, for one device.
+pub struct Tuning {
+    guard: RestoreGuard<Tuned>,
+    device: String,
+    options: TuningOptions,
+    psi: PsiShare,
+    psi_missing_reported: bool,
+    /// The last closed window a decision was made on.
+    last_window: Option<u64>,
+}
+
+impl Tuning {
+    /// Tune `device` under `knob_root` (`Source::knob_root()` for the simulator, else
+    /// `/sys/fs/f2fs`) with the default law. Refuses to start, naming the file, when a knob is
+    /// missing, unparsable, out of range or (unless `dry_run`) not writable. The audit log is
+    /// appended to `audit`; without one, decisions go to the decisions pane only (stderr would
+    /// garble the screen).
+    pub fn start(
+        knob_root: &Path,
+        device: &str,
+        dry_run: bool,
+        audit: Option<PathBuf>,
+    ) -> Result<Tuning> {
+        Self::start_with(knob_root, device, dry_run, audit, TuningOptions::default())
+    }
+
+    pub fn start_with(
+        knob_root: &Path,
+        device: &str,
+        dry_run: bool,
+        audit: Option<PathBuf>,
+        options: TuningOptions,
+    ) -> Result<Tuning> {
+        options.config.validate()?;
+        let mut audit = open_audit(audit.as_deref())?;
+        let store = SysfsKnobs::open(knob_root, device, !dry_run)
+            .with_context(|| format!("cannot tune {device}"))?;
+        let opts = TunerOptions {
+            dry_run,
+            min_write_gap: options.min_write_gap,
+        };
+        let (tuner, record) = DeviceTuner::start(device, store, opts, Duration::ZERO)
+            .with_context(|| format!("cannot start tuning {device}"))?;
+        audit.write(&record)?;
+        let tuned = Tuned {
+            tuner,
+            audit,
+            last_now: Duration::ZERO,
+        };
+        Ok(Tuning {
+            guard: RestoreGuard::arm(tuned),
+            device: device.to_string(),
+            options,
+            psi: PsiShare::default(),
+            psi_missing_reported: false,
+            last_window: None,
+        })
+    }
+
+    /// What the header shows after "controller".
+    pub fn mode(&self) -> String {
+        let tuned = self.guard.lock();
+        match tuned.tuner.status() {
+            Status::Tuning if tuned.tuner.dry_run() => format!("dry-run {}", self.device),
+            Status::Tuning => format!("on {}", self.device),
+            Status::Stopped { .. } if !self.guard.is_armed() => format!("restored {}", self.device),
+            Status::Stopped { failed: true, .. } => format!("failed {}", self.device),
+            Status::Stopped { .. } => format!("stopped {}", self.device),
+        }
+    }
+
+    /// Put the original values back now (also done on drop).
+    pub fn restore(&self) {
+        self.guard.restore_now();
+    }
+
+    fn read_pressure(&mut self) -> Option<f64> {
+        let path = self.options.psi.as_ref()?;
+        match fs::read_to_string(path) {
+            Ok(text) => self.psi.update(&text, Instant::now()),
+            Err(err) => {
+                if !self.psi_missing_reported {
+                    let kind = if err.kind() == ErrorKind::NotFound {
+                        "does not exist".to_string()
+                    } else {
+                        format!("cannot be read ({err})")
+                    };
+                    log::warn!("{} {kind}: no memory pressure signal", path.display());
+                    self.psi_missing_reported = true;
+                }
+                None
+            }
+        }
+    }
+
+    /// One decision on closed window `index`; its line for the decisions pane.
+    fn decide(&mut self, model: &Model, index: u64) -> Option<String> {
+        let pressure = self.read_pressure();
+        let budget = model.settings.budget_bytes;
+        let signals = self
+            .options
+            .signals
+            .signals(model.history(), index, pressure, budget)?;
+        // Model time since window 0 began: the tuner's clock (write-rate limit, audit).
+        let now = Duration::from_nanos((index + 1) * model.config().window_ns);
+        let config = self.options.config.clone();
+        let mut tuned = self.guard.lock();
+        tuned.last_now = now;
+        let record = tuned.tuner.tick(&signals, now, &config)?;
+        tuned.log(&record);
+        Some(decision_line(index, &record))
+    }
+}
+
+fn open_audit(path: Option<&Path>) -> Result<AuditLog> {
+    match path {
+        None => Ok(AuditLog::discard()),
+        Some(path) if path == Path::new("-") => {
+            bail!("--audit -: stdout is the screen in the live view; give a file")
+        }
+        Some(path) => AuditLog::to_file(path),
+    }
+}
+
+/// `window 12: applied: memory score 4.00 (...), tight: compress more, interval 1000 -> 250 ms`.
+fn decision_line(index: u64, record: &AuditRecord) -> String {
+    let outcome = serde_json::to_value(record.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    format!("window {}: {outcome}: {}", index + 1, record.reason)
+}
+
+impl Refresh for Tuning {
+    /// Step once per window closed since the last refresh, oldest first (on the first refresh,
+    /// only on the newest: older windows were before the controller started).
+    fn refresh(&mut self, model: &mut Model) -> Result<()> {
+        let newest = model.history().back().map(|w| w.index);
+        let after = self.last_window.or(newest.and_then(|n| n.checked_sub(1)));
+        let fresh: Vec<u64> = model
+            .history()
+            .iter()
+            .map(|w| w.index)
+            .filter(|&i| after.is_none_or(|last| i > last))
+            .collect();
+        for index in fresh {
+            self.last_window = Some(index);
+            if let Some(line) = self.decide(model, index) {
+                model.push_decision(line);
+            }
+        }
+        model.settings.controller = Some(self.mode());
+        Ok(())
+    }
+}
+
+// Dropping a `Tuning` drops its guard, which puts the original values back (once).
+
+#[cfg(test)]
+mod tests {
+    use tracer_common::{Event, EventKind, FLAG_READAHEAD, QUEUE_256, QUEUE_RAW};
+
+    use super::*;
+    use crate::model::ModelConfig;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    fn event(kind: EventKind, ts_ns: u64, queue: u8) -> Event {
+        Event {
+            kind: kind as u8,
+            ts_ns,
+            queue,
+            tgid: 42,
+            pid: 42,
+            ..Event::ZERO
+        }
+    }
+
+    /// Window 0: 10 demand and 2 readahead reads, 6 conversions to the 256-byte queue.
+    /// Window 1: 4 restores, 1 compressed and 3 raw entries reclaimed. Window 2: nothing.
+    fn model_with_three_windows() -> Model {
+        let mut model = Model::new(ModelConfig::default());
+        model.start_at(0);
+        let at = |ms: u64| ms * 1_000_000;
+        for i in 0..10 {
+            model.ingest(&event(EventKind::NodeRead, at(i), QUEUE_RAW));
+        }
+        for i in 10..12 {
+            let mut read = event(EventKind::NodeRead, at(i), QUEUE_RAW);
+            read.flags = FLAG_READAHEAD;
+            model.ingest(&read);
+        }
+        for i in 20..26 {
+            model.ingest(&event(EventKind::Convert, at(i), QUEUE_256));
+        }
+        for i in 0..4 {
+            model.ingest(&event(EventKind::Restore, SECOND + at(i), QUEUE_256));
+        }
+        model.ingest(&event(EventKind::Reclaim, SECOND + at(10), QUEUE_256));
+        for i in 0..3 {
+            model.ingest(&event(EventKind::Reclaim, SECOND + at(20 + i), QUEUE_RAW));
+        }
+        model.advance_to(3 * SECOND);
+        model
+    }
+
+    #[test]
+    fn model_signals_are_rates_over_recent_windows_with_the_last_gauges() {
+        let model = model_with_three_windows();
+        let history = model.history();
+        assert_eq!(history.len(), 3);
+        let two = ModelSignals { rate_windows: 2 };
+        let signals = two.signals(history, 1, Some(7.5), Some(1 << 20)).unwrap();
+        assert_eq!(
+            signals,
+            Signals {
+                window_s: 2.0,
+                node_reads_per_s: 6.0,
+                restores_per_s: 2.0,
+                conversions_per_s: 3.0,
+                eager_restores_per_s: 0.0,
+                wasted_per_s: 0.5,
+                memory_pressure: Some(7.5),
+                // 7 raw blocks, 1 slot of 256 B, 8 entries of 88 B.
+                attributed_bytes: Some(7 * 4096 + 256 + 8 * 88),
+                budget_bytes: Some(1 << 20),
+            }
+        );
+        let later = two.signals(history, 2, None, None).unwrap();
+        assert_eq!(later.window_s, 2.0);
+        assert_eq!(later.node_reads_per_s, 0.0);
+        assert_eq!(later.restores_per_s, 2.0);
+        assert_eq!(later.conversions_per_s, 0.0);
+        assert_eq!(later.wasted_per_s, 0.5);
+        assert_eq!(later.memory_pressure, None);
+        // The first window alone, even with room for five: 12 reads, 6 raw + 6 compressed.
+        let first = ModelSignals::default()
+            .signals(history, 0, None, None)
+            .unwrap();
+        assert_eq!(first.window_s, 1.0);
+        assert_eq!(first.node_reads_per_s, 12.0);
+        assert_eq!(first.conversions_per_s, 6.0);
+        assert_eq!(first.attributed_bytes, Some(6 * 4096 + 6 * 256 + 12 * 88));
+        assert_eq!(
+            ModelSignals::default().signals(history, 9, None, None),
+            None
+        );
+    }
+
+    #[test]
+    fn psi_share_comes_from_the_total_and_avg10_before_that() {
+        let psi = |avg10: f64, total: u64| {
+            format!(
+                "some avg10={avg10:.2} avg60=0.00 avg300=0.00 total={total}\n\
+                 full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+            )
+        };
+        let start = Instant::now();
+        let mut share = PsiShare::default();
+        assert_eq!(share.update(&psi(2.5, 1_000), start), Some(2.5));
+        // 50 ms stalled in one second.
+        let next = start + Duration::from_secs(1);
+        assert_eq!(share.update(&psi(9.0, 51_000), next), Some(5.0));
+        // A counter that went backwards (another boot's file) counts nothing.
+        let later = next + Duration::from_secs(2);
+        assert_eq!(share.update(&psi(9.0, 10), later), Some(0.0));
+        assert_eq!(share.update("some avg10=3.00\n", later), Some(3.0));
+    }
+
+    fn knob_root(test: &str) -> PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("nodescope-tuning-{}-{test}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("vdb")).unwrap();
+        fs::write(root.join("vdb/node_compress_threshold"), "10\n").unwrap();
+        fs::write(root.join("vdb/node_compress_interval"), "1000\n").unwrap();
+        root
+    }
+
+    fn knobs(root: &Path) -> (String, String) {
+        let read = |name: &str| fs::read_to_string(root.join("vdb").join(name)).unwrap();
+        (
+            read("node_compress_threshold"),
+            read("node_compress_interval"),
+        )
+    }
+
+    fn no_psi() -> TuningOptions {
+        TuningOptions {
+            psi: None,
+            ..TuningOptions::default()
+        }
+    }
+
+    #[test]
+    fn tuning_steps_on_closed_windows_writes_logs_and_restores_on_drop() {
+        let root = knob_root("live");
+        let audit = root.join("audit.jsonl");
+        let mut tuning =
+            Tuning::start_with(&root, "vdb", false, Some(audit.clone()), no_psi()).unwrap();
+        let mut model = model_with_three_windows();
+        // 29,632 B attributed against 95 % of a 16 KiB budget: score 1.90, compress more
+        // (threshold + 10, interval / 1.90).
+        model.settings.budget_bytes = Some(16 << 10);
+        tuning.refresh(&mut model).unwrap();
+        assert_eq!(model.settings.controller.as_deref(), Some("on vdb"));
+        assert_eq!(knobs(&root), ("20\n".into(), "525\n".into()));
+        let lines: Vec<&String> = model.decisions.iter().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "only the newest window on the first refresh"
+        );
+        assert!(
+            lines[0].starts_with("window 3: applied: memory score 1.90"),
+            "{}",
+            lines[0]
+        );
+        // Nothing new closed: no new decision.
+        tuning.refresh(&mut model).unwrap();
+        assert_eq!(model.decisions.len(), 1);
+        // Two more windows: two more decisions, oldest first.
+        model.advance_to(5 * SECOND);
+        tuning.refresh(&mut model).unwrap();
+        assert_eq!(model.decisions.len(), 3);
+        assert!(model.decisions[1].starts_with("window 4: "));
+        assert!(model.decisions[2].starts_with("window 5: "));
+
+        drop(tuning);
+        assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
+        let log = fs::read_to_string(&audit).unwrap();
+        let events: Vec<String> = log
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .map(|line| line["event"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            events,
+            ["start", "decision", "decision", "decision", "restore"]
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn dry_run_decides_and_writes_nothing_and_bad_knobs_refuse_to_start() {
+        let root = knob_root("dry");
+        let mut tuning = Tuning::start_with(&root, "vdb", true, None, no_psi()).unwrap();
+        let mut model = model_with_three_windows();
+        model.settings.budget_bytes = Some(16 << 10);
+        tuning.refresh(&mut model).unwrap();
+        assert_eq!(model.settings.controller.as_deref(), Some("dry-run vdb"));
+        assert!(
+            model.decisions[0].contains(": dry-run: "),
+            "{}",
+            model.decisions[0]
+        );
+        drop(tuning);
+        assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
+
+        fs::write(root.join("vdb/node_compress_interval"), "50\n").unwrap();
+        let err = Tuning::start(&root, "vdb", false, None).err().unwrap();
+        assert!(
+            format!("{err:#}").contains("outside the valid range 100..=30000"),
+            "{err:#}"
+        );
+        let err = Tuning::start(&root, "vdc", false, None).err().unwrap();
+        assert!(
+            format!("{err:#}").contains("no device directory"),
+            "{err:#}"
+        );
+        let err = Tuning::start(&root, "vdb", true, Some("-".into()))
+            .err()
+            .unwrap();
+        assert!(
+            format!("{err:#}").contains("stdout is the screen"),
+            "{err:#}"
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
+}
