@@ -21,7 +21,6 @@
 //! simulator's while it holds one).
 
 // Nothing calls this until `nodescope top --tune` is wired in (cmd/top.rs); then remove.
-#![allow(dead_code)]
 
 use std::{
     collections::VecDeque,
@@ -242,11 +241,6 @@ impl Tuning {
             Status::Stopped { failed: true, .. } => format!("failed {}", self.device),
             Status::Stopped { .. } => format!("stopped {}", self.device),
         }
-    }
-
-    /// Put the original values back now (also done on drop).
-    pub fn restore(&self) {
-        self.guard.restore_now();
     }
 
     fn read_pressure(&mut self) -> Option<f64> {

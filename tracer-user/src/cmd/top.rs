@@ -10,6 +10,7 @@ use crate::{
     model::{Model, ModelConfig, Packages},
     source::open::{open, SourceArgs, SourceChoice},
     tui::{self, Refresh},
+    tuning::Tuning,
 };
 
 #[derive(Args)]
@@ -22,6 +23,16 @@ pub struct TopArgs {
     /// Android packages.list, for uid -> app names.
     #[arg(long, value_name = "FILE")]
     packages: Option<PathBuf>,
+    /// Let the controller tune node_compress_threshold and node_compress_interval while you
+    /// watch (docs/CONTROLLER.md); the original values come back when top ends.
+    #[arg(long)]
+    tune: bool,
+    /// With --tune: decide and show, write nothing.
+    #[arg(long, requires = "tune")]
+    dry_run: bool,
+    /// With --tune: also write every decision to this JSON-lines file.
+    #[arg(long, value_name = "FILE", requires = "tune")]
+    audit: Option<PathBuf>,
 }
 
 pub fn run(args: TopArgs) -> Result<()> {
@@ -53,14 +64,25 @@ async fn top(args: TopArgs) -> Result<()> {
         last: None,
     };
     let banner = opened.banner;
-    tui::run(
-        source,
-        model,
-        banner,
-        &mut settings,
-        Duration::from_millis(250),
-    )
-    .await
+    let frame_every = Duration::from_millis(250);
+    if !args.tune {
+        return tui::run(source, model, banner, &mut settings, frame_every).await;
+    }
+    let device = info
+        .devices
+        .first()
+        .context("the source names no device to tune")?;
+    let tuning = Tuning::start(&root, device, args.dry_run, args.audit.clone())?;
+    let mut both = (settings, tuning);
+    tui::run(source, model, banner, &mut both, frame_every).await
+}
+
+/// Knob display first, then the controller, at every refresh.
+impl Refresh for (KnobReader, Tuning) {
+    fn refresh(&mut self, model: &mut Model) -> Result<()> {
+        self.0.refresh(model)?;
+        self.1.refresh(model)
+    }
 }
 
 /// Shows the knob values in the header, read from their files at every refresh, and notes

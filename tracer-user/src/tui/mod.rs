@@ -7,8 +7,13 @@ mod table;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind};
-use tokio::sync::mpsc;
+use ratatui::crossterm::event::{
+    self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers,
+};
+use tokio::{
+    signal::unix::{signal, SignalKind},
+    sync::mpsc,
+};
 
 use self::table::{Column, COLUMNS};
 pub use self::{snapshot::Snapshot, table::label};
@@ -54,6 +59,9 @@ impl UiState {
             return;
         }
         match key.code {
+            // Raw mode turns Ctrl-C into a key: treat it as quit, so everything unwinds (and a
+            // controller puts the knobs back).
+            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
             KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
             KeyCode::Char('/') => {
                 self.editing_filter = true;
@@ -153,11 +161,16 @@ pub async fn run(
     let mut snapshot = Snapshot::capture(&model, &info);
     let mut batch = Vec::new();
     let mut source_open = true;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     while !ui.quit {
         let step = tokio::select! {
             more = source.next_batch(&mut batch), if source_open => Step::Batch(more),
             _ = tick.tick() => Step::Tick,
             key = keys.recv() => Step::Key(key),
+            // Ending by signal still unwinds: the terminal and any tuned knobs are restored.
+            _ = sigterm.recv() => Step::Key(None),
+            _ = sighup.recv() => Step::Key(None),
         };
         let redraw = !matches!(step, Step::Batch(_));
         match step {
