@@ -29,11 +29,25 @@ const BENCHES: [Bench; 2] = [
     },
 ];
 
+/// Benchmarks of nodescope itself (the model, the TUI, the recorder) run as its hidden
+/// `bench` subcommand, since they measure code that lives in the binary.
+const NODESCOPE_BENCHES: [&str; 2] = ["model", "record"];
+
 pub fn run(name: &str, args: &[String]) -> Result<()> {
+    if NODESCOPE_BENCHES.contains(&name) {
+        let mut bench_args = vec![name.to_string()];
+        bench_args.extend_from_slice(args);
+        return util::run_nodescope("bench", &bench_args);
+    }
     let Some(bench) = BENCHES.iter().find(|b| b.name == name) else {
-        let known: Vec<&str> = BENCHES.iter().map(|b| b.name).collect();
+        let known: Vec<&str> = BENCHES
+            .iter()
+            .map(|b| b.name)
+            .chain(NODESCOPE_BENCHES)
+            .collect();
         bail!("unknown benchmark {name:?}; known: {}", known.join(", "));
     };
+
     let mut command = util::cargo();
     command.args([
         "run",
