@@ -114,6 +114,42 @@ fn report_and_replay_reproduce_the_live_run_and_damage_keeps_the_prefix() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a nodescope recording"));
 }
 
+/// SIGTERM (and Ctrl-C) end a recording with a complete file: footer written, nothing lost.
+#[test]
+fn sigterm_finishes_the_recording_cleanly() {
+    let dir = scratch("record-sigterm");
+    let file = dir.join("run.nsr");
+    let child = std::process::Command::new(NODESCOPE)
+        .args([
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+            "--source",
+            "sim",
+            "--speed",
+            "10",
+        ])
+        .args(["--sysfs-root", dir.join("knobs").to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: kill sends a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("SIGTERM"));
+    let report: Value =
+        serde_json::from_slice(&nodescope(&["report", file.to_str().unwrap(), "--json"]).stdout)
+            .unwrap();
+    assert_eq!(report["complete"], true, "{report}");
+    assert!(report["totals"]["node_reads_demand"].as_u64().unwrap() > 0);
+}
+
 #[test]
 fn stream_from_the_simulator_prints_one_line_per_interval_with_totals_that_add_up() {
     let dir = scratch("stream-sim");
