@@ -84,7 +84,7 @@ fn open_auto(args: &SourceArgs) -> Result<Opened> {
         }),
         Some(reason) => Ok(Opened {
             source: open_sim(args)?,
-            banner: Some(format!("SIMULATOR ({reason}): scenario {}", args.scenario)),
+            banner: Some(format!("SIMULATOR ({reason})")),
         }),
     }
 }
