@@ -3,12 +3,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
+mod common;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use common::{is_root, NODESCOPE};
 
 fn json_of(output: &Output) -> Value {
     assert!(

@@ -4,7 +4,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
+mod common;
+
+use common::NODESCOPE;
 
 fn sim_json(args: &[&str]) -> Value {
     let output = Command::new(NODESCOPE)

@@ -2,7 +2,9 @@
 //! QEMU (`cargo xtask vm-test`); here: what it says on a kernel that cannot do it.
 use std::process::Command;
 
-const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
+mod common;
+
+use common::NODESCOPE;
 
 fn host_has_f2fs() -> bool {
     let listed = std::fs::read_to_string("/proc/filesystems")

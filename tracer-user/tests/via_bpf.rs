@@ -1,18 +1,21 @@
 //! The RFC probe programs, proven end to end without a patched kernel: the vm-replay scenario
 //! observed only through uprobes on the simulator's hooks must count exactly what the
 //! simulator emitted, for every event kind, with nothing lost.
+mod common;
+
 use std::process::Command;
+
+use common::{is_root, NODESCOPE};
 
 use serde_json::Value;
 
 #[test]
 fn vm_replay_seen_through_ebpf_matches_the_simulator_for_every_kind() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         eprintln!("SKIPPED vm_replay_seen_through_ebpf...: uprobes need root");
         return;
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_nodescope"))
+    let output = Command::new(NODESCOPE)
         .args(["sim", "--scenario", "vm-replay", "--via-bpf", "--json"])
         .output()
         .expect("run nodescope sim --via-bpf");

@@ -8,6 +8,11 @@ use std::{
 
 pub const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
 
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// A fresh directory for one test (knob files, recordings), removed first if it exists.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nodescope-test-{name}-{}", std::process::id()));
