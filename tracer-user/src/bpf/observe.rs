@@ -176,6 +176,10 @@ mod tests {
 
     use super::*;
 
+    /// The uprobes watch the whole test process, so tests that call the hooks and count them
+    /// exactly must not run at the same time.
+    static HOOK_CALLERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn is_root() -> bool {
         // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() == 0 }
@@ -193,6 +197,7 @@ mod tests {
     /// and only successful restores count as restores (the manifest's `when = "ret == 0"`).
     #[test]
     fn every_hook_call_arrives_through_uprobes() {
+        let _alone = HOOK_CALLERS.lock().unwrap_or_else(|p| p.into_inner());
         if !is_root() {
             eprintln!("SKIPPED every_hook_call_arrives_through_uprobes: needs root for uprobes");
             return;
@@ -250,6 +255,7 @@ mod tests {
     /// drop, exactly, and the drops are visible.
     #[test]
     fn ring_buffer_overflow_is_counted_exactly() {
+        let _alone = HOOK_CALLERS.lock().unwrap_or_else(|p| p.into_inner());
         if !is_root() {
             eprintln!("SKIPPED ring_buffer_overflow_is_counted_exactly: needs root for uprobes");
             return;
