@@ -172,15 +172,19 @@ pub fn f2fs_node_read_page(ctx: TracePointContext) -> u32 {
     0
 }
 
-fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
-    let layout = layout(TP_SUBMIT_PAGE_BIO)?;
+/// The (op_flags, dev) of a submission that is a node read; None for anything else.
+fn node_read_submission(ctx: &TracePointContext, layout: &TracepointLayout) -> Option<(u32, u32)> {
     let page_type: i32 = field(ctx, layout.type_)?;
     let op: u32 = field(ctx, layout.op)?;
     if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
         return None;
     }
-    let op_flags: u32 = field(ctx, layout.op_flags)?;
-    let dev: u32 = field(ctx, layout.dev)?;
+    Some((field(ctx, layout.op_flags)?, field(ctx, layout.dev)?))
+}
+
+fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
+    let layout = layout(TP_SUBMIT_PAGE_BIO)?;
+    let (op_flags, dev) = node_read_submission(ctx, &layout)?;
     // For node pages the page index is the nid.
     let nid: u64 = field(ctx, layout.index).unwrap_or(0);
     let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());
@@ -198,14 +202,9 @@ pub fn f2fs_node_read_bio(ctx: TracePointContext) -> u32 {
 
 fn on_read_bio(ctx: &TracePointContext) -> Option<()> {
     let layout = layout(TP_SUBMIT_READ_BIO)?;
-    let page_type: i32 = field(ctx, layout.type_)?;
-    let op: u32 = field(ctx, layout.op)?;
-    if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
-        return None;
-    }
-    let op_flags: u32 = field(ctx, layout.op_flags)?;
-    let dev: u32 = field(ctx, layout.dev)?;
+    let (op_flags, dev) = node_read_submission(ctx, &layout)?;
     let bytes: u32 = field(ctx, layout.size)?;
+
     // iostat counts blocks, so a multi-block bio counts as its blocks.
     let blocks = (bytes / F2FS_BLOCK_BYTES).max(1);
     let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());

@@ -47,6 +47,15 @@ impl Phase {
         self.procs.values().map(Proc::reads).sum()
     }
 
+    /// Node reads by processes whose comm is not `comm`.
+    pub fn reads_not_by(&self, comm: &str) -> u64 {
+        self.procs
+            .values()
+            .filter(|p| p.comm != comm)
+            .map(Proc::reads)
+            .sum()
+    }
+
     pub fn readahead(&self) -> u64 {
         self.procs.values().map(|p| p.readahead).sum()
     }
@@ -197,12 +206,7 @@ pub fn check(
         .map(|(pid, _)| *pid)
         .collect();
     let cat_pids = cats.len() as u64;
-    let non_cat: u64 = names
-        .procs
-        .values()
-        .filter(|p| p.comm != "cat")
-        .map(Proc::reads)
-        .sum();
+    let non_cat = names.reads_not_by("cat");
     expect(
         &mut failures,
         non_cat == 0,
@@ -266,12 +270,7 @@ pub fn check(
             Ok(phase) => {
                 lines.push(format!("  {variant:<8} {}", phase.summary()));
                 check_phase(&name, &phase, &mut failures);
-                let non_cat: u64 = phase
-                    .procs
-                    .values()
-                    .filter(|p| p.comm != "cat")
-                    .map(Proc::reads)
-                    .sum();
+                let non_cat = phase.reads_not_by("cat");
                 expect(
                     &mut failures,
                     non_cat == 0 && phase.readahead() == 0 && phase.reads() > 0,
