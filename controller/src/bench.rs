@@ -21,7 +21,7 @@ use serde::Serialize;
 use sim::{
     costs,
     knobs::{KnobValues, DEFAULT_INTERVAL_MS, DEFAULT_THRESHOLD},
-    scenario::controlled::{self, Window, Workload, WorkloadRun},
+    scenario::controlled::{self, Window, WindowKind, Workload, WorkloadRun},
 };
 
 use crate::{
@@ -195,6 +195,8 @@ pub struct ControllerSetup {
     pub config: Config,
     /// Decision period, virtual.
     pub window_s: f64,
+    /// Poll period between decisions (the gauges only, for [`law::urgent`]); 0: no polls.
+    pub poll_s: f64,
     /// `--min-write-gap`.
     pub min_write_gap_s: f64,
     /// Rates (and so the waste fractions) are measured over this trailing period.
@@ -211,6 +213,7 @@ impl Default for ControllerSetup {
         ControllerSetup {
             config: Config::default(),
             window_s: 1.0,
+            poll_s: 0.1,
             min_write_gap_s: 1.0,
             rate_period_s: 5.0,
             eager_floor_s: Weights::default().break_even_lifetime_s(),
@@ -237,6 +240,17 @@ impl SimSignals {
             budget_bytes,
             rate_period_ns,
             history,
+        }
+    }
+
+    /// The gauges at a poll: pressure over the trailing window, memory against the budget; no
+    /// rates (those are measured over whole windows by [`SimSignals::signals`]).
+    pub fn gauges(&self, window: &Window) -> Signals {
+        Signals {
+            memory_pressure: Some(window.memory_pressure),
+            attributed_bytes: Some(window.snapshot.memory.attributed_bytes),
+            budget_bytes: self.budget_bytes,
+            ..Signals::default()
         }
     }
 
@@ -326,10 +340,13 @@ pub fn run_controller(
     let mut source = SimSignals::new(workload.budget_bytes(), rate_period_ns);
     let keep_records = setup.keep_records;
     let decide = move |window: &Window| {
-        let signals = source.signals(window);
         let now = Duration::from_nanos(window.now_ns);
         let before = device.get();
-        if let Some(record) = tuner.tick(&signals, now, &cfg) {
+        let record = match window.kind {
+            WindowKind::Decision => tuner.tick(&source.signals(window), now, &cfg),
+            WindowKind::Poll => tuner.poll(&source.gauges(window), now, &cfg),
+        };
+        if let Some(record) = record {
             let mut trace = shared.lock().unwrap_or_else(|p| p.into_inner());
             trace.decisions += 1;
             trace.moves += u32::from(device.get() != before);
@@ -348,6 +365,7 @@ pub fn run_controller(
     };
     let control = controlled::Control {
         window_ns: (setup.window_s * 1e9).round() as u64,
+        poll_ns: (setup.poll_s * 1e9).round() as u64,
         eager_floor_ns: (setup.eager_floor_s * 1e9).round() as u64,
     };
     let run = controlled::run_controlled(
@@ -694,6 +712,7 @@ mod tests {
                 ..Feedback::default()
             },
             memory_pressure: pressure,
+            kind: WindowKind::Decision,
         }
     }
 

@@ -192,6 +192,11 @@ pub struct State {
     /// Consecutive comfortable windows with wasted conversions and no move (counts toward
     /// `relax_after_windows`).
     pub quiet_windows: u32,
+    /// While `Tight`: the memory score the last compress-more step answered. A poll between
+    /// windows ([`urgent`]) acts again only once the score has grown past `tight_enter` times
+    /// this.
+    #[serde(default)]
+    pub answered_score: Option<f64>,
 }
 
 impl State {
@@ -200,6 +205,7 @@ impl State {
             knobs,
             regime: Regime::Calm,
             quiet_windows: 0,
+            answered_score: None,
         }
     }
 }
@@ -281,6 +287,35 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
         return hold(state, regime, quiet, reason, &assessment);
     }
     compress_less(state, regime, quiet, &assessment, cfg)
+}
+
+/// The fast path between windows: act at once when memory crosses into `Tight`.
+///
+/// A caller that can read the gauges (PSI, attributed bytes against the budget) more often
+/// than it closes windows calls this at every poll. It acts only when memory got worse than
+/// the knobs answer: on the calm -> tight crossing, and while tight when the score has grown
+/// past `tight_enter` x the score the last compress-more step answered; then it takes exactly
+/// the step [`step`] would take on the same signals. Everything else (holds, the slow
+/// direction, which needs rates over a whole window) waits for the window, so polls only
+/// ever compress more, and each needs the score to have grown by `tight_enter` since the last.
+/// This is senpai's fast backoff, and what PSI triggers are for: a controller that sees
+/// memory need only at its next window leaves the worker slow for up to a window plus one
+/// pending pass. `None`: nothing urgent.
+pub fn urgent(state: &State, signals: &Signals, cfg: &Config) -> Option<(State, Decision)> {
+    let assessment = assess(&signals.sanitized(), cfg);
+    let score = assessment.memory_score?;
+    let urgent = match (state.regime, state.answered_score) {
+        (Regime::Calm, _) => next_regime(state.regime, score, cfg) == Regime::Tight,
+        (Regime::Tight, Some(answered)) => score >= answered * cfg.tight_enter,
+        // Tight but no step answered yet (a hold in the dead band): the window decides.
+        (Regime::Tight, None) => false,
+    };
+    if !urgent {
+        return None;
+    }
+    let (next, mut decision) = compress_more(state, Regime::Tight, score, &assessment, cfg);
+    decision.reason = format!("urgent (between windows): {}", decision.reason);
+    Some((next, decision))
 }
 
 fn assess(signals: &Signals, cfg: &Config) -> Assessment {
@@ -374,11 +409,15 @@ fn compress_more(
     }
     if new == old {
         reason += ": already at the most compression allowed, holding";
-        return hold(state, regime, 0, reason, assessment);
+        let (mut next, decision) = hold(state, regime, 0, reason, assessment);
+        next.answered_score = Some(score);
+        return (next, decision);
     }
     reason += &moves(old, new);
     let decision = decide(new, Action::CompressMore, reason, regime, assessment);
-    (next_state(new, regime, 0), decision)
+    let mut next = next_state(new, regime, 0);
+    next.answered_score = Some(score);
+    (next, decision)
 }
 
 /// The slow direction: one bounded step, then wait `relax_after_windows` again.
@@ -427,7 +466,11 @@ fn hold(
     assessment: &Assessment,
 ) -> (State, Decision) {
     let decision = decide(state.knobs, Action::Hold, reason, regime, assessment);
-    (next_state(state.knobs, regime, quiet), decision)
+    let mut next = next_state(state.knobs, regime, quiet);
+    if regime == Regime::Tight {
+        next.answered_score = state.answered_score;
+    }
+    (next, decision)
 }
 
 fn decide(
@@ -448,11 +491,13 @@ fn decide(
     }
 }
 
+/// The state after a step; `answered_score` is set by the compress-more path.
 fn next_state(knobs: Knobs, regime: Regime, quiet_windows: u32) -> State {
     State {
         knobs,
         regime,
         quiet_windows,
+        answered_score: None,
     }
 }
 

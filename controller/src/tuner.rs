@@ -35,6 +35,14 @@ pub enum Status {
     },
 }
 
+/// Whether a write waits for `min_write_gap` since the knob's last write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteGap {
+    Respect,
+    /// Urgent steps (see [`DeviceTuner::poll`]).
+    Skip,
+}
+
 pub struct DeviceTuner<K: KnobStore> {
     device: String,
     store: K,
@@ -111,6 +119,32 @@ impl<K: KnobStore> DeviceTuner<K> {
         if !self.is_tuning() {
             return None;
         }
+        let step = law::step(&self.law, signals, cfg);
+        self.carry_out(step, signals, now, WriteGap::Respect)
+    }
+
+    /// A poll between windows ([`law::urgent`]): `None` when nothing is urgent (the device is
+    /// not even read) or the device is no longer tuned; otherwise the same checks, writes and
+    /// audit record as [`DeviceTuner::tick`], except the write-rate limit: an urgent step only
+    /// compresses more, and only after the memory score grew by `tight_enter` since the last
+    /// step, so it cannot flap, and deferring it would leave the worker slow for the very
+    /// seconds the poll is there to save.
+    pub fn poll(&mut self, signals: &Signals, now: Duration, cfg: &Config) -> Option<AuditRecord> {
+        if !self.is_tuning() {
+            return None;
+        }
+        let step = law::urgent(&self.law, signals, cfg)?;
+        self.carry_out(step, signals, now, WriteGap::Skip)
+    }
+
+    /// Check the device, then write what the law decided (or, in dry-run, only note it).
+    fn carry_out(
+        &mut self,
+        (next, decision): (law::State, law::Decision),
+        signals: &Signals,
+        now: Duration,
+        gap: WriteGap,
+    ) -> Option<AuditRecord> {
         let on_device = match self.store.read_all() {
             Ok(knobs) => knobs,
             Err(err) => return Some(self.fail(now, format!("{err:#}"))),
@@ -118,7 +152,7 @@ impl<K: KnobStore> DeviceTuner<K> {
         if let Some(record) = self.check_external_change(on_device, now) {
             return Some(record);
         }
-        let (next, decision) = law::step(&self.law, signals, cfg);
+
         let mut record = self.record(now, Event::Decision, Outcome::Hold);
         record.signals = Some(signals.clone());
         record.old = Some(self.law.knobs);
@@ -136,7 +170,7 @@ impl<K: KnobStore> DeviceTuner<K> {
             self.law = next;
             return Some(record);
         }
-        match self.apply(decision.knobs, now) {
+        match self.apply(decision.knobs, now, gap) {
             Ok(deferred) => {
                 self.finish_applied(&mut record, next, &deferred);
                 Some(record)
@@ -235,14 +269,19 @@ impl<K: KnobStore> DeviceTuner<K> {
 
     /// Write each knob that should change and may (rate limit). Returns the knobs deferred by
     /// the rate limit.
-    fn apply(&mut self, target: Knobs, now: Duration) -> Result<Vec<(Knob, Duration)>> {
+    fn apply(
+        &mut self,
+        target: Knobs,
+        now: Duration,
+        gap: WriteGap,
+    ) -> Result<Vec<(Knob, Duration)>> {
         let mut deferred = Vec::new();
         for (index, knob) in Knob::ALL.into_iter().enumerate() {
             if target.get(knob) == self.last_known.get(knob) {
                 continue;
             }
             if let Some(since) = self.last_write[index].map(|at| now.saturating_sub(at)) {
-                if since < self.opts.min_write_gap {
+                if gap == WriteGap::Respect && since < self.opts.min_write_gap {
                     deferred.push((knob, since));
                     continue;
                 }

@@ -138,7 +138,12 @@ impl Engine {
             inode_checksums: nodes.inode_checksums,
             checksum_seed: nodes.checksum_seed,
         };
-        let interval = u64::from(knobs.refresh().interval_ms) * 1_000_000;
+        knobs.refresh();
+        // The knobs exist only in sysfs: at mount they hold the kernel's defaults and the first
+        // pass is due one default interval later; whatever is written after mount (a static
+        // setting or a controller) takes effect from the pass after that due time, because a
+        // sysfs write does not move the cache thread's due time.
+        let first_pass_at = u64::from(crate::knobs::DEFAULT_INTERVAL_MS) * 1_000_000;
         Engine {
             cache: NodeCache::new(check),
             disk: Disk::new(nodes),
@@ -147,7 +152,8 @@ impl Engine {
             now: 0,
             worker: Worker {
                 task: Task::kthread(412, "f2fs_writeback-254:16"),
-                next_pass_at: interval,
+                next_pass_at: first_pass_at,
+
                 pass_started_at: 0,
                 resume_at: 0,
                 pass: None,

@@ -4,8 +4,10 @@
 //!
 //! Options: `--json`; `--seed N`; `--threads N` (default: the machine's cores);
 //! `--scenario NAME` (repeatable; default: all); `--window S` (decision period, virtual
-//! seconds); `--min-write-gap S`; `--trace` (every audit record in the JSON); `--law JSON` (fields of `law::Config` to override, for
-//! exploring the law's constants).
+//! seconds); `--poll S` (gauge polls between decisions, virtual seconds; 0: none);
+//! `--min-write-gap S`; `--rate-period S`; `--eager-floor S`; `--trace` (every audit record in
+//! the JSON); `--law JSON` (fields of `law::Config` to override, for exploring the law's
+//! constants).
 use anyhow::{bail, Context as _, Result};
 use controller::{
     bench::{self, ControllerSetup},
@@ -41,6 +43,7 @@ fn parse_args() -> Result<Args> {
             "--threads" => args.threads = value("--threads")?.parse().context("--threads")?,
             "--scenario" => args.scenarios.push(value("--scenario")?),
             "--window" => args.setup.window_s = value("--window")?.parse().context("--window")?,
+            "--poll" => args.setup.poll_s = value("--poll")?.parse().context("--poll")?,
             "--min-write-gap" => {
                 args.setup.min_write_gap_s = value("--min-write-gap")?
                     .parse()

@@ -173,7 +173,8 @@ pub struct WorkloadRun {
     pub memory: Vec<MemorySample>,
     /// Attributed memory integrated over the run (samples x their period), byte-seconds.
     pub memory_byte_seconds: f64,
-    /// The knob values in force in each decision window (controlled runs; empty otherwise).
+    /// The knob values in force from each decision window's end, and from each poll that
+    /// changed them (controlled runs; empty otherwise).
     #[serde(skip)]
     pub knob_trace: Vec<(u64, KnobValues)>,
 }
@@ -243,8 +244,18 @@ pub struct Window<'a> {
     pub snapshot: &'a Snapshot,
     /// Cumulative counters derived from the events.
     pub feedback: Feedback,
-    /// PSI-like memory `some` over this window, percent (see the module notes).
+    /// PSI-like memory `some` over the trailing `window_ns` (see the module notes), percent;
+    /// at a poll too (what a PSI trigger over one window measures).
     pub memory_pressure: f64,
+    /// The end of a decision window, or a poll between two ([`Control::poll_ns`]).
+    pub kind: WindowKind,
+}
+
+/// Whether a [`Window`] closes a decision window or is a poll inside one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    Decision,
+    Poll,
 }
 
 /// Cumulative counters a [`Snapshot`] does not carry.
@@ -331,6 +342,11 @@ impl FeedbackTracker {
         }
     }
 
+    /// The cumulative feedback so far.
+    pub fn totals(&self) -> Feedback {
+        self.totals
+    }
+
     /// Close a window of `window_ns` over a cache whose effective count is `shrink_count`:
     /// the cumulative feedback and the window's memory pressure.
     pub fn close_window(&mut self, window_ns: u64, shrink_count: u64) -> (Feedback, f64) {
@@ -359,8 +375,14 @@ pub type Decide = Box<dyn FnMut(&Window) -> KnobValues + Send>;
 
 struct WindowPacer {
     window_ns: u64,
+    /// Time between two hand-overs: the poll period, or the window when there are no polls.
+    step_ns: u64,
     next_limit: u64,
     tracker: FeedbackTracker,
+    /// (time, cumulative feedback) at the hand-overs of the last window, oldest first, so that
+    /// every hand-over measures pressure over the trailing window.
+    recent: std::collections::VecDeque<(u64, Feedback)>,
+
     events: Vec<Event>,
     decide: Decide,
     trace: Arc<Mutex<Vec<(u64, KnobValues)>>>,
@@ -374,22 +396,39 @@ impl Pacer for WindowPacer {
             self.tracker.record(&event, interval_ms);
         }
         let snapshot = engine.snapshot();
-        let (feedback, memory_pressure) = self
-            .tracker
-            .close_window(self.window_ns, snapshot.shrink_count);
+        let now = self.next_limit;
+        let feedback = self.tracker.totals();
+        while self.recent.len() > 1 && self.recent[1].0 <= now.saturating_sub(self.window_ns) {
+            self.recent.pop_front();
+        }
+        let (since, start) = self
+            .recent
+            .front()
+            .copied()
+            .unwrap_or((0, Feedback::default()));
+        let memory_pressure = pressure(&start, &feedback, now - since, snapshot.shrink_count);
+        self.recent.push_back((now, feedback));
+        let kind = if now.is_multiple_of(self.window_ns) {
+            WindowKind::Decision
+        } else {
+            WindowKind::Poll
+        };
         let window = Window {
-            now_ns: self.next_limit,
+            now_ns: now,
             window_ns: self.window_ns,
             snapshot: &snapshot,
             feedback,
             memory_pressure,
+            kind,
         };
         let knobs = (self.decide)(&window);
         engine.knobs = Knobs::Static(knobs);
         if let Ok(mut trace) = self.trace.lock() {
-            trace.push((self.next_limit, knobs));
+            if kind == WindowKind::Decision || trace.last().map(|(_, last)| *last) != Some(knobs) {
+                trace.push((now, knobs));
+            }
         }
-        self.next_limit += self.window_ns;
+        self.next_limit += self.step_ns;
         Ok(self.next_limit)
     }
 }
@@ -399,12 +438,15 @@ impl Pacer for WindowPacer {
 pub struct Control {
     /// The decision period, virtual.
     pub window_ns: u64,
+    /// The poll period between decisions (0: no polls); must divide `window_ns`.
+    pub poll_ns: u64,
     /// See [`FeedbackTracker::new`].
     pub eager_floor_ns: u64,
 }
 
 /// Run `workload` starting from `initial`, calling `decide` at the end of every
-/// `control.window_ns` of virtual time; its answer is in force from then on.
+/// `control.window_ns` of virtual time, and every `control.poll_ns` in between; its answer is
+/// in force from then on.
 pub fn run_controlled(
     workload: Workload,
     seed: u64,
@@ -414,18 +456,31 @@ pub fn run_controlled(
 ) -> Result<WorkloadRun> {
     let window_ns = control.window_ns;
     anyhow::ensure!(window_ns > 0, "a decision window must last some time");
+    let step_ns = match control.poll_ns {
+        0 => window_ns,
+        poll_ns => {
+            anyhow::ensure!(
+                window_ns.is_multiple_of(poll_ns),
+                "the poll period ({poll_ns} ns) must divide the decision window ({window_ns} ns)"
+            );
+            poll_ns
+        }
+    };
     let mut engine = engine_for(&workload, initial, true)?;
     let first = engine.snapshot();
     let trace = Arc::new(Mutex::new(Vec::new()));
     let pacer = WindowPacer {
         window_ns,
-        next_limit: window_ns,
+        step_ns,
+        next_limit: step_ns,
         tracker: FeedbackTracker::new(control.eager_floor_ns),
+        recent: [(0, Feedback::default())].into(),
         events: Vec::new(),
         decide,
         trace: trace.clone(),
     };
-    engine.set_pacer(Box::new(pacer), window_ns);
+    engine.set_pacer(Box::new(pacer), step_ns);
+
     let (engine, phases) = workload.drive(engine, seed)?;
     let mut run = WorkloadRun::new(workload, seed, &first, &engine, phases);
     run.knob_trace = std::mem::take(&mut *trace.lock().unwrap_or_else(|p| p.into_inner()));
@@ -540,6 +595,7 @@ mod tests {
         let fixed = run_static(workload, knobs, 4).unwrap();
         let control = Control {
             window_ns: SECOND,
+            poll_ns: 0,
             eager_floor_ns: 0,
         };
         let mut windows = 0;
