@@ -67,6 +67,22 @@ impl<K: KnobStore> Session<K> {
         Ok(())
     }
 
+    /// A poll between windows: the gauges of every device still tuned, and an urgent step
+    /// where memory got worse than the knobs answer ([`DeviceTuner::poll`]). A source that
+    /// cannot give its gauges now is skipped quietly: the next window reports it.
+    pub fn poll(&mut self, source: &mut dyn SignalSource, now: Duration) -> Result<()> {
+        self.last_now = now;
+        for tuner in self.tuners.iter_mut().filter(|t| t.is_tuning()) {
+            let Ok(gauges) = source.gauges(tuner.device(), now) else {
+                continue;
+            };
+            if let Some(record) = tuner.poll(&gauges, now, &self.cfg) {
+                self.audit.write(&record)?;
+            }
+        }
+        Ok(())
+    }
+
     /// How many devices are still tuned.
     pub fn tuning(&self) -> usize {
         self.tuners.iter().filter(|t| t.is_tuning()).count()

@@ -73,6 +73,13 @@ impl Signals {
 /// the simulator. It is called once per device per decision period, in time order.
 pub trait SignalSource {
     fn sample(&mut self, device: &str, now: Duration) -> Result<Signals>;
+
+    /// The gauges alone (memory pressure, attributed bytes, budget), for a poll between two
+    /// windows ([`crate::law::urgent`]); no rates, and no effect on the next window's rates.
+    /// The default has none, so a source without cheap gauges is never polled into action.
+    fn gauges(&mut self, _device: &str, _now: Duration) -> Result<Signals> {
+        Ok(Signals::default())
+    }
 }
 
 /// The name of the optional counters file in a device directory.
@@ -219,6 +226,20 @@ impl SignalSource for ProcSignalSource {
             self.previous.insert(device.to_string(), (now, current));
         }
         Ok(signals)
+    }
+
+    fn gauges(&mut self, device: &str, _now: Duration) -> Result<Signals> {
+        let counters = self.read_counters(device)?;
+        let pressure = match counters.and_then(|c| c.memory_pressure) {
+            Some(simulated) => Some(simulated),
+            None => self.read_psi()?,
+        };
+        Ok(Signals {
+            memory_pressure: pressure,
+            attributed_bytes: counters.and_then(|c| c.attributed_bytes),
+            budget_bytes: self.budget_bytes,
+            ..Signals::default()
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! The control law on scripted signal sequences: exact decisions, with the default config.
 use controller::{
     knobs::Knobs,
-    law::{step, Action, Config, Decision, Regime, State},
+    law::{step, urgent, Action, Config, Decision, Regime, State},
     signals::Signals,
 };
 
@@ -431,4 +431,65 @@ impl XorShift {
         self.0 ^= self.0 << 17;
         (self.0 >> 11) as f64 / (1u64 << 53) as f64
     }
+}
+
+#[test]
+fn polls_act_only_on_the_crossing_and_on_escalation_and_only_compress_more() {
+    let cfg = Config::default();
+    let calm = State::new(knobs(12, 1000));
+    // Calm, below tight_enter (1.1 = 5.5 % PSI): nothing urgent, whatever the waste.
+    for psi in [0.0, 3.0, 5.49] {
+        assert_eq!(
+            urgent(&calm, &pressure_and_waste(psi, 90.0, 90.0), &cfg),
+            None
+        );
+    }
+    // No memory signal at all: nothing urgent.
+    assert_eq!(urgent(&calm, &Signals::default(), &cfg), None);
+    // The crossing: the same step the window would take, and the reason says it was a poll.
+    let crossing = pressure(10.0);
+    let (state, decision) = urgent(&calm, &crossing, &cfg).expect("the crossing is urgent");
+    let (window_state, window_decision) = step(&calm, &crossing, &cfg);
+    assert_eq!(state, window_state);
+    assert_eq!(decision.knobs, window_decision.knobs);
+    assert_eq!(decision.knobs, knobs(22, 500));
+    assert_eq!(decision.action, Action::CompressMore);
+    assert_eq!(state.regime, Regime::Tight);
+    assert_eq!(state.answered_score, Some(2.0));
+    assert_eq!(
+        decision.reason,
+        format!("urgent (between windows): {}", window_decision.reason)
+    );
+    // Tight: only a score of at least 1.1 x the answered 2.0 (PSI 11 %) acts again.
+    for psi in [10.0, 10.99, 6.0, 0.0] {
+        assert_eq!(urgent(&state, &pressure(psi), &cfg), None, "PSI {psi}");
+    }
+    let (state, decision) = urgent(&state, &pressure(11.0), &cfg).expect("escalation");
+    assert_eq!(decision.knobs, knobs(25, 227));
+    assert_eq!(state.answered_score, Some(2.2));
+    // At the most compression allowed a further escalation holds and says so.
+    let most = State {
+        knobs: knobs(25, 100),
+        ..state
+    };
+    let (held, decision) = urgent(&most, &pressure(50.0), &cfg).expect("escalation");
+    assert_eq!(decision.action, Action::Hold);
+    assert_eq!(held.knobs, knobs(25, 100));
+    assert_eq!(held.answered_score, Some(10.0));
+}
+
+#[test]
+fn a_window_hold_keeps_the_answered_score_and_leaving_tight_forgets_it() {
+    let cfg = Config::default();
+    let (tight, _) = step(&State::new(knobs(12, 1000)), &pressure(10.0), &cfg);
+    assert_eq!(tight.answered_score, Some(2.0));
+    // Tight dead band (0.8 < score <= 1.0): the window holds, the answer stands.
+    let (held, decision) = step(&tight, &pressure(4.5), &cfg);
+    assert_eq!(decision.action, Action::Hold);
+    assert_eq!(held.answered_score, Some(2.0));
+    // Calm again (score 0.8 or less): forgotten; the next crossing is urgent from scratch.
+    let (calm, _) = step(&held, &pressure(4.0), &cfg);
+    assert_eq!(calm.regime, Regime::Calm);
+    assert_eq!(calm.answered_score, None);
+    assert!(urgent(&calm, &pressure(5.5), &cfg).is_some());
 }

@@ -124,6 +124,45 @@ fn writes_are_limited_to_one_per_knob_per_gap() {
         .contains("(node_compress_interval write deferred: last write 2.0 s ago, limit 10.0 s)"));
 }
 
+/// PSI `psi` %: the score is psi / 5.
+fn psi(psi: f64) -> Signals {
+    Signals {
+        memory_pressure: Some(psi),
+        ..Signals::default()
+    }
+}
+
+#[test]
+fn urgent_polls_write_past_the_gap_only_when_memory_got_worse() {
+    let device = MemoryKnobs::new("sim0", ORIGINAL);
+    let mut tuner = start(device.clone(), options(false, 10));
+    let cfg = Config::default();
+    let ms = Duration::from_millis;
+    // Calm: a poll does nothing and logs nothing.
+    assert!(tuner.poll(&psi(3.0), ms(100), &cfg).is_none());
+    // The crossing (score 2): written at once.
+    let record = tuner.poll(&tight(), ms(200), &cfg).unwrap();
+    assert_eq!(record.outcome, Outcome::Applied);
+    assert!(record.reason.starts_with("urgent (between windows): "));
+    assert_eq!(device.get().interval_ms, 500);
+    // Not worse by 1.1 x: nothing, although the window would halve again.
+    assert!(tuner.poll(&psi(10.9), ms(300), &cfg).is_none());
+    // Score 4 (worse than 2.2): written 200 ms after the last write, past the 10 s gap.
+    let record = tuner.poll(&psi(20.0), ms(400), &cfg).unwrap();
+    assert_eq!(record.outcome, Outcome::Applied);
+    assert_eq!(device.get().interval_ms, 125);
+    // The window still respects the gap.
+    let record = tuner.tick(&psi(40.0), ms(1000), &cfg).unwrap();
+    assert_eq!(record.outcome, Outcome::RateLimited);
+    assert_eq!(device.get().interval_ms, 125);
+    // A poll that finds someone else's value stops tuning like a window does.
+    device.set(Knob::Interval, 3000);
+    let record = tuner.poll(&psi(100.0), ms(1100), &cfg).unwrap();
+    assert_eq!(record.event, Event::ExternalChange);
+    assert!(tuner.poll(&psi(100.0), ms(1200), &cfg).is_none());
+    assert_eq!(device.get().interval_ms, 3000);
+}
+
 #[test]
 fn dry_run_decides_and_logs_but_writes_nothing() {
     let device = MemoryKnobs::new("sim0", ORIGINAL);

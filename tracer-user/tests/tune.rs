@@ -66,6 +66,11 @@ impl Fixture {
     }
 
     fn command(&self, extra: &[&str]) -> Command {
+        self.command_every("0.1", extra)
+    }
+
+    /// `nodescope tune` deciding every `period` seconds.
+    fn command_every(&self, period: &str, extra: &[&str]) -> Command {
         let mut command = Command::new(NODESCOPE);
         command
             .arg("tune")
@@ -75,7 +80,7 @@ impl Fixture {
             .arg(self.root.join("psi"))
             .arg("--audit")
             .arg(self.audit_path())
-            .args(["--interval", "0.1", "--min-write-gap", "0"])
+            .args(["--interval", period, "--min-write-gap", "0"])
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
@@ -85,6 +90,13 @@ impl Fixture {
 
     fn spawn(&self, extra: &[&str]) -> Child {
         self.command(extra).spawn().expect("start nodescope tune")
+    }
+
+    fn set_attributed_bytes(&self, bytes: u64) {
+        let stats = self.root.join("knobs/sim0/nodescope_stats");
+        let temporary = stats.with_extension("new");
+        fs::write(&temporary, format!("attributed_bytes {bytes}\n")).unwrap();
+        fs::rename(temporary, stats).unwrap();
     }
 
     fn audit(&self) -> Vec<Value> {
@@ -410,4 +422,52 @@ fn duration_ends_the_run_and_restores() {
         .iter()
         .any(|line| line["outcome"] == "applied"));
     assert_eq!(events(&audit, "restore")[0]["outcome"], "restored");
+}
+
+#[test]
+fn polls_compress_more_between_windows_when_memory_crosses_the_budget_or_grows() {
+    // Windows every 30 s (none happens in this test), polls every 0.1 s, budget 1 MiB (goal
+    // 0.95 MiB), no pressure from PSI: only the budget speaks.
+    let fixture = Fixture::new("poll", "12\n", "1000\n");
+    fixture.set_pressure(0.0);
+    fixture.set_attributed_bytes(512 << 10);
+    let mut child = fixture
+        .command_every(
+            "30",
+            &["--poll", "0.1", "--budget", "1M", "--duration", "20"],
+        )
+        .spawn()
+        .expect("start nodescope tune");
+    fixture.wait_for(&mut child, "the start line", |f| {
+        !events(&f.audit(), "start").is_empty()
+    });
+    // Half the budget: calm, nothing to do. 8 MiB: score 8.42, into tight at once: interval
+    // 1000 / 8.42 = 119 ms, threshold 12 + 10 (the most per step) = 22.
+    thread::sleep(Duration::from_millis(500));
+    assert!(events(&fixture.audit(), "decision").is_empty());
+    fixture.set_attributed_bytes(8 << 20);
+    fixture.wait_for(&mut child, "the crossing", |f| f.knob(INTERVAL) == "119\n");
+    assert_eq!(fixture.knob(THRESHOLD), "22\n");
+    // 8.5 MiB is not 1.1 x the score answered: no step. 16 MiB is (16.84): interval 119 / 10
+    // (the most per step) at its 100 ms floor, threshold at its ceiling of 25.
+    fixture.set_attributed_bytes(17 << 19);
+    thread::sleep(Duration::from_millis(500));
+    fixture.set_attributed_bytes(16 << 20);
+    fixture.wait_for(&mut child, "the escalation", |f| {
+        f.knob(INTERVAL) == "100\n"
+    });
+    assert_eq!(fixture.knob(THRESHOLD), "25\n");
+    send(&child, libc::SIGTERM);
+    let output = finish(child);
+    assert_success(output.status, &output);
+    assert_eq!(fixture.knob(THRESHOLD), "12\n");
+    assert_eq!(fixture.knob(INTERVAL), "1000\n");
+    let audit = fixture.audit();
+    let decisions = events(&audit, "decision");
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    for line in &decisions {
+        assert_eq!(line["outcome"], "applied");
+        let reason = line["reason"].as_str().unwrap();
+        assert!(reason.starts_with("urgent (between windows): "), "{reason}");
+    }
 }

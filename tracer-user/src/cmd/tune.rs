@@ -38,6 +38,11 @@ pub struct TuneArgs {
     /// Seconds between decisions.
     #[arg(long, value_name = "S", default_value = "5", value_parser = decision_period)]
     interval: Duration,
+    /// Seconds between two polls of the gauges (PSI, attributed bytes) inside a decision
+    /// period: a poll compresses more at once when memory crosses into tight or gets worse
+    /// (docs/CONTROLLER.md, "urgent steps"); 0 turns polling off.
+    #[arg(long, value_name = "S", default_value = "0.25", value_parser = seconds)]
+    poll: Duration,
     /// Stop after this many seconds (the original values are put back).
     #[arg(long, value_name = "S", value_parser = seconds)]
     duration: Option<Duration>,
@@ -136,8 +141,9 @@ fn announce(args: &TuneArgs, session: &Session<SysfsKnobs>) {
     );
 }
 
-/// Decide once per period, on the wall clock, until a stop signal, the duration, or no device
-/// left. Windows the process missed (suspend, overload) are skipped, not replayed in a burst.
+/// Decide once per period and poll the gauges in between, on the wall clock, until a stop
+/// signal, the duration, or no device left. Windows the process missed (suspend, overload)
+/// are skipped, not replayed in a burst.
 fn decide_until_stopped(
     guard: &RestoreGuard<Session<SysfsKnobs>>,
     source: &mut ProcSignalSource,
@@ -146,7 +152,9 @@ fn decide_until_stopped(
 ) -> Result<Ended> {
     let started = Instant::now();
     let period = args.interval.as_secs_f64();
+    let poll = (!args.poll.is_zero() && args.poll < args.interval).then_some(args.poll);
     let mut window: u32 = 0;
+    let mut polled: u64 = 0;
     loop {
         if let Some(signal) = stop.received() {
             return Ok(Ended::Signal(signal));
@@ -163,6 +171,14 @@ fn decide_until_stopped(
             window = due_window;
             guard.lock().tick(source, args.interval * window)?;
             continue;
+        }
+        if let Some(poll) = poll {
+            let due_poll = (elapsed.as_secs_f64() / poll.as_secs_f64()).floor() as u64;
+            if due_poll > polled {
+                polled = due_poll;
+                guard.lock().poll(source, elapsed)?;
+                continue;
+            }
         }
         let next_due = args.interval * (window + 1);
         thread::sleep(next_due.saturating_sub(elapsed).min(STOP_POLL));
