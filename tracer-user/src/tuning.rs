@@ -277,7 +277,35 @@ impl Tuning {
         tuned.last_now = now;
         let record = tuned.tuner.tick(&signals, now, &config)?;
         tuned.log(&record);
-        Some(decision_line(index, &record))
+        Some(decision_line(&format!("window {}", index + 1), &record))
+    }
+
+    /// A poll inside the open window ([`DeviceTuner::poll`]): the gauges now (PSI `avg10`, the
+    /// model's attributed bytes, the budget); a line only when it acted.
+    fn poll(&mut self, model: &Model) -> Option<String> {
+        let pressure = self
+            .options
+            .psi
+            .as_ref()
+            .and_then(|path| fs::read_to_string(path).ok())
+            .and_then(|text| parse_psi_some_avg10(&text));
+        let gauges = Signals {
+            memory_pressure: pressure,
+            attributed_bytes: Some(model.cache().attributed_bytes),
+            budget_bytes: model.settings.budget_bytes,
+            ..Signals::default()
+        };
+        let now = Duration::from_nanos(model.elapsed_ns());
+        let config = self.options.config.clone();
+        let mut tuned = self.guard.lock();
+        let record = tuned.tuner.poll(&gauges, now, &config)?;
+        tuned.last_now = tuned.last_now.max(now);
+        tuned.log(&record);
+        let open_window = model.elapsed_ns() / model.config().window_ns + 1;
+        Some(decision_line(
+            &format!("window {open_window} (poll)"),
+            &record,
+        ))
     }
 }
 
@@ -292,17 +320,18 @@ fn open_audit(path: Option<&Path>) -> Result<AuditLog> {
 }
 
 /// `window 12: applied: memory score 4.00 (...), tight: compress more, interval 1000 -> 250 ms`.
-fn decision_line(index: u64, record: &AuditRecord) -> String {
+fn decision_line(when: &str, record: &AuditRecord) -> String {
     let outcome = serde_json::to_value(record.outcome)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    format!("window {}: {outcome}: {}", index + 1, record.reason)
+    format!("{when}: {outcome}: {}", record.reason)
 }
 
 impl Refresh for Tuning {
     /// Step once per window closed since the last refresh, oldest first (on the first refresh,
-    /// only on the newest: older windows were before the controller started).
+    /// only on the newest: older windows were before the controller started); without a newly
+    /// closed window, poll the gauges.
     fn refresh(&mut self, model: &mut Model) -> Result<()> {
         let newest = model.history().back().map(|w| w.index);
         let after = self.last_window.or(newest.and_then(|n| n.checked_sub(1)));
@@ -312,11 +341,15 @@ impl Refresh for Tuning {
             .map(|w| w.index)
             .filter(|&i| after.is_none_or(|last| i > last))
             .collect();
+        let polled = fresh.is_empty().then(|| self.poll(model)).flatten();
         for index in fresh {
             self.last_window = Some(index);
             if let Some(line) = self.decide(model, index) {
                 model.push_decision(line);
             }
+        }
+        if let Some(line) = polled {
+            model.push_decision(line);
         }
         model.settings.controller = Some(self.mode());
         Ok(())
@@ -507,6 +540,42 @@ mod tests {
             events,
             ["start", "decision", "decision", "decision", "restore"]
         );
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn polls_between_windows_compress_more_when_memory_crosses_or_grows() {
+        let root = knob_root("poll");
+        let audit = root.join("audit.jsonl");
+        let mut tuning =
+            Tuning::start_with(&root, "vdb", false, Some(audit.clone()), no_psi()).unwrap();
+        let mut model = Model::new(ModelConfig::default());
+        model.settings.budget_bytes = Some(16 << 10);
+        model.start_at(0);
+        let read = |model: &mut Model, ms: u64| {
+            model.ingest(&event(EventKind::NodeRead, ms * 1_000_000, QUEUE_RAW));
+        };
+        // 10 raw entries inside window 1: 41,840 B against 95 % of 16 KiB, score 2.69.
+        (1..=10).for_each(|ms| read(&mut model, ms));
+        tuning.refresh(&mut model).unwrap();
+        assert_eq!(knobs(&root), ("20\n".into(), "372\n".into()));
+        assert_eq!(model.decisions.len(), 1);
+        assert!(
+            model.decisions[0].starts_with(
+                "window 1 (poll): applied: urgent (between windows): memory score 2.69"
+            ),
+            "{}",
+            model.decisions[0]
+        );
+        // Same score: nothing. Twice the memory (5.38 >= 1.1 x 2.69): the next step at once.
+        tuning.refresh(&mut model).unwrap();
+        assert_eq!(model.decisions.len(), 1);
+        (11..=20).for_each(|ms| read(&mut model, ms));
+        tuning.refresh(&mut model).unwrap();
+        assert_eq!(knobs(&root), ("25\n".into(), "100\n".into()));
+        assert_eq!(model.decisions.len(), 2);
+        drop(tuning);
+        assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
         let _ = fs::remove_dir_all(&root);
     }
 

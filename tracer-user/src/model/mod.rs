@@ -176,6 +176,8 @@ pub struct Model {
     origin_ns: Option<u64>,
     /// Index of the window events are going into now.
     current: u64,
+    /// The latest time the model was advanced to (events' clock).
+    latest_ns: u64,
     interval: Counters,
     totals: Counters,
     /// Processes aged out, summed.
@@ -200,6 +202,7 @@ impl Model {
             config,
             origin_ns: None,
             current: 0,
+            latest_ns: 0,
             interval: Counters::default(),
             totals: Counters::default(),
             exited: Counters::default(),
@@ -229,11 +232,17 @@ impl Model {
         self.origin_ns.unwrap_or(0) + (index + 1) * self.config.window_ns
     }
 
+    /// Time since window 0 began, up to the latest event or `advance_to` (0 before either).
+    pub fn elapsed_ns(&self) -> u64 {
+        self.latest_ns.saturating_sub(self.origin_ns.unwrap_or(0))
+    }
+
     /// Close every window that ends at or before `now_ns` (in the events' clock).
     pub fn advance_to(&mut self, now_ns: u64) {
         let Some(_) = self.origin_ns else {
             return;
         };
+        self.latest_ns = self.latest_ns.max(now_ns);
         while now_ns >= self.window_end(self.current) {
             self.close_current();
         }
