@@ -300,7 +300,8 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
 /// ever compress more, and each needs the score to have grown by `tight_enter` since the last.
 /// This is senpai's fast backoff, and what PSI triggers are for: a controller that sees
 /// memory need only at its next window leaves the worker slow for up to a window plus one
-/// pending pass. `None`: nothing urgent.
+/// pending pass. `None`: nothing urgent, or nothing left to do (already at the most compression
+/// allowed).
 pub fn urgent(state: &State, signals: &Signals, cfg: &Config) -> Option<(State, Decision)> {
     let assessment = assess(&signals.sanitized(), cfg);
     let score = assessment.memory_score?;
@@ -314,6 +315,10 @@ pub fn urgent(state: &State, signals: &Signals, cfg: &Config) -> Option<(State, 
         return None;
     }
     let (next, mut decision) = compress_more(state, Regime::Tight, score, &assessment, cfg);
+    if decision.action == Action::Hold {
+        // Already at the most compression allowed: nothing to do, nothing to log.
+        return None;
+    }
     decision.reason = format!("urgent (between windows): {}", decision.reason);
     Some((next, decision))
 }

@@ -467,15 +467,12 @@ fn polls_act_only_on_the_crossing_and_on_escalation_and_only_compress_more() {
     let (state, decision) = urgent(&state, &pressure(11.0), &cfg).expect("escalation");
     assert_eq!(decision.knobs, knobs(25, 227));
     assert_eq!(state.answered_score, Some(2.2));
-    // At the most compression allowed a further escalation holds and says so.
+    // At the most compression allowed there is nothing left to do: no step, nothing to log.
     let most = State {
         knobs: knobs(25, 100),
         ..state
     };
-    let (held, decision) = urgent(&most, &pressure(50.0), &cfg).expect("escalation");
-    assert_eq!(decision.action, Action::Hold);
-    assert_eq!(held.knobs, knobs(25, 100));
-    assert_eq!(held.answered_score, Some(10.0));
+    assert_eq!(urgent(&most, &pressure(50.0), &cfg), None);
 }
 
 #[test]
