@@ -670,6 +670,9 @@ mod tests {
         assert!((weights.memory_byte_second * 4096.0 * 60.0 - 1.0).abs() < 1e-12);
         // (4/90) / ((4096 - 256) / (4096 x 60)) = 2.844... s.
         assert!((weights.break_even_lifetime_s() - 2.844_444).abs() < 1e-5);
+        // The live model's eager floor is the same price of memory, to the millisecond.
+        let floor = crate::signals::EAGER_FLOOR.as_secs_f64();
+        assert!((weights.break_even_lifetime_s() - floor).abs() < 1e-3);
     }
 
     #[test]

@@ -14,6 +14,12 @@ use std::{
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
+/// A restore this soon after its conversion counts as eager whatever the interval (sources
+/// also count restores within 2 x node_compress_interval). It is the break-even lifetime of
+/// the benchmark's cost weights: a compressed copy restored sooner cost more in conversion
+/// than the memory it saved (docs/CONTROLLER.md, "Cost, in node reads").
+pub const EAGER_FLOOR: Duration = Duration::from_millis(2844);
+
 /// One decision window of one device. Rates are per second over the window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Signals {
@@ -25,8 +31,8 @@ pub struct Signals {
     pub restores_per_s: f64,
     /// Raw entries converted to compressed: the CPU the worker spends.
     pub conversions_per_s: f64,
-    /// Conversions restored soon after they were made (too eager: compressed while still hot).
-    /// "Soon" is the source's call; the model and the simulator use 2 x node_compress_interval.
+    /// Conversions restored soon after they were made (too eager: compressed while still hot):
+    /// within max(2 x node_compress_interval, [`EAGER_FLOOR`]) in the model and the benchmark.
     pub eager_restores_per_s: f64,
     /// Compressed entries reclaimed without ever being restored (the conversion was wasted).
     pub wasted_per_s: f64,

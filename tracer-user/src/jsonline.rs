@@ -54,6 +54,7 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
         "processes": rows.into_iter().map(process).collect::<Vec<_>>(),
         "cache": window.cache,
         "cumulative": counters(&window.totals),
+        "eager_restores": window.eager_restores,
         "drops": window.interval.lost,
     })
 }

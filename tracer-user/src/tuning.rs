@@ -13,14 +13,11 @@
 //! // dropping `tuning` puts the original knob values back
 //! ```
 //!
-//! What the live model cannot give: **eager restores** (it does not remember when each entry
-//! was converted), so `eager_restores_per_s` is 0 and only waste by reclaim (compressed
-//! entries reclaimed without a restore) can make the law compress less. Memory pressure is
-//! PSI `some` over the window just closed (from the `total` stall counter; `avg10` for the
-//! first window), and the budget is the one the model's settings carry (the source's, e.g. the
-//! simulator's while it holds one).
-
-// Nothing calls this until `nodescope top --tune` is wired in (cmd/top.rs); then remove.
+//! Eager restores come from the model (restores within max(2 x interval, the eager floor) of
+//! their conversion, `model::eager`). Memory pressure is PSI `some` over the window just
+//! closed (from the `total` stall counter; `avg10` for the first window), and the budget is
+//! the one the model's settings carry (the source's, e.g. the simulator's while it holds one).
+//! Between windows, refreshes poll the gauges for urgent steps.
 
 use std::{
     collections::VecDeque,
@@ -93,8 +90,7 @@ impl ModelSignals {
             node_reads_per_s: rate(sum(|w| w.interval.node_reads())),
             restores_per_s: rate(sum(|w| w.interval.restores)),
             conversions_per_s: rate(sum(|w| w.interval.conversions)),
-            // The model does not know when each entry was converted (see the module notes).
-            eager_restores_per_s: 0.0,
+            eager_restores_per_s: rate(sum(|w| w.eager_restores)),
             // A compressed entry reclaimed was never restored since its conversion.
             wasted_per_s: rate(sum(|w| w.interval.reclaims.compressed())),
             memory_pressure,
@@ -378,8 +374,9 @@ mod tests {
         }
     }
 
-    /// Window 0: 10 demand and 2 readahead reads, 6 conversions to the 256-byte queue.
-    /// Window 1: 4 restores, 1 compressed and 3 raw entries reclaimed. Window 2: nothing.
+    /// Window 0: 10 demand and 2 readahead reads, 6 conversions (nids 0..6) to the 256-byte
+    /// queue. Window 1: 4 restores (nids 0..4, about a second after their conversions: eager),
+    /// 1 compressed and 3 raw entries reclaimed. Window 2: nothing.
     fn model_with_three_windows() -> Model {
         let mut model = Model::new(ModelConfig::default());
         model.start_at(0);
@@ -393,10 +390,14 @@ mod tests {
             model.ingest(&read);
         }
         for i in 20..26 {
-            model.ingest(&event(EventKind::Convert, at(i), QUEUE_256));
+            let mut convert = event(EventKind::Convert, at(i), QUEUE_256);
+            convert.nid = (i - 20) as u32;
+            model.ingest(&convert);
         }
         for i in 0..4 {
-            model.ingest(&event(EventKind::Restore, SECOND + at(i), QUEUE_256));
+            let mut restore = event(EventKind::Restore, SECOND + at(i), QUEUE_256);
+            restore.nid = i as u32;
+            model.ingest(&restore);
         }
         model.ingest(&event(EventKind::Reclaim, SECOND + at(10), QUEUE_256));
         for i in 0..3 {
@@ -420,7 +421,7 @@ mod tests {
                 node_reads_per_s: 6.0,
                 restores_per_s: 2.0,
                 conversions_per_s: 3.0,
-                eager_restores_per_s: 0.0,
+                eager_restores_per_s: 2.0,
                 wasted_per_s: 0.5,
                 memory_pressure: Some(7.5),
                 // 7 raw blocks, 1 slot of 256 B, 8 entries of 88 B.

@@ -6,6 +6,7 @@
 //! windows.
 pub mod apps;
 pub mod counters;
+pub mod eager;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -31,6 +32,12 @@ pub struct ModelConfig {
     /// At most this many live processes are tracked; the least recently active go first.
     pub max_processes: usize,
     pub packages: Packages,
+    /// A restore this soon after its conversion is eager, whatever the interval (restores
+    /// within 2 x node_compress_interval are eager too): `controller::signals::EAGER_FLOOR`.
+    pub eager_floor_ns: u64,
+    /// At most this many compressed entries' conversion times are remembered (about 60 bytes
+    /// each).
+    pub max_tracked_conversions: usize,
 }
 
 impl Default for ModelConfig {
@@ -41,6 +48,8 @@ impl Default for ModelConfig {
             idle_windows: 60,
             max_processes: 10_000,
             packages: Packages::default(),
+            eager_floor_ns: controller::signals::EAGER_FLOOR.as_nanos() as u64,
+            max_tracked_conversions: 1 << 20,
         }
     }
 }
@@ -160,6 +169,8 @@ pub struct WindowReport {
     pub totals: Counters,
     pub processes: Vec<ProcessRow>,
     pub cache: CacheGauges,
+    /// Restores in this window of entries converted less than the eager time before.
+    pub eager_restores: u64,
 }
 
 /// Knob values and controller state, set by whoever reads sysfs or runs the controller.
@@ -178,6 +189,9 @@ pub struct Model {
     current: u64,
     /// The latest time the model was advanced to (events' clock).
     latest_ns: u64,
+    ages: eager::ConversionAges,
+    /// Eager restores in the window being filled.
+    eager_restores: u64,
     interval: Counters,
     totals: Counters,
     /// Processes aged out, summed.
@@ -198,11 +212,14 @@ const DECISIONS_KEPT: usize = 200;
 
 impl Model {
     pub fn new(config: ModelConfig) -> Model {
+        let ages = eager::ConversionAges::new(config.max_tracked_conversions);
         Model {
             config,
             origin_ns: None,
             current: 0,
             latest_ns: 0,
+            ages,
+            eager_restores: 0,
             interval: Counters::default(),
             totals: Counters::default(),
             exited: Counters::default(),
@@ -254,9 +271,21 @@ impl Model {
         self.interval.record(event);
         self.totals.record(event);
         self.population.apply(event);
+        if self.ages.is_eager_restore(event, self.eager_ns()) {
+            self.eager_restores += 1;
+        }
         if attributable(event) {
             self.record_process(event);
         }
+    }
+
+    /// max(2 x the interval in force (the default when unknown), the eager floor).
+    fn eager_ns(&self) -> u64 {
+        let interval_ms = self
+            .settings
+            .interval_ms
+            .unwrap_or(controller::knobs::DEFAULT_INTERVAL_MS);
+        (2 * u64::from(interval_ms) * 1_000_000).max(self.config.eager_floor_ns)
     }
 
     fn record_process(&mut self, event: &Event) {
@@ -336,6 +365,7 @@ impl Model {
             totals: self.totals,
             processes: self.active_rows(index),
             cache: self.population.gauges(),
+            eager_restores: std::mem::take(&mut self.eager_restores),
         };
         self.age_out(index);
         self.history.push_back(report.clone());
