@@ -28,10 +28,15 @@ use crate::{
     rng::Rng,
     scenario::{
         android::{AndroidParams, Trial},
+        controlled::{FeedbackTracker, TrailingPressure},
         vm_replay::{self, GuestTasks, VmReplayParams},
         ScenarioName,
     },
 };
+
+/// The live simulator's memory pressure is measured over the last second, like PSI's `some`
+/// over a one-second window.
+const PRESSURE_WINDOW_NS: u64 = 1_000_000_000;
 
 /// The device directory name under the knob root (`<root>/vdb/node_compress_*`), matching
 /// the simulated device number 254:16.
@@ -78,6 +83,10 @@ pub struct LiveSim {
     limit: u64,
     /// Events from before the first poll (the mount).
     pending: Vec<Event>,
+    /// Refaults and shrinker scans from the events, for the pressure figure.
+    feedback: FeedbackTracker,
+    trailing: TrailingPressure,
+    memory_pressure: f64,
 }
 
 impl LiveSim {
@@ -124,6 +133,9 @@ impl LiveSim {
             snapshot,
             limit: 0,
             pending: Vec::new(),
+            feedback: FeedbackTracker::default(),
+            trailing: TrailingPressure::new(PRESSURE_WINDOW_NS),
+            memory_pressure: 0.0,
         };
         // The thread stops at its first handoff (virtual time 0); from then on every poll
         // gets the batch of the limit it sent.
@@ -137,12 +149,28 @@ impl LiveSim {
     }
 
     fn accept(&mut self, batch: Batch, out: &mut Vec<Event>) {
+        let interval_ms = batch.snapshot.knobs.interval_ms;
+        for event in &batch.events {
+            self.feedback.record(event, interval_ms);
+        }
+        self.memory_pressure = self.trailing.update(
+            batch.snapshot.ts_ns,
+            self.feedback.totals(),
+            batch.snapshot.shrink_count,
+        );
         let base = self.monotonic_base_ns;
         out.extend(batch.events.into_iter().map(|mut e| {
             e.ts_ns += base;
             e
         }));
         self.snapshot = batch.snapshot;
+    }
+
+    /// Memory pressure over the last second of virtual time, percent: the stand-in for PSI
+    /// `some` that the controller benchmark uses (refault stalls plus reclaim effort; see
+    /// `scenario::controlled`).
+    pub fn memory_pressure(&self) -> f64 {
+        self.memory_pressure
     }
 
     /// Run `speed` virtual seconds per wall second (1.0 = real time).
@@ -357,5 +385,51 @@ mod tests {
         );
         drop(sim);
         drop(twin);
+    }
+}
+
+#[cfg(test)]
+mod pressure_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_live_phone_reports_the_pressure_of_its_allocation_and_little_otherwise() {
+        let root =
+            std::env::temp_dir().join(format!("nodescope-live-pressure-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let mut sim = LiveSim::new(ScenarioName::AndroidLaunch, &root, 3).unwrap();
+        // The allocation's hard reclaim (priority 5 every 100 ms, 2 s); afterwards it is held
+        // under the phone's ambient reclaim (priority 9 once a second).
+        let ramp = AndroidParams::default().pressure_ramp;
+        let start = Instant::now();
+        let mut out = Vec::new();
+        // Virtual time only: polls at made-up instants, every 100 ms for 160 s. Readings whose
+        // last second was all under the ramp, or all without it, and their pressure.
+        let mut held_before = [false; 10];
+        let mut during = Vec::new();
+        let mut outside = Vec::new();
+        for tenth in 0..1600u64 {
+            sim.poll(start + Duration::from_millis(tenth * 100), &mut out)
+                .unwrap();
+            out.clear();
+            let held = sim.snapshot().pressure == ramp;
+            let slot = (tenth % 10) as usize;
+            let steady = held_before.iter().all(|&h| h == held);
+            held_before[slot] = held;
+            if steady {
+                if held { &mut during } else { &mut outside }.push(sim.memory_pressure());
+            }
+        }
+        let most = |readings: &[f64]| readings.iter().copied().fold(0.0, f64::max);
+        assert!(!during.is_empty() && !outside.is_empty());
+        assert!(
+            most(&during) > 20.0,
+            "allocating 1 GiB: {:.2} %",
+            most(&during)
+        );
+        assert!(most(&outside) < 5.0, "otherwise: {:.2} %", most(&outside));
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -14,8 +14,9 @@
 //! ```
 //!
 //! Eager restores come from the model (restores within max(2 x interval, the eager floor) of
-//! their conversion, `model::eager`). Memory pressure is PSI `some` over the window just
-//! closed (from the `total` stall counter; `avg10` for the first window), and the budget is
+//! their conversion, `model::eager`). Memory pressure is the source's own when it has one (the
+//! simulator's, over the last second), else PSI `some` over the window just closed (from the
+//! `total` stall counter; `avg10` for the first window and for polls), and the budget is
 //! the one the model's settings carry (the source's, e.g. the simulator's while it holds one).
 //! Between windows, refreshes poll the gauges for urgent steps.
 
@@ -239,7 +240,12 @@ impl Tuning {
         }
     }
 
-    fn read_pressure(&mut self) -> Option<f64> {
+    /// The source's own pressure (the simulator's) when it has one, else PSI `some` since the
+    /// last reading.
+    fn read_pressure(&mut self, model: &Model) -> Option<f64> {
+        if let Some(own) = model.settings.memory_pressure {
+            return Some(own);
+        }
         let path = self.options.psi.as_ref()?;
         match fs::read_to_string(path) {
             Ok(text) => self.psi.update(&text, Instant::now()),
@@ -260,7 +266,7 @@ impl Tuning {
 
     /// One decision on closed window `index`; its line for the decisions pane.
     fn decide(&mut self, model: &Model, index: u64) -> Option<String> {
-        let pressure = self.read_pressure();
+        let pressure = self.read_pressure(model);
         let budget = model.settings.budget_bytes;
         let signals = self
             .options
@@ -279,12 +285,13 @@ impl Tuning {
     /// A poll inside the open window ([`DeviceTuner::poll`]): the gauges now (PSI `avg10`, the
     /// model's attributed bytes, the budget); a line only when it acted.
     fn poll(&mut self, model: &Model) -> Option<String> {
-        let pressure = self
-            .options
-            .psi
-            .as_ref()
-            .and_then(|path| fs::read_to_string(path).ok())
-            .and_then(|text| parse_psi_some_avg10(&text));
+        let pressure = model.settings.memory_pressure.or_else(|| {
+            self.options
+                .psi
+                .as_ref()
+                .and_then(|path| fs::read_to_string(path).ok())
+                .and_then(|text| parse_psi_some_avg10(&text))
+        });
         let gauges = Signals {
             memory_pressure: pressure,
             attributed_bytes: Some(model.cache().attributed_bytes),
@@ -577,6 +584,31 @@ mod tests {
         assert_eq!(model.decisions.len(), 2);
         drop(tuning);
         assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn the_sources_own_pressure_replaces_psi() {
+        let root = knob_root("own-pressure");
+        let psi = root.join("psi");
+        fs::write(&psi, "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
+        let options = TuningOptions {
+            psi: Some(psi),
+            ..TuningOptions::default()
+        };
+        let mut tuning = Tuning::start_with(&root, "vdb", false, None, options).unwrap();
+        let mut model = Model::new(ModelConfig::default());
+        model.start_at(0);
+        // The machine is calm (PSI 0 %), the simulated phone is not (20 %, score 4).
+        model.settings.memory_pressure = Some(20.0);
+        tuning.refresh(&mut model).unwrap();
+        assert_eq!(knobs(&root), ("20\n".into(), "250\n".into()));
+        assert!(
+            model.decisions[0].contains("PSI 20.00 %"),
+            "{}",
+            model.decisions[0]
+        );
+        drop(tuning);
         let _ = fs::remove_dir_all(&root);
     }
 

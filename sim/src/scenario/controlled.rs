@@ -358,6 +358,36 @@ impl FeedbackTracker {
     }
 }
 
+/// The memory pressure over a trailing window, from readings of the cumulative feedback taken
+/// at any pace (the controlled runs' hand-overs, the live simulator's polls).
+#[derive(Debug)]
+pub struct TrailingPressure {
+    window_ns: u64,
+    /// (time, cumulative feedback) of the readings in the last window, oldest first.
+    recent: std::collections::VecDeque<(u64, Feedback)>,
+}
+
+impl TrailingPressure {
+    pub fn new(window_ns: u64) -> Self {
+        TrailingPressure {
+            window_ns,
+            recent: [(0, Feedback::default())].into(),
+        }
+    }
+
+    /// Take a reading at `now_ns`; the pressure since the reading a window back (or since the
+    /// first one), over a cache whose effective count is `shrink_count`.
+    pub fn update(&mut self, now_ns: u64, totals: Feedback, shrink_count: u64) -> f64 {
+        let since = now_ns.saturating_sub(self.window_ns);
+        while self.recent.len() > 1 && self.recent[1].0 <= since {
+            self.recent.pop_front();
+        }
+        let (then, start) = self.recent.front().copied().unwrap_or_default();
+        self.recent.push_back((now_ns, totals));
+        pressure(&start, &totals, now_ns.saturating_sub(then), shrink_count)
+    }
+}
+
 /// Refault stall share plus reclaim effort share, percent (see the module notes).
 fn pressure(start: &Feedback, end: &Feedback, window_ns: u64, shrink_count: u64) -> f64 {
     if window_ns == 0 {
@@ -379,9 +409,8 @@ struct WindowPacer {
     step_ns: u64,
     next_limit: u64,
     tracker: FeedbackTracker,
-    /// (time, cumulative feedback) at the hand-overs of the last window, oldest first, so that
-    /// every hand-over measures pressure over the trailing window.
-    recent: std::collections::VecDeque<(u64, Feedback)>,
+    /// Every hand-over measures pressure over the trailing window.
+    trailing: TrailingPressure,
 
     events: Vec<Event>,
     decide: Decide,
@@ -398,16 +427,7 @@ impl Pacer for WindowPacer {
         let snapshot = engine.snapshot();
         let now = self.next_limit;
         let feedback = self.tracker.totals();
-        while self.recent.len() > 1 && self.recent[1].0 <= now.saturating_sub(self.window_ns) {
-            self.recent.pop_front();
-        }
-        let (since, start) = self
-            .recent
-            .front()
-            .copied()
-            .unwrap_or((0, Feedback::default()));
-        let memory_pressure = pressure(&start, &feedback, now - since, snapshot.shrink_count);
-        self.recent.push_back((now, feedback));
+        let memory_pressure = self.trailing.update(now, feedback, snapshot.shrink_count);
         let kind = if now.is_multiple_of(self.window_ns) {
             WindowKind::Decision
         } else {
@@ -475,7 +495,7 @@ pub fn run_controlled(
         step_ns,
         next_limit: step_ns,
         tracker: FeedbackTracker::new(control.eager_floor_ns),
-        recent: [(0, Feedback::default())].into(),
+        trailing: TrailingPressure::new(window_ns),
         events: Vec::new(),
         decide,
         trace: trace.clone(),

@@ -179,6 +179,8 @@ pub struct Settings {
     pub threshold: Option<u32>,
     pub interval_ms: Option<u32>,
     pub budget_bytes: Option<u64>,
+    /// The source's own memory pressure, percent (the simulator's); `None` on a real kernel.
+    pub memory_pressure: Option<f64>,
     pub controller: Option<String>,
 }
 

@@ -56,6 +56,12 @@ pub trait Source: Send {
         None
     }
 
+    /// The source's own memory pressure, percent, when it has one (the simulator's stand-in
+    /// for PSI `some` over the last second); `None`: the machine's PSI speaks.
+    fn memory_pressure(&self) -> Option<f64> {
+        None
+    }
+
     /// The Android packages.list that names this source's apps, when it brings one (the
     /// simulated phone, a recording of it).
     fn packages_list(&self) -> Option<String> {

@@ -87,6 +87,10 @@ impl Source for SimSource {
         }
     }
 
+    fn memory_pressure(&self) -> Option<f64> {
+        Some(self.sim.memory_pressure())
+    }
+
     fn packages_list(&self) -> Option<String> {
         (self.scenario == ScenarioName::AndroidLaunch).then(sim::scenario::android::packages_list)
     }

@@ -102,8 +102,11 @@ fn draw_memory(frame: &mut Frame, area: Rect, s: &Snapshot) {
         _ if c.attributed_bytes > 0 => c.compressed_bytes as f64 / c.attributed_bytes as f64,
         _ => 0.0,
     };
+    let pressure = s
+        .memory_pressure
+        .map_or_else(String::new, |p| format!("  pressure {p:.1} %"));
     let label = format!(
-        "raw {} ({} entries)  compressed {} ({} slots)  attributed {}{budget}",
+        "raw {} ({} entries)  compressed {} ({} slots)  attributed {}{budget}{pressure}",
         mib(c.raw_bytes),
         c.raw_entries,
         mib(c.compressed_bytes),

@@ -186,6 +186,7 @@ pub async fn run(
                 }
                 model.take_closed();
                 model.settings.budget_bytes = source.budget_bytes();
+                model.settings.memory_pressure = source.memory_pressure();
                 refresh.refresh(&mut model)?;
             }
         }
