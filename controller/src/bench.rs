@@ -677,6 +677,11 @@ mod tests {
         // The live model's eager floor is the same price of memory, to the millisecond.
         let floor = crate::signals::EAGER_FLOOR.as_secs_f64();
         assert!((weights.break_even_lifetime_s() - floor).abs() < 1e-3);
+        // And the live simulator's, which publishes eager restores for `nodescope tune`.
+        assert_eq!(
+            u128::from(sim::live::EAGER_FLOOR_NS),
+            crate::signals::EAGER_FLOOR.as_nanos()
+        );
     }
 
     #[test]

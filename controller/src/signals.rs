@@ -1,8 +1,10 @@
 //! What the law sees each window ([`Signals`]) and where it comes from ([`SignalSource`]).
 //!
-//! The live model (issue #6) and the simulator (issue #4) implement [`SignalSource`]; until
-//! they land, [`ProcSignalSource`] reads memory pressure from `/proc/pressure/memory` and, when a
-//! device directory has one, cumulative counters from its `nodescope_stats` file.
+//! [`ProcSignalSource`] (what `nodescope tune` uses) reads memory pressure from
+//! `/proc/pressure/memory` and, when a device directory has one, cumulative counters and gauges
+//! from its `nodescope_stats` file (the live simulator writes one in its knob directory). The
+//! live view builds its signals from the model (`tracer-user/src/tuning.rs`) and the benchmark
+//! from the simulator's windows (`bench::SimSignals`).
 use std::{
     collections::HashMap,
     fs,

@@ -38,6 +38,14 @@ use crate::{
 /// over a one-second window.
 const PRESSURE_WINDOW_NS: u64 = 1_000_000_000;
 
+/// A restore this soon after its conversion is eager whatever the interval: the controller's
+/// `controller::signals::EAGER_FLOOR` (a test in the controller's benchmark keeps them equal).
+pub const EAGER_FLOOR_NS: u64 = 2_844_000_000;
+
+/// The file in the knob directory where the live simulator publishes its counters for
+/// `nodescope tune --sysfs-root` (the format of `controller::signals::Counters`).
+pub const STATS_FILE: &str = "nodescope_stats";
+
 /// The device directory name under the knob root (`<root>/vdb/node_compress_*`), matching
 /// the simulated device number 254:16.
 pub const DEV_NAME: &str = "vdb";
@@ -87,6 +95,8 @@ pub struct LiveSim {
     feedback: FeedbackTracker,
     trailing: TrailingPressure,
     memory_pressure: f64,
+    /// The stats file could not be written (said once).
+    stats_failed: bool,
 }
 
 impl LiveSim {
@@ -133,9 +143,10 @@ impl LiveSim {
             snapshot,
             limit: 0,
             pending: Vec::new(),
-            feedback: FeedbackTracker::default(),
+            feedback: FeedbackTracker::new(EAGER_FLOOR_NS),
             trailing: TrailingPressure::new(PRESSURE_WINDOW_NS),
             memory_pressure: 0.0,
+            stats_failed: false,
         };
         // The thread stops at its first handoff (virtual time 0); from then on every poll
         // gets the batch of the limit it sent.
@@ -164,6 +175,40 @@ impl LiveSim {
             e
         }));
         self.snapshot = batch.snapshot;
+        self.publish_stats();
+    }
+
+    /// `<knob dir>/nodescope_stats`: cumulative counters and the gauges, replaced atomically.
+    /// A failure is said once and does not stop the simulation.
+    fn publish_stats(&mut self) {
+        let snapshot = &self.snapshot;
+        let feedback = self.feedback.totals();
+        let text = format!(
+            "node_reads {}\nrestores {}\nconversions {}\neager_restores {}\nwasted {}\n\
+             attributed_bytes {}\nmemory_pressure {:.3}\n",
+            snapshot.node_reads,
+            snapshot.stats.restores,
+            snapshot.stats.conversions,
+            feedback.eager_restores,
+            feedback.wasted,
+            snapshot.memory.attributed_bytes,
+            self.memory_pressure
+        );
+        let path = self.knob_dir.join(STATS_FILE);
+        let temporary = self.knob_dir.join(format!(".{STATS_FILE}.new"));
+        let written =
+            std::fs::write(&temporary, text).and_then(|()| std::fs::rename(&temporary, &path));
+        if let Err(err) = written {
+            if !self.stats_failed {
+                log::warn!("cannot publish {}: {err}", path.display());
+                self.stats_failed = true;
+            }
+        }
+    }
+
+    /// The counters and gauges as last published in [`STATS_FILE`].
+    pub fn stats_path(&self) -> PathBuf {
+        self.knob_dir.join(STATS_FILE)
     }
 
     /// Memory pressure over the last second of virtual time, percent: the stand-in for PSI

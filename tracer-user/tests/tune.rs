@@ -471,3 +471,87 @@ fn polls_compress_more_between_windows_when_memory_crosses_the_budget_or_grows()
         assert!(reason.starts_with("urgent (between windows): "), "{reason}");
     }
 }
+
+/// Kills the child on drop (a failing test must not leave a simulator running).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn tune_steers_the_live_simulator_through_its_knob_directory_and_stats() {
+    // The simulator (here inside `nodescope stream`) publishes its counters and gauges in
+    // <root>/vdb/nodescope_stats; `nodescope tune --sysfs-root <root>` reads them. The VM
+    // replay creates 16,676 nodes (70 MB raw) at once: 3 MiB is crossed at the first poll.
+    let fixture = Fixture::new("live-sim", "25\n", "1000\n");
+    fixture.set_pressure(0.0);
+    let sim_root = fixture.root.join("sim");
+    let stream = Command::new(NODESCOPE)
+        .args([
+            "stream",
+            "--source",
+            "sim",
+            "--scenario",
+            "vm-replay",
+            "--json",
+        ])
+        .arg("--sysfs-root")
+        .arg(&sim_root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the simulator");
+    let _stream = KillOnDrop(stream);
+    let stats = sim_root.join("vdb/nodescope_stats");
+    let deadline = Instant::now() + PATIENCE;
+    let attributed = |text: String| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with("attributed_bytes "))?;
+        line["attributed_bytes ".len()..].parse().ok()
+    };
+    while fs::read_to_string(&stats)
+        .ok()
+        .and_then(attributed)
+        .is_none_or(|bytes| bytes <= 60 << 20)
+    {
+        assert!(Instant::now() < deadline, "no stats from the simulator");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let output = Command::new(NODESCOPE)
+        .arg("tune")
+        .arg("--sysfs-root")
+        .arg(&sim_root)
+        .args(["--device", "vdb", "--budget", "3M", "--interval", "1"])
+        .args(["--poll", "0.1", "--duration", "2.5"])
+        .arg("--psi")
+        .arg(fixture.root.join("psi"))
+        .arg("--audit")
+        .arg(fixture.audit_path())
+        .output()
+        .expect("run nodescope tune");
+    assert_success(output.status, &output);
+    let audit = fixture.audit();
+    let decisions = events(&audit, "decision");
+    let first = decisions.first().expect("a decision");
+    assert_eq!(first["outcome"], "applied", "{first}");
+    assert!(first["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("urgent (between windows): memory score"));
+    let attributed = first["signals"]["attributed_bytes"].as_u64().unwrap();
+    assert!(attributed > 60 << 20, "{attributed}");
+    assert_eq!(first["written"]["interval_ms"], 100);
+    // The window after it has rates from the simulator's counters.
+    let window = decisions
+        .iter()
+        .find(|line| line["signals"]["window_s"].as_f64() > Some(0.0))
+        .expect("a whole window");
+    assert!(window["signals"]["memory_pressure"].is_number());
+    // Put back at the end, in the simulator's own knob files.
+    let knob = |name: &str| fs::read_to_string(sim_root.join("vdb").join(name)).unwrap();
+    assert_eq!(knob(INTERVAL).trim(), "1000");
+    assert_eq!(knob(THRESHOLD).trim(), "25");
+}
