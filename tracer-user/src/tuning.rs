@@ -554,9 +554,7 @@ mod tests {
     #[test]
     fn polls_between_windows_compress_more_when_memory_crosses_or_grows() {
         let root = knob_root("poll");
-        let audit = root.join("audit.jsonl");
-        let mut tuning =
-            Tuning::start_with(&root, "vdb", false, Some(audit.clone()), no_psi()).unwrap();
+        let mut tuning = Tuning::start_with(&root, "vdb", false, None, no_psi()).unwrap();
         let mut model = Model::new(ModelConfig::default());
         model.settings.budget_bytes = Some(16 << 10);
         model.start_at(0);

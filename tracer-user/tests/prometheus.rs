@@ -3,20 +3,11 @@
 mod common;
 
 use std::{
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use common::{free_port, http_get, scratch, NODESCOPE};
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{free_port, http_get, scratch, KillOnDrop, NODESCOPE};
 
 #[test]
 fn prometheus_scrapes_per_app_node_reads() {
@@ -25,7 +16,7 @@ fn prometheus_scrapes_per_app_node_reads() {
     };
     let dir = scratch("prometheus");
     let (metrics_port, prometheus_port) = (free_port(), free_port());
-    let _nodescope = Killed(
+    let _nodescope = KillOnDrop(
         Command::new(NODESCOPE)
             .args([
                 "stream",
@@ -52,7 +43,7 @@ fn prometheus_scrapes_per_app_node_reads() {
         ),
     )
     .unwrap();
-    let _prometheus = Killed(
+    let _prometheus = KillOnDrop(
         Command::new(prometheus)
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(

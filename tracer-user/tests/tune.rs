@@ -12,7 +12,9 @@ use std::{
 
 use serde_json::Value;
 
-const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
+mod common;
+
+use common::{KillOnDrop, NODESCOPE};
 const THRESHOLD: &str = "node_compress_threshold";
 const INTERVAL: &str = "node_compress_interval";
 /// Generous: the machines are shared and slow at times.
@@ -469,16 +471,6 @@ fn polls_compress_more_between_windows_when_memory_crosses_the_budget_or_grows()
         assert_eq!(line["outcome"], "applied");
         let reason = line["reason"].as_str().unwrap();
         assert!(reason.starts_with("urgent (between windows): "), "{reason}");
-    }
-}
-
-/// Kills the child on drop (a failing test must not leave a simulator running).
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

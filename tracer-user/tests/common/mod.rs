@@ -3,10 +3,20 @@
 
 use std::{
     path::PathBuf,
-    process::{Command, Output},
+    process::{Child, Command, Output},
 };
 
 pub const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
+
+/// Kills the child on drop: a failing test must not leave a server or simulator running.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
