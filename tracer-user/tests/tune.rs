@@ -517,7 +517,7 @@ fn tune_steers_the_live_simulator_through_its_knob_directory_and_stats() {
         .arg("--sysfs-root")
         .arg(&sim_root)
         .args(["--device", "vdb", "--budget", "3M", "--interval", "1"])
-        .args(["--poll", "0.1", "--duration", "2.5"])
+        .args(["--poll", "0.1", "--duration", "3.5"])
         .arg("--psi")
         .arg(fixture.root.join("psi"))
         .arg("--audit")
