@@ -327,7 +327,7 @@ fn assess(signals: &Signals, cfg: &Config) -> Assessment {
     let psi = signals.memory_pressure.map(|p| {
         (
             p / cfg.psi_goal,
-            format!("PSI {p:.2} % vs goal {:.2} %", cfg.psi_goal),
+            format!("pressure {p:.2} % vs goal {:.2} %", cfg.psi_goal),
         )
     });
     let budget = match (signals.attributed_bytes, signals.budget_bytes) {

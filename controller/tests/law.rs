@@ -109,7 +109,7 @@ fn memory_pressure_moves_to_more_compression_at_once_and_fast() {
     assert_eq!(steps[0].0.regime, Regime::Tight);
     assert_eq!(
         steps[0].1.reason,
-        "memory score 4.00 (PSI 20.00 % vs goal 5.00 %), tight: compress more, \
+        "memory score 4.00 (pressure 20.00 % vs goal 5.00 %), tight: compress more, \
          threshold 10 -> 20, interval 1000 -> 250 ms"
     );
     assert_eq!(steps[2].1.action, Action::Hold);

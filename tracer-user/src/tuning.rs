@@ -602,7 +602,7 @@ mod tests {
         tuning.refresh(&mut model).unwrap();
         assert_eq!(knobs(&root), ("20\n".into(), "250\n".into()));
         assert!(
-            model.decisions[0].contains("PSI 20.00 %"),
+            model.decisions[0].contains("pressure 20.00 %"),
             "{}",
             model.decisions[0]
         );
