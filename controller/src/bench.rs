@@ -265,12 +265,7 @@ impl SimSignals {
             window.feedback.eager_restores,
             wasted,
         ];
-        let mut signals = Signals {
-            memory_pressure: Some(window.memory_pressure),
-            attributed_bytes: Some(snapshot.memory.attributed_bytes),
-            budget_bytes: self.budget_bytes,
-            ..Signals::default()
-        };
+        let mut signals = self.gauges(window);
         // The oldest reading at most `rate_period_ns` back (the previous window at least).
         let oldest = window.now_ns.saturating_sub(self.rate_period_ns);
         while self.history.len() > 1 && self.history[1].0 <= oldest {

@@ -214,20 +214,29 @@ impl ProcSignalSource {
     }
 }
 
-impl SignalSource for ProcSignalSource {
-    fn sample(&mut self, device: &str, now: Duration) -> Result<Signals> {
+impl ProcSignalSource {
+    /// The counters file (if any) and the gauges: its pressure, else PSI; its attributed
+    /// bytes; the budget.
+    fn read_gauges(&mut self, device: &str) -> Result<(Option<Counters>, Signals)> {
         let counters = self.read_counters(device)?;
         let pressure = match counters.and_then(|c| c.memory_pressure) {
             Some(simulated) => Some(simulated),
             None => self.read_psi()?,
         };
-        let mut signals = Signals {
+        let gauges = Signals {
             memory_pressure: pressure,
+            attributed_bytes: counters.and_then(|c| c.attributed_bytes),
             budget_bytes: self.budget_bytes,
             ..Signals::default()
         };
+        Ok((counters, gauges))
+    }
+}
+
+impl SignalSource for ProcSignalSource {
+    fn sample(&mut self, device: &str, now: Duration) -> Result<Signals> {
+        let (counters, mut signals) = self.read_gauges(device)?;
         if let Some(current) = counters {
-            signals.attributed_bytes = current.attributed_bytes;
             if let Some((then, before)) = self.previous.get(device) {
                 fill_rates(&mut signals, before, &current, now.saturating_sub(*then));
             }
@@ -237,17 +246,7 @@ impl SignalSource for ProcSignalSource {
     }
 
     fn gauges(&mut self, device: &str, _now: Duration) -> Result<Signals> {
-        let counters = self.read_counters(device)?;
-        let pressure = match counters.and_then(|c| c.memory_pressure) {
-            Some(simulated) => Some(simulated),
-            None => self.read_psi()?,
-        };
-        Ok(Signals {
-            memory_pressure: pressure,
-            attributed_bytes: counters.and_then(|c| c.attributed_bytes),
-            budget_bytes: self.budget_bytes,
-            ..Signals::default()
-        })
+        Ok(self.read_gauges(device)?.1)
     }
 }
 

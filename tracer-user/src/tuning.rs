@@ -246,9 +246,15 @@ impl Tuning {
         if let Some(own) = model.settings.memory_pressure {
             return Some(own);
         }
+        let text = self.read_psi()?;
+        self.psi.update(&text, Instant::now())
+    }
+
+    /// The PSI file's text; a missing or unreadable file is said once.
+    fn read_psi(&mut self) -> Option<String> {
         let path = self.options.psi.as_ref()?;
         match fs::read_to_string(path) {
-            Ok(text) => self.psi.update(&text, Instant::now()),
+            Ok(text) => Some(text),
             Err(err) => {
                 if !self.psi_missing_reported {
                     let kind = if err.kind() == ErrorKind::NotFound {
@@ -285,13 +291,10 @@ impl Tuning {
     /// A poll inside the open window ([`DeviceTuner::poll`]): the gauges now (PSI `avg10`, the
     /// model's attributed bytes, the budget); a line only when it acted.
     fn poll(&mut self, model: &Model) -> Option<String> {
-        let pressure = model.settings.memory_pressure.or_else(|| {
-            self.options
-                .psi
-                .as_ref()
-                .and_then(|path| fs::read_to_string(path).ok())
-                .and_then(|text| parse_psi_some_avg10(&text))
-        });
+        let pressure = match model.settings.memory_pressure {
+            Some(own) => Some(own),
+            None => self.read_psi().and_then(|text| parse_psi_some_avg10(&text)),
+        };
         let gauges = Signals {
             memory_pressure: pressure,
             attributed_bytes: Some(model.cache().attributed_bytes),
@@ -344,14 +347,18 @@ impl Refresh for Tuning {
             .map(|w| w.index)
             .filter(|&i| after.is_none_or(|last| i > last))
             .collect();
-        let polled = fresh.is_empty().then(|| self.poll(model)).flatten();
-        for index in fresh {
-            self.last_window = Some(index);
-            if let Some(line) = self.decide(model, index) {
-                model.push_decision(line);
-            }
-        }
-        if let Some(line) = polled {
+        let lines: Vec<String> = if fresh.is_empty() {
+            self.poll(model).into_iter().collect()
+        } else {
+            fresh
+                .into_iter()
+                .filter_map(|index| {
+                    self.last_window = Some(index);
+                    self.decide(model, index)
+                })
+                .collect()
+        };
+        for line in lines {
             model.push_decision(line);
         }
         model.settings.controller = Some(self.mode());

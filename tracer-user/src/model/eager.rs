@@ -4,47 +4,75 @@
 //! reclaimed or fails to restore. A restore within the eager time of its conversion counts.
 //! Bounded: past `capacity` tracked entries new conversions are not remembered (their restores
 //! then count as not eager), so a huge cache cannot grow the model without limit.
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    hash::{BuildHasherDefault, Hasher},
+};
 
 use tracer_common::{Event, EventKind, QUEUE_RAW};
 
+/// (device << 32 | nid) -> conversion time. Keys come from the kernel, not from an adversary,
+/// so a multiplicative hash is enough (SipHash is the slow part of a lookup here).
+type Ages = HashMap<u64, u64, BuildHasherDefault<NidHasher>>;
+
 #[derive(Debug)]
 pub struct ConversionAges {
-    converted_at: HashMap<(u32, u32), u64>,
+    converted_at: Ages,
     capacity: usize,
+}
+
+/// Fibonacci hashing of one u64.
+#[derive(Default)]
+struct NidHasher(u64);
+
+impl Hasher for NidHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0 ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 impl ConversionAges {
     pub fn new(capacity: usize) -> Self {
         ConversionAges {
-            converted_at: HashMap::new(),
+            converted_at: Ages::default(),
             capacity,
         }
     }
 
-    /// Account one event; true when it is a restore within `eager_ns` of its conversion.
-    pub fn is_eager_restore(&mut self, event: &Event, eager_ns: u64) -> bool {
-        let key = (event.dev, event.nid);
-        match event.kind() {
-            Some(EventKind::Convert) => {
+    /// Account one event; for a restore of an entry whose conversion is remembered, how long
+    /// after the conversion it came (ns).
+    pub fn restored_after(&mut self, event: &Event) -> Option<u64> {
+        let key = (u64::from(event.dev) << 32) | u64::from(event.nid);
+        match event.kind()? {
+            EventKind::Convert => {
                 if self.converted_at.len() < self.capacity || self.converted_at.contains_key(&key) {
                     self.converted_at.insert(key, event.ts_ns);
                 }
-                false
+                None
             }
-            Some(EventKind::Restore) => self
+            EventKind::Restore => self
                 .converted_at
                 .remove(&key)
-                .is_some_and(|at| event.ts_ns.saturating_sub(at) < eager_ns),
-            Some(EventKind::Reclaim) if event.queue != QUEUE_RAW => {
+                .map(|at| event.ts_ns.saturating_sub(at)),
+            EventKind::Reclaim if event.queue != QUEUE_RAW => {
                 self.converted_at.remove(&key);
-                false
+                None
             }
-            Some(EventKind::RestoreFail) => {
+            EventKind::RestoreFail => {
                 self.converted_at.remove(&key);
-                false
+                None
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -89,7 +117,7 @@ mod tests {
             event(EventKind::Restore, 1, 8, 600),
         ]
         .iter()
-        .map(|e| ages.is_eager_restore(e, eager))
+        .map(|e| ages.restored_after(e).is_some_and(|age| age < eager))
         .collect();
         assert_eq!(
             results,
@@ -102,11 +130,12 @@ mod tests {
     fn past_capacity_new_conversions_are_not_remembered() {
         let mut ages = ConversionAges::new(2);
         for nid in 0..5 {
-            ages.is_eager_restore(&event(EventKind::Convert, 1, nid, 0), 1_000 * MS);
+            ages.restored_after(&event(EventKind::Convert, 1, nid, 0));
         }
         assert_eq!(ages.tracked(), 2);
         let eager = |ages: &mut ConversionAges, nid| {
-            ages.is_eager_restore(&event(EventKind::Restore, 1, nid, 10), 1_000 * MS)
+            ages.restored_after(&event(EventKind::Restore, 1, nid, 10))
+                .is_some_and(|age| age < 1_000 * MS)
         };
         assert!(eager(&mut ages, 1));
         assert!(!eager(&mut ages, 4), "never remembered");

@@ -273,8 +273,10 @@ impl Model {
         self.interval.record(event);
         self.totals.record(event);
         self.population.apply(event);
-        if self.ages.is_eager_restore(event, self.eager_ns()) {
-            self.eager_restores += 1;
+        if let Some(age) = self.ages.restored_after(event) {
+            if age < self.eager_ns() {
+                self.eager_restores += 1;
+            }
         }
         if attributable(event) {
             self.record_process(event);
