@@ -8,7 +8,11 @@ use anyhow::{bail, Context as _, Result};
 
 use crate::{setup, util};
 
+/// What a run from a clean clone writes under target/ (measured: see the README's disk note).
+const CLEAN_RUN_BYTES: u64 = 4 << 30;
+
 pub fn run() -> Result<()> {
+    report_disk_space();
     setup::run()?;
     if !util::is_root() {
         eprintln!(
@@ -26,6 +30,33 @@ pub fn run() -> Result<()> {
         bail!("{} tests failed", totals.failed);
     }
     Ok(())
+}
+
+/// Say up front when the disk may be too small: a full disk otherwise shows up minutes later
+/// as a linker "Bus error" or "No space left on device" in the middle of the build.
+fn report_disk_space() {
+    let target = util::target_dir();
+    let probe = if target.exists() {
+        target
+    } else {
+        util::workspace_root()
+    };
+    let Some(free) = util::free_bytes(&probe) else {
+        return;
+    };
+    let gib = |bytes: u64| bytes as f64 / f64::from(1u32 << 30);
+    println!(
+        "disk: {:.1} GiB free under {} (a run from a clean clone writes about {:.1} GiB)",
+        gib(free),
+        probe.display(),
+        gib(CLEAN_RUN_BYTES)
+    );
+    if free < CLEAN_RUN_BYTES {
+        println!(
+            "warning: the disk may fill up during the build; if it stops with 'No space left on \
+             device' or a linker 'Bus error', free space (or `cargo clean`) and run again"
+        );
+    }
 }
 
 /// The end-to-end test: nodescope on a real F2FS in QEMU (6.1 and 6.12), one test in the tally.

@@ -45,6 +45,12 @@ pub fn output(program: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Bytes free to unprivileged users on the file system holding `path` (df's "avail").
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    let text = output("df", &["-B1", "--output=avail", path.to_str()?])?;
+    text.lines().nth(1)?.trim().parse().ok()
+}
+
 pub fn is_root() -> bool {
     output("id", &["-u"]).is_some_and(|uid| uid.trim() == "0")
 }

@@ -47,6 +47,8 @@ pub fn prepare(spec: &KernelSpec, cache: &Path) -> Result<Kernel> {
     if !tree.join(".complete").exists() {
         let deb = download(&package, &cache.join("debs"))?;
         unpack(&deb, &tree)?;
+        // The unpacked tree is the cache; the .deb would only double the kernel's disk use.
+        let _ = fs::remove_file(&deb);
     }
     let kernel = Kernel {
         vmlinuz: tree.join(format!("boot/vmlinuz-{release}")),
