@@ -5,7 +5,7 @@
 //! short:
 //!
 //! * **Memory score** (DAMOS quota goals: feedback toward a goal). Each window turns memory
-//!   into one number where 1.0 is the goal: `max(PSI some avg10 / psi_goal,
+//!   into one number where 1.0 is the goal: `max(PSI some / psi_goal,
 //!   attributed / (budget x budget_goal))`. The size of a fast step grows with the distance
 //!   from the goal, as DAMOS scales its quota by `score / goal`.
 //! * **Fast when memory is tight, slow when giving memory back** (senpai: fast backoff, slow
@@ -41,7 +41,7 @@ use crate::{
 /// Every constant of the law. `Config::default()` is what `nodescope tune` uses.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Config {
-    /// PSI `some avg10` (percent) that scores 1.0: the pressure we accept.
+    /// PSI `some` (percent of time stalled) that scores 1.0: the pressure we accept.
     pub psi_goal: f64,
     /// Fraction of the budget that scores 1.0 (aim a little below the budget).
     pub budget_goal: f64,

@@ -5,6 +5,7 @@
 //! * [`law`]: the pure control law, `step(state, signals, config) -> (state, decision)`.
 //! * [`signals`]: the per-window [`Signals`] and the [`SignalSource`] trait that the live
 //!   model and the simulator implement; [`ProcSignalSource`] reads PSI and optional counters.
+//! * [`psi`]: memory pressure from PSI's `total` stall counter as well as its `avg10`.
 //! * [`knobs`]: the knobs, their ranges, and where they live ([`KnobStore`]: sysfs files or
 //!   memory).
 //! * [`tuner`]: one device: external-change detection, write-rate limit, write + read-back,
@@ -50,6 +51,7 @@ pub mod audit;
 pub mod bench;
 pub mod knobs;
 pub mod law;
+pub mod psi;
 pub mod safety;
 pub mod session;
 pub mod signals;

@@ -14,6 +14,8 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
+
+use crate::psi::{self, PsiMeter};
 use serde::{Deserialize, Serialize};
 
 /// A restore this soon after its conversion counts as eager whatever the interval (sources
@@ -38,7 +40,8 @@ pub struct Signals {
     pub eager_restores_per_s: f64,
     /// Compressed entries reclaimed without ever being restored (the conversion was wasted).
     pub wasted_per_s: f64,
-    /// Memory pressure, percent: PSI `some avg10` on a real system, the simulator's own
+    /// Memory pressure, percent: PSI `some` on a real system (the larger of `avg10` and the
+    /// stall share over the window, [`crate::psi::PsiMeter`]), the simulator's own
     /// pressure in the simulator. `None` when unknown.
     pub memory_pressure: Option<f64>,
     /// Node-cache memory attributed to this device (entries + raw buffers + slab slots).
@@ -148,29 +151,15 @@ impl Counters {
     }
 }
 
-/// The `some avg10` figure of a PSI file (`/proc/pressure/memory`).
-pub fn parse_psi_some_avg10(text: &str) -> Option<f64> {
-    let some = text.lines().find(|line| line.starts_with("some "))?;
-    some.split_whitespace()
-        .find_map(|field| field.strip_prefix("avg10="))
-        .and_then(|value| value.parse().ok())
-}
-
-/// The `some total` figure of a PSI file: microseconds some task stalled, since boot. Two
-/// readings give the exact stall share of the time between them (what `avg10` smooths).
-pub fn parse_psi_some_total_us(text: &str) -> Option<u64> {
-    let some = text.lines().find(|line| line.starts_with("some "))?;
-    some.split_whitespace()
-        .find_map(|field| field.strip_prefix("total="))
-        .and_then(|value| value.parse().ok())
-}
-
 /// Signals from the running system: PSI plus the optional per-device counters file.
 pub struct ProcSignalSource {
     psi_path: PathBuf,
     sysfs_root: PathBuf,
     budget_bytes: Option<u64>,
     previous: HashMap<String, (Duration, Counters)>,
+    psi: PsiMeter,
+    /// The window being sampled: (its start, its end), both as `now` gave them.
+    window: (Duration, Duration),
     psi_missing_reported: bool,
 }
 
@@ -183,13 +172,17 @@ impl ProcSignalSource {
             sysfs_root: sysfs_root.to_path_buf(),
             budget_bytes,
             previous: HashMap::new(),
+            psi: PsiMeter::default(),
+            window: (Duration::ZERO, Duration::ZERO),
             psi_missing_reported: false,
         }
     }
 
-    fn read_psi(&mut self) -> Result<Option<f64>> {
+    /// PSI `some` now: the larger of `avg10` and the stall share over the last `span`
+    /// ([`PsiMeter`]).
+    fn read_psi(&mut self, now: Duration, span: Duration) -> Result<Option<f64>> {
         match fs::read_to_string(&self.psi_path) {
-            Ok(text) => Ok(parse_psi_some_avg10(&text)),
+            Ok(text) => Ok(self.psi.read(&text, now, span)),
             Err(err) if err.kind() == ErrorKind::NotFound => {
                 if !self.psi_missing_reported {
                     log::warn!(
@@ -215,13 +208,18 @@ impl ProcSignalSource {
 }
 
 impl ProcSignalSource {
-    /// The counters file (if any) and the gauges: its pressure, else PSI; its attributed
-    /// bytes; the budget.
-    fn read_gauges(&mut self, device: &str) -> Result<(Option<Counters>, Signals)> {
+    /// The counters file (if any) and the gauges: its pressure, else PSI over `span`; its
+    /// attributed bytes; the budget.
+    fn read_gauges(
+        &mut self,
+        device: &str,
+        now: Duration,
+        span: Duration,
+    ) -> Result<(Option<Counters>, Signals)> {
         let counters = self.read_counters(device)?;
         let pressure = match counters.and_then(|c| c.memory_pressure) {
             Some(simulated) => Some(simulated),
-            None => self.read_psi()?,
+            None => self.read_psi(now, span)?,
         };
         let gauges = Signals {
             memory_pressure: pressure,
@@ -235,7 +233,12 @@ impl ProcSignalSource {
 
 impl SignalSource for ProcSignalSource {
     fn sample(&mut self, device: &str, now: Duration) -> Result<Signals> {
-        let (counters, mut signals) = self.read_gauges(device)?;
+        // Every device of one window is sampled with the same `now`: one span for all.
+        if now != self.window.1 {
+            self.window = (self.window.1, now);
+        }
+        let span = self.window.1.saturating_sub(self.window.0);
+        let (counters, mut signals) = self.read_gauges(device, now, span)?;
         if let Some(current) = counters {
             if let Some((then, before)) = self.previous.get(device) {
                 fill_rates(&mut signals, before, &current, now.saturating_sub(*then));
@@ -245,8 +248,8 @@ impl SignalSource for ProcSignalSource {
         Ok(signals)
     }
 
-    fn gauges(&mut self, device: &str, _now: Duration) -> Result<Signals> {
-        Ok(self.read_gauges(device)?.1)
+    fn gauges(&mut self, device: &str, now: Duration) -> Result<Signals> {
+        Ok(self.read_gauges(device, now, psi::RECENT)?.1)
     }
 }
 
@@ -269,16 +272,6 @@ fn fill_rates(signals: &mut Signals, before: &Counters, after: &Counters, window
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn psi_some_avg10_is_read_from_the_some_line() {
-        let text = "some avg10=12.34 avg60=1.00 avg300=0.10 total=123\n\
-                    full avg10=5.00 avg60=0.00 avg300=0.00 total=0\n";
-        assert_eq!(parse_psi_some_avg10(text), Some(12.34));
-        assert_eq!(parse_psi_some_avg10("garbage"), None);
-        assert_eq!(parse_psi_some_total_us(text), Some(123));
-        assert_eq!(parse_psi_some_total_us("some avg10=1.00\n"), None);
-    }
 
     #[test]
     fn counters_parse_known_keys_and_name_the_line_of_a_bad_value() {

@@ -15,8 +15,9 @@
 //!
 //! Eager restores come from the model (restores within max(2 x interval, the eager floor) of
 //! their conversion, `model::eager`). Memory pressure is the source's own when it has one (the
-//! simulator's, over the last second), else PSI `some` over the window just closed (from the
-//! `total` stall counter; `avg10` for the first window and for polls), and the budget is
+//! simulator's, over the last second), else PSI `some` (`controller::psi`: the larger of
+//! `avg10` and the stall share from the `total` counter, over the window just closed, or over
+//! the last second for polls), and the budget is
 //! the one the model's settings carry (the source's, e.g. the simulator's while it holds one).
 //! Between windows, refreshes poll the gauges for urgent steps.
 
@@ -33,8 +34,9 @@ use controller::{
     audit::{AuditLog, AuditRecord},
     knobs::SysfsKnobs,
     law::Config,
+    psi::{self, PsiMeter},
     safety::{Restore, RestoreGuard},
-    signals::{parse_psi_some_avg10, parse_psi_some_total_us, ProcSignalSource, Signals},
+    signals::{ProcSignalSource, Signals},
     tuner::{DeviceTuner, Status, TunerOptions},
 };
 
@@ -101,28 +103,6 @@ impl ModelSignals {
     }
 }
 
-/// PSI memory `some` over the time between two readings, percent.
-#[derive(Debug, Default)]
-pub struct PsiShare {
-    last: Option<(u64, Instant)>,
-}
-
-impl PsiShare {
-    /// The stall share since the previous reading (from `total`); `avg10` for the first one.
-    pub fn update(&mut self, text: &str, now: Instant) -> Option<f64> {
-        let total = parse_psi_some_total_us(text);
-        let previous = std::mem::replace(&mut self.last, total.map(|t| (t, now)));
-        match (previous, total) {
-            (Some((before, then)), Some(after)) if now > then => {
-                let elapsed_us = now.duration_since(then).as_secs_f64() * 1e6;
-                let stalled_us = after.saturating_sub(before) as f64;
-                Some((stalled_us / elapsed_us * 100.0).clamp(0.0, 100.0))
-            }
-            _ => parse_psi_some_avg10(text),
-        }
-    }
-}
-
 /// The tuned device and its audit log: what must be restored, whatever happens.
 struct Tuned {
     tuner: DeviceTuner<SysfsKnobs>,
@@ -174,7 +154,9 @@ pub struct Tuning {
     guard: RestoreGuard<Tuned>,
     device: String,
     options: TuningOptions,
-    psi: PsiShare,
+    psi: PsiMeter,
+    /// The PSI readings' clock.
+    started: Instant,
     psi_missing_reported: bool,
     /// The last closed window a decision was made on.
     last_window: Option<u64>,
@@ -222,7 +204,8 @@ impl Tuning {
             guard: RestoreGuard::arm(tuned),
             device: device.to_string(),
             options,
-            psi: PsiShare::default(),
+            psi: PsiMeter::default(),
+            started: Instant::now(),
             psi_missing_reported: false,
             last_window: None,
         })
@@ -240,14 +223,14 @@ impl Tuning {
         }
     }
 
-    /// The source's own pressure (the simulator's) when it has one, else PSI `some` since the
-    /// last reading.
-    fn read_pressure(&mut self, model: &Model) -> Option<f64> {
+    /// The source's own pressure (the simulator's) when it has one, else PSI `some` over the
+    /// last `span` of wall time ([`PsiMeter`]: the larger of avg10 and the stall share).
+    fn read_pressure(&mut self, model: &Model, span: Duration) -> Option<f64> {
         if let Some(own) = model.settings.memory_pressure {
             return Some(own);
         }
         let text = self.read_psi()?;
-        self.psi.update(&text, Instant::now())
+        self.psi.read(&text, self.started.elapsed(), span)
     }
 
     /// The PSI file's text; a missing or unreadable file is said once.
@@ -272,7 +255,7 @@ impl Tuning {
 
     /// One decision on closed window `index`; its line for the decisions pane.
     fn decide(&mut self, model: &Model, index: u64) -> Option<String> {
-        let pressure = self.read_pressure(model);
+        let pressure = self.read_pressure(model, Duration::from_nanos(model.config().window_ns));
         let budget = model.settings.budget_bytes;
         let signals = self
             .options
@@ -288,13 +271,10 @@ impl Tuning {
         Some(decision_line(&format!("window {}", index + 1), &record))
     }
 
-    /// A poll inside the open window ([`DeviceTuner::poll`]): the gauges now (PSI `avg10`, the
-    /// model's attributed bytes, the budget); a line only when it acted.
+    /// A poll inside the open window ([`DeviceTuner::poll`]): the gauges now (pressure over
+    /// the last second, the model's attributed bytes, the budget); a line only when it acted.
     fn poll(&mut self, model: &Model) -> Option<String> {
-        let pressure = match model.settings.memory_pressure {
-            Some(own) => Some(own),
-            None => self.read_psi().and_then(|text| parse_psi_some_avg10(&text)),
-        };
+        let pressure = self.read_pressure(model, psi::RECENT);
         let gauges = Signals {
             memory_pressure: pressure,
             attributed_bytes: Some(model.cache().attributed_bytes),
@@ -462,26 +442,6 @@ mod tests {
             ModelSignals::default().signals(history, 9, None, None),
             None
         );
-    }
-
-    #[test]
-    fn psi_share_comes_from_the_total_and_avg10_before_that() {
-        let psi = |avg10: f64, total: u64| {
-            format!(
-                "some avg10={avg10:.2} avg60=0.00 avg300=0.00 total={total}\n\
-                 full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
-            )
-        };
-        let start = Instant::now();
-        let mut share = PsiShare::default();
-        assert_eq!(share.update(&psi(2.5, 1_000), start), Some(2.5));
-        // 50 ms stalled in one second.
-        let next = start + Duration::from_secs(1);
-        assert_eq!(share.update(&psi(9.0, 51_000), next), Some(5.0));
-        // A counter that went backwards (another boot's file) counts nothing.
-        let later = next + Duration::from_secs(2);
-        assert_eq!(share.update(&psi(9.0, 10), later), Some(0.0));
-        assert_eq!(share.update("some avg10=3.00\n", later), Some(3.0));
     }
 
     fn knob_root(test: &str) -> PathBuf {

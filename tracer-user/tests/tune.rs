@@ -6,6 +6,10 @@ use std::{
     os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Output, Stdio},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
     thread,
     time::{Duration, Instant, SystemTime},
 };
@@ -472,6 +476,103 @@ fn polls_compress_more_between_windows_when_memory_crosses_the_budget_or_grows()
         let reason = line["reason"].as_str().unwrap();
         assert!(reason.starts_with("urgent (between windows): "), "{reason}");
     }
+}
+
+/// Rewrites the fixture's PSI file every 20 ms as a kernel would show `stall_share` of stall
+/// from now on: `total` grows with the wall clock, `avg10` stays at 0.00 (the kernel's average
+/// is two seconds behind at best). Stops on drop.
+struct StallingPsi {
+    stop: Arc<AtomicBool>,
+    writer: Option<thread::JoinHandle<()>>,
+}
+
+impl StallingPsi {
+    fn start(path: PathBuf, stall_share: f64) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let writer = thread::spawn(move || {
+            let began = Instant::now();
+            while !stopped.load(Ordering::Relaxed) {
+                let total_us = 1 + (began.elapsed().as_secs_f64() * 1e6 * stall_share) as u64;
+                let text = format!(
+                    "some avg10=0.00 avg60=0.00 avg300=0.00 total={total_us}\n\
+                     full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+                );
+                let temporary = path.with_extension("new");
+                fs::write(&temporary, text).unwrap();
+                fs::rename(&temporary, &path).unwrap();
+                thread::sleep(Duration::from_millis(20));
+            }
+        });
+        StallingPsi {
+            stop,
+            writer: Some(writer),
+        }
+    }
+}
+
+impl Drop for StallingPsi {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+#[test]
+fn polls_see_stalls_in_the_psi_total_while_avg10_still_says_zero() {
+    // Windows every 30 s (none happens here), polls every 0.1 s, no budget: only PSI speaks,
+    // and only through its `total` counter.
+    let fixture = Fixture::new("psi-total", "12\n", "1000\n");
+    fixture.set_pressure(0.0);
+    let mut child = fixture
+        .command_every("30", &["--poll", "0.1", "--duration", "20"])
+        .spawn()
+        .expect("start nodescope tune");
+    fixture.wait_for(&mut child, "the start line", |f| {
+        !events(&f.audit(), "start").is_empty()
+    });
+    thread::sleep(Duration::from_millis(500));
+    assert!(events(&fixture.audit(), "decision").is_empty());
+    // Half of all time stalled from now on: 50 % against the 5 % goal. The share over the
+    // last second climbs with every poll: the first step comes once it passes 5.5 % (tight at
+    // 1.1 x the goal), further ones each time it has grown 1.1-fold, until the most compression.
+    let stalling = StallingPsi::start(fixture.root.join("psi"), 0.5);
+    let onset = Instant::now();
+    fixture.wait_for(&mut child, "the most compression", |f| {
+        f.knob(INTERVAL) == "100\n"
+    });
+    println!(
+        "most compression {:.2} s after the stalls began",
+        onset.elapsed().as_secs_f64()
+    );
+    assert_eq!(fixture.knob(THRESHOLD), "25\n");
+    drop(stalling);
+    send(&child, libc::SIGTERM);
+    let output = finish(child);
+    assert_success(output.status, &output);
+    assert_eq!(fixture.knob(THRESHOLD), "12\n");
+    assert_eq!(fixture.knob(INTERVAL), "1000\n");
+    let audit = fixture.audit();
+    let decisions = events(&audit, "decision");
+    let pressures: Vec<f64> = decisions
+        .iter()
+        .map(|line| {
+            assert_eq!(line["outcome"], "applied");
+            let reason = line["reason"].as_str().unwrap();
+            assert!(reason.starts_with("urgent (between windows): "), "{reason}");
+            line["signals"]["memory_pressure"].as_f64().unwrap()
+        })
+        .collect();
+    // avg10 said 0.00 throughout: every figure here is the share from `total`.
+    assert!((5.5..50.0).contains(&pressures[0]), "{pressures:?}");
+    assert!(
+        pressures.windows(2).all(|pair| pair[1] >= pair[0] * 1.1),
+        "{pressures:?}"
+    );
+    let first_threshold = decisions[0]["written"]["threshold"].as_u64().unwrap();
+    assert!(first_threshold > 12, "{decisions:?}");
 }
 
 #[test]

@@ -52,10 +52,11 @@ pub struct TuneArgs {
     /// At most one write per knob per this many seconds.
     #[arg(long, value_name = "S", default_value = "5", value_parser = seconds)]
     min_write_gap: Duration,
-    /// Where memory pressure (PSI `some avg10`) is read from.
+    /// Where memory pressure (PSI `some`: the larger of avg10 and the stall share from
+    /// `total`) is read from.
     #[arg(long, value_name = "FILE", default_value = ProcSignalSource::DEFAULT_PSI_PATH)]
     psi: PathBuf,
-    /// The memory pressure to aim for, percent of PSI `some avg10`.
+    /// The memory pressure to aim for, percent of time with some task stalled on memory.
     #[arg(long, value_name = "PERCENT", default_value_t = Config::default().psi_goal)]
     psi_goal: f64,
 }
