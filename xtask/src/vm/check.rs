@@ -281,12 +281,13 @@ pub fn check(
         }
     }
     check_rfc_probes(dir, &mut lines, &mut failures);
+    let tune_steps = check_tune(dir, &mut lines, &mut failures);
     for failure in &failures {
         lines.push(format!("  FAILED: {failure}"));
     }
     let pass = failures.is_empty();
     let final_line = format!(
-        "vm-test {label} attributed={attributed} iostat={iostat} cat_pids={cat_pids} readahead={readahead} checkpoints={checkpoints} {}",
+        "vm-test {label} attributed={attributed} iostat={iostat} cat_pids={cat_pids} readahead={readahead} checkpoints={checkpoints} tune_steps={tune_steps} {}",
         if pass { "PASS" } else { "FAIL" }
     );
     Ok(Verdict {
@@ -319,6 +320,90 @@ fn check_rfc_probes(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<Stri
             "rfc: kprobe {entry:?} and kretprobe {ret:?} must equal the hist trigger's {hits:?}"
         ),
     );
+}
+
+/// `nodescope tune` on the guest kernel's own PSI, in a knob directory of its own: the memory
+/// hog's stalls make its polls compress more (urgent steps, no window falls in the phase), and
+/// SIGTERM puts the original values back. The number of steps it took.
+fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -> u64 {
+    let audit = fs::read_to_string(dir.join("tune.jsonl")).unwrap_or_default();
+    let records: Vec<Json> = match audit.lines().map(Json::parse).collect() {
+        Ok(records) => records,
+        Err(err) => {
+            failures.push(format!("tune: bad audit line: {err:#}"));
+            return 0;
+        }
+    };
+    let of = |event: &str| -> Vec<&Json> {
+        records
+            .iter()
+            .filter(|r| r.get("event").str() == event)
+            .collect()
+    };
+    let (starts, decisions, restores) = (of("start"), of("decision"), of("restore"));
+    let knobs = |k: &Json| (k.get("threshold").u64(), k.get("interval_ms").u64());
+    let original = starts.first().map(|s| knobs(s.get("old")));
+    let after = fs::read_to_string(dir.join("knobs_after.txt")).unwrap_or_default();
+    let after: Vec<u64> = after
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let stalled_ms = psi_total_us(dir, "psi_after.txt")
+        .saturating_sub(psi_total_us(dir, "psi_before.txt"))
+        / 1000;
+    let pressures: Vec<f64> = decisions
+        .iter()
+        .filter_map(|d| d.get("signals").get("memory_pressure").f64())
+        .collect();
+    lines.push(format!(
+        "  tune     original={original:?} after={after:?} PSI stall {stalled_ms} ms, steps at \
+         pressure {pressures:.2?} % (goal {} %), rc={:?}",
+        super::TUNE_PSI_GOAL,
+        read_number(dir, "tune.rc")
+    ));
+    expect(
+        failures,
+        read_number(dir, "tune.rc") == Some(0),
+        "tune: exit status not 0".to_string(),
+    );
+    expect(
+        failures,
+        !decisions.is_empty()
+            && decisions.iter().all(|d| {
+                d.get("outcome").str() == "applied"
+                    && d.get("reason")
+                        .str()
+                        .starts_with("urgent (between windows): ")
+            }),
+        format!(
+            "tune: want applied urgent steps only, got {} decisions",
+            decisions.len()
+        ),
+    );
+    expect(
+        failures,
+        pressures.len() == decisions.len()
+            && pressures.iter().all(|&p| p >= super::TUNE_PSI_GOAL * 1.1),
+        format!("tune: every step needs pressure >= 1.1 x the goal: {pressures:?}"),
+    );
+    let restored = restores.last().map(|r| knobs(r.get("written")));
+    expect(
+        failures,
+        original.is_some()
+            && restored == original
+            && original.map(|(t, i)| vec![t, i]).as_ref() == Some(&after),
+        format!("tune: originals {original:?}, restore record {restored:?}, files after {after:?}"),
+    );
+    decisions.len() as u64
+}
+
+fn psi_total_us(dir: &Path, name: &str) -> u64 {
+    let text = fs::read_to_string(dir.join(name)).unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with("some "))
+        .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("total=")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// "Hits: N" from a hist trigger's output.

@@ -119,5 +119,44 @@ if echo 'p:nodescope_check f2fs_get_node_page' >> $T/kprobe_events &&
 else
   fail "kprobe_events: cannot set up the f2fs_get_node_page counter"
 fi
+# The controller under real memory pressure. The RFC is not applied here, so nodescope tune
+# steers a knob directory of its own (the RFC's defaults, 25 % and 1000 ms) on this kernel's
+# PSI, windows 30 s apart (none falls in this phase): only its polls can act. A tmpfs takes all
+# but HEADROOM_MB of the available memory and the file set is read through what is left; the
+# goal is low (TUNE_PSI_GOAL %) because reclaiming clean page cache stalls little, even here.
+K=/knobs/$DEV
+mkdir -p $K /hog
+echo 25 > $K/node_compress_threshold
+echo 1000 > $K/node_compress_interval
+nodescope tune --sysfs-root /knobs --device $DEV --interval 30 --poll 0.1 \
+  --psi-goal $TUNE_PSI_GOAL \
+  --audit $R/tune.jsonl 2> $R/tune.err &
+TP=$!
+n=0
+until grep -q '"start"' $R/tune.jsonl 2>/dev/null; do
+  kill -0 $TP 2>/dev/null || { fail "tune exited early"; break; }
+  n=$((n+1)); [ $n -gt 300 ] && { fail "tune did not start in 30 s"; break; }
+  sleep 0.1
+done
+mark tune_started
+cold
+cp /proc/pressure/memory $R/psi_before.txt
+mark pressure_start
+mount -t tmpfs -o size=100% hog /hog
+avail=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
+dd if=/dev/zero of=/hog/fill bs=1M count=$((avail - HEADROOM_MB)) 2> $R/hog.txt
+grep -E '^(MemAvailable|Shmem):' /proc/meminfo >> $R/hog.txt
+mark hog_full
+sh /replay-names
+mark replay_1
+sh /replay-names
+cp /proc/pressure/memory $R/psi_after.txt
+mark pressure_done
+kill -TERM $TP
+wait $TP
+echo $? > $R/tune.rc
+cat $K/node_compress_threshold $K/node_compress_interval > $R/knobs_after.txt
+rm -f /hog/fill
+umount /hog
 umount /mnt || fail umount
 finish

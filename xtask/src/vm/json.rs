@@ -43,6 +43,13 @@ impl Json {
         }
     }
 
+    pub fn f64(&self) -> Option<f64> {
+        match self {
+            Json::Num(n) => Some(*n),
+            _ => None,
+        }
+    }
+
     pub fn str(&self) -> &str {
         match self {
             Json::Str(s) => s,
