@@ -394,12 +394,7 @@ fn dry_run_writes_nothing() {
             .count()
             >= 2
     });
-    send(&child, libc::SIGTERM);
-    let output = finish(child);
-    assert_success(output.status, &output);
-
-    assert_eq!(fixture.knob(THRESHOLD), "10\n");
-    assert_eq!(fixture.knob(INTERVAL), "1000\n");
+    stop_and_expect(&fixture, child, "10\n", "1000\n");
     let after = [THRESHOLD, INTERVAL].map(|name| modified(&fixture.knob_path(name)));
     assert_eq!(before, after, "mtimes unchanged");
     let audit = fixture.audit();
@@ -437,20 +432,9 @@ fn polls_compress_more_between_windows_when_memory_crosses_the_budget_or_grows()
     let fixture = Fixture::new("poll", "12\n", "1000\n");
     fixture.set_pressure(0.0);
     fixture.set_attributed_bytes(512 << 10);
-    let mut child = fixture
-        .command_every(
-            "30",
-            &["--poll", "0.1", "--budget", "1M", "--duration", "20"],
-        )
-        .spawn()
-        .expect("start nodescope tune");
-    fixture.wait_for(&mut child, "the start line", |f| {
-        !events(&f.audit(), "start").is_empty()
-    });
     // Half the budget: calm, nothing to do. 8 MiB: score 8.42, into tight at once: interval
     // 1000 / 8.42 = 119 ms, threshold 12 + 10 (the most per step) = 22.
-    thread::sleep(Duration::from_millis(500));
-    assert!(events(&fixture.audit(), "decision").is_empty());
+    let mut child = spawn_polling(&fixture, &["--budget", "1M"]);
     fixture.set_attributed_bytes(8 << 20);
     fixture.wait_for(&mut child, "the crossing", |f| f.knob(INTERVAL) == "119\n");
     assert_eq!(fixture.knob(THRESHOLD), "22\n");
@@ -463,11 +447,7 @@ fn polls_compress_more_between_windows_when_memory_crosses_the_budget_or_grows()
         f.knob(INTERVAL) == "100\n"
     });
     assert_eq!(fixture.knob(THRESHOLD), "25\n");
-    send(&child, libc::SIGTERM);
-    let output = finish(child);
-    assert_success(output.status, &output);
-    assert_eq!(fixture.knob(THRESHOLD), "12\n");
-    assert_eq!(fixture.knob(INTERVAL), "1000\n");
+    stop_and_expect(&fixture, child, "12\n", "1000\n");
     let audit = fixture.audit();
     let decisions = events(&audit, "decision");
     assert_eq!(decisions.len(), 2, "{decisions:?}");
@@ -476,6 +456,32 @@ fn polls_compress_more_between_windows_when_memory_crosses_the_budget_or_grows()
         let reason = line["reason"].as_str().unwrap();
         assert!(reason.starts_with("urgent (between windows): "), "{reason}");
     }
+}
+
+/// `nodescope tune` with windows 30 s apart (none falls in a test) and polls every 0.1 s,
+/// seen calm for half a second: started, and no decision yet.
+fn spawn_polling(fixture: &Fixture, extra: &[&str]) -> Child {
+    let mut args = vec!["--poll", "0.1", "--duration", "20"];
+    args.extend_from_slice(extra);
+    let mut child = fixture
+        .command_every("30", &args)
+        .spawn()
+        .expect("start nodescope tune");
+    fixture.wait_for(&mut child, "the start line", |f| {
+        !events(&f.audit(), "start").is_empty()
+    });
+    thread::sleep(Duration::from_millis(500));
+    assert!(events(&fixture.audit(), "decision").is_empty());
+    child
+}
+
+/// SIGTERM; a clean exit with the knobs back at `threshold` and `interval`.
+fn stop_and_expect(fixture: &Fixture, child: Child, threshold: &str, interval: &str) {
+    send(&child, libc::SIGTERM);
+    let output = finish(child);
+    assert_success(output.status, &output);
+    assert_eq!(fixture.knob(THRESHOLD), threshold);
+    assert_eq!(fixture.knob(INTERVAL), interval);
 }
 
 /// Rewrites the fixture's PSI file every 20 ms as a kernel would show `stall_share` of stall
@@ -526,15 +532,7 @@ fn polls_see_stalls_in_the_psi_total_while_avg10_still_says_zero() {
     // and only through its `total` counter.
     let fixture = Fixture::new("psi-total", "12\n", "1000\n");
     fixture.set_pressure(0.0);
-    let mut child = fixture
-        .command_every("30", &["--poll", "0.1", "--duration", "20"])
-        .spawn()
-        .expect("start nodescope tune");
-    fixture.wait_for(&mut child, "the start line", |f| {
-        !events(&f.audit(), "start").is_empty()
-    });
-    thread::sleep(Duration::from_millis(500));
-    assert!(events(&fixture.audit(), "decision").is_empty());
+    let mut child = spawn_polling(&fixture, &[]);
     // Half of all time stalled from now on: 50 % against the 5 % goal. The share over the
     // last second climbs with every poll: the first step comes once it passes 5.5 % (tight at
     // 1.1 x the goal), further ones each time it has grown 1.1-fold, until the most compression.
@@ -549,11 +547,7 @@ fn polls_see_stalls_in_the_psi_total_while_avg10_still_says_zero() {
     );
     assert_eq!(fixture.knob(THRESHOLD), "25\n");
     drop(stalling);
-    send(&child, libc::SIGTERM);
-    let output = finish(child);
-    assert_success(output.status, &output);
-    assert_eq!(fixture.knob(THRESHOLD), "12\n");
-    assert_eq!(fixture.knob(INTERVAL), "1000\n");
+    stop_and_expect(&fixture, child, "12\n", "1000\n");
     let audit = fixture.audit();
     let decisions = events(&audit, "decision");
     let pressures: Vec<f64> = decisions
