@@ -7,7 +7,20 @@
 //! larger of the two: a burst counts at the first reading after it, and is forgotten at
 //! `avg10`'s pace, not at once (memory need is the direction to react to fast and let go of
 //! slowly, docs/CONTROLLER.md).
-use std::{collections::VecDeque, time::Duration};
+use std::{
+    collections::VecDeque,
+    ffi::CString,
+    fs::{File, OpenOptions},
+    io::Write as _,
+    os::{
+        fd::{AsFd as _, BorrowedFd},
+        unix::{ffi::OsStrExt as _, fs::OpenOptionsExt as _},
+    },
+    path::Path,
+    time::Duration,
+};
+
+use anyhow::{bail, Context as _, Result};
 
 /// The span a poll measures the stall share over: the window Android's lmkd arms its PSI
 /// triggers with (`some 70000 1000000`). Shorter spans make one 100 ms stall a large share.
@@ -42,6 +55,8 @@ fn some_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 pub struct PsiMeter {
     /// (when, `some total`), oldest first.
     readings: VecDeque<(Duration, u64)>,
+    /// What a PSI trigger reported, for the readings at that time only: (when, share).
+    at_least: Option<(Duration, f64)>,
 }
 
 impl PsiMeter {
@@ -55,10 +70,24 @@ impl PsiMeter {
             self.remember(now, total);
             share
         });
-        match (parse_some_avg10(text), share) {
-            (Some(avg10), Some(share)) => Some(avg10.max(share)),
-            (avg10, share) => avg10.or(share),
+        let reported = self
+            .at_least
+            .filter(|(at, _)| *at == now)
+            .map(|(_, share)| share);
+        if self.at_least.is_some_and(|(at, _)| at < now) {
+            self.at_least = None;
         }
+        [parse_some_avg10(text), share, reported]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
+    }
+
+    /// A PSI trigger fired at `now`: the share over its window was at least `share` percent.
+    /// Readings at `now` report no less, even when the readings before them are too far back
+    /// to show the burst at its size (a waiter on a trigger reads seldom).
+    pub fn at_least(&mut self, share: f64, now: Duration) {
+        self.at_least = Some((now, share));
     }
 
     fn share_since(&self, from: Duration, now: Duration, total: u64) -> Option<f64> {
@@ -92,6 +121,103 @@ impl PsiMeter {
             self.readings.pop_front();
         }
     }
+}
+
+/// PROC_SUPER_MAGIC: the file system of /proc.
+const PROC_SUPER_MAGIC: libc::c_long = 0x9fa0;
+
+/// A PSI trigger (the kernel's Documentation/accounting/psi.rst): its descriptor reports
+/// `POLLPRI` when the `some` stall time within a window exceeds the threshold, at most once
+/// per window. Android's lmkd waits on memory pressure this way instead of polling.
+#[derive(Debug)]
+pub struct PsiTrigger {
+    file: File,
+    /// Stall time within `window` that fires the trigger.
+    pub stall: Duration,
+    pub window: Duration,
+}
+
+impl PsiTrigger {
+    /// Arm a trigger on `path` (`/proc/pressure/memory`) for `share_percent` of some stall:
+    /// within 1 s (root, or CAP_SYS_RESOURCE), else within 2 s, the windows Linux 6.5 and
+    /// later let anyone arm. Refuses anything but a file in procfs: a plain file given as the
+    /// PSI file is only ever read, never written.
+    pub fn arm(path: &Path, share_percent: f64) -> Result<PsiTrigger> {
+        if !(share_percent > 0.0 && share_percent < 100.0) {
+            bail!("a PSI trigger needs a share between 0 and 100 %, not {share_percent}");
+        }
+        if !is_in_procfs(path)? {
+            bail!("{} is not in /proc: no PSI trigger there", path.display());
+        }
+        let mut refusals = Vec::new();
+        for window in [Duration::from_secs(1), Duration::from_secs(2)] {
+            let window_us = window.as_micros() as f64;
+            // Rounded to a nanosecond first: 0.1 x 1.1 % of 1 s is 1100 us, not 1101.
+            let exact_us = (window_us * share_percent / 100.0 * 1e3).round() / 1e3;
+            let stall_us = exact_us.ceil().max(1.0) as u64;
+            match Self::try_arm(path, stall_us, window.as_micros() as u64) {
+                Ok(file) => {
+                    return Ok(PsiTrigger {
+                        file,
+                        stall: Duration::from_micros(stall_us),
+                        window,
+                    })
+                }
+                Err(err) => refusals.push(format!("{:.0} s window: {err:#}", window.as_secs_f64())),
+            }
+        }
+        bail!(
+            "cannot arm a PSI trigger on {}: {}",
+            path.display(),
+            refusals.join("; ")
+        )
+    }
+
+    fn try_arm(path: &Path, stall_us: u64, window_us: u64) -> Result<File> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .with_context(|| format!("opening {} for writing", path.display()))?;
+        // The kernel ends the string at the last byte it copied: the NUL must be sent too.
+        let spec = CString::new(format!("some {stall_us} {window_us}")).expect("no NUL inside");
+        file.write_all(spec.as_bytes_with_nul())
+            .with_context(|| format!("writing \"some {stall_us} {window_us}\""))?;
+        Ok(file)
+    }
+
+    /// What `poll()` waits on: `POLLPRI` when the trigger fires, `POLLERR` when it is gone.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// The stall share, percent, that fires the trigger.
+    pub fn share(&self) -> f64 {
+        self.stall.as_secs_f64() / self.window.as_secs_f64() * 100.0
+    }
+
+    /// The line written to arm it, as the kernel documents it.
+    pub fn spec(&self) -> String {
+        format!(
+            "some {} {}",
+            self.stall.as_micros(),
+            self.window.as_micros()
+        )
+    }
+}
+
+fn is_in_procfs(path: &Path) -> Result<bool> {
+    let name = CString::new(path.as_os_str().as_bytes())
+        .with_context(|| format!("{} has a NUL byte", path.display()))?;
+    // SAFETY: statfs reads the NUL-terminated path and writes into the zeroed struct we own.
+    let mut info: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; both pointers are valid for the duration of the call.
+    if unsafe { libc::statfs(name.as_ptr(), &mut info) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statfs {}", path.display()));
+    }
+    Ok(info.f_type as libc::c_long == PROC_SUPER_MAGIC)
 }
 
 #[cfg(test)]
@@ -152,6 +278,54 @@ mod tests {
         assert_eq!(
             meter.read(&psi(15.0, 800_000), ms(2000), RECENT),
             Some(15.0)
+        );
+    }
+
+    #[test]
+    fn a_fired_trigger_sets_a_floor_for_the_readings_at_its_time_only() {
+        let mut meter = PsiMeter::default();
+        meter.read(&psi(0.0, 0), ms(0), RECENT);
+        // 60 ms of stall, all in the last second, but the last reading was 5 s ago: 1.2 %.
+        meter.at_least(5.5, ms(5000));
+        assert_eq!(meter.read(&psi(0.0, 60_000), ms(5000), RECENT), Some(5.5));
+        // Another device's reading at the same time.
+        assert_eq!(meter.read(&psi(0.0, 60_000), ms(5000), RECENT), Some(5.5));
+        // The one after that: the share since the reading 5.1 s back.
+        let next = meter.read(&psi(0.0, 60_000), ms(5100), RECENT).unwrap();
+        assert!((next - 6.0 / 5.1).abs() < 1e-9, "{next}");
+    }
+
+    #[test]
+    fn triggers_are_armed_only_in_procfs_and_a_plain_file_is_left_alone() {
+        let path = std::env::temp_dir().join(format!("nodescope-psi-{}", std::process::id()));
+        let text = psi(1.0, 5);
+        std::fs::write(&path, &text).unwrap();
+        let err = PsiTrigger::arm(&path, 5.5).unwrap_err();
+        assert!(err.to_string().contains("is not in /proc"), "{err:#}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        std::fs::remove_file(&path).unwrap();
+        assert!(PsiTrigger::arm(Path::new("/proc/pressure/memory"), 0.0).is_err());
+    }
+
+    #[test]
+    fn a_trigger_on_this_kernel_is_armed_with_the_share_asked_for() {
+        let path = Path::new("/proc/pressure/memory");
+        if !path.exists() {
+            println!("SKIPPED: this kernel has no PSI (CONFIG_PSI)");
+            return;
+        }
+        let trigger = PsiTrigger::arm(path, 5.5).expect("/proc/pressure/memory takes triggers");
+        // 1 s for root, 2 s otherwise: 55 ms or 110 ms of stall, 5.5 % either way.
+        assert!((trigger.share() - 5.5).abs() < 1e-9, "{}", trigger.spec());
+        assert!(
+            trigger.spec() == "some 55000 1000000" || trigger.spec() == "some 110000 2000000",
+            "{}",
+            trigger.spec()
+        );
+        let goal_trigger = PsiTrigger::arm(path, 0.1 * 1.1).unwrap();
+        assert!(
+            goal_trigger.spec().starts_with("some 1100 ")
+                || goal_trigger.spec().starts_with("some 2200 ")
         );
     }
 

@@ -4,15 +4,18 @@
 //! * Panics on any thread (and `panic = "abort"`): a panic hook installed by
 //!   [`RestoreGuard::arm`] restores before the process goes.
 //! * SIGINT (Ctrl-C), SIGTERM, SIGHUP: [`StopSignals`] turns them into a flag the run loop
-//!   polls; the loop then returns and the guard restores before `main` ends. The handler itself
-//!   only stores an integer: restoring means file I/O, which is not allowed in a signal handler.
+//!   checks, and a byte on a pipe that wakes a loop blocked in `poll()`
+//!   ([`StopSignals::wake_fd`]); the loop then returns and the guard restores before `main`
+//!   ends. The handler itself only stores an integer and writes one byte: restoring means file
+//!   I/O, which is not allowed in a signal handler.
 //!
 //! SIGKILL cannot be caught: after `kill -9` the knobs keep the controller's last values.
 use std::{
+    os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
     panic,
     sync::{
         atomic::{AtomicBool, AtomicI32, Ordering},
-        Arc, Mutex, MutexGuard, PoisonError, TryLockError, Weak,
+        Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak,
     },
     thread,
     time::{Duration, Instant},
@@ -120,6 +123,27 @@ fn install_panic_hook<T: Restore>(shared: Weak<Shared<T>>) {
 /// The signal that asked us to stop (0: none yet). Process-wide, like signal dispositions.
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
+/// The write end of the wake-up pipe, for the handler (-1 until installed).
+static WAKE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// The wake-up pipe, made once per process: (read end, write end).
+static WAKE_PIPE: OnceLock<(OwnedFd, OwnedFd)> = OnceLock::new();
+
+fn wake_pipe() -> Result<&'static (OwnedFd, OwnedFd)> {
+    if let Some(pipe) = WAKE_PIPE.get() {
+        return Ok(pipe);
+    }
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own; nothing else is touched.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("creating the stop signals' pipe");
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
+    let pipe = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Two threads racing here each made a pipe; the loser's is closed on drop.
+    Ok(WAKE_PIPE.get_or_init(|| pipe))
+}
+
 /// SIGINT, SIGTERM and SIGHUP, turned into a flag for the run loop to poll.
 pub struct StopSignals {
     _private: (),
@@ -131,17 +155,30 @@ impl StopSignals {
     /// Install the handlers. After this those signals no longer end the process by
     /// themselves: the loop must poll [`StopSignals::received`].
     pub fn install() -> Result<Self> {
+        let (_, write_end) = wake_pipe()?;
+        WAKE_WRITE_FD.store(write_end.as_raw_fd(), Ordering::SeqCst);
         for signal in Self::SIGNALS {
-            // SAFETY: the action runs inside a signal handler; it only stores into a static
-            // atomic integer, which is async-signal-safe (no allocation, no lock, no I/O).
+            // SAFETY: the action runs inside a signal handler; it stores into a static atomic
+            // integer and write()s one byte to a non-blocking pipe, both async-signal-safe (no
+            // allocation, no lock). A full pipe only means a wake-up is already pending.
             unsafe {
                 signal_hook_registry::register(signal, move || {
-                    STOP_SIGNAL.store(signal, Ordering::SeqCst)
+                    STOP_SIGNAL.store(signal, Ordering::SeqCst);
+                    let fd = WAKE_WRITE_FD.load(Ordering::SeqCst);
+                    if fd >= 0 {
+                        libc::write(fd, [1u8].as_ptr().cast(), 1);
+                    }
                 })
             }
             .with_context(|| format!("installing a handler for {}", signal_name(signal)))?;
         }
         Ok(StopSignals { _private: () })
+    }
+
+    /// A descriptor that becomes readable when a stop signal arrives: `poll()` it with the
+    /// other things a loop waits for, instead of waking up to look at [`Self::received`].
+    pub fn wake_fd(&self) -> BorrowedFd<'static> {
+        WAKE_PIPE.get().expect("install() made the pipe").0.as_fd()
     }
 
     /// The last stop signal received, if any.

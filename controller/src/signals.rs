@@ -208,6 +208,17 @@ impl ProcSignalSource {
 }
 
 impl ProcSignalSource {
+    /// A PSI trigger on the PSI file fired at `now` for `share` percent: the gauges read at
+    /// `now` report at least that much pressure ([`PsiMeter::at_least`]).
+    pub fn psi_trigger_fired(&mut self, share: f64, now: Duration) {
+        self.psi.at_least(share, now);
+    }
+
+    /// Whether `device` has a counters file (its own gauges, which no PSI trigger watches).
+    pub fn has_counters_file(&self, device: &str) -> bool {
+        self.sysfs_root.join(device).join(STATS_FILE).exists()
+    }
+
     /// The counters file (if any) and the gauges: its pressure, else PSI over `span`; its
     /// attributed bytes; the budget.
     fn read_gauges(

@@ -569,6 +569,73 @@ fn polls_see_stalls_in_the_psi_total_while_avg10_still_says_zero() {
     assert!(first_threshold > 12, "{decisions:?}");
 }
 
+/// This process's wake-ups so far: its main thread's context switches, voluntary (sleeps that
+/// ended) and not.
+fn wakeups_of(child: &Child) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    status
+        .lines()
+        .filter(|l| l.contains("ctxt_switches:"))
+        .map(|l| l.split_whitespace().last().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// Wake-ups of a `nodescope tune` on this kernel's PSI over two seconds of calm, and its log.
+fn calm_wakeups(test: &str, extra: &[&str]) -> (u64, String) {
+    let fixture = Fixture::new(test, "12\n", "1000\n");
+    let mut child = Command::new(NODESCOPE)
+        .arg("tune")
+        .arg("--sysfs-root")
+        .arg(fixture.knobs_root())
+        .arg("--audit")
+        .arg(fixture.audit_path())
+        .args(["--psi", "/proc/pressure/memory", "--psi-goal", "50"])
+        .args(["--interval", "30", "--poll", "0.05", "--duration", "20"])
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nodescope tune");
+    fixture.wait_for(&mut child, "the start line", |f| {
+        !events(&f.audit(), "start").is_empty()
+    });
+    let before = wakeups_of(&child);
+    thread::sleep(Duration::from_secs(2));
+    let wakeups = wakeups_of(&child) - before;
+    send(&child, libc::SIGTERM);
+    let output = finish(child);
+    assert_success(output.status, &output);
+    assert_eq!(fixture.knob(THRESHOLD), "12\n");
+    assert_eq!(fixture.knob(INTERVAL), "1000\n");
+    assert!(events(&fixture.audit(), "decision").is_empty());
+    (wakeups, stderr_of(&output))
+}
+
+#[test]
+fn a_psi_trigger_replaces_the_polls_while_memory_is_calm() {
+    if !Path::new("/proc/pressure/memory").exists() {
+        println!("SKIPPED: this kernel has no PSI (CONFIG_PSI)");
+        return;
+    }
+    // A goal of 50 %: this machine's memory stays calm, so the trigger never fires.
+    let (polling, polling_log) = calm_wakeups("wake-polls", &["--no-psi-trigger"]);
+    let (waiting, waiting_log) = calm_wakeups("wake-trigger", &[]);
+    println!("wake-ups in 2 s of calm: {polling} polling every 0.05 s, {waiting} on the trigger");
+    assert!(
+        polling_log.contains("polling the gauges every 0.05 s"),
+        "{polling_log}"
+    );
+    assert!(
+        waiting_log.contains("waiting on a PSI trigger (\"some "),
+        "{waiting_log}"
+    );
+    // 40 polls in 2 s, each a sleep that ends; on the trigger, no window falls in 2 s and
+    // nothing else wakes the loop (a few, for the kernel's own reasons, at most).
+    assert!(polling >= 30, "{polling}");
+    assert!(waiting <= 5, "{waiting}");
+}
+
 #[test]
 fn tune_steers_the_live_simulator_through_its_knob_directory_and_stats() {
     // The simulator (here inside `nodescope stream`) publishes its counters and gauges in

@@ -3,8 +3,8 @@
 //! crate (docs/CONTROLLER.md); this module parses arguments and runs the decision loop on the
 //! wall clock.
 use std::{
+    os::fd::AsRawFd as _,
     path::{Path, PathBuf},
-    thread,
     time::{Duration, Instant},
 };
 
@@ -14,9 +14,10 @@ use controller::{
     audit::AuditLog,
     knobs::{self, SysfsKnobs, DEFAULT_SYSFS_ROOT},
     law::Config,
+    psi::PsiTrigger,
     safety::{signal_name, RestoreGuard, StopSignals},
     session::Session,
-    signals::ProcSignalSource,
+    signals::{ProcSignalSource, STATS_FILE},
     tuner::TunerOptions,
 };
 
@@ -52,6 +53,10 @@ pub struct TuneArgs {
     /// At most one write per knob per this many seconds.
     #[arg(long, value_name = "S", default_value = "5", value_parser = seconds)]
     min_write_gap: Duration,
+    /// Poll PSI like the other gauges instead of waiting on a PSI trigger (which, when it can
+    /// be armed and nothing else needs polling, replaces the polls while memory is calm).
+    #[arg(long)]
+    no_psi_trigger: bool,
     /// Where memory pressure (PSI `some`: the larger of avg10 and the stall share from
     /// `total`) is read from.
     #[arg(long, value_name = "FILE", default_value = ProcSignalSource::DEFAULT_PSI_PATH)]
@@ -68,8 +73,123 @@ enum Ended {
     NoDeviceLeft,
 }
 
-/// How often the loop looks for a stop signal while it waits for the next decision.
-const STOP_POLL: Duration = Duration::from_millis(50);
+/// How the loop learns of memory need between two windows.
+enum Wakeups {
+    /// No polls (`--poll 0`, or not shorter than the decision period).
+    WindowsOnly,
+    /// Read the gauges every period.
+    Polls(Duration),
+    /// Sleep until the kernel's PSI trigger fires; then poll every `poll` for two of the
+    /// trigger's windows (it fires at most once per window while the stall goes on).
+    Trigger { trigger: PsiTrigger, poll: Duration },
+}
+
+impl Wakeups {
+    /// The poll period in force at `elapsed`, if polls are on then.
+    fn polls_at(&self, elapsed: Duration, polls_until: Duration) -> Option<Duration> {
+        match self {
+            Wakeups::WindowsOnly => None,
+            Wakeups::Polls(poll) => Some(*poll),
+            Wakeups::Trigger { poll, .. } => (elapsed < polls_until).then_some(*poll),
+        }
+    }
+
+    fn trigger(&self) -> Option<&PsiTrigger> {
+        match self {
+            Wakeups::Trigger { trigger, .. } => Some(trigger),
+            _ => None,
+        }
+    }
+}
+
+/// Polls when something other than PSI needs them (a budget, a device's counters file) or no
+/// trigger can be armed; else a PSI trigger at the pressure that makes memory tight, so that a
+/// calm system wakes the controller only for its windows (what a phone wants).
+fn choose_wakeups(
+    args: &TuneArgs,
+    cfg: &Config,
+    source: &ProcSignalSource,
+    devices: &[&str],
+) -> Wakeups {
+    if args.poll.is_zero() || args.poll >= args.interval {
+        return Wakeups::WindowsOnly;
+    }
+    let polls = |why: &str| {
+        log::info!(
+            "polling the gauges every {:.2} s: {why}",
+            args.poll.as_secs_f64()
+        );
+        Wakeups::Polls(args.poll)
+    };
+    if args.no_psi_trigger {
+        return polls("--no-psi-trigger");
+    }
+    if args.budget.is_some() {
+        return polls("the budget is a gauge no PSI trigger watches");
+    }
+    if let Some(device) = devices.iter().find(|d| source.has_counters_file(d)) {
+        return polls(&format!("{device} has its own gauges ({STATS_FILE})"));
+    }
+    match PsiTrigger::arm(&args.psi, cfg.psi_goal * cfg.tight_enter) {
+        Ok(trigger) => {
+            log::info!(
+                "waiting on a PSI trigger (\"{}\" on {}): no polls while memory is calm",
+                trigger.spec(),
+                args.psi.display()
+            );
+            Wakeups::Trigger {
+                trigger,
+                poll: args.poll,
+            }
+        }
+        Err(err) => polls(&format!("{err:#}")),
+    }
+}
+
+/// What ended a wait.
+enum Woken {
+    Timeout,
+    Stop,
+    Trigger,
+    TriggerGone,
+}
+
+/// Block until a stop signal, the trigger (if any), or `timeout`.
+fn wait_for(stop: &StopSignals, trigger: Option<&PsiTrigger>, timeout: Duration) -> Result<Woken> {
+    let mut fds = vec![libc::pollfd {
+        fd: stop.wake_fd().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    if let Some(trigger) = trigger {
+        fds.push(libc::pollfd {
+            fd: trigger.fd().as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        });
+    }
+    // Rounded up: a wait rounded down to 0 ms would spin until the due time.
+    let timeout_ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    // SAFETY: `fds` is an array of `fds.len()` initialised pollfd structs that outlives the
+    // call; poll only writes their `revents`.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if ready < 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() == std::io::ErrorKind::Interrupted {
+            // A signal: the loop looks at the stop flag next.
+            return Ok(Woken::Timeout);
+        }
+        return Err(err).context("waiting in poll()");
+    }
+    if fds[0].revents != 0 {
+        return Ok(Woken::Stop);
+    }
+    Ok(match fds.get(1).map(|fd| fd.revents) {
+        Some(revents) if revents & (libc::POLLERR | libc::POLLNVAL) != 0 => Woken::TriggerGone,
+        Some(revents) if revents & libc::POLLPRI != 0 => Woken::Trigger,
+        _ => Woken::Timeout,
+    })
+}
 
 pub fn run(args: TuneArgs) -> Result<()> {
     let cfg = Config {
@@ -84,11 +204,24 @@ pub fn run(args: TuneArgs) -> Result<()> {
         dry_run: args.dry_run,
         min_write_gap: args.min_write_gap,
     };
-    let session = Session::start(stores, opts, cfg, open_audit(args.audit.as_deref())?)?;
+    let session = Session::start(
+        stores,
+        opts,
+        cfg.clone(),
+        open_audit(args.audit.as_deref())?,
+    )?;
     announce(&args, &session);
     let guard = RestoreGuard::arm(session);
     let mut source = ProcSignalSource::new(&args.psi, &args.sysfs_root, args.budget);
-    let ended = decide_until_stopped(&guard, &mut source, &stop, &args);
+    let devices: Vec<String> = guard
+        .lock()
+        .tuners()
+        .iter()
+        .map(|t| t.device().to_string())
+        .collect();
+    let devices: Vec<&str> = devices.iter().map(String::as_str).collect();
+    let mut wakeups = choose_wakeups(&args, &cfg, &source, &devices);
+    let ended = decide_until_stopped(&guard, &mut source, &stop, &args, &mut wakeups);
     guard.restore_now();
     let failures = guard.lock().failures();
     say_why_it_ended(ended?);
@@ -142,20 +275,23 @@ fn announce(args: &TuneArgs, session: &Session<SysfsKnobs>) {
     );
 }
 
-/// Decide once per period and poll the gauges in between, on the wall clock, until a stop
-/// signal, the duration, or no device left. Windows the process missed (suspend, overload)
-/// are skipped, not replayed in a burst.
+/// Decide once per period and poll the gauges in between (or wait on the PSI trigger), on
+/// the wall clock, until a stop signal, the duration, or no device left. Windows the process
+/// missed (suspend, overload) are skipped, not replayed in a burst. Between due times the
+/// process sleeps in poll(): a stop signal or the trigger wakes it, nothing else.
 fn decide_until_stopped(
     guard: &RestoreGuard<Session<SysfsKnobs>>,
     source: &mut ProcSignalSource,
     stop: &StopSignals,
     args: &TuneArgs,
+    wakeups: &mut Wakeups,
 ) -> Result<Ended> {
     let started = Instant::now();
     let period = args.interval.as_secs_f64();
-    let poll = (!args.poll.is_zero() && args.poll < args.interval).then_some(args.poll);
     let mut window: u32 = 0;
     let mut polled: u64 = 0;
+    // With a trigger: polls run until then (after it fired).
+    let mut polls_until = Duration::ZERO;
     loop {
         if let Some(signal) = stop.received() {
             return Ok(Ended::Signal(signal));
@@ -173,6 +309,8 @@ fn decide_until_stopped(
             guard.lock().tick(source, args.interval * window)?;
             continue;
         }
+        let poll = wakeups.polls_at(elapsed, polls_until);
+        let mut next_due = args.interval * (window + 1);
         if let Some(poll) = poll {
             let due_poll = (elapsed.as_secs_f64() / poll.as_secs_f64()).floor() as u64;
             if due_poll > polled {
@@ -180,9 +318,28 @@ fn decide_until_stopped(
                 guard.lock().poll(source, elapsed)?;
                 continue;
             }
+            next_due = next_due.min(poll.mul_f64((polled + 1) as f64));
         }
-        let next_due = args.interval * (window + 1);
-        thread::sleep(next_due.saturating_sub(elapsed).min(STOP_POLL));
+        if let Some(limit) = args.duration {
+            next_due = next_due.min(limit);
+        }
+        match wait_for(stop, wakeups.trigger(), next_due.saturating_sub(elapsed))? {
+            Woken::Trigger => {
+                let Wakeups::Trigger { trigger, poll } = &*wakeups else {
+                    continue;
+                };
+                let now = started.elapsed();
+                source.psi_trigger_fired(trigger.share(), now);
+                guard.lock().poll(source, now)?;
+                polls_until = now + trigger.window * 2;
+                polled = (now.as_secs_f64() / poll.as_secs_f64()).floor() as u64;
+            }
+            Woken::TriggerGone => {
+                log::warn!("the PSI trigger stopped working: polling the gauges instead");
+                *wakeups = Wakeups::Polls(args.poll);
+            }
+            Woken::Stop | Woken::Timeout => {}
+        }
     }
 }
 

@@ -351,13 +351,23 @@ fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -
     let stalled_ms = psi_total_us(dir, "psi_after.txt")
         .saturating_sub(psi_total_us(dir, "psi_before.txt"))
         / 1000;
+    // Root in the guest, no budget, no counters file: the polls wait on a PSI trigger.
+    let log = fs::read_to_string(dir.join("tune.err")).unwrap_or_default();
+    let trigger = log
+        .lines()
+        .find_map(|l| {
+            l.split_once("waiting on a PSI trigger (\"")
+                .map(|(_, rest)| rest)
+        })
+        .and_then(|rest| rest.split('"').next())
+        .map(str::to_string);
     let pressures: Vec<f64> = decisions
         .iter()
         .filter_map(|d| d.get("signals").get("memory_pressure").f64())
         .collect();
     lines.push(format!(
-        "  tune     original={original:?} after={after:?} PSI stall {stalled_ms} ms, steps at \
-         pressure {pressures:.2?} % (goal {} %), rc={:?}",
+        "  tune     original={original:?} after={after:?} PSI stall {stalled_ms} ms, trigger \
+         {trigger:?}, steps at pressure {pressures:.2?} % (goal {} %), rc={:?}",
         super::TUNE_PSI_GOAL,
         read_number(dir, "tune.rc")
     ));
@@ -365,6 +375,11 @@ fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -
         failures,
         read_number(dir, "tune.rc") == Some(0),
         "tune: exit status not 0".to_string(),
+    );
+    expect(
+        failures,
+        trigger.is_some(),
+        "tune: no PSI trigger armed (see tune.err)".to_string(),
     );
     expect(
         failures,

@@ -121,14 +121,15 @@ else
 fi
 # The controller under real memory pressure. The RFC is not applied here, so nodescope tune
 # steers a knob directory of its own (the RFC's defaults, 25 % and 1000 ms) on this kernel's
-# PSI, windows 30 s apart (none falls in this phase): only its polls can act. A tmpfs takes all
-# but HEADROOM_MB of the available memory and the file set is read through what is left; the
-# goal is low (TUNE_PSI_GOAL %) because reclaiming clean page cache stalls little, even here.
+# PSI, windows an hour apart (none falls in this phase): only the PSI trigger it arms (root, no
+# budget) can wake it to act. A tmpfs takes all but HEADROOM_MB of the available memory and the
+# file set is read through what is left; the goal is low (TUNE_PSI_GOAL %) because reclaiming
+# clean page cache stalls little, even here.
 K=/knobs/$DEV
 mkdir -p $K /hog
 echo 25 > $K/node_compress_threshold
 echo 1000 > $K/node_compress_interval
-nodescope tune --sysfs-root /knobs --device $DEV --interval 30 --poll 0.1 \
+nodescope tune --sysfs-root /knobs --device $DEV --interval 3600 --poll 0.1 \
   --psi-goal $TUNE_PSI_GOAL \
   --audit $R/tune.jsonl 2> $R/tune.err &
 TP=$!
