@@ -5,7 +5,8 @@
 //! * [`law`]: the pure control law, `step(state, signals, config) -> (state, decision)`.
 //! * [`signals`]: the per-window [`Signals`] and the [`SignalSource`] trait that the live
 //!   model and the simulator implement; [`ProcSignalSource`] reads PSI and optional counters.
-//! * [`psi`]: memory pressure from PSI's `total` stall counter as well as its `avg10`.
+//! * [`psi`]: memory pressure from PSI's `total` stall counter as well as its `avg10`, and PSI
+//!   triggers to sleep on until memory turns tight.
 //! * [`knobs`]: the knobs, their ranges, and where they live ([`KnobStore`]: sysfs files or
 //!   memory).
 //! * [`tuner`]: one device: external-change detection, write-rate limit, write + read-back,

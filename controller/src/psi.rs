@@ -6,7 +6,8 @@
 //! at every read, so the stall share between two readings is exact. [`PsiMeter`] reports the
 //! larger of the two: a burst counts at the first reading after it, and is forgotten at
 //! `avg10`'s pace, not at once (memory need is the direction to react to fast and let go of
-//! slowly, docs/CONTROLLER.md).
+//! slowly, docs/CONTROLLER.md). [`PsiTrigger`] arms the kernel's own threshold on the same file,
+//! for a caller that would rather sleep until memory turns tight than poll.
 use std::{
     collections::VecDeque,
     ffi::CString,
