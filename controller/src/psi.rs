@@ -11,13 +11,13 @@
 use std::{
     collections::VecDeque,
     ffi::CString,
-    fs::{File, OpenOptions},
-    io::Write as _,
+    fs::{self, File, OpenOptions},
+    io::{ErrorKind, Write as _},
     os::{
         fd::{AsFd as _, BorrowedFd},
         unix::{ffi::OsStrExt as _, fs::OpenOptionsExt as _},
     },
-    path::Path,
+    path::{Path, PathBuf},
     time::Duration,
 };
 
@@ -120,6 +120,60 @@ impl PsiMeter {
             || (self.readings.len() > 1 && self.readings[1].0 + KEEP <= now)
         {
             self.readings.pop_front();
+        }
+    }
+}
+
+/// A PSI file and its [`PsiMeter`]: what `nodescope tune` and `top --tune` read pressure from.
+#[derive(Debug)]
+pub struct PsiFile {
+    path: PathBuf,
+    meter: PsiMeter,
+    warned: bool,
+}
+
+impl PsiFile {
+    pub fn new(path: &Path) -> Self {
+        PsiFile {
+            path: path.to_path_buf(),
+            meter: PsiMeter::default(),
+            warned: false,
+        }
+    }
+
+    /// The pressure at `now` over `span` ([`PsiMeter::read`]). A missing file (a kernel
+    /// without CONFIG_PSI) is no signal, said once; any other failure is an error.
+    pub fn read(&mut self, now: Duration, span: Duration) -> Result<Option<f64>> {
+        match fs::read_to_string(&self.path) {
+            Ok(text) => Ok(self.meter.read(&text, now, span)),
+            Err(err) if err.kind() == ErrorKind::NotFound => {
+                self.warn_once(&format!(
+                    "{} does not exist (kernel without CONFIG_PSI?)",
+                    self.path.display()
+                ));
+                Ok(None)
+            }
+            Err(err) => Err(err).with_context(|| format!("reading {}", self.path.display())),
+        }
+    }
+
+    /// [`Self::read`], with every failure no signal, said once (for a view that must go on).
+    pub fn read_or_warn(&mut self, now: Duration, span: Duration) -> Option<f64> {
+        self.read(now, span).unwrap_or_else(|err| {
+            self.warn_once(&format!("{err:#}"));
+            None
+        })
+    }
+
+    /// [`PsiMeter::at_least`].
+    pub fn at_least(&mut self, share: f64, now: Duration) {
+        self.meter.at_least(share, now);
+    }
+
+    fn warn_once(&mut self, what: &str) {
+        if !self.warned {
+            log::warn!("{what}: no memory pressure signal");
+            self.warned = true;
         }
     }
 }

@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
-use crate::psi::{self, PsiMeter};
+use crate::psi::{self, PsiFile};
 use serde::{Deserialize, Serialize};
 
 /// A restore this soon after its conversion counts as eager whatever the interval (sources
@@ -153,14 +153,12 @@ impl Counters {
 
 /// Signals from the running system: PSI plus the optional per-device counters file.
 pub struct ProcSignalSource {
-    psi_path: PathBuf,
     sysfs_root: PathBuf,
     budget_bytes: Option<u64>,
     previous: HashMap<String, (Duration, Counters)>,
-    psi: PsiMeter,
+    psi: PsiFile,
     /// The window being sampled: (its start, its end), both as `now` gave them.
     window: (Duration, Duration),
-    psi_missing_reported: bool,
 }
 
 impl ProcSignalSource {
@@ -168,32 +166,11 @@ impl ProcSignalSource {
 
     pub fn new(psi_path: &Path, sysfs_root: &Path, budget_bytes: Option<u64>) -> Self {
         ProcSignalSource {
-            psi_path: psi_path.to_path_buf(),
             sysfs_root: sysfs_root.to_path_buf(),
             budget_bytes,
             previous: HashMap::new(),
-            psi: PsiMeter::default(),
+            psi: PsiFile::new(psi_path),
             window: (Duration::ZERO, Duration::ZERO),
-            psi_missing_reported: false,
-        }
-    }
-
-    /// PSI `some` now: the larger of `avg10` and the stall share over the last `span`
-    /// ([`PsiMeter`]).
-    fn read_psi(&mut self, now: Duration, span: Duration) -> Result<Option<f64>> {
-        match fs::read_to_string(&self.psi_path) {
-            Ok(text) => Ok(self.psi.read(&text, now, span)),
-            Err(err) if err.kind() == ErrorKind::NotFound => {
-                if !self.psi_missing_reported {
-                    log::warn!(
-                        "{} does not exist (kernel without CONFIG_PSI?): no memory pressure signal",
-                        self.psi_path.display()
-                    );
-                    self.psi_missing_reported = true;
-                }
-                Ok(None)
-            }
-            Err(err) => Err(err).with_context(|| format!("reading {}", self.psi_path.display())),
         }
     }
 
@@ -209,7 +186,7 @@ impl ProcSignalSource {
 
 impl ProcSignalSource {
     /// A PSI trigger on the PSI file fired at `now` for `share` percent: the gauges read at
-    /// `now` report at least that much pressure ([`PsiMeter::at_least`]).
+    /// `now` report at least that much pressure ([`crate::psi::PsiMeter::at_least`]).
     pub fn psi_trigger_fired(&mut self, share: f64, now: Duration) {
         self.psi.at_least(share, now);
     }
@@ -230,7 +207,7 @@ impl ProcSignalSource {
         let counters = self.read_counters(device)?;
         let pressure = match counters.and_then(|c| c.memory_pressure) {
             Some(simulated) => Some(simulated),
-            None => self.read_psi(now, span)?,
+            None => self.psi.read(now, span)?,
         };
         let gauges = Signals {
             memory_pressure: pressure,

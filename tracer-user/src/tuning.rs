@@ -23,8 +23,6 @@
 
 use std::{
     collections::VecDeque,
-    fs,
-    io::ErrorKind,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -34,7 +32,7 @@ use controller::{
     audit::{AuditLog, AuditRecord},
     knobs::SysfsKnobs,
     law::Config,
-    psi::{self, PsiMeter},
+    psi::{self, PsiFile},
     safety::{Restore, RestoreGuard},
     signals::{ProcSignalSource, Signals},
     tuner::{DeviceTuner, Status, TunerOptions},
@@ -154,10 +152,10 @@ pub struct Tuning {
     guard: RestoreGuard<Tuned>,
     device: String,
     options: TuningOptions,
-    psi: PsiMeter,
+    /// PSI, unless `options.psi` is None.
+    psi: Option<PsiFile>,
     /// The PSI readings' clock.
     started: Instant,
-    psi_missing_reported: bool,
     /// The last closed window a decision was made on.
     last_window: Option<u64>,
 }
@@ -203,10 +201,9 @@ impl Tuning {
         Ok(Tuning {
             guard: RestoreGuard::arm(tuned),
             device: device.to_string(),
-            options,
-            psi: PsiMeter::default(),
+            psi: options.psi.as_deref().map(PsiFile::new),
             started: Instant::now(),
-            psi_missing_reported: false,
+            options,
             last_window: None,
         })
     }
@@ -224,33 +221,14 @@ impl Tuning {
     }
 
     /// The source's own pressure (the simulator's) when it has one, else PSI `some` over the
-    /// last `span` of wall time ([`PsiMeter`]: the larger of avg10 and the stall share).
+    /// last `span` of wall time (`PsiMeter`: the larger of avg10 and the stall share); a
+    /// missing or unreadable file is said once.
     fn read_pressure(&mut self, model: &Model, span: Duration) -> Option<f64> {
         if let Some(own) = model.settings.memory_pressure {
             return Some(own);
         }
-        let text = self.read_psi()?;
-        self.psi.read(&text, self.started.elapsed(), span)
-    }
-
-    /// The PSI file's text; a missing or unreadable file is said once.
-    fn read_psi(&mut self) -> Option<String> {
-        let path = self.options.psi.as_ref()?;
-        match fs::read_to_string(path) {
-            Ok(text) => Some(text),
-            Err(err) => {
-                if !self.psi_missing_reported {
-                    let kind = if err.kind() == ErrorKind::NotFound {
-                        "does not exist".to_string()
-                    } else {
-                        format!("cannot be read ({err})")
-                    };
-                    log::warn!("{} {kind}: no memory pressure signal", path.display());
-                    self.psi_missing_reported = true;
-                }
-                None
-            }
-        }
+        let now = self.started.elapsed();
+        self.psi.as_mut()?.read_or_warn(now, span)
     }
 
     /// One decision on closed window `index`; its line for the decisions pane.
@@ -350,6 +328,8 @@ impl Refresh for Tuning {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use tracer_common::{Event, EventKind, FLAG_READAHEAD, QUEUE_256, QUEUE_RAW};
 
     use super::*;

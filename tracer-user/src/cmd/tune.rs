@@ -109,7 +109,7 @@ fn choose_wakeups(
     args: &TuneArgs,
     cfg: &Config,
     source: &ProcSignalSource,
-    devices: &[&str],
+    devices: &[String],
 ) -> Wakeups {
     if args.poll.is_zero() || args.poll >= args.interval {
         return Wakeups::WindowsOnly;
@@ -219,7 +219,6 @@ pub fn run(args: TuneArgs) -> Result<()> {
         .iter()
         .map(|t| t.device().to_string())
         .collect();
-    let devices: Vec<&str> = devices.iter().map(String::as_str).collect();
     let mut wakeups = choose_wakeups(&args, &cfg, &source, &devices);
     let ended = decide_until_stopped(&guard, &mut source, &stop, &args, &mut wakeups);
     guard.restore_now();
