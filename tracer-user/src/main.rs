@@ -3,16 +3,12 @@
 //! Data flows one way: a source (bpf | sim | replay) produces `tracer_common::Event`s, the
 //! model aggregates them, views show the model, the controller reads the model and writes
 //! knobs. See docs/ARCHITECTURE.md.
-mod bpf;
 mod cmd;
-mod jsonline;
-mod knobs;
-mod metrics;
+mod control;
 mod model;
 mod source;
 mod system;
-mod tui;
-mod tuning;
+mod view;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

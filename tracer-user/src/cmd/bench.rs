@@ -12,7 +12,7 @@ use tracer_common::{Event, EventKind, FLAG_READAHEAD, QUEUE_256, QUEUE_512};
 use crate::{
     model::{Model, ModelConfig, Packages},
     source::{SourceInfo, SourceKind},
-    tui::{self, Snapshot, UiState},
+    view::tui::{self, Snapshot, UiState},
 };
 
 #[derive(Args)]

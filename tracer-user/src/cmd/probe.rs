@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::{
-    bpf::{
+    source::bpf::{
         f2fs,
         manifest::{Manifest, DEFAULT_KERNEL_MANIFEST},
         rfc,

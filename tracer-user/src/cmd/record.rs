@@ -9,8 +9,8 @@ use nodescope::record::{writer::Writer, Header, Note};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
-    knobs::{KnobFiles, KnobValues},
     model::{Model, ModelConfig, Packages},
+    source::knobs::{KnobFiles, KnobValues},
     source::{
         open::{open, SourceArgs, SourceChoice},
         Source,
@@ -178,7 +178,7 @@ fn print_closed(model: &mut Model, lines: Option<u64>) {
     let closed = model.take_closed();
     if let Some(origin) = lines {
         for window in &closed {
-            println!("{}", crate::jsonline::window_line(window, origin));
+            println!("{}", crate::view::jsonline::window_line(window, origin));
         }
     }
 }

@@ -222,7 +222,7 @@ fn render(report: &Report) -> String {
         let hit = a
             .hit_ratio()
             .map_or_else(|| "-".into(), |r| format!("{:.1}", r * 100.0));
-        let name = crate::tui::label(&app.app);
+        let name = crate::view::tui::label(&app.app);
         let _ = writeln!(
             out,
             "{name:<32} {:>8} {:>8} {:>9} {hit:>6} {:>8}",

@@ -79,9 +79,11 @@ fn scenario_output(scenario: ScenarioName, args: &SimArgs) -> Result<String> {
 /// Run the scenario while eBPF watches the simulator's hooks; print the comparison. Exits
 /// non-zero when a count differs or events were lost.
 fn run_via_bpf(scenario: ScenarioName, args: &SimArgs) -> Result<()> {
-    let (output, observation) =
-        crate::bpf::observe::observe(|| scenario_output(scenario, args), sim::events::emitted)
-            .context("observing the simulator through eBPF (needs root and uprobes)")?;
+    let (output, observation) = crate::source::bpf::observe::observe(
+        || scenario_output(scenario, args),
+        sim::events::emitted,
+    )
+    .context("observing the simulator through eBPF (needs root and uprobes)")?;
     let output = output?;
     if args.json {
         let mut value: serde_json::Value = serde_json::from_str(&output)?;

@@ -17,18 +17,18 @@ use tokio::time::Instant;
 use tracer_common::{TaskCounts, TaskKey};
 
 use crate::{
-    bpf::{
+    model::{Model, ModelConfig, Packages},
+    source::bpf::{
         f2fs::{self, KernelView, NodeReadVariant, Plan},
         manifest::Manifest,
     },
-    metrics,
-    model::{Model, ModelConfig, Packages},
     source::{
-        bpf::BpfSource,
+        bpf::live::BpfSource,
         open::{SourceArgs, SourceChoice},
         Source as _,
     },
     system::{self, Privileges},
+    view::metrics,
 };
 
 #[derive(Args)]

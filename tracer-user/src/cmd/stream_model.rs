@@ -11,14 +11,13 @@ use anyhow::{Context as _, Result};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
-    jsonline::window_line,
-    knobs::KnobFiles,
-    metrics,
     model::{Model, ModelConfig, Packages, WindowReport},
+    source::knobs::KnobFiles,
     source::{
         open::{open, SourceArgs, SourceChoice},
         Source,
     },
+    view::{jsonline::window_line, metrics},
 };
 
 pub struct ModelStreamArgs {

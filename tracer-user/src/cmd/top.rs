@@ -6,11 +6,11 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 
 use crate::{
-    knobs::{KnobFiles, KnobValues},
+    control::Tuning,
     model::{Model, ModelConfig, Packages},
+    source::knobs::{KnobFiles, KnobValues},
     source::open::{open, SourceArgs, SourceChoice},
-    tui::{self, Refresh},
-    tuning::Tuning,
+    view::tui::{self, Refresh},
 };
 
 #[derive(Args)]

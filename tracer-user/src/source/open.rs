@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 
-use super::{bpf::BpfSource, replay::ReplaySource, sim::SimSource, Source};
+use super::{bpf::live::BpfSource, replay::ReplaySource, sim::SimSource, Source};
 use crate::{
-    bpf::f2fs,
+    source::bpf::f2fs,
     system::{self, Privileges},
 };
 

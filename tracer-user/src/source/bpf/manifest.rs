@@ -30,9 +30,9 @@ use tracer_common::{
 };
 
 /// The shipped manifest for a patched kernel: best guesses at the RFC's function names.
-pub const DEFAULT_KERNEL_MANIFEST: &str = include_str!("../../probes/rfc-kernel.toml");
+pub const DEFAULT_KERNEL_MANIFEST: &str = include_str!("../../../probes/rfc-kernel.toml");
 /// The manifest that maps every kind to the simulator's hooks in this binary.
-pub const SIM_MANIFEST: &str = include_str!("../../probes/sim.toml");
+pub const SIM_MANIFEST: &str = include_str!("../../../probes/sim.toml");
 
 /// Event kinds that have probe programs (tracer-ebpf/src/rfc.rs).
 pub const PROBE_KINDS: [EventKind; 9] = [

@@ -1,6 +1,7 @@
 //! Loading nodescope's eBPF object and reading what it sends.
 pub mod f2fs;
 pub mod format;
+pub mod live;
 pub mod manifest;
 pub mod observe;
 pub mod rfc;

@@ -40,7 +40,7 @@ use controller::{
 
 use crate::{
     model::{Model, WindowReport},
-    tui::Refresh,
+    view::tui::Refresh,
 };
 
 /// Rates are measured over this many closed windows (5 s with the default 1 s windows), so a

@@ -197,7 +197,7 @@ symbol = "nodescope_sim_reclaim"
 queue = "arg7"
 "#;
         let manifest = Manifest::parse("test.toml", text).unwrap();
-        let mut ebpf = crate::bpf::load(64 * 1024).unwrap();
+        let mut ebpf = crate::source::bpf::load(64 * 1024).unwrap();
         let pid = NonZeroU32::new(std::process::id()).unwrap();
         let report = attach(&mut ebpf, &manifest, UProbeScope::OneProcess(pid)).unwrap();
         assert_eq!(

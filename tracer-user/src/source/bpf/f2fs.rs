@@ -680,7 +680,7 @@ mod plan_tests {
         ($dir:literal: $($name:literal),*) => {
             [$((
                 $name.to_string(),
-                include_str!(concat!("../../tests/data/formats/", $dir, "/format_", $name, ".txt"))
+                include_str!(concat!("../../../tests/data/formats/", $dir, "/format_", $name, ".txt"))
                     .to_string(),
             )),*]
             .into_iter()
@@ -848,7 +848,7 @@ mod plan_tests {
 
     #[test]
     fn a_field_of_the_wrong_size_is_refused() {
-        let text = include_str!("../../tests/data/formats/6.1/format_f2fs_submit_page_bio.txt")
+        let text = include_str!("../../../tests/data/formats/6.1/format_f2fs_submit_page_bio.txt")
             .replace(
                 "field:int type;\toffset:52;\tsize:4;",
                 "field:short type;\toffset:52;\tsize:2;",
@@ -860,7 +860,7 @@ mod plan_tests {
     #[test]
     fn format_parser_reads_the_reference_files() {
         let f = Format::parse(include_str!(
-            "../../tests/data/formats/6.12/format_f2fs_write_checkpoint.txt"
+            "../../../tests/data/formats/6.12/format_f2fs_write_checkpoint.txt"
         ))
         .unwrap();
         assert_eq!(
@@ -872,12 +872,12 @@ mod plan_tests {
         assert!(msg.is_data_loc());
         assert_eq!((msg.offset, msg.size, msg.signed), (16, 4, false));
         let f = Format::parse(include_str!(
-            "../../tests/data/formats/6.1/format_f2fs_iostat.txt"
+            "../../../tests/data/formats/6.1/format_f2fs_iostat.txt"
         ))
         .unwrap();
         assert_eq!(f.field("fs_nrio").unwrap().offset, 208);
         let bio = Format::parse(include_str!(
-            "../../tests/data/formats/6.1/format_f2fs_submit_read_bio.txt"
+            "../../../tests/data/formats/6.1/format_f2fs_submit_read_bio.txt"
         ))
         .unwrap();
         assert_eq!(bio.field("sector").unwrap().c_type, "sector_t");

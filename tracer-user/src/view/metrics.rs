@@ -95,7 +95,7 @@ pub fn render(model: &Model, device: &str) -> String {
             last_family = name;
         }
         for app in &apps {
-            let app_label = crate::tui::label(&app.app);
+            let app_label = crate::view::tui::label(&app.app);
             let mut labels = vec![("app", app_label.as_str()), ("device", device)];
             if !extra.0.is_empty() {
                 labels.push(extra);

@@ -4,14 +4,16 @@ use anyhow::{bail, Context as _, Result};
 use aya::{programs::uprobe::UProbeScope, Ebpf};
 use tracer_common::{Event, EventKind, TaskCounts, TaskKey};
 
-use super::{BatchFuture, Source, SourceInfo, SourceKind};
 use crate::{
-    bpf::{
-        self,
-        f2fs::{self, AttachOutcome, Plan},
-        manifest::Manifest,
-        rfc::{self, AttachReport},
-        EventReader,
+    source::{
+        bpf::{
+            self,
+            f2fs::{self, AttachOutcome, Plan},
+            manifest::Manifest,
+            rfc::{self, AttachReport},
+            EventReader,
+        },
+        BatchFuture, Source, SourceInfo, SourceKind,
     },
     system,
 };

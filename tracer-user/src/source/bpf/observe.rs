@@ -260,7 +260,7 @@ mod tests {
             eprintln!("SKIPPED ring_buffer_overflow_is_counted_exactly: needs root for uprobes");
             return;
         }
-        let mut ebpf = crate::bpf::load(4096).unwrap();
+        let mut ebpf = crate::source::bpf::load(4096).unwrap();
         let manifest = Manifest::parse("sim.toml", SIM_MANIFEST).unwrap();
         sim::hooks::all();
         let pid = std::num::NonZeroU32::new(std::process::id()).unwrap();
