@@ -167,6 +167,61 @@ impl Event {
         comm: [0; COMM_LEN],
     };
 
+    /// An event of `kind` at `ts_ns`, everything else zero; the setters below fill the rest
+    /// (tests, benchmarks and the simulator build events this way).
+    pub const fn new(kind: EventKind, ts_ns: u64) -> Event {
+        let mut event = Event::ZERO;
+        event.kind = kind as u8;
+        event.ts_ns = ts_ns;
+        event
+    }
+
+    /// The process: pid and tgid both set to `tgid` (a single-threaded task).
+    pub const fn task(mut self, tgid: u32) -> Event {
+        self.pid = tgid;
+        self.tgid = tgid;
+        self
+    }
+
+    pub const fn uid(mut self, uid: u32) -> Event {
+        self.uid = uid;
+        self
+    }
+
+    pub const fn dev(mut self, dev: u32) -> Event {
+        self.dev = dev;
+        self
+    }
+
+    pub const fn nid(mut self, nid: u32) -> Event {
+        self.nid = nid;
+        self
+    }
+
+    pub const fn queue(mut self, queue: u8) -> Event {
+        self.queue = queue;
+        self
+    }
+
+    pub const fn len(mut self, len: u32) -> Event {
+        self.len = len;
+        self
+    }
+
+    pub const fn flags(mut self, flags: u8) -> Event {
+        self.flags = flags;
+        self
+    }
+
+    /// The task's command name, cut to `COMM_LEN - 1` bytes like the kernel's.
+    pub fn comm(mut self, name: &str) -> Event {
+        let bytes = name.as_bytes();
+        let n = bytes.len().min(COMM_LEN - 1);
+        self.comm = [0; COMM_LEN];
+        self.comm[..n].copy_from_slice(&bytes[..n]);
+        self
+    }
+
     pub fn kind(&self) -> Option<EventKind> {
         EventKind::from_u8(self.kind)
     }

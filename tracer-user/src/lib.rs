@@ -1,3 +1,13 @@
-//! The parts of nodescope that other crates use too: the recording format (the fuzz target
-//! reads recordings through it). The binary is src/main.rs.
+//! nodescope: see, and tune, F2FS compressed node caching.
+//!
+//! Data flows one way: a source (bpf | sim | replay) produces `tracer_common::Event`s, the
+//! model aggregates them, views show the model, the controller reads the model and writes
+//! knobs (docs/ARCHITECTURE.md). The binary (src/main.rs) only parses the command line; the
+//! benchmarks and the fuzz targets use these modules too.
+pub mod cmd;
+pub mod control;
+pub mod model;
 pub mod record;
+pub mod source;
+pub mod system;
+pub mod view;

@@ -3,15 +3,9 @@
 //! Data flows one way: a source (bpf | sim | replay) produces `tracer_common::Event`s, the
 //! model aggregates them, views show the model, the controller reads the model and writes
 //! knobs. See docs/ARCHITECTURE.md.
-mod cmd;
-mod control;
-mod model;
-mod source;
-mod system;
-mod view;
-
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use nodescope::cmd;
 
 #[derive(Parser)]
 #[command(name = "nodescope", version, about, long_about = None)]

@@ -3,9 +3,9 @@
 //! print numbers and never pass or fail.
 use std::time::{Duration, Instant};
 
+use crate::record::{writer::Writer, Header};
 use anyhow::{bail, Result};
 use clap::Args;
-use nodescope::record::{writer::Writer, Header};
 use ratatui::{backend::TestBackend, Terminal};
 use tracer_common::{Event, EventKind, FLAG_READAHEAD, QUEUE_256, QUEUE_512};
 

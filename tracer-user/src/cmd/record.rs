@@ -3,9 +3,9 @@
 //! so a simulator recording of 60 s holds exactly the simulator's first 60 s.
 use std::{io::BufWriter, path::PathBuf, time::Duration};
 
+use crate::record::{writer::Writer, Header, Note};
 use anyhow::{Context as _, Result};
 use clap::Args;
-use nodescope::record::{writer::Writer, Header, Note};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{

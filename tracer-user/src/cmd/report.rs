@@ -1,12 +1,12 @@
 //! `nodescope report FILE`: what a recording says, per app and per device.
 use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
 
-use anyhow::{Context as _, Result};
-use clap::Args;
-use nodescope::record::{
+use crate::record::{
     reader::{read_all, Item},
     Note,
 };
+use anyhow::{Context as _, Result};
+use clap::Args;
 use serde::Serialize;
 use tracer_common::{EventKind, QUEUE_1024, QUEUE_256, QUEUE_512};
 
@@ -34,7 +34,7 @@ pub struct DeviceReport {
 
 #[derive(Debug, Serialize)]
 pub struct Report {
-    pub header: nodescope::record::Header,
+    pub header: crate::record::Header,
     pub time_range: TimeRange,
     pub totals: Counters,
     pub hit_ratio: Option<f64>,

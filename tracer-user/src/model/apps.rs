@@ -59,6 +59,10 @@ impl Packages {
         self.by_app_id.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.by_app_id.is_empty()
+    }
+
     /// The app name for a uid: its package (or the packages sharing it), with the Android user
     /// when it is not user 0. None for uids that are not apps.
     pub fn app_name(&self, uid: u32) -> Option<String> {

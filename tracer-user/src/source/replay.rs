@@ -3,12 +3,12 @@
 //! everything before it has been delivered.
 use std::{path::Path, time::Duration};
 
+use crate::record::reader::read_all;
 use anyhow::{Context as _, Result};
-use nodescope::record::reader::read_all;
 use tracer_common::Event;
 
 use super::{BatchFuture, Source, SourceInfo, SourceKind};
-use nodescope::record::{Footer, Header};
+use crate::record::{Footer, Header};
 
 /// Events handed out per batch when not pacing.
 const BATCH: usize = 4096;
