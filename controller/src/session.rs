@@ -51,10 +51,15 @@ impl<K: KnobStore> Session<K> {
         })
     }
 
-    /// One decision window for every device still tuned. Fails only when the audit log cannot
-    /// be written: then no further change may be made unrecorded.
-    pub fn tick(&mut self, source: &mut dyn SignalSource, now: Duration) -> Result<()> {
+    /// One decision window for every device still tuned; the records written. Fails only
+    /// when the audit log cannot be written: then no further change may be made unrecorded.
+    pub fn tick(
+        &mut self,
+        source: &mut dyn SignalSource,
+        now: Duration,
+    ) -> Result<Vec<AuditRecord>> {
         self.last_now = now;
+        let mut written = Vec::new();
         for tuner in self.tuners.iter_mut().filter(|t| t.is_tuning()) {
             let record = match source.sample(tuner.device(), now) {
                 Ok(signals) => tuner.tick(&signals, now, &self.cfg),
@@ -62,25 +67,32 @@ impl<K: KnobStore> Session<K> {
             };
             if let Some(record) = record {
                 self.audit.write(&record)?;
+                written.push(record);
             }
         }
-        Ok(())
+        Ok(written)
     }
 
     /// A poll between windows: the gauges of every device still tuned, and an urgent step
     /// where memory got worse than the knobs answer ([`DeviceTuner::poll`]). A source that
     /// cannot give its gauges now is skipped quietly: the next window reports it.
-    pub fn poll(&mut self, source: &mut dyn SignalSource, now: Duration) -> Result<()> {
-        self.last_now = now;
+    pub fn poll(
+        &mut self,
+        source: &mut dyn SignalSource,
+        now: Duration,
+    ) -> Result<Vec<AuditRecord>> {
+        self.last_now = self.last_now.max(now);
+        let mut written = Vec::new();
         for tuner in self.tuners.iter_mut().filter(|t| t.is_tuning()) {
             let Ok(gauges) = source.gauges(tuner.device(), now) else {
                 continue;
             };
             if let Some(record) = tuner.poll(&gauges, now, &self.cfg) {
                 self.audit.write(&record)?;
+                written.push(record);
             }
         }
-        Ok(())
+        Ok(written)
     }
 
     /// How many devices are still tuned.

@@ -7,6 +7,7 @@
 pub mod cmd;
 pub mod control;
 pub mod model;
+pub mod pipeline;
 pub mod record;
 pub mod source;
 pub mod system;

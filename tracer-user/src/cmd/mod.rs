@@ -5,6 +5,5 @@ pub mod record;
 pub mod report;
 pub mod sim;
 pub mod stream;
-pub mod stream_model;
 pub mod top;
 pub mod tune;

@@ -7,10 +7,10 @@ use clap::Args;
 
 use crate::{
     control::Tuning,
-    model::{Model, ModelConfig, Packages},
-    source::knobs::{KnobFiles, KnobValues},
+    model::{ModelConfig, Packages},
+    pipeline::{Pipeline, SYSFS_ROOT},
     source::open::{open, SourceArgs, SourceChoice},
-    view::tui::{self, Refresh},
+    view::tui,
 };
 
 #[derive(Args)]
@@ -48,68 +48,25 @@ pub fn run(args: TopArgs) -> Result<()> {
 async fn top(args: TopArgs) -> Result<()> {
     let opened = open(&args.source, SourceChoice::Auto)?;
     let source = opened.source;
-    let info = source.info();
     let packages = Packages::from_file_or(args.packages.as_deref(), source.packages_list())?;
-    let mut model = Model::new(ModelConfig {
-        window_ns: (args.interval * 1e9) as u64,
-        packages,
-        ..ModelConfig::default()
-    });
-    model.settings.budget_bytes = source.budget_bytes();
-    let root = source
+    let knob_root = source
         .knob_root()
-        .unwrap_or_else(|| PathBuf::from("/sys/fs/f2fs"));
-    let mut settings = KnobReader {
-        knobs: info.devices.first().map(|dev| KnobFiles::new(&root, dev)),
-        last: None,
-    };
-    let banner = opened.banner;
+        .unwrap_or_else(|| PathBuf::from(SYSFS_ROOT));
+    let pipeline = Pipeline::new(
+        source,
+        ModelConfig {
+            window_ns: (args.interval * 1e9) as u64,
+            packages,
+            ..ModelConfig::default()
+        },
+    );
     let frame_every = Duration::from_millis(250);
     if !args.tune {
-        return tui::run(source, model, banner, &mut settings, frame_every).await;
+        return tui::run(pipeline, opened.banner, None, frame_every).await;
     }
-    let device = info
-        .devices
-        .first()
-        .context("the source names no device to tune")?;
-    let tuning = Tuning::start(&root, device, args.dry_run, args.audit.clone())?;
-    let mut both = (settings, tuning);
-    tui::run(source, model, banner, &mut both, frame_every).await
-}
-
-/// Knob display first, then the controller, at every refresh.
-impl Refresh for (KnobReader, Tuning) {
-    fn refresh(&mut self, model: &mut Model) -> Result<()> {
-        self.0.refresh(model)?;
-        self.1.refresh(model)
-    }
-}
-
-/// Shows the knob values in the header, read from their files at every refresh, and notes
-/// each change (by a person, a script or the controller) in the decisions pane.
-struct KnobReader {
-    knobs: Option<KnobFiles>,
-    last: Option<KnobValues>,
-}
-
-impl Refresh for KnobReader {
-    fn refresh(&mut self, model: &mut Model) -> Result<()> {
-        let Some(knobs) = &self.knobs else {
-            return Ok(());
-        };
-        let values = knobs.read();
-        if let Some(last) = self.last.filter(|last| *last != values) {
-            let seconds = model.history().back().map_or(0, |w| w.index + 1);
-            let line = format!(
-                "window {seconds}: knobs {} -> {}",
-                last.describe(),
-                values.describe()
-            );
-            model.push_decision(line);
-        }
-        self.last = Some(values);
-        model.settings.threshold = values.threshold;
-        model.settings.interval_ms = values.interval_ms;
-        Ok(())
-    }
+    let devices = &pipeline.info().devices;
+    anyhow::ensure!(!devices.is_empty(), "the source names no device to tune");
+    // Dropping `tuning` (however `run` ends) puts the original knob values back.
+    let mut tuning = Tuning::start(&knob_root, &devices[..1], args.dry_run, args.audit.clone())?;
+    tui::run(pipeline, opened.banner, Some(&mut tuning), frame_every).await
 }

@@ -1,17 +1,11 @@
-//! `nodescope top --tune`: the controller in the live view.
+//! The model joined to the controller: `nodescope top --tune`.
 //!
-//! [`ModelSignals`] turns the model's closed windows into the law's [`Signals`]; [`Tuning`] is
-//! the TUI's [`Refresh`] hook that steps a [`DeviceTuner`] on each newly closed window, writes
-//! the knobs of one device through [`SysfsKnobs`] (validated, read back, rate-limited, external
-//! changes respected), logs every decision to the audit log and the decisions pane, and puts
-//! the original values back when it is dropped (or on a panic, through the restore guard).
-//!
-//! ```ignore
-//! let root = source.knob_root().unwrap_or_else(|| PathBuf::from(DEFAULT_SYSFS_ROOT));
-//! let mut tuning = Tuning::start(&root, &info.devices[0], args.dry_run, args.audit.clone())?;
-//! tui::run(source, model, banner, &mut tuning, Duration::from_millis(250)).await
-//! // dropping `tuning` puts the original knob values back
-//! ```
+//! The model's closed windows are a [`SignalSource`] ([`WindowSignals`], rates from
+//! [`ModelSignals`]), so the live view runs the very [`Session`] that `nodescope tune` runs:
+//! validated writes through [`SysfsKnobs`], read-back, rate limit, external changes respected,
+//! the audit log, and the original values put back when [`Tuning`] is dropped (or on a panic,
+//! through the restore guard). [`Tuning::step`] is called at each refresh with the model; it
+//! decides once per newly closed window and polls the gauges in between.
 //!
 //! Eager restores come from the model (restores within max(2 x interval, the eager floor) of
 //! their conversion, `model::eager`). Memory pressure is the source's own when it has one (the
@@ -33,15 +27,13 @@ use controller::{
     knobs::SysfsKnobs,
     law::Config,
     psi::{self, PsiFile},
-    safety::{Restore, RestoreGuard},
-    signals::{ProcSignalSource, Signals},
-    tuner::{DeviceTuner, Status, TunerOptions},
+    safety::RestoreGuard,
+    session::Session,
+    signals::{ProcSignalSource, SignalSource, Signals},
+    tuner::{Status, TunerOptions},
 };
 
-use crate::{
-    model::{Model, WindowReport},
-    view::tui::Refresh,
-};
+use crate::model::{Model, WindowReport};
 
 /// Rates are measured over this many closed windows (5 s with the default 1 s windows), so a
 /// workload whose period does not divide the window cannot make every other window look clean.
@@ -101,27 +93,37 @@ impl ModelSignals {
     }
 }
 
-/// The tuned device and its audit log: what must be restored, whatever happens.
-struct Tuned {
-    tuner: DeviceTuner<SysfsKnobs>,
-    audit: AuditLog,
-    last_now: Duration,
+/// The model's windows as the controller's signal source, at one moment: the signals of
+/// closed window `window` (a decision) or the gauges now (a poll). The model tracks one cache,
+/// so every device is given the same signals.
+pub struct WindowSignals<'a> {
+    pub model: &'a Model,
+    pub window: u64,
+    pub rates: &'a ModelSignals,
+    /// Memory pressure: the source's own, else PSI, read by the caller for this moment.
+    pub memory_pressure: Option<f64>,
 }
 
-impl Tuned {
-    /// Log a record; a line that cannot be written is said where it can be seen.
-    fn log(&mut self, record: &AuditRecord) {
-        if let Err(err) = self.audit.write(record) {
-            log::error!("{err:#}");
-        }
+impl SignalSource for WindowSignals<'_> {
+    fn sample(&mut self, _device: &str, _now: Duration) -> Result<Signals> {
+        let budget = self.model.observed().budget_bytes;
+        self.rates
+            .signals(
+                self.model.history(),
+                self.window,
+                self.memory_pressure,
+                budget,
+            )
+            .with_context(|| format!("window {} is no longer in the model", self.window))
     }
-}
 
-impl Restore for Tuned {
-    fn restore(&mut self) {
-        if let Some(record) = self.tuner.restore(self.last_now) {
-            self.log(&record);
-        }
+    fn gauges(&mut self, _device: &str, _now: Duration) -> Result<Signals> {
+        Ok(Signals {
+            memory_pressure: self.memory_pressure,
+            attributed_bytes: Some(self.model.cache().attributed_bytes),
+            budget_bytes: self.model.observed().budget_bytes,
+            ..Signals::default()
+        })
     }
 }
 
@@ -147,10 +149,9 @@ impl Default for TuningOptions {
     }
 }
 
-/// The controller as the live view's refresh hook, for one device.
+/// The controller on the model's windows, for the devices of one source.
 pub struct Tuning {
-    guard: RestoreGuard<Tuned>,
-    device: String,
+    guard: RestoreGuard<Session<SysfsKnobs>>,
     options: TuningOptions,
     /// PSI, unless `options.psi` is None.
     psi: Option<PsiFile>,
@@ -160,47 +161,65 @@ pub struct Tuning {
     last_window: Option<u64>,
 }
 
+/// Whose stdout an audit log `-` would write to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuditDefault {
+    /// `nodescope tune`: no file means stderr, `-` means stdout.
+    Stderr,
+    /// The live view: stdout and stderr are the screen, so no file means no log (the
+    /// decisions pane shows every decision) and `-` is refused.
+    Screen,
+}
+
+/// The audit log a `--audit` argument names.
+pub fn open_audit(path: Option<&Path>, default: AuditDefault) -> Result<AuditLog> {
+    match (path, default) {
+        (None, AuditDefault::Stderr) => Ok(AuditLog::to_stderr()),
+        (None, AuditDefault::Screen) => Ok(AuditLog::discard()),
+        (Some(path), AuditDefault::Stderr) if path == Path::new("-") => Ok(AuditLog::to_stdout()),
+        (Some(path), AuditDefault::Screen) if path == Path::new("-") => {
+            bail!("--audit -: stdout is the screen in the live view; give a file")
+        }
+        (Some(path), _) => AuditLog::to_file(path),
+    }
+}
+
 impl Tuning {
-    /// Tune `device` under `knob_root` (`Source::knob_root()` for the simulator, else
+    /// Tune `devices` under `knob_root` (`Source::knob_root()` for the simulator, else
     /// `/sys/fs/f2fs`) with the default law. Refuses to start, naming the file, when a knob is
-    /// missing, unparsable, out of range or (unless `dry_run`) not writable. The audit log is
-    /// appended to `audit`; without one, decisions go to the decisions pane only (stderr would
-    /// garble the screen).
+    /// missing, unparsable, out of range or (unless `dry_run`) not writable.
     pub fn start(
         knob_root: &Path,
-        device: &str,
+        devices: &[String],
         dry_run: bool,
         audit: Option<PathBuf>,
     ) -> Result<Tuning> {
-        Self::start_with(knob_root, device, dry_run, audit, TuningOptions::default())
+        Self::start_with(knob_root, devices, dry_run, audit, TuningOptions::default())
     }
 
     pub fn start_with(
         knob_root: &Path,
-        device: &str,
+        devices: &[String],
         dry_run: bool,
         audit: Option<PathBuf>,
         options: TuningOptions,
     ) -> Result<Tuning> {
-        options.config.validate()?;
-        let mut audit = open_audit(audit.as_deref())?;
-        let store = SysfsKnobs::open(knob_root, device, !dry_run)
-            .with_context(|| format!("cannot tune {device}"))?;
+        let audit = open_audit(audit.as_deref(), AuditDefault::Screen)?;
+        let stores = devices
+            .iter()
+            .map(|device| {
+                let store = SysfsKnobs::open(knob_root, device, !dry_run)
+                    .with_context(|| format!("cannot tune {device}"))?;
+                Ok((device.clone(), store))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let opts = TunerOptions {
             dry_run,
             min_write_gap: options.min_write_gap,
         };
-        let (tuner, record) = DeviceTuner::start(device, store, opts, Duration::ZERO)
-            .with_context(|| format!("cannot start tuning {device}"))?;
-        audit.write(&record)?;
-        let tuned = Tuned {
-            tuner,
-            audit,
-            last_now: Duration::ZERO,
-        };
+        let session = Session::start(stores, opts, options.config.clone(), audit)?;
         Ok(Tuning {
-            guard: RestoreGuard::arm(tuned),
-            device: device.to_string(),
+            guard: RestoreGuard::arm(session),
             psi: options.psi.as_deref().map(PsiFile::new),
             started: Instant::now(),
             options,
@@ -210,77 +229,98 @@ impl Tuning {
 
     /// What the header shows after "controller".
     pub fn mode(&self) -> String {
-        let tuned = self.guard.lock();
-        match tuned.tuner.status() {
-            Status::Tuning if tuned.tuner.dry_run() => format!("dry-run {}", self.device),
-            Status::Tuning => format!("on {}", self.device),
-            Status::Stopped { .. } if !self.guard.is_armed() => format!("restored {}", self.device),
-            Status::Stopped { failed: true, .. } => format!("failed {}", self.device),
-            Status::Stopped { .. } => format!("stopped {}", self.device),
+        let session = self.guard.lock();
+        let modes: Vec<String> = session
+            .tuners()
+            .iter()
+            .map(|tuner| {
+                let device = tuner.device();
+                match tuner.status() {
+                    Status::Tuning if tuner.dry_run() => format!("dry-run {device}"),
+                    Status::Tuning => format!("on {device}"),
+                    Status::Stopped { .. } if !self.guard.is_armed() => {
+                        format!("restored {device}")
+                    }
+                    Status::Stopped { failed: true, .. } => format!("failed {device}"),
+                    Status::Stopped { .. } => format!("stopped {device}"),
+                }
+            })
+            .collect();
+        modes.join(", ")
+    }
+
+    /// Decide once per window closed since the last step, oldest first (on the first step,
+    /// only on the newest: older windows were before the controller started); without a newly
+    /// closed window, poll the gauges. Returns the decisions pane's lines.
+    pub fn step(&mut self, model: &Model) -> Result<Vec<String>> {
+        let newest = model.history().back().map(|w| w.index);
+        let after = self.last_window.or(newest.and_then(|n| n.checked_sub(1)));
+        let fresh: Vec<u64> = model
+            .history()
+            .iter()
+            .map(|w| w.index)
+            .filter(|&i| after.is_none_or(|last| i > last))
+            .collect();
+        if fresh.is_empty() {
+            return self.poll(model);
         }
+        let mut lines = Vec::new();
+        for index in fresh {
+            self.last_window = Some(index);
+            lines.extend(self.decide(model, index)?);
+        }
+        Ok(lines)
     }
 
     /// The source's own pressure (the simulator's) when it has one, else PSI `some` over the
     /// last `span` of wall time (`PsiMeter`: the larger of avg10 and the stall share); a
     /// missing or unreadable file is said once.
     fn read_pressure(&mut self, model: &Model, span: Duration) -> Option<f64> {
-        if let Some(own) = model.settings.memory_pressure {
+        if let Some(own) = model.observed().memory_pressure {
             return Some(own);
         }
         let now = self.started.elapsed();
         self.psi.as_mut()?.read_or_warn(now, span)
     }
 
-    /// One decision on closed window `index`; its line for the decisions pane.
-    fn decide(&mut self, model: &Model, index: u64) -> Option<String> {
-        let pressure = self.read_pressure(model, Duration::from_nanos(model.config().window_ns));
-        let budget = model.settings.budget_bytes;
-        let signals = self
-            .options
-            .signals
-            .signals(model.history(), index, pressure, budget)?;
+    /// One decision on closed window `index`.
+    fn decide(&mut self, model: &Model, index: u64) -> Result<Vec<String>> {
+        let window_ns = model.config().window_ns;
+        let pressure = self.read_pressure(model, Duration::from_nanos(window_ns));
+        let mut signals = WindowSignals {
+            model,
+            window: index,
+            rates: &self.options.signals,
+            memory_pressure: pressure,
+        };
         // Model time since window 0 began: the tuner's clock (write-rate limit, audit).
-        let now = Duration::from_nanos((index + 1) * model.config().window_ns);
-        let config = self.options.config.clone();
-        let mut tuned = self.guard.lock();
-        tuned.last_now = now;
-        let record = tuned.tuner.tick(&signals, now, &config)?;
-        tuned.log(&record);
-        Some(decision_line(&format!("window {}", index + 1), &record))
+        let now = Duration::from_nanos((index + 1) * window_ns);
+        let records = self.guard.lock().tick(&mut signals, now)?;
+        Ok(lines(&format!("window {}", index + 1), &records))
     }
 
-    /// A poll inside the open window ([`DeviceTuner::poll`]): the gauges now (pressure over
-    /// the last second, the model's attributed bytes, the budget); a line only when it acted.
-    fn poll(&mut self, model: &Model) -> Option<String> {
+    /// A poll inside the open window: the gauges now (pressure over the last second, the
+    /// model's attributed bytes, the budget); lines only when it acted.
+    fn poll(&mut self, model: &Model) -> Result<Vec<String>> {
         let pressure = self.read_pressure(model, psi::RECENT);
-        let gauges = Signals {
+        let open_window = model.elapsed_ns() / model.config().window_ns + 1;
+        let mut signals = WindowSignals {
+            model,
+            window: open_window,
+            rates: &self.options.signals,
             memory_pressure: pressure,
-            attributed_bytes: Some(model.cache().attributed_bytes),
-            budget_bytes: model.settings.budget_bytes,
-            ..Signals::default()
         };
         let now = Duration::from_nanos(model.elapsed_ns());
-        let config = self.options.config.clone();
-        let mut tuned = self.guard.lock();
-        let record = tuned.tuner.poll(&gauges, now, &config)?;
-        tuned.last_now = tuned.last_now.max(now);
-        tuned.log(&record);
-        let open_window = model.elapsed_ns() / model.config().window_ns + 1;
-        Some(decision_line(
-            &format!("window {open_window} (poll)"),
-            &record,
-        ))
+        let records = self.guard.lock().poll(&mut signals, now)?;
+        Ok(lines(&format!("window {open_window} (poll)"), &records))
     }
 }
 
-fn open_audit(path: Option<&Path>) -> Result<AuditLog> {
-    match path {
-        None => Ok(AuditLog::discard()),
-        Some(path) if path == Path::new("-") => {
-            bail!("--audit -: stdout is the screen in the live view; give a file")
-        }
-        Some(path) => AuditLog::to_file(path),
-    }
+fn lines(when: &str, records: &[AuditRecord]) -> Vec<String> {
+    records
+        .iter()
+        .map(|record| decision_line(when, record))
+        .collect()
 }
 
 /// `window 12: applied: memory score 4.00 (...), tight: compress more, interval 1000 -> 250 ms`.
@@ -290,38 +330,6 @@ fn decision_line(when: &str, record: &AuditRecord) -> String {
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
     format!("{when}: {outcome}: {}", record.reason)
-}
-
-impl Refresh for Tuning {
-    /// Step once per window closed since the last refresh, oldest first (on the first refresh,
-    /// only on the newest: older windows were before the controller started); without a newly
-    /// closed window, poll the gauges.
-    fn refresh(&mut self, model: &mut Model) -> Result<()> {
-        let newest = model.history().back().map(|w| w.index);
-        let after = self.last_window.or(newest.and_then(|n| n.checked_sub(1)));
-        let fresh: Vec<u64> = model
-            .history()
-            .iter()
-            .map(|w| w.index)
-            .filter(|&i| after.is_none_or(|last| i > last))
-            .collect();
-        let lines: Vec<String> = if fresh.is_empty() {
-            self.poll(model).into_iter().collect()
-        } else {
-            fresh
-                .into_iter()
-                .filter_map(|index| {
-                    self.last_window = Some(index);
-                    self.decide(model, index)
-                })
-                .collect()
-        };
-        for line in lines {
-            model.push_decision(line);
-        }
-        model.settings.controller = Some(self.mode());
-        Ok(())
-    }
 }
 
 // Dropping a `Tuning` drops its guard, which puts the original values back (once).
@@ -442,6 +450,10 @@ mod tests {
         )
     }
 
+    fn vdb() -> Vec<String> {
+        vec!["vdb".to_string()]
+    }
+
     fn no_psi() -> TuningOptions {
         TuningOptions {
             psi: None,
@@ -454,15 +466,16 @@ mod tests {
         let root = knob_root("live");
         let audit = root.join("audit.jsonl");
         let mut tuning =
-            Tuning::start_with(&root, "vdb", false, Some(audit.clone()), no_psi()).unwrap();
+            Tuning::start_with(&root, &vdb(), false, Some(audit.clone()), no_psi()).unwrap();
+        let mut decisions: Vec<String> = Vec::new();
         let mut model = model_with_three_windows();
         // 29,632 B attributed against 95 % of a 16 KiB budget: score 1.90, compress more
         // (threshold + 10, interval / 1.90).
-        model.settings.budget_bytes = Some(16 << 10);
-        tuning.refresh(&mut model).unwrap();
-        assert_eq!(model.settings.controller.as_deref(), Some("on vdb"));
+        model.observe_gauges(Some(16 << 10), None);
+        decisions.extend(tuning.step(&model).unwrap());
+        assert_eq!(tuning.mode(), "on vdb");
         assert_eq!(knobs(&root), ("20\n".into(), "525\n".into()));
-        let lines: Vec<&String> = model.decisions.iter().collect();
+        let lines: Vec<&String> = decisions.iter().collect();
         assert_eq!(
             lines.len(),
             1,
@@ -474,14 +487,14 @@ mod tests {
             lines[0]
         );
         // Nothing new closed: no new decision.
-        tuning.refresh(&mut model).unwrap();
-        assert_eq!(model.decisions.len(), 1);
+        decisions.extend(tuning.step(&model).unwrap());
+        assert_eq!(decisions.len(), 1);
         // Two more windows: two more decisions, oldest first.
         model.advance_to(5 * SECOND);
-        tuning.refresh(&mut model).unwrap();
-        assert_eq!(model.decisions.len(), 3);
-        assert!(model.decisions[1].starts_with("window 4: "));
-        assert!(model.decisions[2].starts_with("window 5: "));
+        decisions.extend(tuning.step(&model).unwrap());
+        assert_eq!(decisions.len(), 3);
+        assert!(decisions[1].starts_with("window 4: "));
+        assert!(decisions[2].starts_with("window 5: "));
 
         drop(tuning);
         assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
@@ -501,32 +514,33 @@ mod tests {
     #[test]
     fn polls_between_windows_compress_more_when_memory_crosses_or_grows() {
         let root = knob_root("poll");
-        let mut tuning = Tuning::start_with(&root, "vdb", false, None, no_psi()).unwrap();
+        let mut tuning = Tuning::start_with(&root, &vdb(), false, None, no_psi()).unwrap();
+        let mut decisions: Vec<String> = Vec::new();
         let mut model = Model::new(ModelConfig::default());
-        model.settings.budget_bytes = Some(16 << 10);
+        model.observe_gauges(Some(16 << 10), None);
         model.start_at(0);
         let read = |model: &mut Model, ms: u64| {
             model.ingest(&event(EventKind::NodeRead, ms * 1_000_000, QUEUE_RAW));
         };
         // 10 raw entries inside window 1: 41,840 B against 95 % of 16 KiB, score 2.69.
         (1..=10).for_each(|ms| read(&mut model, ms));
-        tuning.refresh(&mut model).unwrap();
+        decisions.extend(tuning.step(&model).unwrap());
         assert_eq!(knobs(&root), ("20\n".into(), "372\n".into()));
-        assert_eq!(model.decisions.len(), 1);
+        assert_eq!(decisions.len(), 1);
         assert!(
-            model.decisions[0].starts_with(
+            decisions[0].starts_with(
                 "window 1 (poll): applied: urgent (between windows): memory score 2.69"
             ),
             "{}",
-            model.decisions[0]
+            decisions[0]
         );
         // Same score: nothing. Twice the memory (5.38 >= 1.1 x 2.69): the next step at once.
-        tuning.refresh(&mut model).unwrap();
-        assert_eq!(model.decisions.len(), 1);
+        decisions.extend(tuning.step(&model).unwrap());
+        assert_eq!(decisions.len(), 1);
         (11..=20).for_each(|ms| read(&mut model, ms));
-        tuning.refresh(&mut model).unwrap();
+        decisions.extend(tuning.step(&model).unwrap());
         assert_eq!(knobs(&root), ("25\n".into(), "100\n".into()));
-        assert_eq!(model.decisions.len(), 2);
+        assert_eq!(decisions.len(), 2);
         drop(tuning);
         assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
         let _ = fs::remove_dir_all(&root);
@@ -541,17 +555,18 @@ mod tests {
             psi: Some(psi),
             ..TuningOptions::default()
         };
-        let mut tuning = Tuning::start_with(&root, "vdb", false, None, options).unwrap();
+        let mut tuning = Tuning::start_with(&root, &vdb(), false, None, options).unwrap();
+        let mut decisions: Vec<String> = Vec::new();
         let mut model = Model::new(ModelConfig::default());
         model.start_at(0);
         // The machine is calm (PSI 0 %), the simulated phone is not (20 %, score 4).
-        model.settings.memory_pressure = Some(20.0);
-        tuning.refresh(&mut model).unwrap();
+        model.observe_gauges(None, Some(20.0));
+        decisions.extend(tuning.step(&model).unwrap());
         assert_eq!(knobs(&root), ("20\n".into(), "250\n".into()));
         assert!(
-            model.decisions[0].contains("pressure 20.00 %"),
+            decisions[0].contains("pressure 20.00 %"),
             "{}",
-            model.decisions[0]
+            decisions[0]
         );
         drop(tuning);
         let _ = fs::remove_dir_all(&root);
@@ -560,31 +575,30 @@ mod tests {
     #[test]
     fn dry_run_decides_and_writes_nothing_and_bad_knobs_refuse_to_start() {
         let root = knob_root("dry");
-        let mut tuning = Tuning::start_with(&root, "vdb", true, None, no_psi()).unwrap();
+        let mut tuning = Tuning::start_with(&root, &vdb(), true, None, no_psi()).unwrap();
+        let mut decisions: Vec<String> = Vec::new();
         let mut model = model_with_three_windows();
-        model.settings.budget_bytes = Some(16 << 10);
-        tuning.refresh(&mut model).unwrap();
-        assert_eq!(model.settings.controller.as_deref(), Some("dry-run vdb"));
-        assert!(
-            model.decisions[0].contains(": dry-run: "),
-            "{}",
-            model.decisions[0]
-        );
+        model.observe_gauges(Some(16 << 10), None);
+        decisions.extend(tuning.step(&model).unwrap());
+        assert_eq!(tuning.mode(), "dry-run vdb");
+        assert!(decisions[0].contains(": dry-run: "), "{}", decisions[0]);
         drop(tuning);
         assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
 
         fs::write(root.join("vdb/node_compress_interval"), "50\n").unwrap();
-        let err = Tuning::start(&root, "vdb", false, None).err().unwrap();
+        let err = Tuning::start(&root, &vdb(), false, None).err().unwrap();
         assert!(
             format!("{err:#}").contains("outside the valid range 100..=30000"),
             "{err:#}"
         );
-        let err = Tuning::start(&root, "vdc", false, None).err().unwrap();
+        let err = Tuning::start(&root, &["vdc".to_string()], false, None)
+            .err()
+            .unwrap();
         assert!(
             format!("{err:#}").contains("no device directory"),
             "{err:#}"
         );
-        let err = Tuning::start(&root, "vdb", true, Some("-".into()))
+        let err = Tuning::start(&root, &vdb(), true, Some("-".into()))
             .err()
             .unwrap();
         assert!(

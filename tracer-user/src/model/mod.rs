@@ -7,8 +7,9 @@
 pub mod apps;
 pub mod counters;
 pub mod eager;
+pub mod exact;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
 use tracer_common::{Event, EventKind, QUEUE_RAW, QUEUE_SLOT_BYTES};
@@ -16,6 +17,7 @@ use tracer_common::{Event, EventKind, QUEUE_RAW, QUEUE_SLOT_BYTES};
 pub use self::{
     apps::{AppKey, Packages},
     counters::{Counters, PerQueue},
+    exact::{DeviceCounts, ExactProcess, ExactWindow, KernelCounts},
 };
 
 /// Attributed bytes of one cache entry's bookkeeping, as the RFC's accounting counts it (see
@@ -168,20 +170,28 @@ pub struct WindowReport {
     /// Everything since the model started, up to the end of this window.
     pub totals: Counters,
     pub processes: Vec<ProcessRow>,
+    /// This window's node reads, node writes and checkpoints per device, from the events.
+    pub devices: BTreeMap<u32, DeviceCounts>,
+    /// Events received in this window (lost-event markers aside).
+    pub events: u64,
     pub cache: CacheGauges,
     /// Restores in this window of entries converted less than the eager time before.
     pub eager_restores: u64,
+    /// Eager restores since the model started, up to the end of this window.
+    pub eager_restores_total: u64,
+    /// The kernel's own exact counts over this window, when the source keeps them.
+    pub exact: Option<ExactWindow>,
 }
 
-/// Knob values and controller state, set by whoever reads sysfs or runs the controller.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Settings {
+/// What the system said about itself, besides events: the knob values in force and the
+/// source's gauges. The pipeline observes them; views and the controller read them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Observed {
     pub threshold: Option<u32>,
     pub interval_ms: Option<u32>,
     pub budget_bytes: Option<u64>,
     /// The source's own memory pressure, percent (the simulator's); `None` on a real kernel.
     pub memory_pressure: Option<f64>,
-    pub controller: Option<String>,
 }
 
 pub struct Model {
@@ -192,9 +202,13 @@ pub struct Model {
     /// The latest time the model was advanced to (events' clock).
     latest_ns: u64,
     ages: eager::ConversionAges,
-    /// Eager restores in the window being filled.
+    /// Eager restores in the window being filled, and since the start.
     eager_restores: u64,
+    eager_restores_total: u64,
     interval: Counters,
+    devices: BTreeMap<u32, DeviceCounts>,
+    events: u64,
+    exact: exact::ExactTracker,
     totals: Counters,
     /// Processes aged out, summed.
     exited: Counters,
@@ -205,12 +219,8 @@ pub struct Model {
     population: Population,
     history: VecDeque<WindowReport>,
     closed: VecDeque<WindowReport>,
-    pub settings: Settings,
-    /// Controller decisions, newest last (bounded).
-    pub decisions: VecDeque<String>,
+    observed: Observed,
 }
-
-const DECISIONS_KEPT: usize = 200;
 
 impl Model {
     pub fn new(config: ModelConfig) -> Model {
@@ -222,7 +232,11 @@ impl Model {
             latest_ns: 0,
             ages,
             eager_restores: 0,
+            eager_restores_total: 0,
             interval: Counters::default(),
+            devices: BTreeMap::new(),
+            events: 0,
+            exact: exact::ExactTracker::default(),
             totals: Counters::default(),
             exited: Counters::default(),
             exited_count: 0,
@@ -231,8 +245,7 @@ impl Model {
             population: Population::default(),
             history: VecDeque::new(),
             closed: VecDeque::new(),
-            settings: Settings::default(),
-            decisions: VecDeque::new(),
+            observed: Observed::default(),
         }
     }
 
@@ -273,9 +286,11 @@ impl Model {
         self.interval.record(event);
         self.totals.record(event);
         self.population.apply(event);
+        self.record_device(event);
         if let Some(age) = self.ages.restored_after(event) {
             if age < self.eager_ns() {
                 self.eager_restores += 1;
+                self.eager_restores_total += 1;
             }
         }
         if attributable(event) {
@@ -286,10 +301,70 @@ impl Model {
     /// max(2 x the interval in force (the default when unknown), the eager floor).
     fn eager_ns(&self) -> u64 {
         let interval_ms = self
-            .settings
+            .observed
             .interval_ms
             .unwrap_or(controller::knobs::DEFAULT_INTERVAL_MS);
         (2 * u64::from(interval_ms) * 1_000_000).max(self.config.eager_floor_ns)
+    }
+
+    /// Per-device counts from events; lost-event markers and self-tests are nobody's.
+    fn record_device(&mut self, event: &Event) {
+        let kind = event.kind();
+        if matches!(kind, Some(EventKind::Lost) | None) {
+            return;
+        }
+        self.events += 1;
+        let counts = match kind {
+            Some(EventKind::NodeRead)
+            | Some(EventKind::NodeWrite)
+            | Some(EventKind::Checkpoint) => self.devices.entry(event.dev).or_default(),
+            _ => return,
+        };
+        match kind {
+            Some(EventKind::NodeRead) => counts.node_reads += 1,
+            Some(EventKind::NodeWrite) => counts.node_writes += 1,
+            _ => counts.checkpoints += 1,
+        }
+    }
+
+    /// The knob values in force (read from their files by the pipeline): the eager time
+    /// depends on the interval.
+    pub fn observe_knobs(&mut self, threshold: Option<u32>, interval_ms: Option<u32>) {
+        self.observed.threshold = threshold;
+        self.observed.interval_ms = interval_ms;
+    }
+
+    /// The source's gauges: the budget it holds the cache to, its own memory pressure.
+    pub fn observe_gauges(&mut self, budget_bytes: Option<u64>, memory_pressure: Option<f64>) {
+        self.observed.budget_bytes = budget_bytes;
+        self.observed.memory_pressure = memory_pressure;
+    }
+
+    /// A reading of the kernel's exact counters: what changed since the previous one belongs
+    /// to the window open now.
+    pub fn observe_kernel(&mut self, reading: &KernelCounts) {
+        self.exact.observe(reading);
+    }
+
+    pub fn observed(&self) -> &Observed {
+        &self.observed
+    }
+
+    /// Close the open window early, at `now_ns`, when it holds anything: the last, partial
+    /// window of a run whose counts must not be left out. Returns it (also in `take_closed`).
+    pub fn finish(&mut self, now_ns: u64) -> Option<WindowReport> {
+        self.origin_ns?;
+        self.advance_to(now_ns);
+        let empty = self.interval.is_empty() && self.exact.open_is_empty();
+        if empty || now_ns <= self.window_end(self.current) - self.config.window_ns {
+            return None;
+        }
+        let mut report = self.close_report(self.current);
+        report.end_ns = now_ns;
+        // The next window starts on the grid again; this one is not reported twice.
+        self.current += 1;
+        self.closed.push_back(report.clone());
+        Some(report)
     }
 
     fn record_process(&mut self, event: &Event) {
@@ -359,18 +434,63 @@ impl Model {
         }
     }
 
-    fn close_current(&mut self) {
-        let index = self.current;
-        let report = WindowReport {
+    /// The report of window `index` (the open one), its per-window state reset.
+    fn close_report(&mut self, index: u64) -> WindowReport {
+        let mut report = WindowReport {
             index,
             start_ns: self.window_end(index) - self.config.window_ns,
             end_ns: self.window_end(index),
             interval: std::mem::take(&mut self.interval),
             totals: self.totals,
             processes: self.active_rows(index),
+            devices: std::mem::take(&mut self.devices),
+            events: std::mem::take(&mut self.events),
             cache: self.population.gauges(),
             eager_restores: std::mem::take(&mut self.eager_restores),
+            eager_restores_total: self.eager_restores_total,
+            exact: self.exact.close(),
         };
+        self.apply_exact(&mut report);
+        report
+    }
+
+    /// With the kernel's exact counts, node reads, node writes and checkpoints are the
+    /// kernel's: in the window's totals, its processes (those only the counters saw
+    /// included) and its devices. The events still give everything else.
+    fn apply_exact(&self, report: &mut WindowReport) {
+        let Some(exact) = &report.exact else {
+            return;
+        };
+        exact::set_counts(&mut report.interval, &exact.totals);
+        exact::set_counts(&mut report.totals, &exact.cumulative);
+        for row in &mut report.processes {
+            exact::set_counts(&mut row.counters, &exact::ExactTotals::default());
+        }
+        for (&tgid, process) in &exact.processes {
+            let at = match report.processes.iter().position(|row| row.pid == tgid) {
+                Some(at) => at,
+                None => {
+                    let app = apps::classify(&self.config.packages, process.uid, &process.comm);
+                    report.processes.push(ProcessRow {
+                        pid: tgid,
+                        comm: process.comm.clone(),
+                        uid: process.uid,
+                        app: app.name().to_string(),
+                        counters: Counters::default(),
+                    });
+                    report.processes.len() - 1
+                }
+            };
+            exact::set_counts(&mut report.processes[at].counters, &process.totals());
+        }
+        report.processes.retain(|row| !row.counters.is_empty());
+        report.processes.sort_by_key(|row| row.pid);
+        report.devices = exact.devices.clone();
+    }
+
+    fn close_current(&mut self) {
+        let index = self.current;
+        let report = self.close_report(index);
         self.age_out(index);
         self.history.push_back(report.clone());
         while self.history.len() > self.config.history {
@@ -460,13 +580,6 @@ impl Model {
             }
         }
         by_app.into_values().collect()
-    }
-
-    pub fn push_decision(&mut self, line: String) {
-        self.decisions.push_back(line);
-        while self.decisions.len() > DECISIONS_KEPT {
-            self.decisions.pop_front();
-        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! recorder, controller) sees only this trait. Lost events are reported in-band as
 //! `EventKind::Lost` events (`len` = how many), so recordings and views count them the same way.
 pub mod bpf;
+mod exact;
 pub mod knobs;
 pub mod open;
 pub mod replay;
@@ -13,6 +14,8 @@ use std::{future::Future, pin::Pin};
 
 use anyhow::Result;
 use tracer_common::Event;
+
+use crate::model::KernelCounts;
 
 /// Which kind of source, for headers and recordings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -72,5 +75,11 @@ pub trait Source: Send {
     /// Where this source's knob files live (`<root>/<dev>/node_compress_*`), when it has any.
     fn knob_root(&self) -> Option<std::path::PathBuf> {
         None
+    }
+
+    /// The exact counters the source keeps besides its events (the kernel's per-task and
+    /// per-kind counters, cumulative), when it keeps any.
+    fn kernel_counts(&mut self) -> Result<Option<KernelCounts>> {
+        Ok(None)
     }
 }

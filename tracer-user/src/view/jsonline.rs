@@ -1,9 +1,14 @@
-//! The per-window JSON line that `stream --json` prints for model-fed sources and `record
-//! --json` prints while recording (docs/STREAM.md). The same window gives the same line, so a
-//! replay of a recording prints exactly what the live run printed.
+//! The per-window JSON line that `stream --json` and `record --json` print, for every source
+//! (docs/STREAM.md). The same window gives the same line, so a replay of a recording prints
+//! exactly what the live run printed; with the kernel source, node reads, node writes and
+//! checkpoints are the kernel's exact counts (`model::exact`).
 use serde_json::{json, Value};
 
-use crate::model::{Counters, ProcessRow, WindowReport};
+use crate::model::{Counters, DeviceCounts, ProcessRow, WindowReport};
+
+/// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
+/// sources); version 2 is one for all.
+pub const STREAM_VERSION: u32 = 2;
 
 fn counters(c: &Counters) -> Value {
     json!({
@@ -42,21 +47,76 @@ fn process(row: &ProcessRow) -> Value {
     })
 }
 
+fn device(dev: u32, counts: &DeviceCounts) -> Value {
+    json!({
+        "dev": format!("{}:{}", dev >> 20, dev & ((1 << 20) - 1)),
+        "name": counts.name,
+        "node_reads": counts.node_reads,
+        "node_writes": counts.node_writes,
+        "checkpoints": counts.checkpoints,
+        "node_writes_per_checkpoint": (counts.checkpoints > 0)
+            .then(|| counts.node_writes as f64 / counts.checkpoints as f64),
+    })
+}
+
 /// One line for one closed window. `origin_ns` is the model's window origin.
 pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
     let busy = |row: &&ProcessRow| row.counters.node_reads() + row.counters.restores;
     let mut rows: Vec<&ProcessRow> = window.processes.iter().collect();
     rows.sort_by(|a, b| busy(b).cmp(&busy(a)).then(a.pid.cmp(&b.pid)));
+    let exact = window.exact.as_ref();
     json!({
+        "version": STREAM_VERSION,
         "t": round_ms(window.end_ns.saturating_sub(origin_ns) as f64 / 1e9),
-        "interval_s": round_ms((window.end_ns - window.start_ns) as f64 / 1e9),
+        "interval_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
+        "counts": if exact.is_some() { "kernel" } else { "events" },
         "totals": counters(&window.interval),
         "processes": rows.into_iter().map(process).collect::<Vec<_>>(),
+        "devices": window.devices.iter().map(|(dev, c)| device(*dev, c)).collect::<Vec<_>>(),
         "cache": window.cache,
         "cumulative": counters(&window.totals),
         "eager_restores": window.eager_restores,
+        "events": window.events,
         "drops": window.interval.lost,
+        "counter_drops": exact.map_or(0, |e| e.counter_drops),
+        "rfc": exact.and_then(|e| e.rfc.as_ref()),
     })
+}
+
+/// The short text form of a line (`stream` without `--json`).
+pub fn window_text(window: &WindowReport, origin_ns: u64) -> String {
+    let line = window_line(window, origin_ns);
+    let t = &line["totals"];
+    let top: Vec<String> = line["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(3)
+        .map(|p| {
+            let reads = p["node_reads_demand"].as_u64().unwrap_or(0)
+                + p["node_reads_readahead"].as_u64().unwrap_or(0);
+            format!(
+                "{}[{}] r={reads} w={}",
+                p["comm"].as_str().unwrap_or(""),
+                p["pid"],
+                p["node_writes"]
+            )
+        })
+        .collect();
+    format!(
+        "{:8.3}s reads={} (ra {}) writes={} checkpoints={} restores={} conversions={} \
+         reclaims={} drops={}  {}",
+        line["t"].as_f64().unwrap_or(0.0),
+        t["node_reads"],
+        t["node_reads_readahead"],
+        t["node_writes"],
+        t["checkpoints"],
+        t["restores"],
+        t["conversions"],
+        window.interval.reclaims.total(),
+        window.interval.lost,
+        top.join("  ")
+    )
 }
 
 fn round_ms(seconds: f64) -> f64 {
@@ -65,10 +125,12 @@ fn round_ms(seconds: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use tracer_common::{Event, EventKind};
+    use std::collections::BTreeMap;
+
+    use tracer_common::{Event, EventKind, TaskCounts, TaskKey};
 
     use super::*;
-    use crate::model::{Model, ModelConfig};
+    use crate::model::{KernelCounts, Model, ModelConfig};
 
     #[test]
     fn processes_add_up_to_the_totals() {
@@ -79,19 +141,20 @@ mod tests {
             (2, EventKind::NodeRead),
             (2, EventKind::Restore),
         ] {
-            model.ingest(&Event {
-                kind: kind as u8,
-                tgid,
-                ts_ns: 5,
-                ..Event::ZERO
-            });
+            model.ingest(&Event::new(kind, 5).task(tgid));
         }
         model.advance_to(1_000_000_000);
         let line = window_line(&model.take_closed()[0], 0);
+        assert_eq!(line["version"], 2);
+        assert_eq!(line["counts"], "events");
         assert_eq!(line["t"], 1.0);
         assert_eq!(line["totals"]["node_reads"], 2);
         assert_eq!(line["totals"]["restores"], 1);
         assert_eq!(line["totals"]["hit_ratio"].as_f64(), Some(1.0 / 3.0));
+        assert_eq!(line["events"], 3);
+        assert_eq!(line["devices"][0]["dev"], "0:0");
+        assert_eq!(line["devices"][0]["node_reads"], 2);
+        assert_eq!(line["rfc"], Value::Null);
         let processes = line["processes"].as_array().unwrap();
         assert_eq!(processes[0]["pid"], 2, "busiest first");
         let reads: u64 = processes
@@ -102,5 +165,58 @@ mod tests {
             })
             .sum();
         assert_eq!(reads, 2);
+    }
+
+    /// The kernel's counters win over the events for node reads, writes and checkpoints: one
+    /// read event of three reached userspace, the counters saw all three and a checkpoint.
+    #[test]
+    fn kernel_counts_are_what_the_line_reports() {
+        const VDA: u32 = 254 << 20;
+        let mut model = Model::new(ModelConfig::default());
+        model.start_at(0);
+        model.ingest(&Event::new(EventKind::NodeRead, 5).task(7).dev(VDA));
+        model.ingest(&Event::new(EventKind::Restore, 6).task(7).dev(VDA));
+        let key = |tgid| TaskKey {
+            dev: VDA,
+            tgid,
+            uid: 0,
+            _pad: 0,
+        };
+        let mut cat = TaskCounts {
+            node_reads_demand: 3,
+            ..TaskCounts::default()
+        };
+        cat.comm[..3].copy_from_slice(b"cat");
+        let mut ckpt = TaskCounts {
+            node_writes: 12,
+            checkpoints: 1,
+            ..TaskCounts::default()
+        };
+        ckpt.comm[..4].copy_from_slice(b"ckpt");
+        model.observe_kernel(&KernelCounts {
+            tasks: vec![(key(7), cat), (key(9), ckpt)],
+            counter_failures: 0,
+            rfc: Some(BTreeMap::from([("restore", 1)])),
+            device_names: BTreeMap::from([(VDA, "vda".to_string())]),
+        });
+        model.advance_to(1_000_000_000);
+        let line = window_line(&model.take_closed()[0], 0);
+        assert_eq!(line["counts"], "kernel");
+        assert_eq!(line["totals"]["node_reads"], 3);
+        assert_eq!(line["totals"]["node_writes"], 12);
+        assert_eq!(
+            line["totals"]["restores"], 1,
+            "the events still count restores"
+        );
+        assert_eq!(line["cumulative"]["node_reads"], 3);
+        let processes = line["processes"].as_array().unwrap();
+        assert_eq!(processes.len(), 2);
+        assert_eq!(processes[0]["pid"], 7);
+        assert_eq!(processes[0]["node_reads_demand"], 3);
+        assert_eq!(processes[0]["restores"], 1);
+        assert_eq!(processes[1]["comm"], "ckpt");
+        assert_eq!(line["devices"][0]["name"], "vda");
+        assert_eq!(line["devices"][0]["node_writes_per_checkpoint"], 12.0);
+        assert_eq!(line["rfc"]["restore"], 1);
     }
 }

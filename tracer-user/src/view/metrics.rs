@@ -159,8 +159,11 @@ fn render_device(family: &mut Family, model: &Model, device: &str) {
         cache.attributed_bytes,
     );
     for (name, value) in [
-        ("nodescope_knob_threshold_percent", model.settings.threshold),
-        ("nodescope_knob_interval_ms", model.settings.interval_ms),
+        (
+            "nodescope_knob_threshold_percent",
+            model.observed().threshold,
+        ),
+        ("nodescope_knob_interval_ms", model.observed().interval_ms),
     ] {
         if let Some(value) = value {
             family.header(name, "gauge", "Current knob value");
@@ -256,7 +259,7 @@ mod tests {
             flags: FLAG_READAHEAD,
             ..read
         });
-        model.settings.threshold = Some(40);
+        model.observe_knobs(Some(40), None);
         let text = render(&model, "sim0");
         assert!(
             text.contains("# TYPE nodescope_node_reads counter\n"),

@@ -133,6 +133,10 @@ impl Source for BpfSource {
         Box::pin(self.fill(out))
     }
 
+    fn kernel_counts(&mut self) -> Result<Option<crate::model::KernelCounts>> {
+        self.read_kernel_counts().map(Some)
+    }
+
     /// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
     fn now_ns(&self) -> u64 {
         let mut now = libc::timespec {

@@ -4,7 +4,7 @@ mod draw;
 mod snapshot;
 mod table;
 
-use std::time::Duration;
+use std::{collections::VecDeque, time::Duration};
 
 use anyhow::{Context as _, Result};
 use ratatui::crossterm::event::{
@@ -17,7 +17,7 @@ use tokio::{
 
 use self::table::{Column, COLUMNS};
 pub use self::{snapshot::Snapshot, table::label};
-use crate::{model::Model, source::Source};
+use crate::{control::Tuning, pipeline::Pipeline};
 
 /// What the user has chosen on screen.
 #[derive(Clone, Debug)]
@@ -122,50 +122,60 @@ impl Drop for TerminalGuard {
     }
 }
 
-/// Hooks the loop calls once per refresh, for whoever feeds the model settings (knob readers,
-/// the controller).
-pub trait Refresh {
-    fn refresh(&mut self, model: &mut Model) -> Result<()>;
-}
-
-impl Refresh for () {
-    fn refresh(&mut self, _model: &mut Model) -> Result<()> {
-        Ok(())
-    }
-}
-
 enum Step {
     Batch(Result<bool>),
     Tick,
     Key(Option<KeyEvent>),
 }
 
-/// Run the live view until the user quits. When the source ends, the screen stays up.
+/// Lines of the decisions pane kept (knob changes and controller decisions, newest last).
+const PANE_LINES: usize = 200;
+
+/// The decisions pane: knob changes the pipeline saw and the controller's decisions.
+#[derive(Debug, Default)]
+pub struct DecisionsPane {
+    lines: VecDeque<String>,
+}
+
+impl DecisionsPane {
+    pub fn push(&mut self, line: String) {
+        self.lines.push_back(line);
+        while self.lines.len() > PANE_LINES {
+            self.lines.pop_front();
+        }
+    }
+
+    pub fn lines(&self) -> &VecDeque<String> {
+        &self.lines
+    }
+}
+
+/// Run the live view until the user quits. When the source ends, the screen stays up. With a
+/// controller, it steps at every refresh on the model's windows.
 pub async fn run(
-    mut source: Box<dyn Source>,
-    mut model: Model,
+    mut pipeline: Pipeline,
     banner: Option<String>,
-    refresh: &mut dyn Refresh,
+    mut control: Option<&mut Tuning>,
     frame_every: Duration,
 ) -> Result<()> {
-    let mut info = source.info();
+    let mut info = pipeline.info().clone();
     if let Some(banner) = banner {
         info.detail = format!("{banner}  {}", info.detail);
     }
-    model.start_at(source.now_ns());
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _guard = TerminalGuard;
     let mut keys = spawn_key_reader();
     let mut tick = tokio::time::interval(frame_every);
     let mut ui = UiState::default();
-    let mut snapshot = Snapshot::capture(&model, &info);
+    let mut pane = DecisionsPane::default();
+    let mut snapshot = Snapshot::capture(pipeline.model(), &info);
     let mut batch = Vec::new();
-    let mut source_open = true;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     while !ui.quit {
+        let source_open = pipeline.is_source_open();
         let step = tokio::select! {
-            more = source.next_batch(&mut batch), if source_open => Step::Batch(more),
+            more = pipeline.next_batch(&mut batch), if source_open => Step::Batch(more),
             _ = tick.tick() => Step::Tick,
             key = keys.recv() => Step::Key(key),
             // Ending by signal still unwinds: the terminal and any tuned knobs are restored.
@@ -175,28 +185,48 @@ pub async fn run(
         let redraw = !matches!(step, Step::Batch(_));
         match step {
             Step::Batch(more) => {
-                source_open = more?;
-                batch.drain(..).for_each(|event| model.ingest(&event));
+                if !more? {
+                    pipeline.source_ended();
+                }
+                pipeline.ingest(&mut batch);
+                batch.clear();
             }
             Step::Key(Some(key)) => ui.handle_key(key),
             Step::Key(None) => ui.quit = true,
-            Step::Tick => {
-                if source_open {
-                    model.advance_to(source.now_ns());
-                }
-                model.take_closed();
-                model.settings.budget_bytes = source.budget_bytes();
-                model.settings.memory_pressure = source.memory_pressure();
-                refresh.refresh(&mut model)?;
-            }
+            Step::Tick => refresh(&mut pipeline, control.as_deref_mut(), &mut pane)?,
         }
         if !redraw {
             continue; // batches arrive often; the screen follows the tick and the keys
         }
         if !ui.paused {
-            snapshot = Snapshot::capture(&model, &info);
+            let mode = control.as_deref().map(Tuning::mode);
+            snapshot = Snapshot::capture(pipeline.model(), &info).with_control(mode, pane.lines());
         }
         render(&mut terminal, &snapshot, &ui)?;
+    }
+    Ok(())
+}
+
+/// One refresh: the pipeline's observations and closed windows, a knob change noted in the
+/// pane, then the controller's step on the model.
+fn refresh(
+    pipeline: &mut Pipeline,
+    control: Option<&mut Tuning>,
+    pane: &mut DecisionsPane,
+) -> Result<()> {
+    let refreshed = pipeline.refresh()?;
+    if let Some(change) = refreshed.knob_change {
+        let window = pipeline.model().history().back().map_or(0, |w| w.index + 1);
+        pane.push(format!(
+            "window {window}: knobs {} -> {}",
+            change.before.describe(),
+            change.after.describe()
+        ));
+    }
+    if let Some(control) = control {
+        for line in control.step(pipeline.model())? {
+            pane.push(line);
+        }
     }
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! What the screen shows, copied out of the model: drawing never touches the model, and a
 //! paused screen simply keeps its snapshot.
+use std::collections::VecDeque;
+
 use crate::{
     model::{AppRow, CacheGauges, Counters, Model},
     source::SourceInfo,
@@ -41,11 +43,11 @@ impl Snapshot {
         Snapshot {
             source: source.clone(),
             window_secs: model.config().window_ns as f64 / 1e9,
-            threshold: model.settings.threshold,
-            interval_ms: model.settings.interval_ms,
-            budget_bytes: model.settings.budget_bytes,
-            memory_pressure: model.settings.memory_pressure,
-            controller: model.settings.controller.clone(),
+            threshold: model.observed().threshold,
+            interval_ms: model.observed().interval_ms,
+            budget_bytes: model.observed().budget_bytes,
+            memory_pressure: model.observed().memory_pressure,
+            controller: None,
             node_reads: series(Counters::node_reads),
             restores: series(|c| c.restores),
             conversions: series(|c| c.conversions),
@@ -56,7 +58,15 @@ impl Snapshot {
             exited_processes,
             exited: *exited,
             totals: *model.totals(),
-            decisions: model.decisions.iter().rev().take(50).cloned().collect(),
+            decisions: Vec::new(),
         }
+    }
+
+    /// The controller's part, which lives outside the model: its mode for the header and the
+    /// decisions pane's lines (newest last; the newest 50 are shown, newest first).
+    pub fn with_control(mut self, mode: Option<String>, pane: &VecDeque<String>) -> Snapshot {
+        self.controller = mode;
+        self.decisions = pane.iter().rev().take(50).cloned().collect();
+        self
     }
 }

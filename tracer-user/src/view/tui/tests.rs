@@ -8,7 +8,7 @@ use tracer_common::{Event, EventKind, QUEUE_512};
 
 use super::*;
 use crate::{
-    model::{ModelConfig, Packages},
+    model::{Model, ModelConfig, Packages},
     source::{SourceInfo, SourceKind},
 };
 
@@ -75,9 +75,7 @@ fn sample_model() -> Model {
         ));
     }
     model.advance_to(5 * SECOND);
-    model.settings.threshold = Some(40);
-    model.settings.interval_ms = Some(1000);
-    model.push_decision("t=4s threshold 40 -> 45: restores rising, no pressure".into());
+    model.observe_knobs(Some(40), Some(1000));
     model
 }
 
@@ -92,7 +90,9 @@ fn info() -> SourceInfo {
 
 fn screen(ui: &UiState) -> String {
     let model = sample_model();
-    let snapshot = Snapshot::capture(&model, &info());
+    let mut pane = DecisionsPane::default();
+    pane.push("t=4s threshold 40 -> 45: restores rising, no pressure".into());
+    let snapshot = Snapshot::capture(&model, &info()).with_control(None, pane.lines());
     let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
     render(&mut terminal, &snapshot, ui).unwrap();
     let buffer = terminal.backend().buffer();

@@ -1,0 +1,187 @@
+//! The first link of the arrow: one source's events and observations into the model.
+//!
+//! Every subcommand that shows or keeps node-cache activity (top, stream, record) runs the same
+//! pipeline: events go into the model as they arrive; at each refresh the pipeline observes
+//! what the source knows besides events (the knob values in their files, the source's budget
+//! and memory pressure, the kernel's exact counters) and closes the windows that the source's
+//! clock has passed. Views read the model and the windows the refresh returns; nothing else
+//! writes into the model.
+use std::path::PathBuf;
+
+use anyhow::Result;
+use tracer_common::Event;
+
+use crate::{
+    model::{Model, ModelConfig, WindowReport},
+    source::{
+        knobs::{KnobFiles, KnobValues},
+        BatchFuture, Source, SourceInfo,
+    },
+};
+
+/// Where the kernel keeps the knobs, for sources that do not say.
+pub const SYSFS_ROOT: &str = "/sys/fs/f2fs";
+
+/// A change of the knob values between two refreshes (by a person, a script or a controller).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnobChange {
+    /// The source's clock when the change was seen.
+    pub at_ns: u64,
+    pub before: KnobValues,
+    pub after: KnobValues,
+}
+
+/// What one refresh found.
+#[derive(Debug, Default)]
+pub struct Refreshed {
+    /// Windows closed since the last refresh, oldest first.
+    pub closed: Vec<WindowReport>,
+    pub knob_change: Option<KnobChange>,
+}
+
+pub struct Pipeline {
+    source: Box<dyn Source>,
+    model: Model,
+    info: SourceInfo,
+    knobs: Option<KnobFiles>,
+    last_knobs: Option<KnobValues>,
+    /// Window 0 begins here, in the source's clock.
+    origin_ns: u64,
+    /// Events at or after this time are not taken (a duration in the source's clock).
+    end_ns: Option<u64>,
+    source_open: bool,
+}
+
+impl Pipeline {
+    /// Start the model's windows at the source's current time. The knob files are those of
+    /// the source's first device, under the source's knob directory (else the kernel's).
+    pub fn new(source: Box<dyn Source>, config: ModelConfig) -> Pipeline {
+        let info = source.info();
+        let root = source
+            .knob_root()
+            .unwrap_or_else(|| PathBuf::from(SYSFS_ROOT));
+        let knobs = info.devices.first().map(|dev| KnobFiles::new(&root, dev));
+        let mut model = Model::new(config);
+        let origin_ns = source.now_ns();
+        model.start_at(origin_ns);
+        let mut pipeline = Pipeline {
+            source,
+            model,
+            info,
+            knobs,
+            last_knobs: None,
+            origin_ns,
+            end_ns: None,
+            source_open: true,
+        };
+        pipeline.observe();
+        pipeline
+    }
+
+    /// Take no event at or after `end_ns` (the source's clock).
+    pub fn until(mut self, end_ns: Option<u64>) -> Pipeline {
+        self.end_ns = end_ns;
+        self
+    }
+
+    /// Wait for the source's next events (cancel-safe, as [`Source::next_batch`]).
+    pub fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a> {
+        self.source.next_batch(out)
+    }
+
+    /// Put a batch into the model, cut at the end time. Returns whether the end was reached;
+    /// `batch` then holds only the events taken (for a recorder to write the same ones).
+    pub fn ingest(&mut self, batch: &mut Vec<Event>) -> bool {
+        let end = self.end_ns.unwrap_or(u64::MAX);
+        let taken = batch.iter().position(|e| e.ts_ns >= end);
+        if let Some(at) = taken {
+            batch.truncate(at);
+        }
+        for event in batch.iter() {
+            self.model.ingest(event);
+        }
+        taken.is_some()
+    }
+
+    /// The source said it has ended: its clock no longer closes windows.
+    pub fn source_ended(&mut self) {
+        self.source_open = false;
+    }
+
+    pub fn is_source_open(&self) -> bool {
+        self.source_open
+    }
+
+    /// Observe the knobs, gauges and exact counters, then close the windows the source's
+    /// clock has passed (up to the end time).
+    pub fn refresh(&mut self) -> Result<Refreshed> {
+        let knob_change = self.observe();
+        if let Some(reading) = self.source.kernel_counts()? {
+            self.model.observe_kernel(&reading);
+        }
+        // An ended source's clock stays where it ended: its last windows close, no more.
+        let now = self.now_ns().min(self.end_ns.unwrap_or(u64::MAX));
+        self.model.advance_to(now);
+        Ok(Refreshed {
+            closed: self.model.take_closed(),
+            knob_change,
+        })
+    }
+
+    /// The end of a run: one last reading of the exact counters, and the open window closed
+    /// early when it holds anything (so that nothing counted is left out).
+    pub fn finish(&mut self) -> Result<Option<WindowReport>> {
+        if let Some(reading) = self.source.kernel_counts()? {
+            self.model.observe_kernel(&reading);
+        }
+        let now = self.now_ns().min(self.end_ns.unwrap_or(u64::MAX));
+        let last = self.model.finish(now);
+        self.model.take_closed();
+        Ok(last)
+    }
+
+    /// Knob values and the source's gauges into the model; the knob change, if any.
+    fn observe(&mut self) -> Option<KnobChange> {
+        self.model
+            .observe_gauges(self.source.budget_bytes(), self.source.memory_pressure());
+        let values = self.knobs.as_ref()?.read();
+        self.model
+            .observe_knobs(values.threshold, values.interval_ms);
+        let before = self.last_knobs.replace(values)?;
+        (before != values).then(|| KnobChange {
+            at_ns: self.now_ns(),
+            before,
+            after: values,
+        })
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn info(&self) -> &SourceInfo {
+        &self.info
+    }
+
+    pub fn source(&self) -> &dyn Source {
+        &*self.source
+    }
+
+    /// The knob values as last read (None: the source has no knob files).
+    pub fn knobs(&self) -> Option<KnobValues> {
+        self.last_knobs
+    }
+
+    /// Whether the source's clock has reached the end time.
+    pub fn is_past_end(&self) -> bool {
+        self.end_ns.is_some_and(|end| self.now_ns() >= end)
+    }
+
+    pub fn origin_ns(&self) -> u64 {
+        self.origin_ns
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.source.now_ns()
+    }
+}

@@ -1,0 +1,51 @@
+//! The kernel source's exact counters as one reading for the model (`model::exact`).
+use std::{collections::BTreeMap, path::Path};
+
+use anyhow::Result;
+
+use super::bpf::live::BpfSource;
+use crate::model::KernelCounts;
+
+impl BpfSource {
+    /// Every in-kernel counter at once: per task, the counter map's failures, and the RFC
+    /// probes' per-kind counts (only the kinds that attached), with the devices' names.
+    pub fn read_kernel_counts(&self) -> Result<KernelCounts> {
+        let tasks = self.counts()?;
+        let device_names = tasks
+            .iter()
+            .filter_map(|(key, _)| Some((key.dev, device_name(key.dev)?)))
+            .collect();
+        Ok(KernelCounts {
+            tasks,
+            counter_failures: self.count_failures()?,
+            rfc: self.attached_rfc_counts()?,
+            device_names,
+        })
+    }
+
+    fn attached_rfc_counts(&self) -> Result<Option<BTreeMap<&'static str, u64>>> {
+        let Some(report) = self.rfc_report() else {
+            return Ok(None);
+        };
+        // Attachment lines start with the kind's name.
+        let attached: Vec<&str> = report
+            .attached
+            .iter()
+            .filter_map(|a| a.split(' ').next())
+            .collect();
+        let counts = self
+            .rfc_counts()?
+            .into_iter()
+            .filter(|(kind, _)| attached.contains(&kind.name()))
+            .map(|(kind, count)| (kind.name(), count))
+            .collect();
+        Ok(Some(counts))
+    }
+}
+
+/// The kernel's name for a block device number as F2FS tracepoints encode it.
+fn device_name(dev: u32) -> Option<String> {
+    let path = format!("/sys/dev/block/{}:{}", dev >> 20, dev & ((1 << 20) - 1));
+    let target = std::fs::read_link(Path::new(&path)).ok()?;
+    Some(target.file_name()?.to_string_lossy().into_owned())
+}
