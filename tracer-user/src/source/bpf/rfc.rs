@@ -11,7 +11,10 @@ use aya::{
 };
 use tracer_common::{EventKind, ProbeSpec, RFC_KIND_SLOTS};
 
-use super::manifest::{At, Manifest, Probe, Target};
+use super::{
+    load_once,
+    manifest::{At, Manifest, Probe, Target},
+};
 
 /// What attached and what did not.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -139,16 +142,6 @@ fn attach_one(
     }
 }
 
-fn load_once(
-    loaded: bool,
-    load: impl FnOnce() -> Result<(), aya::programs::ProgramError>,
-) -> Result<()> {
-    if loaded {
-        return Ok(());
-    }
-    load().context("the verifier rejected the program")
-}
-
 /// Events the probes emitted per kind (before the ring buffer), summed over CPUs.
 pub fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
     let map = ebpf.map("RFC_COUNTS").context("RFC_COUNTS map missing")?;
@@ -174,8 +167,7 @@ mod tests {
     /// argument index: the good one attaches, the others are reported with their lines.
     #[test]
     fn a_bad_probe_is_reported_by_line_and_the_rest_attach() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::system::is_root() {
             eprintln!("SKIPPED a_bad_probe_is_reported...: attaching uprobes needs root");
             return;
         }
