@@ -29,8 +29,9 @@ fn record(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
 
 #[test]
 fn report_and_replay_reproduce_the_live_run_and_damage_keeps_the_prefix() {
-    let dir = scratch("record");
-    let (file, live) = record(&dir);
+    let scratch_dir = scratch("record");
+    let dir = scratch_dir.path();
+    let (file, live) = record(dir);
     assert_eq!(live.len(), 61, "60 one-second windows and the totals");
     let live_totals = &live[60]["totals"];
     assert!(
@@ -117,7 +118,8 @@ fn report_and_replay_reproduce_the_live_run_and_damage_keeps_the_prefix() {
 /// SIGTERM (and Ctrl-C) end a recording with a complete file: footer written, nothing lost.
 #[test]
 fn sigterm_finishes_the_recording_cleanly() {
-    let dir = scratch("record-sigterm");
+    let scratch_dir = scratch("record-sigterm");
+    let dir = scratch_dir.path();
     let file = dir.join("run.nsr");
     let child = std::process::Command::new(NODESCOPE)
         .args([
@@ -152,7 +154,8 @@ fn sigterm_finishes_the_recording_cleanly() {
 
 #[test]
 fn stream_from_the_simulator_prints_one_line_per_interval_with_totals_that_add_up() {
-    let dir = scratch("stream-sim");
+    let scratch_dir = scratch("stream-sim");
+    let dir = scratch_dir.path();
     let root = dir.join("knobs");
     let lines = json_lines(&nodescope(&[
         "stream",

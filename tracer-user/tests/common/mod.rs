@@ -1,10 +1,9 @@
 //! Helpers shared by the integration tests that drive the real binary.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::{
-    path::PathBuf,
-    process::{Child, Command, Output},
-};
+use std::process::{Child, Command, Output};
+
+use tempfile::TempDir;
 
 pub const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
 
@@ -18,17 +17,18 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// The one place the tests ask whether they run as root: the library's own check.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    nodescope::system::is_root()
 }
 
-/// A fresh directory for one test (knob files, recordings), removed first if it exists.
-pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nodescope-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test (knob files, recordings), removed when dropped, also when
+/// the test fails.
+pub fn scratch(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("nodescope-test-{name}-"))
+        .tempdir()
+        .expect("create a scratch directory")
 }
 
 /// Run nodescope with `args`; panic with its stderr when it fails.
