@@ -1,6 +1,7 @@
 //! Attaching the RFC probe programs (tracer-ebpf/src/rfc.rs) as a manifest says: kprobes on a
 //! patched kernel, uprobes on the simulator's hooks. Every probe is tried; failures are
-//! reported per probe with the manifest line, and the others still attach.
+//! reported per probe with the manifest line, and the others still attach. Also what those
+//! programs counted in the kernel (`kernel_counts`), to compare with what reached userspace.
 use std::collections::HashSet;
 
 use anyhow::{Context as _, Result};

@@ -26,7 +26,7 @@ use self::layout::{
 };
 use crate::{source::bpf::format::Format, system};
 
-/// Program names in the eBPF object (tracer-ebpf/src/f2fs.rs).
+/// Program names in the eBPF object (tracer-ebpf/src/f2fs.rs); attach.rs's test loads each one.
 pub(super) const PROG_PAGE_BIO: &str = "f2fs_node_read_page";
 pub(super) const PROG_READ_BIO: &str = "f2fs_node_read_bio";
 pub(super) const PROG_WRITE: &str = "f2fs_node_write";
