@@ -2,7 +2,7 @@
 //! per-interval lines as the live run; damage keeps the intact prefix.
 mod common;
 
-use common::{json_lines, nodescope, scratch, NODESCOPE};
+use common::{json_lines, nodescope, scratch, send_signal, NODESCOPE};
 use serde_json::Value;
 
 fn record(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
@@ -136,8 +136,7 @@ fn sigterm_finishes_the_recording_cleanly() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(3));
-    // SAFETY: kill sends a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    send_signal(&child, libc::SIGTERM);
     let output = child.wait_with_output().unwrap();
     assert!(
         output.status.success(),

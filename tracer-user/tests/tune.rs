@@ -19,7 +19,7 @@ use tempfile::TempDir;
 
 mod common;
 
-use common::{is_root, KillOnDrop, NODESCOPE};
+use common::{is_root, send_signal, KillOnDrop, NODESCOPE};
 
 const THRESHOLD: &str = "node_compress_threshold";
 const INTERVAL: &str = "node_compress_interval";
@@ -136,13 +136,6 @@ impl Fixture {
     }
 }
 
-fn send(child: &Child, signal: i32) {
-    let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
-    // SAFETY: kill has no memory-safety preconditions; the pid is our own live child.
-    let result = unsafe { libc::kill(pid, signal) };
-    assert_eq!(result, 0, "kill({pid}, {signal})");
-}
-
 fn finish(child: Child) -> Output {
     let deadline = Instant::now() + PATIENCE;
     let mut child = child;
@@ -178,7 +171,7 @@ fn restores_originals_on(signal: i32, name: &str) {
     let fixture = Fixture::new(name, "10\n", "1000\n");
     let mut child = fixture.spawn(&[]);
     fixture.wait_for(&mut child, "the first write", knobs_moved);
-    send(&child, signal);
+    send_signal(&child, signal);
     let output = finish(child);
     assert_success(output.status, &output);
 
@@ -474,7 +467,7 @@ fn spawn_polling(fixture: &Fixture, extra: &[&str]) -> Child {
 
 /// SIGTERM; a clean exit with the knobs back at `threshold` and `interval`.
 fn stop_and_expect(fixture: &Fixture, child: Child, threshold: &str, interval: &str) {
-    send(&child, libc::SIGTERM);
+    send_signal(&child, libc::SIGTERM);
     let output = finish(child);
     assert_success(output.status, &output);
     assert_eq!(fixture.knob(THRESHOLD), threshold);
@@ -600,7 +593,7 @@ fn calm_wakeups(test: &str, extra: &[&str]) -> (u64, String) {
     let before = wakeups_of(&child);
     thread::sleep(Duration::from_secs(2));
     let wakeups = wakeups_of(&child) - before;
-    send(&child, libc::SIGTERM);
+    send_signal(&child, libc::SIGTERM);
     let output = finish(child);
     assert_success(output.status, &output);
     assert_eq!(fixture.knob(THRESHOLD), "12\n");

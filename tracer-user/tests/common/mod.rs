@@ -17,6 +17,14 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Send `signal` to our own child process (SIGTERM, SIGINT: the way a user stops nodescope).
+pub fn send_signal(child: &Child, signal: i32) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own live child.
+    let result = unsafe { libc::kill(pid, signal) };
+    assert_eq!(result, 0, "kill({pid}, {signal})");
+}
+
 /// The one place the tests ask whether they run as root: the library's own check.
 pub fn is_root() -> bool {
     nodescope::system::is_root()
