@@ -31,10 +31,8 @@ impl Privileges {
             .context("parsing CapEff in /proc/self/status")?
             .unwrap_or(0);
         let has = |cap: u32| cap_eff & (1u64 << cap) != 0;
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
         Ok(Privileges {
-            root: euid == 0,
+            root: is_root(),
             cap_bpf: has(CAP_BPF),
             cap_perfmon: has(CAP_PERFMON),
             cap_sys_admin: has(CAP_SYS_ADMIN),
@@ -45,6 +43,17 @@ impl Privileges {
     pub fn may_trace(&self) -> bool {
         (self.cap_bpf && self.cap_perfmon) || self.cap_sys_admin
     }
+}
+
+/// This process's effective user id: the one the kernel checks permissions against.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether this process runs as root (loading eBPF programs, writing the RFC's knobs).
+pub fn is_root() -> bool {
+    euid() == 0
 }
 
 const TRACEFS_CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];

@@ -14,7 +14,8 @@ fn prometheus_scrapes_per_app_node_reads() {
     let Ok(prometheus) = which("prometheus") else {
         panic!("prometheus is not installed: `cargo xtask setup` installs it");
     };
-    let dir = scratch("prometheus");
+    let scratch_dir = scratch("prometheus");
+    let dir = scratch_dir.path();
     let (metrics_port, prometheus_port) = (free_port(), free_port());
     let _nodescope = KillOnDrop(
         Command::new(NODESCOPE)

@@ -2,7 +2,7 @@
 //! per-interval lines as the live run; damage keeps the intact prefix.
 mod common;
 
-use common::{json_lines, nodescope, scratch, NODESCOPE};
+use common::{json_lines, nodescope, scratch, send_signal, NODESCOPE};
 use serde_json::Value;
 
 fn record(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
@@ -29,8 +29,9 @@ fn record(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Value>) {
 
 #[test]
 fn report_and_replay_reproduce_the_live_run_and_damage_keeps_the_prefix() {
-    let dir = scratch("record");
-    let (file, live) = record(&dir);
+    let scratch_dir = scratch("record");
+    let dir = scratch_dir.path();
+    let (file, live) = record(dir);
     assert_eq!(live.len(), 61, "60 one-second windows and the totals");
     let live_totals = &live[60]["totals"];
     assert!(
@@ -117,7 +118,8 @@ fn report_and_replay_reproduce_the_live_run_and_damage_keeps_the_prefix() {
 /// SIGTERM (and Ctrl-C) end a recording with a complete file: footer written, nothing lost.
 #[test]
 fn sigterm_finishes_the_recording_cleanly() {
-    let dir = scratch("record-sigterm");
+    let scratch_dir = scratch("record-sigterm");
+    let dir = scratch_dir.path();
     let file = dir.join("run.nsr");
     let child = std::process::Command::new(NODESCOPE)
         .args([
@@ -134,8 +136,7 @@ fn sigterm_finishes_the_recording_cleanly() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(3));
-    // SAFETY: kill sends a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    send_signal(&child, libc::SIGTERM);
     let output = child.wait_with_output().unwrap();
     assert!(
         output.status.success(),
@@ -152,7 +153,8 @@ fn sigterm_finishes_the_recording_cleanly() {
 
 #[test]
 fn stream_from_the_simulator_prints_one_line_per_interval_with_totals_that_add_up() {
-    let dir = scratch("stream-sim");
+    let scratch_dir = scratch("stream-sim");
+    let dir = scratch_dir.path();
     let root = dir.join("knobs");
     let lines = json_lines(&nodescope(&[
         "stream",

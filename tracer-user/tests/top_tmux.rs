@@ -109,7 +109,8 @@ fn table_rows(screen: &str) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn top_on_the_simulator_in_a_real_terminal() {
-    let dir = scratch("top");
+    let scratch_dir = scratch("top");
+    let dir = scratch_dir.path();
     let knobs = dir.join("knobs");
     // Source auto: this test may run on a kernel without F2FS; then the simulator runs, and says so.
     let command = format!(

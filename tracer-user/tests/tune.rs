@@ -15,26 +15,30 @@ use std::{
 };
 
 use serde_json::Value;
+use tempfile::TempDir;
 
 mod common;
 
-use common::{KillOnDrop, NODESCOPE};
+use common::{is_root, send_signal, KillOnDrop, NODESCOPE};
+
 const THRESHOLD: &str = "node_compress_threshold";
 const INTERVAL: &str = "node_compress_interval";
 /// Generous: the machines are shared and slow at times.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// A knob directory `<root>/sim0/` plus a PSI file and an audit log path, removed on drop.
+/// A knob directory `<root>/sim0/` plus a PSI file and an audit log path, removed on drop
+/// (also when the test fails).
 struct Fixture {
-    root: PathBuf,
+    root: TempDir,
 }
 
 impl Fixture {
     fn new(test: &str, threshold: &str, interval: &str) -> Self {
-        let root =
-            std::env::temp_dir().join(format!("nodescope-tune-{}-{test}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        fs::create_dir_all(root.join("knobs/sim0")).unwrap();
+        let root = tempfile::Builder::new()
+            .prefix(&format!("nodescope-tune-{test}-"))
+            .tempdir()
+            .unwrap();
+        fs::create_dir_all(root.path().join("knobs/sim0")).unwrap();
         let fixture = Fixture { root };
         fixture.write_knob(THRESHOLD, threshold);
         fixture.write_knob(INTERVAL, interval);
@@ -44,15 +48,15 @@ impl Fixture {
     }
 
     fn knobs_root(&self) -> PathBuf {
-        self.root.join("knobs")
+        self.root.path().join("knobs")
     }
 
     fn knob_path(&self, name: &str) -> PathBuf {
-        self.root.join("knobs/sim0").join(name)
+        self.root.path().join("knobs/sim0").join(name)
     }
 
     fn audit_path(&self) -> PathBuf {
-        self.root.join("audit.jsonl")
+        self.root.path().join("audit.jsonl")
     }
 
     fn write_knob(&self, name: &str, value: &str) {
@@ -68,7 +72,7 @@ impl Fixture {
             "some avg10={some_avg10:.2} avg60=0.00 avg300=0.00 total=1\n\
              full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
         );
-        fs::write(self.root.join("psi"), text).unwrap();
+        fs::write(self.root.path().join("psi"), text).unwrap();
     }
 
     fn command(&self, extra: &[&str]) -> Command {
@@ -83,7 +87,7 @@ impl Fixture {
             .arg("--sysfs-root")
             .arg(self.knobs_root())
             .arg("--psi")
-            .arg(self.root.join("psi"))
+            .arg(self.root.path().join("psi"))
             .arg("--audit")
             .arg(self.audit_path())
             .args(["--interval", period, "--min-write-gap", "0"])
@@ -99,7 +103,7 @@ impl Fixture {
     }
 
     fn set_attributed_bytes(&self, bytes: u64) {
-        let stats = self.root.join("knobs/sim0/nodescope_stats");
+        let stats = self.root.path().join("knobs/sim0/nodescope_stats");
         let temporary = stats.with_extension("new");
         fs::write(&temporary, format!("attributed_bytes {bytes}\n")).unwrap();
         fs::rename(temporary, stats).unwrap();
@@ -130,19 +134,6 @@ impl Fixture {
             thread::sleep(Duration::from_millis(20));
         }
     }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.root);
-    }
-}
-
-fn send(child: &Child, signal: i32) {
-    let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
-    // SAFETY: kill has no memory-safety preconditions; the pid is our own live child.
-    let result = unsafe { libc::kill(pid, signal) };
-    assert_eq!(result, 0, "kill({pid}, {signal})");
 }
 
 fn finish(child: Child) -> Output {
@@ -180,7 +171,7 @@ fn restores_originals_on(signal: i32, name: &str) {
     let fixture = Fixture::new(name, "10\n", "1000\n");
     let mut child = fixture.spawn(&[]);
     fixture.wait_for(&mut child, "the first write", knobs_moved);
-    send(&child, signal);
+    send_signal(&child, signal);
     let output = finish(child);
     assert_success(output.status, &output);
 
@@ -326,9 +317,9 @@ fn unwritable_knobs_are_refused() {
         return;
     };
     for path in [
-        &fixture.root,
-        &fixture.knobs_root(),
-        &fixture.knobs_root().join("sim0"),
+        fixture.root.path().to_path_buf(),
+        fixture.knobs_root(),
+        fixture.knobs_root().join("sim0"),
     ] {
         fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
     }
@@ -356,8 +347,7 @@ fn unwritable_knobs_are_refused() {
 /// nodescope as a user that may not write root's files: ourselves when not root, else nobody
 /// through setpriv (util-linux). `None` when nobody cannot even start the binary here.
 fn command_without_root() -> Option<Command> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         return Some(Command::new(NODESCOPE));
     }
     let as_nobody = || {
@@ -477,7 +467,7 @@ fn spawn_polling(fixture: &Fixture, extra: &[&str]) -> Child {
 
 /// SIGTERM; a clean exit with the knobs back at `threshold` and `interval`.
 fn stop_and_expect(fixture: &Fixture, child: Child, threshold: &str, interval: &str) {
-    send(&child, libc::SIGTERM);
+    send_signal(&child, libc::SIGTERM);
     let output = finish(child);
     assert_success(output.status, &output);
     assert_eq!(fixture.knob(THRESHOLD), threshold);
@@ -536,7 +526,7 @@ fn polls_see_stalls_in_the_psi_total_while_avg10_still_says_zero() {
     // Half of all time stalled from now on: 50 % against the 5 % goal. The share over the
     // last second climbs with every poll: the first step comes once it passes 5.5 % (tight at
     // 1.1 x the goal), further ones each time it has grown 1.1-fold, until the most compression.
-    let stalling = StallingPsi::start(fixture.root.join("psi"), 0.5);
+    let stalling = StallingPsi::start(fixture.root.path().join("psi"), 0.5);
     let onset = Instant::now();
     fixture.wait_for(&mut child, "the most compression", |f| {
         f.knob(INTERVAL) == "100\n"
@@ -603,7 +593,7 @@ fn calm_wakeups(test: &str, extra: &[&str]) -> (u64, String) {
     let before = wakeups_of(&child);
     thread::sleep(Duration::from_secs(2));
     let wakeups = wakeups_of(&child) - before;
-    send(&child, libc::SIGTERM);
+    send_signal(&child, libc::SIGTERM);
     let output = finish(child);
     assert_success(output.status, &output);
     assert_eq!(fixture.knob(THRESHOLD), "12\n");
@@ -643,7 +633,7 @@ fn tune_steers_the_live_simulator_through_its_knob_directory_and_stats() {
     // replay creates 16,676 nodes (70 MB raw) at once: 3 MiB is crossed at the first poll.
     let fixture = Fixture::new("live-sim", "25\n", "1000\n");
     fixture.set_pressure(0.0);
-    let sim_root = fixture.root.join("sim");
+    let sim_root = fixture.root.path().join("sim");
     let stream = Command::new(NODESCOPE)
         .args([
             "stream",
@@ -681,7 +671,7 @@ fn tune_steers_the_live_simulator_through_its_knob_directory_and_stats() {
         .args(["--device", "vdb", "--budget", "3M", "--interval", "1"])
         .args(["--poll", "0.1", "--duration", "3.5"])
         .arg("--psi")
-        .arg(fixture.root.join("psi"))
+        .arg(fixture.root.path().join("psi"))
         .arg("--audit")
         .arg(fixture.audit_path())
         .output()

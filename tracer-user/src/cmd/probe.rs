@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::{
     source::bpf::{
-        f2fs,
+        f2fs::planner,
         manifest::{Manifest, DEFAULT_KERNEL_MANIFEST},
         rfc,
         selftest::{self, SelfTest},
@@ -61,7 +61,7 @@ pub struct ProbeReport {
     pub f2fs_devices: Vec<F2fsDevice>,
     pub rfc_probes: RfcProbes,
     /// Which F2FS probes `stream` and `top` would attach here, and why not the others.
-    pub f2fs_plan: f2fs::Plan,
+    pub f2fs_plan: planner::Plan,
     /// What is missing, in words, with what it prevents.
     pub missing: Vec<String>,
 }
@@ -103,7 +103,7 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
         f2fs_tracepoints: system::f2fs_tracepoints(tracefs.as_deref()),
         f2fs_devices: system::f2fs_devices(Path::new("/sys/fs/f2fs")),
         rfc_probes: rfc_probes(manifest)?,
-        f2fs_plan: f2fs::plan_this_kernel(None),
+        f2fs_plan: planner::plan_this_kernel(None),
         missing,
     };
     Ok(with_feature_gaps(report))

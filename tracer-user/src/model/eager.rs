@@ -91,15 +91,12 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// An event on the compressed entry (`dev`, `nid`) in the 256-byte queue.
     fn event(kind: EventKind, dev: u32, nid: u32, ts_ms: u64) -> Event {
-        Event {
-            kind: kind as u8,
-            dev,
-            nid,
-            ts_ns: ts_ms * MS,
-            queue: QUEUE_256,
-            ..Event::ZERO
-        }
+        Event::new(kind, ts_ms * MS)
+            .dev(dev)
+            .nid(nid)
+            .queue(QUEUE_256)
     }
 
     #[test]

@@ -4,25 +4,13 @@ use super::*;
 
 const SECOND: u64 = 1_000_000_000;
 
-fn event(kind: EventKind, ts_ns: u64, tgid: u32, uid: u32, comm: &str) -> Event {
-    let mut event = Event {
-        kind: kind as u8,
-        ts_ns,
-        pid: tgid,
-        tgid,
-        uid,
-        ..Event::ZERO
-    };
-    event.comm[..comm.len()].copy_from_slice(comm.as_bytes());
-    event
-}
-
+/// A node read by process `tgid` (uid 0), on demand or by readahead.
 fn read(ts_ns: u64, tgid: u32, comm: &str, readahead: bool) -> Event {
-    let mut e = event(EventKind::NodeRead, ts_ns, tgid, 0, comm);
-    if readahead {
-        e.flags |= FLAG_READAHEAD;
-    }
-    e
+    let flags = if readahead { FLAG_READAHEAD } else { 0 };
+    Event::new(EventKind::NodeRead, ts_ns)
+        .task(tgid)
+        .flags(flags)
+        .comm(comm)
 }
 
 fn model() -> Model {
@@ -103,12 +91,30 @@ fn android_uids_group_processes_into_apps_and_kernel_threads_stay_apart() {
         ..ModelConfig::default()
     });
     model.start_at(0);
-    let chat_main = event(EventKind::NodeRead, 1, 3000, 10123, "com.example.chat");
-    let chat_service = event(EventKind::NodeRead, 2, 3001, 10123, "chat:service");
-    let chat_user10 = event(EventKind::NodeRead, 3, 3002, 1_010_123, "com.example.chat");
-    let restore = event(EventKind::Restore, 4, 3000, 10123, "com.example.chat");
-    let ckpt = event(EventKind::NodeRead, 5, 90, 0, "f2fs_ckpt-254:0");
-    let kworker = event(EventKind::NodeRead, 6, 91, 0, "kworker/u8:2");
+    let chat_main = Event::new(EventKind::NodeRead, 1)
+        .task(3000)
+        .uid(10123)
+        .comm("com.example.chat");
+    let chat_service = Event::new(EventKind::NodeRead, 2)
+        .task(3001)
+        .uid(10123)
+        .comm("chat:service");
+    let chat_user10 = Event::new(EventKind::NodeRead, 3)
+        .task(3002)
+        .uid(1_010_123)
+        .comm("com.example.chat");
+    let restore = Event::new(EventKind::Restore, 4)
+        .task(3000)
+        .uid(10123)
+        .comm("com.example.chat");
+    let ckpt = Event::new(EventKind::NodeRead, 5)
+        .task(90)
+        .uid(0)
+        .comm("f2fs_ckpt-254:0");
+    let kworker = Event::new(EventKind::NodeRead, 6)
+        .task(91)
+        .uid(0)
+        .comm("kworker/u8:2");
     for e in [
         chat_main,
         chat_service,
@@ -193,10 +199,7 @@ fn the_process_table_is_bounded() {
 #[test]
 fn cache_gauges_follow_conversions_restores_and_reclaims() {
     let mut model = model();
-    let at = |kind, queue| Event {
-        queue,
-        ..event(kind, 1, 1, 0, "x")
-    };
+    let at = |kind, queue| Event::new(kind, 1).task(1).queue(queue).comm("x");
     for _ in 0..10 {
         model.ingest(&read(1, 1, "x", false));
     }
@@ -225,10 +228,7 @@ fn cache_gauges_follow_conversions_restores_and_reclaims() {
 #[test]
 fn lost_events_are_counted_but_belong_to_no_process() {
     let mut model = model();
-    let lost = Event {
-        len: 42,
-        ..event(EventKind::Lost, 5, 0, 0, "")
-    };
+    let lost = Event::new(EventKind::Lost, 5).len(42);
     model.ingest(&lost);
     assert_eq!(model.totals().lost, 42);
     assert_eq!(model.process_count(), 0);

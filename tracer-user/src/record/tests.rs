@@ -8,17 +8,15 @@ use super::{
 
 fn sample_events(n: u32) -> Vec<Event> {
     (0..n)
-        .map(|i| Event {
-            kind: if i % 7 == 0 {
+        .map(|i| {
+            let kind = if i % 7 == 0 {
                 EventKind::Restore
             } else {
                 EventKind::NodeRead
-            } as u8,
-            ts_ns: u64::from(i) * 1000,
-            tgid: 100 + i % 13,
-            pid: 100 + i % 13,
-            nid: i,
-            ..Event::ZERO
+            };
+            Event::new(kind, u64::from(i) * 1000)
+                .task(100 + i % 13)
+                .nid(i)
         })
         .collect()
 }

@@ -1,10 +1,9 @@
 //! Helpers shared by the integration tests that drive the real binary.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::{
-    path::PathBuf,
-    process::{Child, Command, Output},
-};
+use std::process::{Child, Command, Output};
+
+use tempfile::TempDir;
 
 pub const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
 
@@ -18,17 +17,26 @@ impl Drop for KillOnDrop {
     }
 }
 
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+/// Send `signal` to our own child process (SIGTERM, SIGINT: the way a user stops nodescope).
+pub fn send_signal(child: &Child, signal: i32) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own live child.
+    let result = unsafe { libc::kill(pid, signal) };
+    assert_eq!(result, 0, "kill({pid}, {signal})");
 }
 
-/// A fresh directory for one test (knob files, recordings), removed first if it exists.
-pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nodescope-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// The one place the tests ask whether they run as root: the library's own check.
+pub fn is_root() -> bool {
+    nodescope::system::is_root()
+}
+
+/// A fresh directory for one test (knob files, recordings), removed when dropped, also when
+/// the test fails.
+pub fn scratch(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("nodescope-test-{name}-"))
+        .tempdir()
+        .expect("create a scratch directory")
 }
 
 /// Run nodescope with `args`; panic with its stderr when it fails.

@@ -1,7 +1,8 @@
 //! `cargo xtask vm-test [--kernel 6.1|6.12|all]`: boot Debian's kernels (F2FS as a module)
 //! under QEMU, run nodescope against a real F2FS there, and check its attribution against the
-//! kernel's own counters (iostat "fs node" reads, debugfs CP count). See docs/STREAM.md and
-//! issue #3 for what is checked; the guest side is guest.sh.
+//! kernel's own counters (iostat "fs node" reads, debugfs CP count): in every phase the node
+//! reads nodescope attributes to processes must equal iostat's exactly (check.rs). The stream
+//! lines are described in docs/STREAM.md; the guest side is guest.sh.
 mod check;
 mod initramfs;
 mod json;
@@ -25,7 +26,8 @@ const NFILES: u64 = 64;
 /// Fallback node-read probes checked too, on the first VARIANT_DIRS directories.
 const VARIANTS: [&str; 2] = ["kprobe", "read-bio"];
 /// A probe manifest that maps RFC event kinds to a mainline function, so the RFC probe programs
-/// run as a kprobe and a kretprobe on a real kernel (issue #5).
+/// run as a kprobe and a kretprobe on a real kernel, where their counts can be checked against
+/// the kernel's own hist trigger.
 const RFC_PROBES: &str = r#"target = "kernel"
 
 [[probe]]

@@ -152,4 +152,35 @@ mod tests {
         assert!(Format::parse("name: x\nID: 1\nformat:\n").is_err());
         assert!(Format::parse("field:int x;\toffset:8;\tsize:4;\tsigned:1;\n").is_err());
     }
+
+    #[test]
+    fn format_parser_reads_the_reference_files() {
+        let f = Format::parse(include_str!(
+            "../../../tests/data/formats/6.12/format_f2fs_write_checkpoint.txt"
+        ))
+        .unwrap();
+        assert_eq!(
+            (f.name.as_str(), f.id),
+            ("f2fs_write_checkpoint", Some(1528))
+        );
+        assert_eq!(f.fields.len(), 7);
+        let msg = f.field("dest_msg").unwrap();
+        assert!(msg.is_data_loc());
+        assert_eq!((msg.offset, msg.size, msg.signed), (16, 4, false));
+        let f = Format::parse(include_str!(
+            "../../../tests/data/formats/6.1/format_f2fs_iostat.txt"
+        ))
+        .unwrap();
+        assert_eq!(f.field("fs_nrio").unwrap().offset, 208);
+        let bio = Format::parse(include_str!(
+            "../../../tests/data/formats/6.1/format_f2fs_submit_read_bio.txt"
+        ))
+        .unwrap();
+        assert_eq!(bio.field("sector").unwrap().c_type, "sector_t");
+        assert_eq!(
+            (bio.flag_bit("R"), bio.flag_bit("S"), bio.flag_bit("FUA")),
+            (Some(19), Some(11), Some(17))
+        );
+        assert_eq!(bio.flag_bit("nope"), None);
+    }
 }

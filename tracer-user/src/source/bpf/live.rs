@@ -8,7 +8,11 @@ use crate::{
     source::{
         bpf::{
             self,
-            f2fs::{self, AttachOutcome, Plan},
+            f2fs::{
+                attach::{self, AttachOutcome},
+                counters,
+                planner::Plan,
+            },
             manifest::Manifest,
             rfc::{self, AttachReport},
             EventReader,
@@ -37,7 +41,7 @@ impl BpfSource {
     /// be missing, and say so.
     pub fn start(plan: &Plan, manifest: Option<&Manifest>) -> Result<BpfSource> {
         let mut ebpf = bpf::load(RING_BYTES)?;
-        let outcomes = f2fs::attach(&mut ebpf, plan)?;
+        let outcomes = attach::attach(&mut ebpf, plan)?;
         let rfc = manifest
             .map(|manifest| rfc::attach(&mut ebpf, manifest, UProbeScope::AllProcesses))
             .transpose()?;
@@ -79,7 +83,7 @@ impl BpfSource {
 
     /// Exact counters per (device, tgid, uid) since the programs were attached.
     pub fn counts(&self) -> Result<Vec<(TaskKey, TaskCounts)>> {
-        f2fs::read_counts(&self.ebpf)
+        counters::read_counts(&self.ebpf)
     }
 
     /// Ring-buffer events lost so far.
@@ -89,7 +93,7 @@ impl BpfSource {
 
     /// Counter increments lost because the counter map was full.
     pub fn count_failures(&self) -> Result<u64> {
-        f2fs::count_failures(&self.ebpf)
+        counters::count_failures(&self.ebpf)
     }
 
     async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {

@@ -42,6 +42,18 @@ pub fn load(ring_bytes: u32) -> Result<Ebpf> {
         .context("loading the eBPF object into the kernel")
 }
 
+/// Load a program unless it already is: one program serves several attachments (entry and
+/// return probes, or several functions), and the kernel verifies it once.
+pub(crate) fn load_once(
+    loaded: bool,
+    load: impl FnOnce() -> Result<(), aya::programs::ProgramError>,
+) -> Result<()> {
+    if loaded {
+        return Ok(());
+    }
+    load().context("the verifier rejected the program")
+}
+
 pub type KernelLogger = aya_log::EbpfLogger<&'static dyn log::Log>;
 
 /// The reader of kernel-side aya-log messages; `flush()` forwards them to our `log` logger.

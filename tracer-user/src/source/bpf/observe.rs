@@ -175,15 +175,11 @@ mod tests {
     use tracer_common::QUEUE_512;
 
     use super::*;
+    use crate::system::is_root;
 
     /// The uprobes watch the whole test process, so tests that call the hooks and count them
     /// exactly must not run at the same time.
     static HOOK_CALLERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    fn is_root() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        unsafe { libc::geteuid() == 0 }
-    }
 
     extern "C" fn restore_ok(_ctx: *mut c_void) -> i32 {
         0

@@ -1,6 +1,7 @@
 //! Attaching the RFC probe programs (tracer-ebpf/src/rfc.rs) as a manifest says: kprobes on a
 //! patched kernel, uprobes on the simulator's hooks. Every probe is tried; failures are
-//! reported per probe with the manifest line, and the others still attach.
+//! reported per probe with the manifest line, and the others still attach. Also what those
+//! programs counted in the kernel (`kernel_counts`), to compare with what reached userspace.
 use std::collections::HashSet;
 
 use anyhow::{Context as _, Result};
@@ -11,7 +12,10 @@ use aya::{
 };
 use tracer_common::{EventKind, ProbeSpec, RFC_KIND_SLOTS};
 
-use super::manifest::{At, Manifest, Probe, Target};
+use super::{
+    load_once,
+    manifest::{At, Manifest, Probe, Target},
+};
 
 /// What attached and what did not.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -139,16 +143,6 @@ fn attach_one(
     }
 }
 
-fn load_once(
-    loaded: bool,
-    load: impl FnOnce() -> Result<(), aya::programs::ProgramError>,
-) -> Result<()> {
-    if loaded {
-        return Ok(());
-    }
-    load().context("the verifier rejected the program")
-}
-
 /// Events the probes emitted per kind (before the ring buffer), summed over CPUs.
 pub fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
     let map = ebpf.map("RFC_COUNTS").context("RFC_COUNTS map missing")?;
@@ -174,8 +168,7 @@ mod tests {
     /// argument index: the good one attaches, the others are reported with their lines.
     #[test]
     fn a_bad_probe_is_reported_by_line_and_the_rest_attach() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::system::is_root() {
             eprintln!("SKIPPED a_bad_probe_is_reported...: attaching uprobes needs root");
             return;
         }

@@ -14,21 +14,6 @@ use crate::{
 
 const SECOND: u64 = 1_000_000_000;
 
-fn event(kind: EventKind, ts: u64, tgid: u32, uid: u32, comm: &str) -> Event {
-    let mut e = Event {
-        kind: kind as u8,
-        ts_ns: ts,
-        pid: tgid,
-        tgid,
-        uid,
-        queue: QUEUE_512,
-        ..Event::ZERO
-    };
-    let n = comm.len().min(15); // the kernel keeps 15 bytes and a NUL
-    e.comm[..n].copy_from_slice(&comm.as_bytes()[..n]);
-    e
-}
-
 fn sample_model() -> Model {
     let packages = Packages::parse(
         "com.example.chat 10123 0 /data/user/0/com.example.chat default 3003\n\
@@ -42,37 +27,37 @@ fn sample_model() -> Model {
     for second in 0..5u64 {
         let ts = second * SECOND;
         for i in 0..(10 + second) {
-            model.ingest(&event(
-                EventKind::NodeRead,
-                ts + i,
-                3000,
-                10123,
-                "com.example.chat",
-            ));
+            model.ingest(
+                &Event::new(EventKind::NodeRead, ts + i)
+                    .task(3000)
+                    .uid(10123)
+                    .queue(QUEUE_512)
+                    .comm("com.example.chat"),
+            );
         }
         for i in 0..3 {
-            model.ingest(&event(
-                EventKind::NodeRead,
-                ts + i,
-                4000,
-                10200,
-                "com.example.video",
-            ));
-            model.ingest(&event(
-                EventKind::Convert,
-                ts + i,
-                90,
-                0,
-                "f2fs_writeback-254:0",
-            ));
+            model.ingest(
+                &Event::new(EventKind::NodeRead, ts + i)
+                    .task(4000)
+                    .uid(10200)
+                    .queue(QUEUE_512)
+                    .comm("com.example.video"),
+            );
+            model.ingest(
+                &Event::new(EventKind::Convert, ts + i)
+                    .task(90)
+                    .uid(0)
+                    .queue(QUEUE_512)
+                    .comm("f2fs_writeback-254:0"),
+            );
         }
-        model.ingest(&event(
-            EventKind::Restore,
-            ts + 50,
-            4000,
-            10200,
-            "com.example.video",
-        ));
+        model.ingest(
+            &Event::new(EventKind::Restore, ts + 50)
+                .task(4000)
+                .uid(10200)
+                .queue(QUEUE_512)
+                .comm("com.example.video"),
+        );
     }
     model.advance_to(5 * SECOND);
     model.observe_knobs(Some(40), Some(1000));

@@ -1,0 +1,112 @@
+//! Attaching the F2FS programs the planner chose: their tracepoint layouts and settings go into
+//! TP_LAYOUT and CONFIG first, then each program is loaded and attached.
+use anyhow::{Context as _, Result};
+use aya::{
+    maps::Array,
+    programs::{KProbe, TracePoint},
+    Ebpf,
+};
+use serde::Serialize;
+use tracer_common::{TracepointLayout, CONFIG_RAHEAD_BIT};
+
+use super::planner::{Attachment, Plan, Target};
+use crate::source::bpf;
+
+/// What happened when one attachment was tried.
+#[derive(Clone, Debug, Serialize)]
+pub struct AttachOutcome {
+    pub what: &'static str,
+    pub target: String,
+    pub attached: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Write the layouts and settings, then load and attach every chosen program. An attachment
+/// that fails is reported, not fatal: the caller decides what it can live without.
+pub fn attach(ebpf: &mut Ebpf, plan: &Plan) -> Result<Vec<AttachOutcome>> {
+    write_layouts(ebpf, plan)?;
+    let mut outcomes = Vec::new();
+    for part in plan.parts() {
+        let Some(choice) = &part.chosen else {
+            continue;
+        };
+        for attachment in &choice.attachments {
+            let result = attach_one(ebpf, attachment);
+            outcomes.push(AttachOutcome {
+                what: part.what,
+                target: attachment.target.to_string(),
+                attached: result.is_ok(),
+                error: result.err().map(|e| format!("{e:#}")),
+            });
+        }
+    }
+    Ok(outcomes)
+}
+
+fn write_layouts(ebpf: &mut Ebpf, plan: &Plan) -> Result<()> {
+    let map = ebpf.map_mut("TP_LAYOUT").context("TP_LAYOUT map missing")?;
+    let mut layouts: Array<_, TracepointLayout> = Array::try_from(map)?;
+    for part in plan.parts() {
+        if let Some((slot, layout)) = part.chosen.as_ref().and_then(|c| c.layout) {
+            layouts.set(slot, layout, 0).context("writing TP_LAYOUT")?;
+        }
+    }
+    let map = ebpf.map_mut("CONFIG").context("CONFIG map missing")?;
+    let mut config: Array<_, u32> = Array::try_from(map)?;
+    config
+        .set(CONFIG_RAHEAD_BIT, u32::from(plan.rahead_bit), 0)
+        .context("writing CONFIG")
+}
+
+fn attach_one(ebpf: &mut Ebpf, attachment: &Attachment) -> Result<()> {
+    let name = attachment.program;
+    let program = ebpf
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the object"))?;
+    match &attachment.target {
+        Target::Tracepoint { category, name } => {
+            let tp: &mut TracePoint = program.try_into()?;
+            bpf::load_once(tp.fd().is_ok(), || tp.load())?;
+            tp.attach(category, name)?;
+        }
+        Target::Kprobe { function } | Target::Kretprobe { function } => {
+            let kp: &mut KProbe = program.try_into()?;
+            bpf::load_once(kp.fd().is_ok(), || kp.load())?;
+            kp.attach(function, 0)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::planner::{
+        PROG_CHECKPOINT, PROG_PAGE_BIO, PROG_RA_ENTRY, PROG_RA_RETURN, PROG_READ_BIO,
+        PROG_READ_NODE_ENTRY, PROG_READ_NODE_RETURN, PROG_WRITE,
+    };
+    use super::*;
+    use crate::system;
+
+    #[test]
+    fn f2fs_programs_pass_the_verifier() {
+        if !system::is_root() {
+            eprintln!("SKIPPED f2fs_programs_pass_the_verifier: needs root to load eBPF programs");
+            return;
+        }
+        let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+        for name in [PROG_PAGE_BIO, PROG_READ_BIO, PROG_WRITE, PROG_CHECKPOINT] {
+            let tp: &mut TracePoint = ebpf.program_mut(name).unwrap().try_into().unwrap();
+            tp.load().unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        }
+        for name in [
+            PROG_READ_NODE_ENTRY,
+            PROG_READ_NODE_RETURN,
+            PROG_RA_ENTRY,
+            PROG_RA_RETURN,
+        ] {
+            let kp: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
+            kp.load().unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        }
+    }
+}

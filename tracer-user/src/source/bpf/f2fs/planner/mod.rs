@@ -1,0 +1,398 @@
+//! The F2FS probe planner: which variant of node reads, node writes and checkpoints this kernel
+//! offers, and where each of the programs in tracer-ebpf/src/f2fs.rs should attach.
+//!
+//! The planner is pure (a `KernelView` in, a `Plan` out) so that tests can feed it the format
+//! files of other kernels; `KernelView::gather` reads the running kernel.
+mod layout;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::BTreeMap,
+    fmt::{self, Write as _},
+    fs,
+    path::Path,
+};
+
+use anyhow::{bail, Context as _, Result};
+use serde::Serialize;
+use tracer_common::{
+    TracepointLayout, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO,
+    TP_WRITE_CHECKPOINT,
+};
+
+use self::layout::{
+    checkpoint_layout, page_bio_layout, page_write_layout, read_bio_layout, DEFAULT_RAHEAD_BIT,
+};
+use crate::{source::bpf::format::Format, system};
+
+/// Program names in the eBPF object (tracer-ebpf/src/f2fs.rs); attach.rs's test loads each one.
+pub(super) const PROG_PAGE_BIO: &str = "f2fs_node_read_page";
+pub(super) const PROG_READ_BIO: &str = "f2fs_node_read_bio";
+pub(super) const PROG_WRITE: &str = "f2fs_node_write";
+pub(super) const PROG_CHECKPOINT: &str = "f2fs_checkpoint";
+pub(super) const PROG_READ_NODE_ENTRY: &str = "f2fs_read_node_page_entry";
+pub(super) const PROG_READ_NODE_RETURN: &str = "f2fs_read_node_page_return";
+pub(super) const PROG_RA_ENTRY: &str = "f2fs_ra_node_page_entry";
+pub(super) const PROG_RA_RETURN: &str = "f2fs_ra_node_page_return";
+
+/// Kernel functions the planner looks for in /proc/kallsyms.
+const SYM_READ_NODE_PAGE: &str = "read_node_page";
+const SYM_RA_NODE_PAGE: &str = "f2fs_ra_node_page";
+/// Present only on kernels whose node reads go through the metadata cache (F2FS dev-test).
+const SYM_METADATA_CACHE: [&str; 2] = ["f2fs_submit_cache_read", "read_node_cache"];
+
+/// Where node reads are seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeReadVariant {
+    /// Tracepoint f2fs_submit_page_bio (6.1 .. 6.12).
+    PageBio,
+    /// Tracepoint f2fs_submit_folio_bio (its newer name).
+    FolioBio,
+    /// Tracepoint f2fs_submit_read_bio (metadata-cache kernels; per bio).
+    ReadBio,
+    /// kprobe + kretprobe on read_node_page (and f2fs_ra_node_page); no device number.
+    Kprobe,
+}
+
+impl NodeReadVariant {
+    fn tracepoint(self) -> Option<&'static str> {
+        match self {
+            NodeReadVariant::PageBio => Some("f2fs_submit_page_bio"),
+            NodeReadVariant::FolioBio => Some("f2fs_submit_folio_bio"),
+            NodeReadVariant::ReadBio => Some("f2fs_submit_read_bio"),
+            NodeReadVariant::Kprobe => None,
+        }
+    }
+}
+
+impl fmt::Display for NodeReadVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.tracepoint() {
+            Some(name) => f.write_str(name),
+            None => f.write_str("kprobe read_node_page"),
+        }
+    }
+}
+
+/// What the running kernel offers, as far as the planner cares.
+#[derive(Clone, Debug, Default)]
+pub struct KernelView {
+    /// F2FS tracepoint name -> its format file's text.
+    pub formats: BTreeMap<String, String>,
+    pub kprobes: bool,
+    /// Wanted function name -> the symbol as the kernel names it (e.g. `read_node_page.isra.0`).
+    pub symbols: BTreeMap<String, String>,
+    /// Tracepoints that exist but whose format file could not be read, and why (not root).
+    pub unreadable: BTreeMap<String, String>,
+}
+
+impl KernelView {
+    /// Read the format files under `tracefs` and the F2FS symbols in /proc/kallsyms.
+    pub fn gather(tracefs: Option<&Path>) -> KernelView {
+        let (mut formats, mut unreadable) = (BTreeMap::new(), BTreeMap::new());
+        if let Some(root) = tracefs {
+            for name in system::F2FS_TRACEPOINT_VARIANTS {
+                let path = root.join("events/f2fs").join(name).join("format");
+                match fs::read_to_string(&path) {
+                    Ok(text) => drop(formats.insert(name.to_string(), text)),
+                    Err(err) if path.parent().is_some_and(Path::is_dir) => {
+                        unreadable.insert(name.to_string(), format!("{}: {err}", path.display()));
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        let kallsyms = fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        KernelView {
+            formats,
+            kprobes: system::has_kprobes(),
+            symbols: find_symbols(&kallsyms),
+            unreadable,
+        }
+    }
+
+    fn format(&self, tracepoint: &str) -> Result<Format> {
+        if let Some(why) = self.unreadable.get(tracepoint) {
+            bail!("cannot read the format of f2fs:{tracepoint}: {why}");
+        }
+        let text = self
+            .formats
+            .get(tracepoint)
+            .with_context(|| format!("tracepoint f2fs:{tracepoint} not in this kernel"))?;
+        Format::parse(text).with_context(|| format!("parsing the format of {tracepoint}"))
+    }
+
+    fn has_metadata_cache(&self) -> bool {
+        SYM_METADATA_CACHE
+            .iter()
+            .any(|s| self.symbols.contains_key(*s))
+    }
+}
+
+/// The wanted functions in /proc/kallsyms text; GCC may have renamed a static function to
+/// `name.isra.0` and the like, which is the name kprobes need.
+pub fn find_symbols(kallsyms: &str) -> BTreeMap<String, String> {
+    let mut wanted = vec![SYM_READ_NODE_PAGE, SYM_RA_NODE_PAGE];
+    wanted.extend(SYM_METADATA_CACHE);
+    let mut found = BTreeMap::new();
+    for line in kallsyms.lines() {
+        let Some(symbol) = line.split_whitespace().nth(2) else {
+            continue;
+        };
+        let base = symbol.split('.').next().unwrap_or(symbol);
+        if let Some(w) = wanted.iter().find(|w| **w == base) {
+            // An exact name beats a suffixed clone.
+            if symbol == base || !found.contains_key(*w) {
+                found.insert(w.to_string(), symbol.to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Where a program attaches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Target {
+    Tracepoint { category: String, name: String },
+    Kprobe { function: String },
+    Kretprobe { function: String },
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Tracepoint { category, name } => write!(f, "tracepoint {category}:{name}"),
+            Target::Kprobe { function } => write!(f, "kprobe {function}"),
+            Target::Kretprobe { function } => write!(f, "kretprobe {function}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Attachment {
+    pub program: &'static str,
+    pub target: Target,
+}
+
+fn f2fs_tracepoint(program: &'static str, name: &str) -> Attachment {
+    Attachment {
+        program,
+        target: Target::Tracepoint {
+            category: "f2fs".into(),
+            name: name.into(),
+        },
+    }
+}
+
+/// The variant chosen for one thing to observe.
+#[derive(Clone, Debug, Serialize)]
+pub struct Choice {
+    pub variant: String,
+    pub attachments: Vec<Attachment>,
+    /// `TP_*` slot and the layout to write there, for tracepoint variants.
+    #[serde(skip)]
+    pub layout: Option<(u32, TracepointLayout)>,
+    /// What this variant cannot tell, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caveat: Option<String>,
+}
+
+/// One thing to observe: what was chosen, and why the others were not.
+#[derive(Clone, Debug, Serialize)]
+pub struct Part {
+    pub what: &'static str,
+    pub chosen: Option<Choice>,
+    pub rejected: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub node_reads: Part,
+    pub node_writes: Part,
+    pub checkpoints: Part,
+    /// REQ_RAHEAD's bit for the kprobe fallback.
+    pub rahead_bit: u16,
+}
+
+impl Plan {
+    pub fn parts(&self) -> [&Part; 3] {
+        [&self.node_reads, &self.node_writes, &self.checkpoints]
+    }
+
+    /// Human-readable lines, one per part plus one per rejected alternative.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for part in self.parts() {
+            match &part.chosen {
+                Some(choice) => {
+                    let targets: Vec<String> = choice
+                        .attachments
+                        .iter()
+                        .map(|a| a.target.to_string())
+                        .collect();
+                    let _ = write!(out, "{:<12} {}", part.what, targets.join(" + "));
+                    if let Some(caveat) = &choice.caveat {
+                        let _ = write!(out, " ({caveat})");
+                    }
+                    out.push('\n');
+                }
+                None => {
+                    let _ = writeln!(out, "{:<12} not available", part.what);
+                }
+            }
+            for why in &part.rejected {
+                let _ = writeln!(out, "{:<12}   not used: {why}", "");
+            }
+        }
+        out
+    }
+
+    /// What cannot be observed, in words (empty when everything has a variant).
+    pub fn missing(&self) -> Vec<String> {
+        self.parts()
+            .iter()
+            .filter(|p| p.chosen.is_none())
+            .map(|p| format!("{}: {}", p.what, p.rejected.join("; ")))
+            .collect()
+    }
+}
+
+/// Plan for the running kernel: what `nodescope probe` can show without loading anything.
+pub fn plan_this_kernel(prefer: Option<NodeReadVariant>) -> Plan {
+    let tracefs = system::tracefs();
+    plan(&KernelView::gather(tracefs.as_deref()), prefer)
+}
+
+/// Choose a variant for node reads, node writes and checkpoints. `prefer` forces one node-read
+/// variant (for tests of the fallbacks); `None` picks the best this kernel has.
+pub fn plan(view: &KernelView, prefer: Option<NodeReadVariant>) -> Plan {
+    let rahead_bit = [
+        "f2fs_submit_page_bio",
+        "f2fs_submit_folio_bio",
+        "f2fs_submit_read_bio",
+    ]
+    .iter()
+    .filter_map(|tp| view.format(tp).ok()?.flag_bit("R"))
+    .next()
+    .unwrap_or(DEFAULT_RAHEAD_BIT);
+    Plan {
+        node_reads: plan_node_reads(view, prefer),
+        node_writes: plan_tracepoint(view, "node_writes", "f2fs_submit_page_write", |f| {
+            Ok((TP_SUBMIT_PAGE_WRITE, page_write_layout(f)?, PROG_WRITE))
+        }),
+        checkpoints: plan_tracepoint(view, "checkpoints", "f2fs_write_checkpoint", |f| {
+            Ok((TP_WRITE_CHECKPOINT, checkpoint_layout(f)?, PROG_CHECKPOINT))
+        }),
+        rahead_bit,
+    }
+}
+
+fn plan_node_reads(view: &KernelView, prefer: Option<NodeReadVariant>) -> Part {
+    use NodeReadVariant::*;
+    let order = match prefer {
+        Some(variant) => vec![variant],
+        // Metadata-cache kernels read node blocks without f2fs_submit_page_bio.
+        None if view.has_metadata_cache() => vec![ReadBio, FolioBio, PageBio, Kprobe],
+        // f2fs_submit_read_bio fires for node reads too, but per bio and without the nid.
+        None => vec![FolioBio, PageBio, ReadBio, Kprobe],
+    };
+    let mut rejected = Vec::new();
+    for variant in order {
+        match node_read_choice(view, variant) {
+            Ok(choice) => {
+                return Part {
+                    what: "node_reads",
+                    chosen: Some(choice),
+                    rejected,
+                }
+            }
+            Err(err) => rejected.push(format!("{variant}: {err:#}")),
+        }
+    }
+    Part {
+        what: "node_reads",
+        chosen: None,
+        rejected,
+    }
+}
+
+fn node_read_choice(view: &KernelView, variant: NodeReadVariant) -> Result<Choice> {
+    let Some(tracepoint) = variant.tracepoint() else {
+        return kprobe_choice(view);
+    };
+    let format = view.format(tracepoint)?;
+    let (slot, layout, program) = if variant == NodeReadVariant::ReadBio {
+        (TP_SUBMIT_READ_BIO, read_bio_layout(&format)?, PROG_READ_BIO)
+    } else {
+        (TP_SUBMIT_PAGE_BIO, page_bio_layout(&format)?, PROG_PAGE_BIO)
+    };
+    Ok(Choice {
+        variant: variant.to_string(),
+        attachments: vec![f2fs_tracepoint(program, tracepoint)],
+        layout: Some((slot, layout)),
+        caveat: (variant == NodeReadVariant::ReadBio).then(|| "no nid per read".into()),
+    })
+}
+
+fn kprobe_choice(view: &KernelView) -> Result<Choice> {
+    if !view.kprobes {
+        bail!("kprobes not available (CONFIG_KPROBES)");
+    }
+    let function = view
+        .symbols
+        .get(SYM_READ_NODE_PAGE)
+        .with_context(|| format!("{SYM_READ_NODE_PAGE} not in /proc/kallsyms"))?;
+    let mut attachments = vec![
+        kprobe(PROG_READ_NODE_ENTRY, function, false),
+        kprobe(PROG_READ_NODE_RETURN, function, true),
+    ];
+    if let Some(ra) = view.symbols.get(SYM_RA_NODE_PAGE) {
+        attachments.push(kprobe(PROG_RA_ENTRY, ra, false));
+        attachments.push(kprobe(PROG_RA_RETURN, ra, true));
+    }
+    Ok(Choice {
+        variant: NodeReadVariant::Kprobe.to_string(),
+        attachments,
+        layout: None,
+        caveat: Some("device unknown (dev 0), no nid".into()),
+    })
+}
+
+fn kprobe(program: &'static str, function: &str, ret: bool) -> Attachment {
+    let function = function.to_string();
+    let target = if ret {
+        Target::Kretprobe { function }
+    } else {
+        Target::Kprobe { function }
+    };
+    Attachment { program, target }
+}
+
+type LayoutFn = fn(&Format) -> Result<(u32, TracepointLayout, &'static str)>;
+
+fn plan_tracepoint(view: &KernelView, what: &'static str, tp: &str, layout: LayoutFn) -> Part {
+    let chosen = view
+        .format(tp)
+        .and_then(|f| layout(&f))
+        .map(|(slot, l, program)| Choice {
+            variant: tp.to_string(),
+            attachments: vec![f2fs_tracepoint(program, tp)],
+            layout: Some((slot, l)),
+            caveat: None,
+        });
+    match chosen {
+        Ok(choice) => Part {
+            what,
+            chosen: Some(choice),
+            rejected: Vec::new(),
+        },
+        Err(err) => Part {
+            what,
+            chosen: None,
+            rejected: vec![format!("{tp}: {err:#}")],
+        },
+    }
+}

@@ -1,0 +1,198 @@
+//! The planner on the format files of real kernels (tests/data/formats: exact copies of the
+//! 6.1 and 6.12 files, plus synthetic newer variants), and on /proc/kallsyms text.
+use tracer_common::FIELD_ABSENT;
+
+use super::*;
+
+macro_rules! formats {
+    ($dir:literal: $($name:literal),*) => {
+        [$((
+            $name.to_string(),
+            include_str!(concat!("../../../../../tests/data/formats/", $dir, "/format_", $name, ".txt"))
+                .to_string(),
+        )),*]
+        .into_iter()
+        .collect::<BTreeMap<String, String>>()
+    };
+}
+
+fn debian(version: &str) -> KernelView {
+    let formats = match version {
+        "6.1" => formats!("6.1": "f2fs_submit_page_bio", "f2fs_submit_read_bio",
+            "f2fs_submit_page_write", "f2fs_write_checkpoint", "f2fs_iostat"),
+        _ => formats!("6.12": "f2fs_submit_page_bio", "f2fs_submit_read_bio",
+            "f2fs_submit_page_write", "f2fs_write_checkpoint", "f2fs_iostat"),
+    };
+    KernelView {
+        formats,
+        kprobes: true,
+        symbols: find_symbols("0 t read_node_page\t[f2fs]\n0 t f2fs_ra_node_page\t[f2fs]\n"),
+        unreadable: BTreeMap::new(),
+    }
+}
+
+#[test]
+fn an_unreadable_format_is_said_so_not_called_absent() {
+    let mut view = debian("6.1");
+    view.formats.remove("f2fs_submit_page_bio");
+    view.unreadable
+        .insert("f2fs_submit_page_bio".into(), "Permission denied".into());
+    let plan = plan(&view, None);
+    assert_eq!(chosen(&plan.node_reads).variant, "f2fs_submit_read_bio");
+    let why = plan.node_reads.rejected.join("\n");
+    assert!(
+        why.contains("cannot read the format of f2fs:f2fs_submit_page_bio: Permission denied"),
+        "{why}"
+    );
+}
+
+fn chosen(part: &Part) -> &Choice {
+    part.chosen
+        .as_ref()
+        .unwrap_or_else(|| panic!("{}: {:?}", part.what, part.rejected))
+}
+
+#[test]
+fn debian_kernels_use_submit_page_bio_with_their_offsets() {
+    for version in ["6.1", "6.12"] {
+        let plan = plan(&debian(version), None);
+        let reads = chosen(&plan.node_reads);
+        assert_eq!(reads.variant, "f2fs_submit_page_bio", "{version}");
+        let (slot, l) = reads.layout.unwrap();
+        assert_eq!(slot, TP_SUBMIT_PAGE_BIO);
+        let offsets = (l.dev, l.ino, l.index, l.op, l.op_flags, l.type_);
+        assert_eq!(offsets, (8, 16, 24, 40, 44, 52), "{version}");
+        assert_eq!((l.rahead_bit, l.sync_bit, plan.rahead_bit), (19, 11, 19));
+        assert_eq!(l.size, FIELD_ABSENT);
+        // The folio name does not exist there: said so, not hidden.
+        assert!(plan.node_reads.rejected[0].contains("f2fs_submit_folio_bio"));
+        assert!(plan.missing().is_empty(), "{:?}", plan.missing());
+    }
+}
+
+#[test]
+fn checkpoints_on_6_1_and_6_12_read_the_message_string() {
+    for version in ["6.1", "6.12"] {
+        let plan = plan(&debian(version), None);
+        let (slot, l) = chosen(&plan.checkpoints).layout.unwrap();
+        assert_eq!(slot, TP_WRITE_CHECKPOINT);
+        assert_eq!(
+            (l.dev, l.reason, l.msg_loc, l.phase),
+            (8, 12, 16, FIELD_ABSENT)
+        );
+    }
+}
+
+#[test]
+fn newer_kernels_use_the_folio_name_and_the_numeric_phase() {
+    let view = KernelView {
+        formats: formats!("synthetic": "f2fs_submit_folio_bio", "f2fs_write_checkpoint"),
+        ..KernelView::default()
+    };
+    let plan = plan(&view, None);
+    let reads = chosen(&plan.node_reads);
+    assert_eq!(reads.variant, "f2fs_submit_folio_bio");
+    assert_eq!(reads.layout.unwrap().1.type_, 52);
+    let (_, cp) = chosen(&plan.checkpoints).layout.unwrap();
+    assert_eq!((cp.phase, cp.msg_loc), (16, FIELD_ABSENT));
+    assert!(plan.node_writes.chosen.is_none());
+    assert_eq!(plan.missing().len(), 1);
+    assert!(plan.missing()[0].contains("f2fs_submit_page_write"));
+}
+
+#[test]
+fn metadata_cache_kernels_count_node_reads_per_bio() {
+    let mut view = debian("6.12");
+    view.symbols.insert(
+        "f2fs_submit_cache_read".into(),
+        "f2fs_submit_cache_read".into(),
+    );
+    let plan = plan(&view, None);
+    let reads = chosen(&plan.node_reads);
+    assert_eq!(reads.variant, "f2fs_submit_read_bio");
+    let (slot, l) = reads.layout.unwrap();
+    assert_eq!(slot, TP_SUBMIT_READ_BIO);
+    assert_eq!(
+        (l.dev, l.op, l.op_flags, l.type_, l.size),
+        (8, 16, 20, 24, 40)
+    );
+    assert_eq!(reads.attachments[0].program, PROG_READ_BIO);
+}
+
+#[test]
+fn without_tracepoints_kprobes_take_over_and_say_what_they_lack() {
+    let mut view = debian("6.1");
+    view.formats.clear();
+    let plan = plan(&view, None);
+    let reads = chosen(&plan.node_reads);
+    assert_eq!(reads.variant, "kprobe read_node_page");
+    let targets: Vec<String> = reads
+        .attachments
+        .iter()
+        .map(|a| a.target.to_string())
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "kprobe read_node_page",
+            "kretprobe read_node_page",
+            "kprobe f2fs_ra_node_page",
+            "kretprobe f2fs_ra_node_page"
+        ]
+    );
+    assert!(reads.caveat.as_deref().unwrap().contains("dev 0"));
+    assert_eq!(plan.rahead_bit, 19);
+    assert_eq!(
+        plan.missing().len(),
+        2,
+        "writes and checkpoints need their tracepoints"
+    );
+}
+
+#[test]
+fn nothing_available_names_every_reason() {
+    let plan = plan(&KernelView::default(), None);
+    assert!(plan.node_reads.chosen.is_none());
+    let why = plan.node_reads.rejected.join("\n");
+    assert!(
+        why.contains("f2fs_submit_page_bio not in this kernel"),
+        "{why}"
+    );
+    assert!(why.contains("kprobes not available"), "{why}");
+    assert!(plan.render().contains("node_reads   not available"));
+}
+
+#[test]
+fn a_forced_variant_is_the_only_one_tried() {
+    let view = debian("6.1");
+    let kprobe = plan(&view, Some(NodeReadVariant::Kprobe));
+    assert_eq!(chosen(&kprobe.node_reads).variant, "kprobe read_node_page");
+    let read_bio = plan(&view, Some(NodeReadVariant::ReadBio));
+    assert_eq!(chosen(&read_bio.node_reads).variant, "f2fs_submit_read_bio");
+    let folio = plan(&view, Some(NodeReadVariant::FolioBio));
+    assert!(folio.node_reads.chosen.is_none());
+    assert_eq!(folio.node_reads.rejected.len(), 1);
+}
+
+#[test]
+fn a_field_of_the_wrong_size_is_refused() {
+    let text =
+        include_str!("../../../../../tests/data/formats/6.1/format_f2fs_submit_page_bio.txt")
+            .replace(
+                "field:int type;\toffset:52;\tsize:4;",
+                "field:short type;\toffset:52;\tsize:2;",
+            );
+    let err = page_bio_layout(&Format::parse(&text).unwrap()).unwrap_err();
+    assert!(format!("{err:#}").contains("`type` is 2 bytes"), "{err:#}");
+}
+
+#[test]
+fn finds_exact_and_cloned_symbols() {
+    let kallsyms = "ffffffffc063c710 t read_node_page.isra.0\t[f2fs]\n\
+                    ffffffffc063d8d0 t f2fs_ra_node_page\t[f2fs]\n\
+                    ffffffffc063d990 t f2fs_ra_node_pages\t[f2fs]\n";
+    let found = find_symbols(kallsyms);
+    assert_eq!(found["read_node_page"], "read_node_page.isra.0");
+    assert_eq!(found["f2fs_ra_node_page"], "f2fs_ra_node_page");
+    assert_eq!(found.len(), 2);
+}
