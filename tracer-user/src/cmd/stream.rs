@@ -16,7 +16,7 @@ use crate::{
     pipeline::Pipeline,
     source::{
         bpf::{
-            f2fs::{self, KernelView, NodeReadVariant, Plan},
+            f2fs::planner::{self, KernelView, NodeReadVariant, Plan},
             live::BpfSource,
             manifest::Manifest,
         },
@@ -69,7 +69,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
     }
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));
     if kernel && args.plan {
-        print!("{}", f2fs::plan_this_kernel(args.node_reads).render());
+        print!("{}", planner::plan_this_kernel(args.node_reads).render());
         return Ok(());
     }
     let plan = if kernel {
@@ -106,7 +106,7 @@ fn preflight(prefer: Option<NodeReadVariant>) -> Result<Plan> {
         bail!("loading tracing programs needs root, or CAP_BPF and CAP_PERFMON");
     }
     let (tracefs, _) = system::ensure_tracefs().context("tracefs is needed for tracepoints")?;
-    let plan = f2fs::plan(&KernelView::gather(Some(&tracefs)), prefer);
+    let plan = planner::plan(&KernelView::gather(Some(&tracefs)), prefer);
     if plan.node_reads.chosen.is_none() {
         bail!(
             "no way to observe F2FS node reads on this kernel: {}",

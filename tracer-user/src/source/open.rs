@@ -107,7 +107,7 @@ fn open_bpf() -> Result<Box<dyn Source>> {
     if let Some(reason) = bpf_unavailable()? {
         bail!("the eBPF source cannot run here: {reason}");
     }
-    let plan = f2fs::plan_this_kernel(None);
+    let plan = f2fs::planner::plan_this_kernel(None);
     Ok(Box::new(BpfSource::start(&plan, None)?))
 }
 

@@ -51,8 +51,7 @@ impl SimSource {
 fn default_knob_root() -> Result<PathBuf> {
     let root = match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(dir) => PathBuf::from(dir).join("nodescope-sim"),
-        // SAFETY: geteuid has no preconditions.
-        None => PathBuf::from(format!("/tmp/nodescope-sim-{}", unsafe { libc::geteuid() })),
+        None => PathBuf::from(format!("/tmp/nodescope-sim-{}", crate::system::euid())),
     };
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     Ok(root)

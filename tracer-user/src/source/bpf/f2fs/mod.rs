@@ -4,8 +4,3 @@
 pub mod attach;
 pub mod counters;
 pub mod planner;
-
-/// The planner's items at their old paths (`f2fs::plan`, `f2fs::Plan`, ...), kept while
-/// cmd/stream.rs and source/open.rs still name them there; once they name `f2fs::planner::...`
-/// this re-export goes.
-pub use planner::{plan, plan_this_kernel, KernelView, NodeReadVariant, Plan};
