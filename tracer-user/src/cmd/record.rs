@@ -24,9 +24,15 @@ pub struct RecordArgs {
     /// Stop after this many seconds of the source's time (default: until Ctrl-C or SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
-    /// Window length the recording announces for replays, in seconds.
-    #[arg(long, default_value_t = 1.0)]
-    interval: f64,
+    /// Window length in seconds: counts, rates and lines are per window (`--interval` is
+    /// the old name).
+    #[arg(
+        long,
+        visible_alias = "interval",
+        value_name = "S",
+        default_value_t = 1.0
+    )]
+    window: f64,
     /// While recording, print the live model's per-window JSON lines (those `stream --json`
     /// prints), then a last line with the totals (what `report --json` must match).
     #[arg(long)]
@@ -34,7 +40,7 @@ pub struct RecordArgs {
 }
 
 pub fn run(args: RecordArgs) -> Result<()> {
-    anyhow::ensure!(args.interval > 0.0, "--interval must be positive");
+    anyhow::ensure!(args.window > 0.0, "--window must be positive");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -51,7 +57,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     let pipeline = Pipeline::new(
         opened.source,
         ModelConfig {
-            window_ns: (args.interval * 1e9) as u64,
+            window_ns: (args.window * 1e9) as u64,
             packages,
             ..ModelConfig::default()
         },

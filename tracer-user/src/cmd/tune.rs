@@ -36,9 +36,9 @@ pub struct TuneArgs {
     /// Audit log, one JSON object per line, appended to; `-` for stdout. Default: stderr.
     #[arg(long, value_name = "FILE")]
     audit: Option<PathBuf>,
-    /// Seconds between decisions.
-    #[arg(long, value_name = "S", default_value = "5", value_parser = decision_period)]
-    interval: Duration,
+    /// Seconds between decisions (`--interval` is the old name).
+    #[arg(long, visible_alias = "interval", value_name = "S", default_value = "5", value_parser = decision_period)]
+    decision_period: Duration,
     /// Seconds between two polls of the gauges (PSI, attributed bytes) inside a decision
     /// period: a poll compresses more at once when memory crosses into tight or gets worse
     /// (docs/CONTROLLER.md, "urgent steps"); 0 turns polling off.
@@ -111,7 +111,7 @@ fn choose_wakeups(
     source: &ProcSignalSource,
     devices: &[String],
 ) -> Wakeups {
-    if args.poll.is_zero() || args.poll >= args.interval {
+    if args.poll.is_zero() || args.poll >= args.decision_period {
         return Wakeups::WindowsOnly;
     }
     let polls = |why: &str| {
@@ -266,7 +266,7 @@ fn announce(args: &TuneArgs, session: &Session<SysfsKnobs>) {
         if args.dry_run { "dry run on" } else { "tuning" },
         devices.join(", "),
         args.sysfs_root.display(),
-        args.interval.as_secs_f64(),
+        args.decision_period.as_secs_f64(),
         args.budget
             .map(|b| format!(", budget {b} bytes"))
             .unwrap_or_default(),
@@ -286,7 +286,7 @@ fn decide_until_stopped(
     wakeups: &mut Wakeups,
 ) -> Result<Ended> {
     let started = Instant::now();
-    let period = args.interval.as_secs_f64();
+    let period = args.decision_period.as_secs_f64();
     let mut window: u32 = 0;
     let mut polled: u64 = 0;
     // With a trigger: polls run until then (after it fired).
@@ -305,11 +305,11 @@ fn decide_until_stopped(
         let due_window = (elapsed.as_secs_f64() / period).floor() as u32;
         if due_window > window {
             window = due_window;
-            guard.lock().tick(source, args.interval * window)?;
+            guard.lock().tick(source, args.decision_period * window)?;
             continue;
         }
         let poll = wakeups.polls_at(elapsed, polls_until);
-        let mut next_due = args.interval * (window + 1);
+        let mut next_due = args.decision_period * (window + 1);
         if let Some(poll) = poll {
             let due_poll = (elapsed.as_secs_f64() / poll.as_secs_f64()).floor() as u64;
             if due_poll > polled {

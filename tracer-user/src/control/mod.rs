@@ -80,12 +80,12 @@ impl ModelSignals {
         };
         Some(Signals {
             window_s: seconds,
-            node_reads_per_s: rate(sum(|w| w.interval.node_reads())),
-            restores_per_s: rate(sum(|w| w.interval.restores)),
-            conversions_per_s: rate(sum(|w| w.interval.conversions)),
+            node_reads_per_s: rate(sum(|w| w.activity.node_reads())),
+            restores_per_s: rate(sum(|w| w.activity.restores)),
+            conversions_per_s: rate(sum(|w| w.activity.conversions)),
             eager_restores_per_s: rate(sum(|w| w.eager_restores)),
             // A compressed entry reclaimed was never restored since its conversion.
-            wasted_per_s: rate(sum(|w| w.interval.reclaims.compressed())),
+            wasted_per_s: rate(sum(|w| w.activity.reclaims.compressed())),
             memory_pressure,
             attributed_bytes: Some(newest.cache.attributed_bytes),
             budget_bytes,

@@ -166,7 +166,7 @@ pub struct WindowReport {
     pub start_ns: u64,
     pub end_ns: u64,
     /// This window's activity; the processes' counters add up to it.
-    pub interval: Counters,
+    pub activity: Counters,
     /// Everything since the model started, up to the end of this window.
     pub totals: Counters,
     pub processes: Vec<ProcessRow>,
@@ -205,7 +205,8 @@ pub struct Model {
     /// Eager restores in the window being filled, and since the start.
     eager_restores: u64,
     eager_restores_total: u64,
-    interval: Counters,
+    /// The open window's counts.
+    activity: Counters,
     devices: BTreeMap<u32, DeviceCounts>,
     events: u64,
     exact: exact::ExactTracker,
@@ -233,7 +234,7 @@ impl Model {
             ages,
             eager_restores: 0,
             eager_restores_total: 0,
-            interval: Counters::default(),
+            activity: Counters::default(),
             devices: BTreeMap::new(),
             events: 0,
             exact: exact::ExactTracker::default(),
@@ -283,7 +284,7 @@ impl Model {
     pub fn ingest(&mut self, event: &Event) {
         self.start_at(event.ts_ns);
         self.advance_to(event.ts_ns);
-        self.interval.record(event);
+        self.activity.record(event);
         self.totals.record(event);
         self.population.apply(event);
         self.record_device(event);
@@ -355,7 +356,7 @@ impl Model {
     pub fn finish(&mut self, now_ns: u64) -> Option<WindowReport> {
         self.origin_ns?;
         self.advance_to(now_ns);
-        let empty = self.interval.is_empty() && self.exact.open_is_empty();
+        let empty = self.activity.is_empty() && self.exact.open_is_empty();
         if empty || now_ns <= self.window_end(self.current) - self.config.window_ns {
             return None;
         }
@@ -440,7 +441,7 @@ impl Model {
             index,
             start_ns: self.window_end(index) - self.config.window_ns,
             end_ns: self.window_end(index),
-            interval: std::mem::take(&mut self.interval),
+            activity: std::mem::take(&mut self.activity),
             totals: self.totals,
             processes: self.active_rows(index),
             devices: std::mem::take(&mut self.devices),
@@ -461,7 +462,7 @@ impl Model {
         let Some(exact) = &report.exact else {
             return;
         };
-        exact::set_counts(&mut report.interval, &exact.totals);
+        exact::set_counts(&mut report.activity, &exact.totals);
         exact::set_counts(&mut report.totals, &exact.cumulative);
         for row in &mut report.processes {
             exact::set_counts(&mut row.counters, &exact::ExactTotals::default());

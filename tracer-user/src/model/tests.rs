@@ -32,8 +32,8 @@ fn reads_are_attributed_per_process_and_split_demand_readahead() {
     let windows = model.take_closed();
     assert_eq!(windows.len(), 1);
     let window = &windows[0];
-    assert_eq!(window.interval.node_reads_demand, 64);
-    assert_eq!(window.interval.node_reads_readahead, 10);
+    assert_eq!(window.activity.node_reads_demand, 64);
+    assert_eq!(window.activity.node_reads_readahead, 10);
     assert_eq!(window.processes.len(), 5);
     for row in window.processes.iter().filter(|r| r.comm == "cat") {
         assert_eq!(
@@ -65,7 +65,7 @@ fn windows_are_cut_by_event_time_and_processes_add_up_to_the_interval() {
     model.ingest(&read(2 * SECOND + 7, 1, "a", true));
     model.advance_to(3 * SECOND);
     let windows = model.take_closed();
-    let reads: Vec<u64> = windows.iter().map(|w| w.interval.node_reads()).collect();
+    let reads: Vec<u64> = windows.iter().map(|w| w.activity.node_reads()).collect();
     assert_eq!(reads, [3, 0, 2]);
     assert_eq!(windows[2].totals.node_reads(), 5);
     for window in &windows {
@@ -74,7 +74,7 @@ fn windows_are_cut_by_event_time_and_processes_add_up_to_the_interval() {
             .iter()
             .map(|p| p.counters.node_reads())
             .sum();
-        assert_eq!(sum, window.interval.node_reads(), "window {}", window.index);
+        assert_eq!(sum, window.activity.node_reads(), "window {}", window.index);
     }
     assert_eq!(windows[1].start_ns, SECOND);
     assert_eq!(windows[1].end_ns, 2 * SECOND);

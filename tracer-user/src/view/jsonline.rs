@@ -70,14 +70,14 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
         "t": round_ms(window.end_ns.saturating_sub(origin_ns) as f64 / 1e9),
         "interval_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
         "counts": if exact.is_some() { "kernel" } else { "events" },
-        "totals": counters(&window.interval),
+        "totals": counters(&window.activity),
         "processes": rows.into_iter().map(process).collect::<Vec<_>>(),
         "devices": window.devices.iter().map(|(dev, c)| device(*dev, c)).collect::<Vec<_>>(),
         "cache": window.cache,
         "cumulative": counters(&window.totals),
         "eager_restores": window.eager_restores,
         "events": window.events,
-        "drops": window.interval.lost,
+        "drops": window.activity.lost,
         "counter_drops": exact.map_or(0, |e| e.counter_drops),
         "rfc": exact.and_then(|e| e.rfc.as_ref()),
     })
@@ -113,8 +113,8 @@ pub fn window_text(window: &WindowReport, origin_ns: u64) -> String {
         t["checkpoints"],
         t["restores"],
         t["conversions"],
-        window.interval.reclaims.total(),
-        window.interval.lost,
+        window.activity.reclaims.total(),
+        window.activity.lost,
         top.join("  ")
     )
 }

@@ -37,7 +37,7 @@ impl Snapshot {
         let history = model.history();
         let skip = history.len().saturating_sub(SPARK_WINDOWS);
         let series = |f: fn(&Counters) -> u64| -> Vec<u64> {
-            history.iter().skip(skip).map(|w| f(&w.interval)).collect()
+            history.iter().skip(skip).map(|w| f(&w.activity)).collect()
         };
         let (exited_processes, exited) = model.exited();
         Snapshot {
