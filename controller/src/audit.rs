@@ -13,7 +13,9 @@ use std::{
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use crate::{knobs::Knobs, law::Regime, signals::Signals};
+use tracer_common::knobs::Knobs;
+
+use crate::{law::Regime, signals::Signals};
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

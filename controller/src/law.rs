@@ -32,11 +32,9 @@
 //! default ceiling of 25.
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use tracer_common::knobs::{Knobs, INTERVAL_RANGE_MS, THRESHOLD_RANGE};
 
-use crate::{
-    knobs::{Knobs, INTERVAL_RANGE_MS, THRESHOLD_RANGE},
-    signals::Signals,
-};
+use crate::signals::Signals;
 
 /// Every constant of the law. `Config::default()` is what `nodescope tune` uses.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

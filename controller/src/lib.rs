@@ -23,11 +23,12 @@
 //! ```
 //! use std::time::Duration;
 //! use controller::{
-//!     knobs::{Knobs, MemoryKnobs},
+//!     knobs::MemoryKnobs,
 //!     law::Config,
 //!     signals::Signals,
 //!     tuner::{DeviceTuner, TunerOptions},
 //! };
+//! use tracer_common::knobs::Knobs;
 //!
 //! let device = MemoryKnobs::new("sim0", Knobs { threshold: 25, interval_ms: 1000 });
 //! let opts = TunerOptions { dry_run: false, min_write_gap: Duration::ZERO };
@@ -59,7 +60,7 @@ pub mod signals;
 pub mod tuner;
 
 pub use audit::{AuditLog, AuditRecord};
-pub use knobs::{KnobStore, Knobs, MemoryKnobs, SysfsKnobs};
+pub use knobs::{KnobStore, MemoryKnobs, SysfsKnobs};
 pub use law::{step, Config, Decision, State};
 pub use safety::{RestoreGuard, StopSignals};
 pub use session::Session;

@@ -5,11 +5,12 @@ use std::{fs, path::PathBuf, time::Duration};
 use anyhow::Result;
 use controller::{
     audit::{Event, Outcome},
-    knobs::{Knob, KnobStore, Knobs, MemoryKnobs, SysfsKnobs},
+    knobs::{KnobStore, MemoryKnobs, SysfsKnobs},
     law::Config,
     signals::Signals,
     tuner::{DeviceTuner, Status, TunerOptions},
 };
+use tracer_common::knobs::{Knob, Knobs};
 
 const ORIGINAL: Knobs = Knobs {
     threshold: 10,

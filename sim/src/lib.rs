@@ -19,7 +19,7 @@
 //!   `poll(Instant::now(), &mut events)` as often as wanted; `snapshot()` gives the gauges
 //!   (pressure, memory, queue and slot counts, knob values, counters). It loops forever; the
 //!   knob files are `<knob_root>/vdb/node_compress_{threshold,interval}`.
-//! - Controller benchmark: `scenario::run_static(ScenarioName, KnobValues { threshold,
+//! - Controller benchmark: `scenario::run_static(ScenarioName, Knobs { threshold,
 //!   interval_ms }, seed)?` returns `RunTotals`: per-phase and whole-run `Totals` (lookups, raw
 //!   hits, retrievals, node reads, restores, conversions, rejects, aborts, reclaims, second
 //!   chances, worker passes), the final `Snapshot`, and attributed memory over time (one sample

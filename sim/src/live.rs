@@ -23,7 +23,7 @@ use tracer_common::Event;
 use crate::{
     engine::{Engine, EngineOptions, Pacer, Pressure, Snapshot},
     events::DEFAULT_DEV,
-    knobs::{KnobDir, Knobs},
+    knobs::{KnobDir, KnobSource},
     nodes::NodeSet,
     rng::Rng,
     scenario::{
@@ -37,10 +37,6 @@ use crate::{
 /// The live simulator's memory pressure is measured over the last second, like PSI's `some`
 /// over a one-second window.
 const PRESSURE_WINDOW_NS: u64 = 1_000_000_000;
-
-/// A restore this soon after its conversion is eager whatever the interval: the controller's
-/// `controller::signals::EAGER_FLOOR` (a test in the controller's benchmark keeps them equal).
-pub const EAGER_FLOOR_NS: u64 = 2_844_000_000;
 
 /// The file in the knob directory where the live simulator publishes its counters for
 /// `nodescope tune --sysfs-root` (the format of `controller::signals::Counters`).
@@ -118,7 +114,7 @@ impl LiveSim {
             record_events: true,
             sample_every_ns: 1_000_000_000,
         };
-        let mut engine = Engine::new(nodes, Knobs::Dir(knobs), options);
+        let mut engine = Engine::new(nodes, KnobSource::Dir(knobs), options);
         let snapshot = engine.snapshot();
         engine.set_pacer(
             Box::new(ChannelPacer {
@@ -143,7 +139,7 @@ impl LiveSim {
             snapshot,
             limit: 0,
             pending: Vec::new(),
-            feedback: FeedbackTracker::new(EAGER_FLOOR_NS),
+            feedback: FeedbackTracker::new(tracer_common::knobs::EAGER_FLOOR_NS),
             trailing: TrailingPressure::new(PRESSURE_WINDOW_NS),
             memory_pressure: 0.0,
             stats_failed: false,
@@ -397,7 +393,7 @@ mod tests {
         assert!(events.iter().all(|e| e.dev == DEFAULT_DEV));
         assert_eq!(
             sim.snapshot().knobs.threshold,
-            crate::knobs::DEFAULT_THRESHOLD
+            tracer_common::knobs::DEFAULT_THRESHOLD
         );
 
         // The controller writes the knobs; a bad value is rejected, a good one taken.

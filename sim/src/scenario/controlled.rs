@@ -41,10 +41,11 @@ use anyhow::Result;
 use tracer_common::{Event, EventKind, QUEUE_RAW, SECOND_CHANCE_BY_SHRINKER};
 
 use super::{android, mixed, vm_replay, Phases, Totals};
+use tracer_common::knobs::{eager_window_with_floor_ns, Knobs};
 use crate::{
     costs,
     engine::{Engine, EngineOptions, MemorySample, Pacer, Pressure, Snapshot},
-    knobs::{KnobValues, Knobs},
+    knobs::KnobSource,
     nodes::NodeSet,
     rng::Rng,
 };
@@ -176,7 +177,7 @@ pub struct WorkloadRun {
     /// The knob values in force from each decision window's end, and from each poll that
     /// changed them (controlled runs; empty otherwise).
     #[serde(skip)]
-    pub knob_trace: Vec<(u64, KnobValues)>,
+    pub knob_trace: Vec<(u64, Knobs)>,
 }
 
 impl WorkloadRun {
@@ -213,7 +214,7 @@ impl WorkloadRun {
 
 const SAMPLE_EVERY_NS: u64 = SECOND;
 
-fn engine_for(workload: &Workload, knobs: KnobValues, record_events: bool) -> Result<Engine> {
+fn engine_for(workload: &Workload, knobs: Knobs, record_events: bool) -> Result<Engine> {
     let options = EngineOptions {
         record_events,
         sample_every_ns: SAMPLE_EVERY_NS,
@@ -221,13 +222,13 @@ fn engine_for(workload: &Workload, knobs: KnobValues, record_events: bool) -> Re
     };
     Ok(Engine::new(
         workload.nodes()?,
-        Knobs::Static(knobs),
+        KnobSource::Static(knobs),
         options,
     ))
 }
 
 /// Run `workload` once with fixed knob values.
-pub fn run_static(workload: Workload, knobs: KnobValues, seed: u64) -> Result<WorkloadRun> {
+pub fn run_static(workload: Workload, knobs: Knobs, seed: u64) -> Result<WorkloadRun> {
     let engine = engine_for(&workload, knobs, false)?;
     let first = engine.snapshot();
     let (engine, phases) = workload.drive(engine, seed)?;
@@ -313,7 +314,7 @@ impl FeedbackTracker {
             Some(EventKind::Convert) => *slot(&mut self.converted_at, nid, NEVER) = event.ts_ns,
             Some(EventKind::Restore) => {
                 let at = std::mem::replace(slot(&mut self.converted_at, nid, NEVER), NEVER);
-                let eager_ns = (2 * u64::from(interval_ms) * 1_000_000).max(self.eager_floor_ns);
+                let eager_ns = eager_window_with_floor_ns(interval_ms, self.eager_floor_ns);
                 if at != NEVER && event.ts_ns.saturating_sub(at) < eager_ns {
                     self.totals.eager_restores += 1;
                 }
@@ -401,7 +402,7 @@ fn pressure(start: &Feedback, end: &Feedback, window_ns: u64, shrink_count: u64)
 }
 
 /// The callback of a controlled run: knob values for the next window.
-pub type Decide = Box<dyn FnMut(&Window) -> KnobValues + Send>;
+pub type Decide = Box<dyn FnMut(&Window) -> Knobs + Send>;
 
 struct WindowPacer {
     window_ns: u64,
@@ -414,7 +415,7 @@ struct WindowPacer {
 
     events: Vec<Event>,
     decide: Decide,
-    trace: Arc<Mutex<Vec<(u64, KnobValues)>>>,
+    trace: Arc<Mutex<Vec<(u64, Knobs)>>>,
 }
 
 impl Pacer for WindowPacer {
@@ -443,7 +444,7 @@ impl Pacer for WindowPacer {
         };
         let knobs = (self.decide)(&window);
         let changed = engine.knobs.values() != knobs;
-        engine.knobs = Knobs::Static(knobs);
+        engine.knobs = KnobSource::Static(knobs);
         if kind == WindowKind::Decision || changed {
             if let Ok(mut trace) = self.trace.lock() {
                 trace.push((now, knobs));
@@ -471,7 +472,7 @@ pub struct Control {
 pub fn run_controlled(
     workload: Workload,
     seed: u64,
-    initial: KnobValues,
+    initial: Knobs,
     control: Control,
     decide: Decide,
 ) -> Result<WorkloadRun> {
@@ -609,7 +610,7 @@ mod tests {
         let workload = Workload::VmReplay {
             budget_bytes: 3 << 20,
         };
-        let knobs = KnobValues {
+        let knobs = Knobs {
             threshold: 25,
             interval_ms: 500,
         };
@@ -639,7 +640,7 @@ mod tests {
         // The same run with polls every 250 ms: the same simulation, decisions at the same
         // times seeing the same pressure (over the trailing window), three polls in between.
         let workload = Workload::Mixed;
-        let knobs = KnobValues {
+        let knobs = Knobs {
             threshold: 25,
             interval_ms: 500,
         };

@@ -11,9 +11,9 @@ use std::{fmt, str::FromStr};
 
 use anyhow::{bail, Result};
 
+use tracer_common::knobs::Knobs;
 use crate::{
     engine::{Engine, MemorySample, Snapshot},
-    knobs::KnobValues,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -151,7 +151,7 @@ impl Phases {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RunTotals {
     pub scenario: ScenarioName,
-    pub knobs: KnobValues,
+    pub knobs: Knobs,
     pub seed: u64,
     pub phases: Vec<Phase>,
     pub whole: Totals,
@@ -165,7 +165,7 @@ pub struct RunTotals {
 impl RunTotals {
     fn new(
         scenario: ScenarioName,
-        knobs: KnobValues,
+        knobs: Knobs,
         seed: u64,
         first: &Snapshot,
         engine: &Engine,
@@ -207,7 +207,7 @@ fn memory_stats(samples: &[MemorySample]) -> (u64, u64) {
 }
 
 /// Run a scenario once with fixed knob values (no knob files) and return its totals.
-pub fn run_static(scenario: ScenarioName, knobs: KnobValues, seed: u64) -> Result<RunTotals> {
+pub fn run_static(scenario: ScenarioName, knobs: Knobs, seed: u64) -> Result<RunTotals> {
     match scenario {
         ScenarioName::VmReplay => {
             vm_replay::run_static(&vm_replay::VmReplayParams::default(), knobs, seed)
