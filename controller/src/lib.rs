@@ -49,8 +49,6 @@
 //! For several devices and a [`SignalSource`], [`Session`] does the same with `tick(&mut
 //! source, now)`; the bare law is [`law::step`].
 pub mod audit;
-#[cfg(any(feature = "bench", test))]
-pub mod bench;
 pub mod knobs;
 pub mod law;
 pub mod psi;
