@@ -28,7 +28,7 @@ use crate::{
     rng::Rng,
     scenario::{
         android::{AndroidParams, Trial},
-        controlled::{FeedbackTracker, TrailingPressure},
+        feedback::{FeedbackTracker, TrailingPressure},
         vm_replay::{self, GuestTasks, VmReplayParams},
         ScenarioName,
     },

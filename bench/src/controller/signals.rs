@@ -96,7 +96,10 @@ impl SignalSource for SimSignals {
 mod tests {
     use sim::{
         engine::{Pressure, SlotCounts, Snapshot},
-        scenario::controlled::{Feedback, WindowKind},
+        scenario::{
+            controlled::{WindowKind},
+            feedback::Feedback,
+        },
     };
     use tracer_common::knobs::Knobs;
 

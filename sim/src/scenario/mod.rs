@@ -4,6 +4,7 @@
 //! blocks loaded once per process).
 pub mod android;
 pub mod controlled;
+pub mod feedback;
 pub mod mixed;
 pub mod vm_replay;
 
