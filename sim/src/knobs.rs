@@ -172,9 +172,9 @@ mod tests {
 
     #[test]
     fn files_are_created_with_defaults_and_bad_values_keep_the_old_ones() {
-        let root = std::env::temp_dir().join(format!("nodescope-knobs-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        let mut knobs = KnobDir::open(&root, "sim0").unwrap();
+        let dir = tempfile::TempDir::new().unwrap();
+        let root = dir.path();
+        let mut knobs = KnobDir::open(root, "sim0").unwrap();
         assert_eq!(knobs.values, Knobs::DEFAULT);
         assert_eq!(
             fs::read_to_string(root.join("sim0").join(THRESHOLD_FILE)).unwrap(),
@@ -204,6 +204,5 @@ mod tests {
         fs::write(knobs.dir().join(THRESHOLD_FILE), "0\n").unwrap();
         assert_eq!(knobs.refresh().threshold, 0);
         assert!(!knobs.values.enabled());
-        fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -351,15 +351,14 @@ fn loop_android(engine: Engine, seed: u64) -> Result<()> {
 mod tests {
     use std::time::Duration;
 
+    use tempfile::TempDir;
     use tracer_common::EventKind;
 
     use super::*;
 
-    fn knob_root(name: &str) -> PathBuf {
-        let root =
-            std::env::temp_dir().join(format!("nodescope-live-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        root
+    /// A knob directory of its own, removed when dropped.
+    fn knob_root() -> TempDir {
+        TempDir::new().unwrap()
     }
 
     fn run(sim: &mut LiveSim, start: Instant, seconds: &[u64]) -> Vec<Event> {
@@ -372,8 +371,9 @@ mod tests {
 
     #[test]
     fn live_vm_replay_follows_the_knob_files_and_is_deterministic() {
-        let root = knob_root("vm");
-        let mut sim = LiveSim::new(ScenarioName::VmReplay, &root, 5).unwrap();
+        let dir = knob_root();
+        let root = dir.path();
+        let mut sim = LiveSim::new(ScenarioName::VmReplay, root, 5).unwrap();
         let start = Instant::now();
         let events = run(&mut sim, start, &[0, 1, 2, 3, 20]);
         assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
@@ -409,7 +409,8 @@ mod tests {
             .all(|e| e.kind != EventKind::Convert as u8));
 
         // Same seed, same polls: same events (timestamps relative to each start).
-        let mut twin = LiveSim::new(ScenarioName::VmReplay, &knob_root("vm-twin"), 5).unwrap();
+        let twin_dir = knob_root();
+        let mut twin = LiveSim::new(ScenarioName::VmReplay, twin_dir.path(), 5).unwrap();
         let twin_events = run(&mut twin, start, &[0, 1, 2, 3, 20]);
         let strip = |events: &[Event], base: u64| -> Vec<Event> {
             events
@@ -437,10 +438,8 @@ mod pressure_tests {
 
     #[test]
     fn the_live_phone_reports_the_pressure_of_its_allocation_and_little_otherwise() {
-        let root =
-            std::env::temp_dir().join(format!("nodescope-live-pressure-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let mut sim = LiveSim::new(ScenarioName::AndroidLaunch, &root, 3).unwrap();
+        let dir = tempfile::TempDir::new().unwrap();
+        let mut sim = LiveSim::new(ScenarioName::AndroidLaunch, dir.path(), 3).unwrap();
         // The allocation's hard reclaim (priority 5 every 100 ms, 2 s); afterwards it is held
         // under the phone's ambient reclaim (priority 9 once a second).
         let ramp = AndroidParams::default().pressure_ramp;
@@ -471,6 +470,5 @@ mod pressure_tests {
             most(&during)
         );
         assert!(most(&outside) < 5.0, "otherwise: {:.2} %", most(&outside));
-        let _ = std::fs::remove_dir_all(&root);
     }
 }
