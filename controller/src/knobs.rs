@@ -267,8 +267,7 @@ impl KnobStore for MemoryKnobs {
 
     fn read(&mut self, knob: Knob) -> Result<u32> {
         let value = self.get().get(knob);
-        validate(knob, value)
-            .with_context(|| format!("{} holds {value}", self.origin(knob)))?;
+        validate(knob, value).with_context(|| format!("{} holds {value}", self.origin(knob)))?;
         Ok(value)
     }
 

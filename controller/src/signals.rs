@@ -187,7 +187,9 @@ impl Counters {
                 "node_reads" => counters.counts.node_reads = value.parse().with_context(bad)?,
                 "restores" => counters.counts.restores = value.parse().with_context(bad)?,
                 "conversions" => counters.counts.conversions = value.parse().with_context(bad)?,
-                "eager_restores" => counters.counts.eager_restores = value.parse().with_context(bad)?,
+                "eager_restores" => {
+                    counters.counts.eager_restores = value.parse().with_context(bad)?
+                }
                 "wasted" => counters.counts.wasted = value.parse().with_context(bad)?,
                 "attributed_bytes" => {
                     counters.attributed_bytes = Some(value.parse().with_context(bad)?)

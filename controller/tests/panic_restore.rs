@@ -1,14 +1,8 @@
 //! The restore guard on panics: a panic on another thread (the panic hook restores while the
 //! guard is still alive) and a panic while the session is locked (Drop restores on unwind).
 //! Its own test binary, because the panic hook is process-wide.
-use std::{
-    fs, panic,
-    path::Path,
-    thread,
-    time::Duration,
-};
+use std::{fs, panic, path::Path, thread, time::Duration};
 
-use tempfile::TempDir;
 use controller::{
     audit::AuditLog,
     knobs::SysfsKnobs,
@@ -18,6 +12,7 @@ use controller::{
     signals::{SignalSource, Signals},
     tuner::TunerOptions,
 };
+use tempfile::TempDir;
 use tracer_common::knobs::{INTERVAL_FILE, THRESHOLD_FILE};
 
 struct Tight;
@@ -43,10 +38,7 @@ fn knob_dir() -> TempDir {
 
 fn knobs_on_disk(root: &Path) -> (String, String) {
     let read = |name: &str| fs::read_to_string(root.join("sim0").join(name)).unwrap();
-    (
-        read(THRESHOLD_FILE),
-        read(INTERVAL_FILE),
-    )
+    (read(THRESHOLD_FILE), read(INTERVAL_FILE))
 }
 
 /// A session on `root` that has already written once (threshold 20, interval 250).

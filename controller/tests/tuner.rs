@@ -249,7 +249,6 @@ fn sysfs_knobs_refuse_bad_contents_naming_the_file_and_the_content() {
         )
     );
 
-
     let dir = knob_dir("10\n", "fast\n");
     let root = dir.path();
     let err = SysfsKnobs::open(root, "sim0", true)
@@ -258,7 +257,6 @@ fn sysfs_knobs_refuse_bad_contents_naming_the_file_and_the_content() {
     assert!(
         err.contains("node_compress_interval contains \"fast\\n\", which is not a whole number")
     );
-
 
     let dir = knob_dir("10\n", "1000\n");
     let root = dir.path();

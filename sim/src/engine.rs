@@ -8,7 +8,6 @@ use std::sync::Arc;
 use anyhow::Result;
 use tracer_common::{Event, QUEUE_1024, QUEUE_256, QUEUE_512, QUEUE_RAW};
 
-use tracer_common::knobs::Knobs;
 use crate::{
     accounting::Memory,
     cache::{
@@ -22,6 +21,7 @@ use crate::{
     knobs::KnobSource,
     nodes::NodeSet,
 };
+use tracer_common::knobs::Knobs;
 
 /// What drives the shrinker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -138,7 +138,11 @@ pub fn validate(text: &str, range: RangeInclusive<u32>) -> Result<u32, String> {
     };
     let value = parsed.map_err(|_| "EINVAL: not an unsigned integer".to_string())?;
     if !range.contains(&value) {
-        return Err(format!("EINVAL: outside {}..={}", range.start(), range.end()));
+        return Err(format!(
+            "EINVAL: outside {}..={}",
+            range.start(),
+            range.end()
+        ));
     }
     Ok(value)
 }

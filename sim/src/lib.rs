@@ -1,5 +1,5 @@
-//! The compressed node cache simulator (issue #4): a faithful userspace model of the F2FS RFC
-//! "retain clean node blocks in a compressed cache" (shared/seeds/000_61a9af46e9afa2c2.txt).
+//! The compressed node cache simulator: a faithful userspace model of the F2FS RFC "retain
+//! clean node blocks in a compressed cache" (its cover letter and patch).
 //!
 //! - [`f2fs`]: the project's own reader of the on-disk format; [`fileset`] builds real images
 //!   with mkfs.f2fs + sload.f2fs; [`nodes`] loads their node blocks; [`disk`] serves them and

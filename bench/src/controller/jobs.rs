@@ -120,4 +120,3 @@ pub fn run(
         wall_s: started.elapsed().as_secs_f64(),
     })
 }
-

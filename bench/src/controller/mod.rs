@@ -68,7 +68,9 @@ fn parse_args(words: &[String]) -> Result<Args> {
             }
             "--trace" => args.setup.keep_records = true,
             "--law" => args.setup.config = law_config(&value("--law")?)?,
-            other => bail!("unknown argument {other:?} (see the top of bench/src/controller/mod.rs)"),
+            other => {
+                bail!("unknown argument {other:?} (see the top of bench/src/controller/mod.rs)")
+            }
         }
     }
     Ok(args)

@@ -177,4 +177,3 @@ pub fn table(report: &Report) -> String {
     }
     out
 }
-

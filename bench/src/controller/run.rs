@@ -144,7 +144,12 @@ impl Loop {
             trace.stopped.get_or_insert(format!("{err:#}"));
         }
         let tuning = self.session.tuning() > 0;
-        trace.account(self.records.take(), after != before, tuning, self.keep_records);
+        trace.account(
+            self.records.take(),
+            after != before,
+            tuning,
+            self.keep_records,
+        );
         after
     }
 }

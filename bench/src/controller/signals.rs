@@ -96,10 +96,7 @@ impl SignalSource for SimSignals {
 mod tests {
     use sim::{
         engine::{Pressure, SlotCounts, Snapshot},
-        scenario::{
-            controlled::{WindowKind},
-            feedback::Feedback,
-        },
+        scenario::{controlled::WindowKind, feedback::Feedback},
     };
     use tracer_common::knobs::Knobs;
 

@@ -18,7 +18,6 @@
 use anyhow::{Context as _, Result};
 
 use super::{Phases, RunTotals, ScenarioName, Totals};
-use tracer_common::knobs::Knobs;
 use crate::{
     engine::{Engine, EngineOptions, Pressure, SlotCounts},
     events::Task,
@@ -28,6 +27,7 @@ use crate::{
     nodes::NodeSet,
     rng::Rng,
 };
+use tracer_common::knobs::Knobs;
 
 const MS: u64 = 1_000_000;
 const SECOND: u64 = 1_000_000_000;
@@ -309,7 +309,12 @@ impl Trial {
 
 /// One trial with fixed knobs. Phases: "seed", "normalise", "pressure", "pass1", "pass2".
 pub fn run_static(params: &AndroidParams, knobs: Knobs, seed: u64) -> Result<RunTotals> {
-    let mut trial = Trial::new(params, KnobSource::Static(knobs), EngineOptions::default(), seed)?;
+    let mut trial = Trial::new(
+        params,
+        KnobSource::Static(knobs),
+        EngineOptions::default(),
+        seed,
+    )?;
     let first = trial.engine.snapshot();
     let mut phases = Phases::new(&trial.engine);
     trial.boot()?;

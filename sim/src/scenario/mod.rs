@@ -12,10 +12,8 @@ use std::{fmt, str::FromStr};
 
 use anyhow::{bail, Result};
 
+use crate::engine::{Engine, MemorySample, Snapshot};
 use tracer_common::knobs::Knobs;
-use crate::{
-    engine::{Engine, MemorySample, Snapshot},
-};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]

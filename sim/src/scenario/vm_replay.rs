@@ -34,7 +34,6 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result};
 
 use super::{Phases, RunTotals, ScenarioName};
-use tracer_common::knobs::Knobs;
 use crate::{
     engine::{Engine, EngineOptions, Pressure, SlotCounts},
     events::Task,
@@ -44,6 +43,7 @@ use crate::{
     nodes::NodeSet,
     rng::Rng,
 };
+use tracer_common::knobs::Knobs;
 
 /// "An approximately 3 MiB attributed node-cache budget".
 pub const BUDGET_BYTES: u64 = 3 << 20;
