@@ -397,8 +397,16 @@ mod tests {
         );
 
         // The controller writes the knobs; a bad value is rejected, a good one taken.
-        std::fs::write(sim.knob_dir().join("node_compress_interval"), "50\n").unwrap();
-        std::fs::write(sim.knob_dir().join("node_compress_threshold"), "0\n").unwrap();
+        std::fs::write(
+            sim.knob_dir().join(tracer_common::knobs::INTERVAL_FILE),
+            "50\n",
+        )
+        .unwrap();
+        std::fs::write(
+            sim.knob_dir().join(tracer_common::knobs::THRESHOLD_FILE),
+            "0\n",
+        )
+        .unwrap();
         let later = run(&mut sim, start, &[21, 23]);
         assert_eq!(sim.snapshot().knobs.threshold, 0);
         assert_eq!(sim.snapshot().knobs.interval_ms, 1000);
