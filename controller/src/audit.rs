@@ -7,13 +7,16 @@ use std::{
     fs::OpenOptions,
     io::{self, Write},
     path::Path,
+    sync::{Arc, Mutex, PoisonError},
     time::{SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use crate::{knobs::Knobs, law::Regime, signals::Signals};
+use tracer_common::knobs::Knobs;
+
+use crate::{law::Regime, signals::Signals};
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -102,8 +105,33 @@ impl AuditRecord {
 
 /// Where audit lines go. Every line is flushed at once, so a crash loses none.
 pub struct AuditLog {
-    out: Box<dyn Write + Send>,
+    out: Sink,
     name: String,
+}
+
+enum Sink {
+    /// JSON lines, each with the wall-clock `time`.
+    Lines(Box<dyn Write + Send>),
+    /// The records themselves (the benchmark, in virtual time).
+    Memory(AuditRecords),
+}
+
+/// The records an [`AuditLog::in_memory`] received, shared with the log.
+#[derive(Clone, Debug, Default)]
+pub struct AuditRecords(Arc<Mutex<Vec<AuditRecord>>>);
+
+impl AuditRecords {
+    /// The records received since the last call, oldest first.
+    pub fn take(&self) -> Vec<AuditRecord> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn push(&self, record: &AuditRecord) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(record.clone());
+    }
 }
 
 impl AuditLog {
@@ -132,9 +160,19 @@ impl AuditLog {
 
     pub fn to_writer(out: Box<dyn Write + Send>, name: &str) -> Self {
         AuditLog {
-            out,
+            out: Sink::Lines(out),
             name: name.to_string(),
         }
+    }
+
+    /// Keep the records in memory, unencoded, for the caller to [`AuditRecords::take`].
+    pub fn in_memory() -> (Self, AuditRecords) {
+        let records = AuditRecords::default();
+        let log = AuditLog {
+            out: Sink::Memory(records.clone()),
+            name: "memory".to_string(),
+        };
+        (log, records)
     }
 
     pub fn name(&self) -> &str {
@@ -142,14 +180,20 @@ impl AuditLog {
     }
 
     pub fn write(&mut self, record: &AuditRecord) -> Result<()> {
+        let out = match &mut self.out {
+            Sink::Lines(out) => out,
+            Sink::Memory(records) => {
+                records.push(record);
+                return Ok(());
+            }
+        };
         let mut line = serde_json::to_value(record).context("encoding an audit record")?;
         line["time"] = rfc3339_utc(SystemTime::now()).into();
         let mut text = serde_json::to_string(&line).context("encoding an audit record")?;
         text.push('\n');
         // One write call per line, so lines from a restore in a panic hook do not interleave.
-        self.out
-            .write_all(text.as_bytes())
-            .and_then(|()| self.out.flush())
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
             .with_context(|| format!("writing the audit log {}", self.name))
     }
 }

@@ -1,14 +1,13 @@
-//! The two knobs of the RFC, their valid ranges, and where they live.
+//! Where the RFC's two knobs live, and reading and writing them there (the knobs themselves,
+//! their ranges and defaults are `tracer_common::knobs`).
 //!
 //! A device is a directory `<sysfs-root>/<dev>/` holding `node_compress_threshold` and
 //! `node_compress_interval` (the kernel's `/sys/fs/f2fs/<dev>/`, or the simulator's knob
 //! directory). [`KnobStore`] is the seam: [`SysfsKnobs`] reads and writes those files,
 //! [`MemoryKnobs`] keeps the values in memory (tests, and the simulator in virtual time).
 use std::{
-    fmt,
     fs::{self, OpenOptions},
     io::{ErrorKind, Write as _},
-    ops::RangeInclusive,
     path::{Path, PathBuf},
     sync::{Arc, Mutex},
     thread,
@@ -16,120 +15,41 @@ use std::{
 };
 
 use anyhow::{bail, Context as _, Result};
-use serde::{Deserialize, Serialize};
+use tracer_common::knobs::{Knob, Knobs, INTERVAL_FILE, THRESHOLD_FILE};
 
 pub const DEFAULT_SYSFS_ROOT: &str = "/sys/fs/f2fs";
-pub const THRESHOLD_FILE: &str = "node_compress_threshold";
-pub const INTERVAL_FILE: &str = "node_compress_interval";
-/// Percent of the 4 KiB block a compressed payload may take; 0 disables compression.
-pub const THRESHOLD_RANGE: RangeInclusive<u32> = 0..=100;
-/// Milliseconds between background worker passes (the RFC's default is 1000).
-pub const INTERVAL_RANGE_MS: RangeInclusive<u32> = 100..=30_000;
-pub const DEFAULT_INTERVAL_MS: u32 = 1000;
 /// Reads of a knob file before unparsable contents count as an error (see `SysfsKnobs::read`).
 const READ_ATTEMPTS: u32 = 3;
 const READ_RETRY_DELAY: Duration = Duration::from_millis(10);
 
-/// One of the two knobs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Knob {
-    Threshold,
-    Interval,
+/// Old path of [`tracer_common::knobs::DEFAULT_INTERVAL_MS`], kept while nodescope uses it.
+pub use tracer_common::knobs::DEFAULT_INTERVAL_MS;
+
+/// The kernel answers EINVAL outside the knob's range; we refuse before it has to.
+pub fn validate(knob: Knob, value: u32) -> Result<()> {
+    knob.check(value).map(drop).map_err(anyhow::Error::new)
 }
 
-impl Knob {
-    pub const ALL: [Knob; 2] = [Knob::Threshold, Knob::Interval];
-
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Knob::Threshold => THRESHOLD_FILE,
-            Knob::Interval => INTERVAL_FILE,
-        }
-    }
-
-    pub fn range(self) -> RangeInclusive<u32> {
-        match self {
-            Knob::Threshold => THRESHOLD_RANGE,
-            Knob::Interval => INTERVAL_RANGE_MS,
-        }
-    }
-
-    /// The kernel answers EINVAL outside these ranges; we refuse before it has to.
-    pub fn validate(self, value: u32) -> Result<()> {
-        let range = self.range();
-        if !range.contains(&value) {
-            bail!(
-                "{} = {value} is outside {}..={}",
-                self.file_name(),
-                range.start(),
-                range.end()
-            );
-        }
-        Ok(())
-    }
-
-    /// Parse a knob file's contents (sysfs prints "%u\n"), naming `origin` in every error.
-    pub fn parse(self, origin: &str, content: &str) -> Result<u32> {
-        let trimmed = content.trim();
-        let value: u32 = trimmed.parse().map_err(|_| {
-            anyhow::anyhow!("{origin} contains {content:?}, which is not a whole number")
-        })?;
-        let range = self.range();
-        if !range.contains(&value) {
-            bail!(
-                "{origin} contains {trimmed:?}, outside the valid range {}..={}",
-                range.start(),
-                range.end()
-            );
-        }
-        Ok(value)
-    }
+/// Both values in range, or an error naming the first that is not.
+pub fn validate_all(knobs: &Knobs) -> Result<()> {
+    knobs.check().map_err(anyhow::Error::new)
 }
 
-impl fmt::Display for Knob {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.file_name())
+/// Parse a knob file's contents (sysfs prints "%u\n"), naming `origin` in every error.
+pub fn parse(knob: Knob, origin: &str, content: &str) -> Result<u32> {
+    let trimmed = content.trim();
+    let value: u32 = trimmed.parse().map_err(|_| {
+        anyhow::anyhow!("{origin} contains {content:?}, which is not a whole number")
+    })?;
+    let range = knob.range();
+    if !range.contains(&value) {
+        bail!(
+            "{origin} contains {trimmed:?}, outside the valid range {}..={}",
+            range.start(),
+            range.end()
+        );
     }
-}
-
-/// Both knob values of one device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Knobs {
-    pub threshold: u32,
-    pub interval_ms: u32,
-}
-
-impl Knobs {
-    pub fn get(&self, knob: Knob) -> u32 {
-        match knob {
-            Knob::Threshold => self.threshold,
-            Knob::Interval => self.interval_ms,
-        }
-    }
-
-    pub fn set(&mut self, knob: Knob, value: u32) {
-        match knob {
-            Knob::Threshold => self.threshold = value,
-            Knob::Interval => self.interval_ms = value,
-        }
-    }
-
-    pub fn validate(&self) -> Result<()> {
-        Knob::ALL
-            .iter()
-            .try_for_each(|&knob| knob.validate(self.get(knob)))
-    }
-}
-
-impl fmt::Display for Knobs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "threshold {} %, interval {} ms",
-            self.threshold, self.interval_ms
-        )
-    }
+    Ok(value)
 }
 
 /// Where a device's knobs are read and written.
@@ -231,7 +151,7 @@ impl KnobStore for SysfsKnobs {
         let mut attempt = 1;
         loop {
             let content = fs::read_to_string(&path).with_context(|| format!("reading {origin}"))?;
-            match knob.parse(&origin, &content) {
+            match parse(knob, &origin, &content) {
                 Err(_) if attempt < READ_ATTEMPTS => {
                     attempt += 1;
                     thread::sleep(READ_RETRY_DELAY);
@@ -242,7 +162,7 @@ impl KnobStore for SysfsKnobs {
     }
 
     fn write(&mut self, knob: Knob, value: u32) -> Result<()> {
-        knob.validate(value)?;
+        validate(knob, value)?;
         let path = self.path(knob);
         // Never create the file: a knob that vanished (device unmounted) is an error, not a new
         // plain file. One write(2) with the whole value: sysfs parses each write on its own.
@@ -347,13 +267,12 @@ impl KnobStore for MemoryKnobs {
 
     fn read(&mut self, knob: Knob) -> Result<u32> {
         let value = self.get().get(knob);
-        knob.validate(value)
-            .with_context(|| format!("{} holds {value}", self.origin(knob)))?;
+        validate(knob, value).with_context(|| format!("{} holds {value}", self.origin(knob)))?;
         Ok(value)
     }
 
     fn write(&mut self, knob: Knob, value: u32) -> Result<()> {
-        knob.validate(value)?;
+        validate(knob, value)?;
         self.set(knob, value);
         Ok(())
     }
@@ -365,36 +284,36 @@ mod tests {
 
     #[test]
     fn parse_accepts_sysfs_output_and_names_the_file_and_content_otherwise() {
-        assert_eq!(Knob::Threshold.parse("f", "25\n").unwrap(), 25);
-        assert_eq!(Knob::Interval.parse("f", " 100 \n").unwrap(), 100);
-        let err = Knob::Threshold.parse("/x/t", "abc\n").unwrap_err();
+        assert_eq!(parse(Knob::Threshold, "f", "25\n").unwrap(), 25);
+        assert_eq!(parse(Knob::Interval, "f", " 100 \n").unwrap(), 100);
+        let err = parse(Knob::Threshold, "/x/t", "abc\n").unwrap_err();
         assert_eq!(
             err.to_string(),
             "/x/t contains \"abc\\n\", which is not a whole number"
         );
-        let err = Knob::Threshold.parse("/x/t", "101").unwrap_err();
+        let err = parse(Knob::Threshold, "/x/t", "101").unwrap_err();
         assert_eq!(
             err.to_string(),
             "/x/t contains \"101\", outside the valid range 0..=100"
         );
-        let err = Knob::Interval.parse("/x/i", "99").unwrap_err();
+        let err = parse(Knob::Interval, "/x/i", "99").unwrap_err();
         assert_eq!(
             err.to_string(),
             "/x/i contains \"99\", outside the valid range 100..=30000"
         );
-        assert!(Knob::Interval.parse("/x/i", "-5").is_err());
-        assert!(Knob::Interval.parse("/x/i", "").is_err());
+        assert!(parse(Knob::Interval, "/x/i", "-5").is_err());
+        assert!(parse(Knob::Interval, "/x/i", "").is_err());
     }
 
     #[test]
     fn validate_holds_the_kernel_ranges() {
-        assert!(Knob::Threshold.validate(0).is_ok());
-        assert!(Knob::Threshold.validate(100).is_ok());
-        assert!(Knob::Threshold.validate(101).is_err());
-        assert!(Knob::Interval.validate(99).is_err());
-        assert!(Knob::Interval.validate(100).is_ok());
-        assert!(Knob::Interval.validate(30_000).is_ok());
-        assert!(Knob::Interval.validate(30_001).is_err());
+        assert!(validate(Knob::Threshold, 0).is_ok());
+        assert!(validate(Knob::Threshold, 100).is_ok());
+        assert!(validate(Knob::Threshold, 101).is_err());
+        assert!(validate(Knob::Interval, 99).is_err());
+        assert!(validate(Knob::Interval, 100).is_ok());
+        assert!(validate(Knob::Interval, 30_000).is_ok());
+        assert!(validate(Knob::Interval, 30_001).is_err());
     }
 
     #[test]

@@ -1,33 +1,40 @@
-//! The feedback controller for `node_compress_threshold` and `node_compress_interval`
-//! (issue #7). docs/CONTROLLER.md explains the law and the safety rules.
+//! The feedback controller for `node_compress_threshold` and `node_compress_interval`, the
+//! knobs of the F2FS compressed node cache RFC. docs/CONTROLLER.md explains the law and the
+//! safety rules.
 //!
 //! Layers, each usable on its own:
 //! * [`law`]: the pure control law, `step(state, signals, config) -> (state, decision)`.
-//! * [`signals`]: the per-window [`Signals`] and the [`SignalSource`] trait that the live
-//!   model and the simulator implement; [`ProcSignalSource`] reads PSI and optional counters.
+//! * [`signals`]: the per-window [`Signals`], the [`SignalSource`] trait, and
+//!   [`signals::TrailingRates`], which turns cumulative counts into rates for every source.
+//!   [`ProcSignalSource`] (`nodescope tune`) reads PSI and the optional counters file; the
+//!   benchmark (`nodescope-bench controller`) implements the trait on the simulator's windows;
+//!   `nodescope top --tune` builds its signals from the model's windows.
 //! * [`psi`]: memory pressure from PSI's `total` stall counter as well as its `avg10`, and PSI
 //!   triggers to sleep on until memory turns tight.
-//! * [`knobs`]: the knobs, their ranges, and where they live ([`KnobStore`]: sysfs files or
-//!   memory).
+//! * [`knobs`]: where the knobs live ([`KnobStore`]: sysfs files or memory); the knobs
+//!   themselves, their ranges and defaults are `tracer_common::knobs`.
 //! * [`tuner`]: one device: external-change detection, write-rate limit, write + read-back,
 //!   dry-run, restore.
 //! * [`session`]: every device of a run plus the [`audit`] log, stepped by the caller's clock.
 //! * [`safety`]: restore on drop, panic and stop signals.
-//! * `bench` (feature `bench`, and this crate's tests only): `cargo xtask bench controller`,
-//!   the law against static settings in the simulator.
 //!
-//! # In virtual time (the simulator, `cargo xtask bench controller`)
+//! The benchmark (the law against static settings in the simulator, `cargo xtask bench
+//! controller`) lives in the `nodescope-bench` crate, so this library never depends on the
+//! simulator.
+//!
+//! # In virtual time
 //!
 //! The caller owns the clock and the signals; the device can live in memory:
 //!
 //! ```
 //! use std::time::Duration;
 //! use controller::{
-//!     knobs::{Knobs, MemoryKnobs},
+//!     knobs::MemoryKnobs,
 //!     law::Config,
 //!     signals::Signals,
 //!     tuner::{DeviceTuner, TunerOptions},
 //! };
+//! use tracer_common::knobs::Knobs;
 //!
 //! let device = MemoryKnobs::new("sim0", Knobs { threshold: 25, interval_ms: 1000 });
 //! let opts = TunerOptions { dry_run: false, min_write_gap: Duration::ZERO };
@@ -46,10 +53,9 @@
 //! ```
 //!
 //! For several devices and a [`SignalSource`], [`Session`] does the same with `tick(&mut
-//! source, now)`; the bare law is [`law::step`].
+//! source, now)` (and `poll` between windows); the benchmark runs it that way, on
+//! [`MemoryKnobs`] with an [`AuditLog::in_memory`]. The bare law is [`law::step`].
 pub mod audit;
-#[cfg(any(feature = "bench", test))]
-pub mod bench;
 pub mod knobs;
 pub mod law;
 pub mod psi;
@@ -59,7 +65,7 @@ pub mod signals;
 pub mod tuner;
 
 pub use audit::{AuditLog, AuditRecord};
-pub use knobs::{KnobStore, Knobs, MemoryKnobs, SysfsKnobs};
+pub use knobs::{KnobStore, MemoryKnobs, SysfsKnobs};
 pub use law::{step, Config, Decision, State};
 pub use safety::{RestoreGuard, StopSignals};
 pub use session::Session;

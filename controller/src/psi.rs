@@ -352,13 +352,13 @@ mod tests {
 
     #[test]
     fn triggers_are_armed_only_in_procfs_and_a_plain_file_is_left_alone() {
-        let path = std::env::temp_dir().join(format!("nodescope-psi-{}", std::process::id()));
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("memory");
         let text = psi(1.0, 5);
         std::fs::write(&path, &text).unwrap();
         let err = PsiTrigger::arm(&path, 5.5).unwrap_err();
         assert!(err.to_string().contains("is not in /proc"), "{err:#}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
-        std::fs::remove_file(&path).unwrap();
         assert!(PsiTrigger::arm(Path::new("/proc/pressure/memory"), 0.0).is_err());
     }
 

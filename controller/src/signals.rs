@@ -3,10 +3,11 @@
 //! [`ProcSignalSource`] (what `nodescope tune` uses) reads memory pressure from
 //! `/proc/pressure/memory` and, when a device directory has one, cumulative counters and gauges
 //! from its `nodescope_stats` file (the live simulator writes one in its knob directory). The
-//! live view builds its signals from the model (`tracer-user/src/tuning.rs`) and the benchmark
-//! from the simulator's windows (`bench::SimSignals`).
+//! live view builds its signals from the model's windows and the benchmark (`nodescope-bench
+//! controller`) from the simulator's. Every source turns cumulative [`Counts`] into rates the
+//! same way, over a trailing period: [`TrailingRates`].
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     fs,
     io::ErrorKind,
     path::{Path, PathBuf},
@@ -18,11 +19,8 @@ use anyhow::{Context as _, Result};
 use crate::psi::{self, PsiFile};
 use serde::{Deserialize, Serialize};
 
-/// A restore this soon after its conversion counts as eager whatever the interval (sources
-/// also count restores within 2 x node_compress_interval). It is the break-even lifetime of
-/// the benchmark's cost weights: a compressed copy restored sooner cost more in conversion
-/// than the memory it saved (docs/CONTROLLER.md, "Cost, in node reads").
-pub const EAGER_FLOOR: Duration = Duration::from_millis(2844);
+/// Old form of [`tracer_common::knobs::EAGER_FLOOR_NS`], kept while nodescope's model uses it.
+pub const EAGER_FLOOR: Duration = Duration::from_nanos(tracer_common::knobs::EAGER_FLOOR_NS);
 
 /// One decision window of one device. Rates are per second over the window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -36,7 +34,7 @@ pub struct Signals {
     /// Raw entries converted to compressed: the CPU the worker spends.
     pub conversions_per_s: f64,
     /// Conversions restored soon after they were made (too eager: compressed while still hot):
-    /// within max(2 x node_compress_interval, [`EAGER_FLOOR`]) in the model and the benchmark.
+    /// within `tracer_common::knobs::eager_window_ns` in the model and the benchmark.
     pub eager_restores_per_s: f64,
     /// Compressed entries reclaimed without ever being restored (the conversion was wasted).
     pub wasted_per_s: f64,
@@ -93,6 +91,63 @@ pub trait SignalSource {
     }
 }
 
+/// Rates are measured over this trailing period by default, so that a workload whose period
+/// does not divide the decision window cannot make every other window look clean.
+pub const DEFAULT_RATE_PERIOD: Duration = Duration::from_secs(5);
+
+/// Cumulative event counts of one device, the numerators of the rates in [`Signals`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub node_reads: u64,
+    pub restores: u64,
+    pub conversions: u64,
+    pub eager_restores: u64,
+    pub wasted: u64,
+}
+
+/// Readings of [`Counts`] in time order and the rates over a trailing period.
+#[derive(Clone, Debug)]
+pub struct TrailingRates {
+    period_ns: u64,
+    /// (time, counts) of the recent readings, oldest first.
+    history: VecDeque<(u64, Counts)>,
+}
+
+impl TrailingRates {
+    /// No readings yet: the first [`TrailingRates::record`] gives no rates. A period of zero
+    /// measures from the previous reading only.
+    pub fn new(period: Duration) -> Self {
+        TrailingRates {
+            period_ns: u64::try_from(period.as_nanos()).unwrap_or(u64::MAX),
+            history: VecDeque::new(),
+        }
+    }
+
+    /// Record the reading `counts` at `time_ns` and set the window and the rates of `signals`
+    /// from the oldest reading at most the period back (the previous one at least); leave
+    /// them as they are when there is none or no time has passed. A counter that went
+    /// backwards was reset (simulator restart, remount): its rate is 0, not a huge number.
+    pub fn record(&mut self, time_ns: u64, counts: Counts, signals: &mut Signals) {
+        let oldest = time_ns.saturating_sub(self.period_ns);
+        while self.history.len() > 1 && self.history[1].0 <= oldest {
+            self.history.pop_front();
+        }
+        if let Some(&(then, before)) = self.history.front() {
+            let seconds = time_ns.saturating_sub(then) as f64 / 1e9;
+            if seconds > 0.0 {
+                let rate = |old: u64, new: u64| new.saturating_sub(old) as f64 / seconds;
+                signals.window_s = seconds;
+                signals.node_reads_per_s = rate(before.node_reads, counts.node_reads);
+                signals.restores_per_s = rate(before.restores, counts.restores);
+                signals.conversions_per_s = rate(before.conversions, counts.conversions);
+                signals.eager_restores_per_s = rate(before.eager_restores, counts.eager_restores);
+                signals.wasted_per_s = rate(before.wasted, counts.wasted);
+            }
+        }
+        self.history.push_back((time_ns, counts));
+    }
+}
+
 /// The name of the optional counters file in a device directory.
 pub const STATS_FILE: &str = "nodescope_stats";
 
@@ -110,11 +165,7 @@ pub const STATS_FILE: &str = "nodescope_stats";
 /// Unknown keys are ignored, so the file can grow.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Counters {
-    pub node_reads: u64,
-    pub restores: u64,
-    pub conversions: u64,
-    pub eager_restores: u64,
-    pub wasted: u64,
+    pub counts: Counts,
     pub attributed_bytes: Option<u64>,
     pub memory_pressure: Option<f64>,
 }
@@ -133,11 +184,13 @@ impl Counters {
             let bad = || format!("{origin}:{}: {key} has value {value:?}", index + 1);
             known_keys += 1;
             match key {
-                "node_reads" => counters.node_reads = value.parse().with_context(bad)?,
-                "restores" => counters.restores = value.parse().with_context(bad)?,
-                "conversions" => counters.conversions = value.parse().with_context(bad)?,
-                "eager_restores" => counters.eager_restores = value.parse().with_context(bad)?,
-                "wasted" => counters.wasted = value.parse().with_context(bad)?,
+                "node_reads" => counters.counts.node_reads = value.parse().with_context(bad)?,
+                "restores" => counters.counts.restores = value.parse().with_context(bad)?,
+                "conversions" => counters.counts.conversions = value.parse().with_context(bad)?,
+                "eager_restores" => {
+                    counters.counts.eager_restores = value.parse().with_context(bad)?
+                }
+                "wasted" => counters.counts.wasted = value.parse().with_context(bad)?,
                 "attributed_bytes" => {
                     counters.attributed_bytes = Some(value.parse().with_context(bad)?)
                 }
@@ -155,7 +208,8 @@ impl Counters {
 pub struct ProcSignalSource {
     sysfs_root: PathBuf,
     budget_bytes: Option<u64>,
-    previous: HashMap<String, (Duration, Counters)>,
+    /// Each device's counter readings: rates from one sample to the next.
+    rates: HashMap<String, TrailingRates>,
     psi: PsiFile,
     /// The window being sampled: (its start, its end), both as `now` gave them.
     window: (Duration, Duration),
@@ -168,7 +222,7 @@ impl ProcSignalSource {
         ProcSignalSource {
             sysfs_root: sysfs_root.to_path_buf(),
             budget_bytes,
-            previous: HashMap::new(),
+            rates: HashMap::new(),
             psi: PsiFile::new(psi_path),
             window: (Duration::ZERO, Duration::ZERO),
         }
@@ -228,10 +282,11 @@ impl SignalSource for ProcSignalSource {
         let span = self.window.1.saturating_sub(self.window.0);
         let (counters, mut signals) = self.read_gauges(device, now, span)?;
         if let Some(current) = counters {
-            if let Some((then, before)) = self.previous.get(device) {
-                fill_rates(&mut signals, before, &current, now.saturating_sub(*then));
-            }
-            self.previous.insert(device.to_string(), (now, current));
+            let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+            self.rates
+                .entry(device.to_string())
+                .or_insert_with(|| TrailingRates::new(Duration::ZERO))
+                .record(now_ns, current.counts, &mut signals);
         }
         Ok(signals)
     }
@@ -239,22 +294,6 @@ impl SignalSource for ProcSignalSource {
     fn gauges(&mut self, device: &str, now: Duration) -> Result<Signals> {
         Ok(self.read_gauges(device, now, psi::RECENT)?.1)
     }
-}
-
-/// Rates from two readings of cumulative counters. A counter that went backwards was reset
-/// (simulator restart, remount): its rate for this window is 0, not a huge number.
-fn fill_rates(signals: &mut Signals, before: &Counters, after: &Counters, window: Duration) {
-    let seconds = window.as_secs_f64();
-    if seconds <= 0.0 {
-        return;
-    }
-    let rate = |old: u64, new: u64| new.saturating_sub(old) as f64 / seconds;
-    signals.window_s = seconds;
-    signals.node_reads_per_s = rate(before.node_reads, after.node_reads);
-    signals.restores_per_s = rate(before.restores, after.restores);
-    signals.conversions_per_s = rate(before.conversions, after.conversions);
-    signals.eager_restores_per_s = rate(before.eager_restores, after.eager_restores);
-    signals.wasted_per_s = rate(before.wasted, after.wasted);
 }
 
 #[cfg(test)]
@@ -268,8 +307,8 @@ mod tests {
         let counters = Counters::parse("stats", text).unwrap().unwrap();
         assert_eq!(Counters::parse("stats", "").unwrap(), None);
         assert_eq!(Counters::parse("stats", "other 1\n").unwrap(), None);
-        assert_eq!(counters.node_reads, 10);
-        assert_eq!(counters.wasted, 2);
+        assert_eq!(counters.counts.node_reads, 10);
+        assert_eq!(counters.counts.wasted, 2);
         assert_eq!(counters.attributed_bytes, Some(4096));
         assert_eq!(counters.memory_pressure, Some(7.5));
         let err = Counters::parse("stats", "node_reads 1\nrestores x\n").unwrap_err();
@@ -278,24 +317,46 @@ mod tests {
 
     #[test]
     fn rates_come_from_counter_deltas_and_a_reset_counts_as_zero() {
-        let before = Counters {
+        let before = Counts {
             node_reads: 100,
             restores: 50,
             conversions: 10,
-            ..Counters::default()
+            ..Counts::default()
         };
-        let after = Counters {
+        let after = Counts {
             node_reads: 300,
             restores: 20,
             conversions: 30,
-            ..Counters::default()
+            ..Counts::default()
         };
+        let mut rates = TrailingRates::new(Duration::ZERO);
         let mut signals = Signals::default();
-        fill_rates(&mut signals, &before, &after, Duration::from_secs(2));
+        rates.record(1_000_000_000, before, &mut signals);
+        assert_eq!(signals, Signals::default());
+        rates.record(3_000_000_000, after, &mut signals);
         assert_eq!(signals.window_s, 2.0);
         assert_eq!(signals.node_reads_per_s, 100.0);
         assert_eq!(signals.restores_per_s, 0.0);
         assert_eq!(signals.conversions_per_s, 10.0);
+    }
+
+    #[test]
+    fn rates_are_over_the_trailing_period_from_the_oldest_reading_in_it() {
+        const SECOND: u64 = 1_000_000_000;
+        let mut rates = TrailingRates::new(Duration::from_secs(2));
+        let reads = |node_reads| Counts {
+            node_reads,
+            ..Counts::default()
+        };
+        let mut signals = Signals::default();
+        rates.record(0, reads(0), &mut signals);
+        rates.record(SECOND, reads(100), &mut signals);
+        assert_eq!((signals.window_s, signals.node_reads_per_s), (1.0, 100.0));
+        rates.record(2 * SECOND, reads(300), &mut signals);
+        assert_eq!((signals.window_s, signals.node_reads_per_s), (2.0, 150.0));
+        // The reading at 1 s is the oldest within 2 s of 3 s.
+        rates.record(3 * SECOND, reads(400), &mut signals);
+        assert_eq!((signals.window_s, signals.node_reads_per_s), (2.0, 150.0));
     }
 
     #[test]

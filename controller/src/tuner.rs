@@ -9,10 +9,11 @@
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use tracer_common::knobs::{Knob, Knobs};
 
 use crate::{
     audit::{AuditRecord, Event, Outcome},
-    knobs::{Knob, KnobStore, Knobs},
+    knobs::{self, KnobStore},
     law::{self, Config},
     signals::Signals,
 };
@@ -295,7 +296,7 @@ impl<K: KnobStore> DeviceTuner<K> {
     /// Validate, write, read back, compare. `last_known` follows what the device holds, so a
     /// mismatch is not later mistaken for someone else's write.
     fn write_and_verify(&mut self, knob: Knob, value: u32) -> Result<()> {
-        knob.validate(value)?;
+        knobs::validate(knob, value)?;
         self.store.write(knob, value)?;
         let back = self.store.read(knob)?;
         self.last_known.set(knob, back);

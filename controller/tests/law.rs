@@ -1,9 +1,9 @@
 //! The control law on scripted signal sequences: exact decisions, with the default config.
 use controller::{
-    knobs::Knobs,
     law::{step, urgent, Action, Config, Decision, Regime, State},
     signals::Signals,
 };
+use tracer_common::knobs::Knobs;
 
 fn knobs(threshold: u32, interval_ms: u32) -> Knobs {
     Knobs {
@@ -283,7 +283,7 @@ fn bounds_are_never_exceeded_and_every_step_is_bounded() {
             let (next, decision) = step(&state, &signals, &cfg);
             let (old, new) = (state.knobs, next.knobs);
             assert_eq!(decision.knobs, new);
-            assert!(new.validate().is_ok(), "{new:?} from {old:?}");
+            assert!(new.check().is_ok(), "{new:?} from {old:?}");
             assert!((100..=30_000).contains(&new.interval_ms));
             assert!(new.threshold <= 100);
             if start.threshold <= cfg.threshold_max {

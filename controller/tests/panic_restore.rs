@@ -1,12 +1,7 @@
 //! The restore guard on panics: a panic on another thread (the panic hook restores while the
 //! guard is still alive) and a panic while the session is locked (Drop restores on unwind).
 //! Its own test binary, because the panic hook is process-wide.
-use std::{
-    fs, panic,
-    path::{Path, PathBuf},
-    thread,
-    time::Duration,
-};
+use std::{fs, panic, path::Path, thread, time::Duration};
 
 use controller::{
     audit::AuditLog,
@@ -17,6 +12,8 @@ use controller::{
     signals::{SignalSource, Signals},
     tuner::TunerOptions,
 };
+use tempfile::TempDir;
+use tracer_common::knobs::{INTERVAL_FILE, THRESHOLD_FILE};
 
 struct Tight;
 
@@ -29,21 +26,19 @@ impl SignalSource for Tight {
     }
 }
 
-fn knob_dir(test: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("nodescope-ctl-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&root);
+/// A fresh `<root>/sim0/` with the two knob files, removed when dropped.
+fn knob_dir() -> TempDir {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path();
     fs::create_dir_all(root.join("sim0")).unwrap();
-    fs::write(root.join("sim0/node_compress_threshold"), "10\n").unwrap();
-    fs::write(root.join("sim0/node_compress_interval"), "1000\n").unwrap();
-    root
+    fs::write(root.join("sim0").join(THRESHOLD_FILE), "10\n").unwrap();
+    fs::write(root.join("sim0").join(INTERVAL_FILE), "1000\n").unwrap();
+    dir
 }
 
 fn knobs_on_disk(root: &Path) -> (String, String) {
     let read = |name: &str| fs::read_to_string(root.join("sim0").join(name)).unwrap();
-    (
-        read("node_compress_threshold"),
-        read("node_compress_interval"),
-    )
+    (read(THRESHOLD_FILE), read(INTERVAL_FILE))
 }
 
 /// A session on `root` that has already written once (threshold 20, interval 250).
@@ -64,12 +59,13 @@ fn tuned_session(root: &Path) -> Session<SysfsKnobs> {
 #[test]
 fn panics_restore_the_original_values() {
     // One test function: the two cases must not run in parallel under one process-wide hook.
-    let root = knob_dir("panic-thread");
-    let guard = RestoreGuard::arm(tuned_session(&root));
+    let dir = knob_dir();
+    let root = dir.path();
+    let guard = RestoreGuard::arm(tuned_session(root));
     let worker = thread::spawn(|| panic!("worker thread panics (expected by this test)"));
     assert!(worker.join().is_err());
     assert!(!guard.is_armed(), "the panic hook restored");
-    assert_eq!(knobs_on_disk(&root), ("10\n".into(), "1000\n".into()));
+    assert_eq!(knobs_on_disk(root), ("10\n".into(), "1000\n".into()));
     let audit = fs::read_to_string(root.join("audit.jsonl")).unwrap();
     assert!(
         audit
@@ -80,16 +76,15 @@ fn panics_restore_the_original_values() {
         "{audit}"
     );
     drop(guard);
-    let _ = fs::remove_dir_all(&root);
 
-    let root = knob_dir("panic-locked");
-    let session = tuned_session(&root);
+    let dir = knob_dir();
+    let root = dir.path();
+    let session = tuned_session(root);
     let unwound = panic::catch_unwind(panic::AssertUnwindSafe(|| {
         let guard = RestoreGuard::arm(session);
         let _locked = guard.lock();
         panic!("panics while holding the session (expected by this test)");
     }));
     assert!(unwound.is_err());
-    assert_eq!(knobs_on_disk(&root), ("10\n".into(), "1000\n".into()));
-    let _ = fs::remove_dir_all(&root);
+    assert_eq!(knobs_on_disk(root), ("10\n".into(), "1000\n".into()));
 }

@@ -1,15 +1,17 @@
 //! One device under control, in virtual time: external changes, write-rate limit, read-back,
 //! dry-run and restore, on in-memory knobs and on a directory of knob files.
-use std::{fs, path::PathBuf, time::Duration};
+use std::{fs, time::Duration};
 
 use anyhow::Result;
 use controller::{
     audit::{Event, Outcome},
-    knobs::{Knob, KnobStore, Knobs, MemoryKnobs, SysfsKnobs},
+    knobs::{KnobStore, MemoryKnobs, SysfsKnobs},
     law::Config,
     signals::Signals,
     tuner::{DeviceTuner, Status, TunerOptions},
 };
+use tempfile::TempDir;
+use tracer_common::knobs::{Knob, Knobs, INTERVAL_FILE, THRESHOLD_FILE};
 
 const ORIGINAL: Knobs = Knobs {
     threshold: 10,
@@ -221,23 +223,24 @@ fn a_read_back_mismatch_stops_tuning_that_device() {
     assert_eq!(device.get(), ORIGINAL);
 }
 
-/// A fresh `<root>/sim0/` with the two knob files.
-fn knob_dir(test: &str, threshold: &str, interval: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("nodescope-ctl-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&root);
+/// A fresh `<root>/sim0/` with the two knob files, removed when dropped.
+fn knob_dir(threshold: &str, interval: &str) -> TempDir {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path();
     fs::create_dir_all(root.join("sim0")).unwrap();
-    fs::write(root.join("sim0/node_compress_threshold"), threshold).unwrap();
-    fs::write(root.join("sim0/node_compress_interval"), interval).unwrap();
-    root
+    fs::write(root.join("sim0").join(THRESHOLD_FILE), threshold).unwrap();
+    fs::write(root.join("sim0").join(INTERVAL_FILE), interval).unwrap();
+    dir
 }
 
 #[test]
 fn sysfs_knobs_refuse_bad_contents_naming_the_file_and_the_content() {
-    let root = knob_dir("bad-threshold", "150\n", "1000\n");
-    let err = SysfsKnobs::open(&root, "sim0", true)
+    let dir = knob_dir("150\n", "1000\n");
+    let root = dir.path();
+    let err = SysfsKnobs::open(root, "sim0", true)
         .unwrap_err()
         .to_string();
-    let file = root.join("sim0/node_compress_threshold");
+    let file = root.join("sim0").join(THRESHOLD_FILE);
     assert_eq!(
         err,
         format!(
@@ -246,42 +249,39 @@ fn sysfs_knobs_refuse_bad_contents_naming_the_file_and_the_content() {
         )
     );
 
-    let _ = fs::remove_dir_all(&root);
-
-    let root = knob_dir("bad-interval", "10\n", "fast\n");
-    let err = SysfsKnobs::open(&root, "sim0", true)
+    let dir = knob_dir("10\n", "fast\n");
+    let root = dir.path();
+    let err = SysfsKnobs::open(root, "sim0", true)
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("node_compress_interval contains \"fast\\n\", which is not a whole number")
     );
 
-    let _ = fs::remove_dir_all(&root);
-
-    let root = knob_dir("missing", "10\n", "1000\n");
-    fs::remove_file(root.join("sim0/node_compress_interval")).unwrap();
-    let err = SysfsKnobs::open(&root, "sim0", true)
+    let dir = knob_dir("10\n", "1000\n");
+    let root = dir.path();
+    fs::remove_file(root.join("sim0").join(INTERVAL_FILE)).unwrap();
+    let err = SysfsKnobs::open(root, "sim0", true)
         .unwrap_err()
         .to_string();
     assert!(err.ends_with("node_compress_interval is missing (RFC patch \"f2fs: retain clean node blocks in a compressed cache\" not applied?)"), "{err}");
-    let err = controller::knobs::discover_devices(&root)
+    let err = controller::knobs::discover_devices(root)
         .unwrap_err()
         .to_string();
     assert!(err.contains("not applied?); devices seen: sim0"), "{err}");
-    let _ = fs::remove_dir_all(&root);
 }
 
 #[test]
 fn sysfs_knobs_write_read_back_and_restore() {
-    let root = knob_dir("roundtrip", "10\n", "1000\n");
-    let store = SysfsKnobs::open(&root, "sim0", true).unwrap();
+    let dir = knob_dir("10\n", "1000\n");
+    let root = dir.path();
+    let store = SysfsKnobs::open(root, "sim0", true).unwrap();
     let (mut tuner, _) = DeviceTuner::start("sim0", store, options(false, 0), secs(0)).unwrap();
     tuner.tick(&tight(), secs(1), &Config::default()).unwrap();
     let read = |name: &str| fs::read_to_string(root.join("sim0").join(name)).unwrap();
-    assert_eq!(read("node_compress_threshold"), "20\n");
-    assert_eq!(read("node_compress_interval"), "500\n");
+    assert_eq!(read(THRESHOLD_FILE), "20\n");
+    assert_eq!(read(INTERVAL_FILE), "500\n");
     tuner.restore(secs(2)).unwrap();
-    assert_eq!(read("node_compress_threshold"), "10\n");
-    assert_eq!(read("node_compress_interval"), "1000\n");
-    let _ = fs::remove_dir_all(&root);
+    assert_eq!(read(THRESHOLD_FILE), "10\n");
+    assert_eq!(read(INTERVAL_FILE), "1000\n");
 }

@@ -18,9 +18,10 @@ use crate::{
     disk::Disk,
     events::{Emitter, Task, DEFAULT_DEV},
     f2fs::{node::RequestedType, Block},
-    knobs::{KnobValues, Knobs},
+    knobs::KnobSource,
     nodes::NodeSet,
 };
+use tracer_common::knobs::Knobs;
 
 /// What drives the shrinker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -56,7 +57,7 @@ pub struct Snapshot {
     /// Entries per queue: raw, 256, 512, 1024.
     pub queue_entries: [u32; 4],
     pub slots: SlotCounts,
-    pub knobs: KnobValues,
+    pub knobs: Knobs,
     /// The shrinker's effective count.
     pub shrink_count: u64,
     pub stats: CacheStats,
@@ -120,7 +121,7 @@ pub struct Engine {
     pub cache: NodeCache,
     pub disk: Disk,
     pub em: Emitter,
-    pub knobs: Knobs,
+    pub knobs: KnobSource,
     now: u64,
     worker: Worker,
     pressure: Pressure,
@@ -133,7 +134,7 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(nodes: Arc<NodeSet>, mut knobs: Knobs, options: EngineOptions) -> Engine {
+    pub fn new(nodes: Arc<NodeSet>, mut knobs: KnobSource, options: EngineOptions) -> Engine {
         let check = NodeCheck {
             inode_checksums: nodes.inode_checksums,
             checksum_seed: nodes.checksum_seed,
@@ -143,7 +144,7 @@ impl Engine {
         // pass is due one default interval later; whatever is written after mount (a static
         // setting or a controller) takes effect from the pass after that due time, because a
         // sysfs write does not move the cache thread's due time.
-        let first_pass_at = u64::from(crate::knobs::DEFAULT_INTERVAL_MS) * 1_000_000;
+        let first_pass_at = u64::from(tracer_common::knobs::DEFAULT_INTERVAL_MS) * 1_000_000;
         Engine {
             cache: NodeCache::new(check),
             disk: Disk::new(nodes),

@@ -4,78 +4,45 @@
 //! range, is rejected (EINVAL), the old value is kept, and the rejection is logged.
 use std::{
     fs,
+    ops::RangeInclusive,
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context as _, Result};
+use tracer_common::knobs::{Knob, Knobs};
 
-pub const THRESHOLD_FILE: &str = "node_compress_threshold";
-pub const INTERVAL_FILE: &str = "node_compress_interval";
-/// Percent of the 4 KiB block; 0 disables compression.
-pub const THRESHOLD_RANGE: (u32, u32) = (0, 100);
-pub const INTERVAL_RANGE_MS: (u32, u32) = (100, 30_000);
-/// The RFC's default interval.
-pub const DEFAULT_INTERVAL_MS: u32 = 1000;
-/// The cover letter gives no default threshold. 25 % of 4096 is 1024 bytes, the largest slot:
-/// the default admits everything a slot can hold, and lower values trade retained nodes for
-/// smaller slots.
-pub const DEFAULT_THRESHOLD: u32 = 25;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct KnobValues {
-    pub threshold: u32,
-    pub interval_ms: u32,
-}
-
-impl Default for KnobValues {
-    fn default() -> KnobValues {
-        KnobValues {
-            threshold: DEFAULT_THRESHOLD,
-            interval_ms: DEFAULT_INTERVAL_MS,
-        }
-    }
-}
-
-impl KnobValues {
-    /// Compression admission is on.
-    pub fn enabled(&self) -> bool {
-        self.threshold > 0
-    }
-
-    /// Largest compressed payload the threshold admits, in bytes.
-    pub fn threshold_bytes(&self) -> u32 {
-        4096 * self.threshold / 100
-    }
-}
+/// Old paths of the knob pair and its ranges (`tracer_common::knobs`), kept while nodescope
+/// uses them.
+pub use tracer_common::knobs::{Knobs as KnobValues, INTERVAL_RANGE_MS, THRESHOLD_RANGE};
 
 /// Where the knob values come from.
-pub enum Knobs {
+pub enum KnobSource {
     /// Fixed values: cheap scenario runs.
-    Static(KnobValues),
+    Static(Knobs),
     /// A sysfs-like directory, re-read at every worker pass.
     Dir(KnobDir),
 }
 
-impl Knobs {
-    pub fn values(&self) -> KnobValues {
+impl KnobSource {
+    pub fn values(&self) -> Knobs {
         match self {
-            Knobs::Static(values) => *values,
-            Knobs::Dir(dir) => dir.values,
+            KnobSource::Static(values) => *values,
+            KnobSource::Dir(dir) => dir.values,
         }
     }
 
     /// Re-read the files (no-op for static knobs) and return the values in force.
-    pub fn refresh(&mut self) -> KnobValues {
+    pub fn refresh(&mut self) -> Knobs {
         match self {
-            Knobs::Static(values) => *values,
-            Knobs::Dir(dir) => dir.refresh(),
+            KnobSource::Static(values) => *values,
+            KnobSource::Dir(dir) => dir.refresh(),
         }
     }
 }
 
 pub struct KnobDir {
     dir: PathBuf,
-    values: KnobValues,
+    values: Knobs,
     /// The last rejected text of each file, so a bad value is logged once, not every pass.
     rejected: [Option<String>; 2],
 }
@@ -86,12 +53,10 @@ impl KnobDir {
         let dir = root.join(dev);
         fs::create_dir_all(&dir)
             .with_context(|| format!("creating knob directory {}", dir.display()))?;
-        let defaults = KnobValues::default();
-        for (name, value) in [
-            (THRESHOLD_FILE, defaults.threshold),
-            (INTERVAL_FILE, defaults.interval_ms),
-        ] {
-            let path = dir.join(name);
+        let defaults = Knobs::DEFAULT;
+        for knob in Knob::ALL {
+            let path = dir.join(knob.file_name());
+            let value = defaults.get(knob);
             if !path.exists() {
                 fs::write(&path, format!("{value}\n"))
                     .with_context(|| format!("creating {}", path.display()))?;
@@ -110,18 +75,18 @@ impl KnobDir {
         &self.dir
     }
 
-    pub fn refresh(&mut self) -> KnobValues {
-        let threshold = self.read(0, THRESHOLD_FILE, THRESHOLD_RANGE, self.values.threshold);
-        let interval_ms = self.read(1, INTERVAL_FILE, INTERVAL_RANGE_MS, self.values.interval_ms);
-        self.values = KnobValues {
-            threshold,
-            interval_ms,
-        };
+    pub fn refresh(&mut self) -> Knobs {
+        for (which, knob) in Knob::ALL.into_iter().enumerate() {
+            let value = self.read(which, knob, self.values.get(knob));
+            self.values.set(knob, value);
+        }
         self.values
     }
 
-    fn read(&mut self, which: usize, name: &str, range: (u32, u32), old: u32) -> u32 {
-        let path = self.dir.join(name);
+    /// The value in `knob`'s file, or `old` when it cannot be read or the kernel would refuse
+    /// it; `which` is the knob's index in [`Knob::ALL`].
+    fn read(&mut self, which: usize, knob: Knob, old: u32) -> u32 {
+        let path = self.dir.join(knob.file_name());
         let text = match fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) => {
@@ -131,7 +96,7 @@ impl KnobDir {
                 return old;
             }
         };
-        match validate(&text, range) {
+        match validate(&text, knob.range()) {
             Ok(value) => {
                 self.rejected[which] = None;
                 value
@@ -159,7 +124,7 @@ impl KnobDir {
 
 /// `kstrtouint(buf, 0, &t)` (one trailing newline allowed; 0x hex and 0 octal prefixes), then
 /// the range check the store function makes.
-pub fn validate(text: &str, (low, high): (u32, u32)) -> Result<u32, String> {
+pub fn validate(text: &str, range: RangeInclusive<u32>) -> Result<u32, String> {
     let trimmed = text.strip_suffix('\n').unwrap_or(text);
     let parsed = if let Some(hex) = trimmed
         .strip_prefix("0x")
@@ -172,14 +137,20 @@ pub fn validate(text: &str, (low, high): (u32, u32)) -> Result<u32, String> {
         trimmed.parse::<u32>()
     };
     let value = parsed.map_err(|_| "EINVAL: not an unsigned integer".to_string())?;
-    if value < low || value > high {
-        return Err(format!("EINVAL: outside {low}..={high}"));
+    if !range.contains(&value) {
+        return Err(format!(
+            "EINVAL: outside {}..={}",
+            range.start(),
+            range.end()
+        ));
     }
     Ok(value)
 }
 
 #[cfg(test)]
 mod tests {
+    use tracer_common::knobs::{INTERVAL_FILE, INTERVAL_RANGE_MS, THRESHOLD_FILE, THRESHOLD_RANGE};
+
     use super::*;
 
     #[test]
@@ -205,10 +176,10 @@ mod tests {
 
     #[test]
     fn files_are_created_with_defaults_and_bad_values_keep_the_old_ones() {
-        let root = std::env::temp_dir().join(format!("nodescope-knobs-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        let mut knobs = KnobDir::open(&root, "sim0").unwrap();
-        assert_eq!(knobs.values, KnobValues::default());
+        let dir = tempfile::TempDir::new().unwrap();
+        let root = dir.path();
+        let mut knobs = KnobDir::open(root, "sim0").unwrap();
+        assert_eq!(knobs.values, Knobs::DEFAULT);
         assert_eq!(
             fs::read_to_string(root.join("sim0").join(THRESHOLD_FILE)).unwrap(),
             "25\n"
@@ -218,7 +189,7 @@ mod tests {
         fs::write(knobs.dir().join(INTERVAL_FILE), "250").unwrap();
         assert_eq!(
             knobs.refresh(),
-            KnobValues {
+            Knobs {
                 threshold: 40,
                 interval_ms: 250
             }
@@ -228,7 +199,7 @@ mod tests {
         fs::write(knobs.dir().join(INTERVAL_FILE), "fast").unwrap();
         assert_eq!(
             knobs.refresh(),
-            KnobValues {
+            Knobs {
                 threshold: 40,
                 interval_ms: 250
             }
@@ -237,6 +208,5 @@ mod tests {
         fs::write(knobs.dir().join(THRESHOLD_FILE), "0\n").unwrap();
         assert_eq!(knobs.refresh().threshold, 0);
         assert!(!knobs.values.enabled());
-        fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -1,5 +1,5 @@
-//! The compressed node cache simulator (issue #4): a faithful userspace model of the F2FS RFC
-//! "retain clean node blocks in a compressed cache" (shared/seeds/000_61a9af46e9afa2c2.txt).
+//! The compressed node cache simulator: a faithful userspace model of the F2FS RFC "retain
+//! clean node blocks in a compressed cache" (its cover letter and patch).
 //!
 //! - [`f2fs`]: the project's own reader of the on-disk format; [`fileset`] builds real images
 //!   with mkfs.f2fs + sload.f2fs; [`nodes`] loads their node blocks; [`disk`] serves them and
@@ -19,7 +19,7 @@
 //!   `poll(Instant::now(), &mut events)` as often as wanted; `snapshot()` gives the gauges
 //!   (pressure, memory, queue and slot counts, knob values, counters). It loops forever; the
 //!   knob files are `<knob_root>/vdb/node_compress_{threshold,interval}`.
-//! - Controller benchmark: `scenario::run_static(ScenarioName, KnobValues { threshold,
+//! - Controller benchmark: `scenario::run_static(ScenarioName, Knobs { threshold,
 //!   interval_ms }, seed)?` returns `RunTotals`: per-phase and whole-run `Totals` (lookups, raw
 //!   hits, retrievals, node reads, restores, conversions, rejects, aborts, reclaims, second
 //!   chances, worker passes), the final `Snapshot`, and attributed memory over time (one sample

@@ -23,12 +23,12 @@ use tracer_common::Event;
 use crate::{
     engine::{Engine, EngineOptions, Pacer, Pressure, Snapshot},
     events::DEFAULT_DEV,
-    knobs::{KnobDir, Knobs},
+    knobs::{KnobDir, KnobSource},
     nodes::NodeSet,
     rng::Rng,
     scenario::{
         android::{AndroidParams, Trial},
-        controlled::{FeedbackTracker, TrailingPressure},
+        feedback::{FeedbackTracker, TrailingPressure},
         vm_replay::{self, GuestTasks, VmReplayParams},
         ScenarioName,
     },
@@ -37,10 +37,6 @@ use crate::{
 /// The live simulator's memory pressure is measured over the last second, like PSI's `some`
 /// over a one-second window.
 const PRESSURE_WINDOW_NS: u64 = 1_000_000_000;
-
-/// A restore this soon after its conversion is eager whatever the interval: the controller's
-/// `controller::signals::EAGER_FLOOR` (a test in the controller's benchmark keeps them equal).
-pub const EAGER_FLOOR_NS: u64 = 2_844_000_000;
 
 /// The file in the knob directory where the live simulator publishes its counters for
 /// `nodescope tune --sysfs-root` (the format of `controller::signals::Counters`).
@@ -118,7 +114,7 @@ impl LiveSim {
             record_events: true,
             sample_every_ns: 1_000_000_000,
         };
-        let mut engine = Engine::new(nodes, Knobs::Dir(knobs), options);
+        let mut engine = Engine::new(nodes, KnobSource::Dir(knobs), options);
         let snapshot = engine.snapshot();
         engine.set_pacer(
             Box::new(ChannelPacer {
@@ -143,7 +139,7 @@ impl LiveSim {
             snapshot,
             limit: 0,
             pending: Vec::new(),
-            feedback: FeedbackTracker::new(EAGER_FLOOR_NS),
+            feedback: FeedbackTracker::new(tracer_common::knobs::EAGER_FLOOR_NS),
             trailing: TrailingPressure::new(PRESSURE_WINDOW_NS),
             memory_pressure: 0.0,
             stats_failed: false,
@@ -355,15 +351,14 @@ fn loop_android(engine: Engine, seed: u64) -> Result<()> {
 mod tests {
     use std::time::Duration;
 
+    use tempfile::TempDir;
     use tracer_common::EventKind;
 
     use super::*;
 
-    fn knob_root(name: &str) -> PathBuf {
-        let root =
-            std::env::temp_dir().join(format!("nodescope-live-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        root
+    /// A knob directory of its own, removed when dropped.
+    fn knob_root() -> TempDir {
+        TempDir::new().unwrap()
     }
 
     fn run(sim: &mut LiveSim, start: Instant, seconds: &[u64]) -> Vec<Event> {
@@ -376,8 +371,9 @@ mod tests {
 
     #[test]
     fn live_vm_replay_follows_the_knob_files_and_is_deterministic() {
-        let root = knob_root("vm");
-        let mut sim = LiveSim::new(ScenarioName::VmReplay, &root, 5).unwrap();
+        let dir = knob_root();
+        let root = dir.path();
+        let mut sim = LiveSim::new(ScenarioName::VmReplay, root, 5).unwrap();
         let start = Instant::now();
         let events = run(&mut sim, start, &[0, 1, 2, 3, 20]);
         assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
@@ -397,12 +393,20 @@ mod tests {
         assert!(events.iter().all(|e| e.dev == DEFAULT_DEV));
         assert_eq!(
             sim.snapshot().knobs.threshold,
-            crate::knobs::DEFAULT_THRESHOLD
+            tracer_common::knobs::DEFAULT_THRESHOLD
         );
 
         // The controller writes the knobs; a bad value is rejected, a good one taken.
-        std::fs::write(sim.knob_dir().join("node_compress_interval"), "50\n").unwrap();
-        std::fs::write(sim.knob_dir().join("node_compress_threshold"), "0\n").unwrap();
+        std::fs::write(
+            sim.knob_dir().join(tracer_common::knobs::INTERVAL_FILE),
+            "50\n",
+        )
+        .unwrap();
+        std::fs::write(
+            sim.knob_dir().join(tracer_common::knobs::THRESHOLD_FILE),
+            "0\n",
+        )
+        .unwrap();
         let later = run(&mut sim, start, &[21, 23]);
         assert_eq!(sim.snapshot().knobs.threshold, 0);
         assert_eq!(sim.snapshot().knobs.interval_ms, 1000);
@@ -413,7 +417,8 @@ mod tests {
             .all(|e| e.kind != EventKind::Convert as u8));
 
         // Same seed, same polls: same events (timestamps relative to each start).
-        let mut twin = LiveSim::new(ScenarioName::VmReplay, &knob_root("vm-twin"), 5).unwrap();
+        let twin_dir = knob_root();
+        let mut twin = LiveSim::new(ScenarioName::VmReplay, twin_dir.path(), 5).unwrap();
         let twin_events = run(&mut twin, start, &[0, 1, 2, 3, 20]);
         let strip = |events: &[Event], base: u64| -> Vec<Event> {
             events
@@ -441,10 +446,8 @@ mod pressure_tests {
 
     #[test]
     fn the_live_phone_reports_the_pressure_of_its_allocation_and_little_otherwise() {
-        let root =
-            std::env::temp_dir().join(format!("nodescope-live-pressure-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let mut sim = LiveSim::new(ScenarioName::AndroidLaunch, &root, 3).unwrap();
+        let dir = tempfile::TempDir::new().unwrap();
+        let mut sim = LiveSim::new(ScenarioName::AndroidLaunch, dir.path(), 3).unwrap();
         // The allocation's hard reclaim (priority 5 every 100 ms, 2 s); afterwards it is held
         // under the phone's ambient reclaim (priority 9 once a second).
         let ramp = AndroidParams::default().pressure_ramp;
@@ -475,6 +478,5 @@ mod pressure_tests {
             most(&during)
         );
         assert!(most(&outside) < 5.0, "otherwise: {:.2} %", most(&outside));
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

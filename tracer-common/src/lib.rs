@@ -3,6 +3,8 @@
 //! bytes travel through a BPF ring buffer, a recording file or a simulator channel.
 #![no_std]
 
+pub mod knobs;
+
 /// Length of a task's comm, as in the kernel's `TASK_COMM_LEN`.
 pub const COMM_LEN: usize = 16;
 

@@ -30,9 +30,6 @@ enum Command {
     Tune(cmd::tune::TuneArgs),
     /// Run the compressed node cache simulator.
     Sim(cmd::sim::SimArgs),
-    /// Benchmarks for `cargo xtask bench model|record` (prints figures).
-    #[command(hide = true)]
-    Bench(cmd::bench::BenchArgs),
 }
 
 fn main() {
@@ -53,6 +50,5 @@ fn run(cli: Cli) -> Result<()> {
         Command::Report(args) => cmd::report::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Sim(args) => cmd::sim::run(args),
-        Command::Bench(args) => cmd::bench::run(args),
     }
 }

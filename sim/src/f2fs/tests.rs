@@ -26,31 +26,27 @@ fn good_image() -> PathBuf {
     build_image(&small_fileset().manifest()).expect("mkfs.f2fs + sload.f2fs build the test image")
 }
 
-/// A private copy of the good image to damage, removed when dropped.
-struct Copy(PathBuf);
-
-impl Drop for Copy {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
-    }
+/// A private copy of the good image to damage, removed (with its directory) when dropped.
+struct Copy {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl std::ops::Deref for Copy {
     type Target = Path;
 
     fn deref(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
 
 fn copy(name: &str, len: Option<u64>) -> Copy {
-    let dir = std::env::temp_dir().join(format!("nodescope-f2fs-test-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+    let dir = tempfile::TempDir::new().unwrap();
+    let path = dir.path().join(name);
     let bytes = fs::read(good_image()).unwrap();
     let keep = len.map_or(bytes.len(), |l| l as usize);
     fs::write(&path, &bytes[..keep]).unwrap();
-    Copy(path)
+    Copy { path, _dir: dir }
 }
 
 fn write_at(path: &Path, offset: u64, bytes: &[u8]) {

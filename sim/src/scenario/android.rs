@@ -23,10 +23,11 @@ use crate::{
     events::Task,
     f2fs::node::RequestedType,
     fileset::android::{app_code_dir, app_data_dir, AndroidFileSet, APP_PACKAGES, SYSTEM_DIR},
-    knobs::{KnobValues, Knobs},
+    knobs::KnobSource,
     nodes::NodeSet,
     rng::Rng,
 };
+use tracer_common::knobs::Knobs;
 
 const MS: u64 = 1_000_000;
 const SECOND: u64 = 1_000_000_000;
@@ -147,7 +148,7 @@ pub struct Trial {
 impl Trial {
     pub fn new(
         params: &AndroidParams,
-        knobs: Knobs,
+        knobs: KnobSource,
         options: EngineOptions,
         seed: u64,
     ) -> Result<Trial> {
@@ -307,8 +308,13 @@ impl Trial {
 }
 
 /// One trial with fixed knobs. Phases: "seed", "normalise", "pressure", "pass1", "pass2".
-pub fn run_static(params: &AndroidParams, knobs: KnobValues, seed: u64) -> Result<RunTotals> {
-    let mut trial = Trial::new(params, Knobs::Static(knobs), EngineOptions::default(), seed)?;
+pub fn run_static(params: &AndroidParams, knobs: Knobs, seed: u64) -> Result<RunTotals> {
+    let mut trial = Trial::new(
+        params,
+        KnobSource::Static(knobs),
+        EngineOptions::default(),
+        seed,
+    )?;
     let first = trial.engine.snapshot();
     let mut phases = Phases::new(&trial.engine);
     trial.boot()?;
@@ -384,10 +390,10 @@ fn side(run: &RunTotals) -> AndroidSide {
 }
 
 pub fn compare(params: &AndroidParams, seed: u64) -> Result<AndroidReport> {
-    let on_knobs = KnobValues::default();
+    let on_knobs = Knobs::default();
     let off = side(&run_static(
         params,
-        KnobValues {
+        Knobs {
             threshold: 0,
             ..on_knobs
         },

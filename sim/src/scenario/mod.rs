@@ -4,6 +4,7 @@
 //! blocks loaded once per process).
 pub mod android;
 pub mod controlled;
+pub mod feedback;
 pub mod mixed;
 pub mod vm_replay;
 
@@ -11,10 +12,8 @@ use std::{fmt, str::FromStr};
 
 use anyhow::{bail, Result};
 
-use crate::{
-    engine::{Engine, MemorySample, Snapshot},
-    knobs::KnobValues,
-};
+use crate::engine::{Engine, MemorySample, Snapshot};
+use tracer_common::knobs::Knobs;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -151,7 +150,7 @@ impl Phases {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RunTotals {
     pub scenario: ScenarioName,
-    pub knobs: KnobValues,
+    pub knobs: Knobs,
     pub seed: u64,
     pub phases: Vec<Phase>,
     pub whole: Totals,
@@ -165,7 +164,7 @@ pub struct RunTotals {
 impl RunTotals {
     fn new(
         scenario: ScenarioName,
-        knobs: KnobValues,
+        knobs: Knobs,
         seed: u64,
         first: &Snapshot,
         engine: &Engine,
@@ -207,7 +206,7 @@ fn memory_stats(samples: &[MemorySample]) -> (u64, u64) {
 }
 
 /// Run a scenario once with fixed knob values (no knob files) and return its totals.
-pub fn run_static(scenario: ScenarioName, knobs: KnobValues, seed: u64) -> Result<RunTotals> {
+pub fn run_static(scenario: ScenarioName, knobs: Knobs, seed: u64) -> Result<RunTotals> {
     match scenario {
         ScenarioName::VmReplay => {
             vm_replay::run_static(&vm_replay::VmReplayParams::default(), knobs, seed)

@@ -1,10 +1,10 @@
 //! Scenario runs: determinism, the replay identity, the android direction.
 use super::{android, run_static, vm_replay, ScenarioName};
-use crate::knobs::KnobValues;
+use tracer_common::knobs::Knobs;
 
 #[test]
 fn vm_replay_is_deterministic_and_its_counters_add_up() {
-    let knobs = KnobValues::default();
+    let knobs = Knobs::default();
     let a = run_static(ScenarioName::VmReplay, knobs, 7).unwrap();
     let b = run_static(ScenarioName::VmReplay, knobs, 7).unwrap();
     assert_eq!(a.whole, b.whole);
@@ -23,7 +23,7 @@ fn vm_replay_is_deterministic_and_its_counters_add_up() {
 fn compression_off_retains_the_newest_nodes_under_the_budget() {
     let off = run_static(
         ScenarioName::VmReplay,
-        KnobValues {
+        Knobs {
             threshold: 0,
             interval_ms: 1000,
         },

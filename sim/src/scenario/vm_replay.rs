@@ -39,10 +39,11 @@ use crate::{
     events::Task,
     f2fs::node::RequestedType,
     fileset::{vm::VmFileSet, Content, Manifest},
-    knobs::{KnobValues, Knobs},
+    knobs::KnobSource,
     nodes::NodeSet,
     rng::Rng,
 };
+use tracer_common::knobs::Knobs;
 
 /// "An approximately 3 MiB attributed node-cache budget".
 pub const BUDGET_BYTES: u64 = 3 << 20;
@@ -155,12 +156,12 @@ pub fn replay(
 /// One boot with fixed knobs: populate, settle, pressure, replay. Phases: "populate",
 /// "settle" (ends at the equal-node point), "pressure" (ends at the equal-memory point),
 /// "replay".
-pub fn run_static(params: &VmReplayParams, knobs: KnobValues, seed: u64) -> Result<RunTotals> {
+pub fn run_static(params: &VmReplayParams, knobs: Knobs, seed: u64) -> Result<RunTotals> {
     let manifest = params.fileset.manifest();
     let nodes = NodeSet::for_manifest(&manifest)?;
     let mut engine = Engine::new(
         nodes.clone(),
-        Knobs::Static(knobs),
+        KnobSource::Static(knobs),
         EngineOptions::default(),
     );
     let first = engine.snapshot();
@@ -239,9 +240,9 @@ pub struct VmReplayReport {
 }
 
 /// Knob values of the two sides: compression disabled at runtime vs the default threshold.
-pub fn side_knobs() -> (KnobValues, KnobValues) {
-    let on = KnobValues::default();
-    (KnobValues { threshold: 0, ..on }, on)
+pub fn side_knobs() -> (Knobs, Knobs) {
+    let on = Knobs::default();
+    (Knobs { threshold: 0, ..on }, on)
 }
 
 pub fn compare(params: &VmReplayParams, seed: u64) -> Result<VmReplayReport> {

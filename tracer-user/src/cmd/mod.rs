@@ -1,5 +1,4 @@
 //! One module per subcommand. Each parses its own arguments and wires a source to views.
-pub mod bench;
 pub mod probe;
 pub mod record;
 pub mod report;

@@ -1,4 +1,4 @@
-//! `cargo xtask bench sim`: figures, never a pass/fail on speed.
+//! `nodescope-bench sim` (`cargo xtask bench sim`): figures, never a pass/fail on speed.
 //!
 //! - model accesses per second: a whole `vm-replay` run (compression on: creation, worker,
 //!   shrinker, replay) and the bare access path (random lookups over a mixed cache);
@@ -13,11 +13,11 @@ use sim::{
     disk::Disk,
     events::Emitter,
     f2fs::{node::RequestedType, Block},
-    knobs::KnobValues,
     scenario::{run_static, vm_replay, ScenarioName},
 };
+use tracer_common::knobs::Knobs;
 
-fn main() -> Result<()> {
+pub fn main() -> Result<()> {
     let nodes = vm_replay::rfc_nodes()?;
     let blocks: Vec<&Block> = nodes
         .nids()
@@ -36,7 +36,7 @@ fn main() -> Result<()> {
 
 fn model_throughput() -> Result<()> {
     let started = Instant::now();
-    let run = run_static(ScenarioName::VmReplay, KnobValues::default(), 1)?;
+    let run = run_static(ScenarioName::VmReplay, Knobs::DEFAULT, 1)?;
     let seconds = started.elapsed().as_secs_f64();
     let lookups = run.whole.lookups;
     println!(
