@@ -22,9 +22,6 @@ pub const DEFAULT_SYSFS_ROOT: &str = "/sys/fs/f2fs";
 const READ_ATTEMPTS: u32 = 3;
 const READ_RETRY_DELAY: Duration = Duration::from_millis(10);
 
-/// Old path of [`tracer_common::knobs::DEFAULT_INTERVAL_MS`], kept while nodescope uses it.
-pub use tracer_common::knobs::DEFAULT_INTERVAL_MS;
-
 /// The kernel answers EINVAL outside the knob's range; we refuse before it has to.
 pub fn validate(knob: Knob, value: u32) -> Result<()> {
     knob.check(value).map(drop).map_err(anyhow::Error::new)

@@ -19,9 +19,6 @@ use anyhow::{Context as _, Result};
 use crate::psi::{self, PsiFile};
 use serde::{Deserialize, Serialize};
 
-/// Old form of [`tracer_common::knobs::EAGER_FLOOR_NS`], kept while nodescope's model uses it.
-pub const EAGER_FLOOR: Duration = Duration::from_nanos(tracer_common::knobs::EAGER_FLOOR_NS);
-
 /// One decision window of one device. Rates are per second over the window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Signals {

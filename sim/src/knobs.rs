@@ -11,10 +11,6 @@ use std::{
 use anyhow::{Context as _, Result};
 use tracer_common::knobs::{Knob, Knobs};
 
-/// Old paths of the knob pair and its ranges (`tracer_common::knobs`), kept while nodescope
-/// uses them.
-pub use tracer_common::knobs::{Knobs as KnobValues, INTERVAL_RANGE_MS, THRESHOLD_RANGE};
-
 /// Where the knob values come from.
 pub enum KnobSource {
     /// Fixed values: cheap scenario runs.

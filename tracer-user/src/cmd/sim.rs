@@ -5,11 +5,12 @@
 //! snapshots. With `--threshold`/`--interval` it runs the scenario once with those static knob
 //! values and prints its totals instead.
 use std::fmt::Write as _;
+use tracer_common::knobs::{Knobs, INTERVAL_RANGE_MS, THRESHOLD_RANGE};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
 use sim::{
-    knobs::{self, KnobValues},
+    knobs,
     scenario::{
         android::{self, AndroidReport, AndroidSide},
         run_static,
@@ -115,7 +116,7 @@ fn run_via_bpf(scenario: ScenarioName, args: &SimArgs) -> Result<()> {
 
 /// Validate knob values as the kernel would, then run once.
 fn run_with_knobs(scenario: ScenarioName, args: &SimArgs) -> Result<()> {
-    let defaults = KnobValues::default();
+    let defaults = Knobs::default();
     let parse = |text: &Option<String>, range, default: u32, name: &str| -> Result<u32> {
         match text {
             None => Ok(default),
@@ -123,16 +124,16 @@ fn run_with_knobs(scenario: ScenarioName, args: &SimArgs) -> Result<()> {
                 .map_err(|why| anyhow::anyhow!("{name} {text:?}: {why}")),
         }
     };
-    let values = KnobValues {
+    let values = Knobs {
         threshold: parse(
             &args.threshold,
-            knobs::THRESHOLD_RANGE,
+            THRESHOLD_RANGE,
             defaults.threshold,
             "--threshold",
         )?,
         interval_ms: parse(
             &args.interval,
-            knobs::INTERVAL_RANGE_MS,
+            INTERVAL_RANGE_MS,
             defaults.interval_ms,
             "--interval",
         )?,

@@ -29,7 +29,7 @@ use controller::{
     psi::{self, PsiFile},
     safety::RestoreGuard,
     session::Session,
-    signals::{ProcSignalSource, SignalSource, Signals},
+    signals::{Counts, ProcSignalSource, SignalSource, Signals, TrailingRates},
     tuner::{Status, TunerOptions},
 };
 
@@ -67,29 +67,44 @@ impl ModelSignals {
     ) -> Option<Signals> {
         let end = history.iter().position(|w| w.index == upto)?;
         let first = (end + 1).saturating_sub(self.rate_windows.max(1));
-        let windows: Vec<&WindowReport> = history.range(first..=end).collect();
-        let (oldest, newest) = (windows.first()?, windows.last()?);
-        let seconds = newest.end_ns.saturating_sub(oldest.start_ns) as f64 / 1e9;
-        let sum = |count: fn(&WindowReport) -> u64| windows.iter().map(|w| count(w)).sum::<u64>();
-        let rate = |count: u64| {
-            if seconds > 0.0 {
-                count as f64 / seconds
-            } else {
-                0.0
-            }
-        };
-        Some(Signals {
-            window_s: seconds,
-            node_reads_per_s: rate(sum(|w| w.activity.node_reads())),
-            restores_per_s: rate(sum(|w| w.activity.restores)),
-            conversions_per_s: rate(sum(|w| w.activity.conversions)),
-            eager_restores_per_s: rate(sum(|w| w.eager_restores)),
-            // A compressed entry reclaimed was never restored since its conversion.
-            wasted_per_s: rate(sum(|w| w.activity.reclaims.compressed())),
+        let (oldest, newest) = (history.get(first)?, history.get(end)?);
+        let mut signals = Signals {
             memory_pressure,
             attributed_bytes: Some(newest.cache.attributed_bytes),
             budget_bytes,
-        })
+            ..Signals::default()
+        };
+        // Two readings of the cumulative counts, at the start of the oldest window and the end
+        // of the newest: the controller's one rate computation does the rest.
+        let mut rates = TrailingRates::new(Duration::MAX);
+        rates.record(oldest.start_ns, counts_before(oldest), &mut signals);
+        rates.record(newest.end_ns, counts_after(newest), &mut signals);
+        Some(signals)
+    }
+}
+
+/// The law's counts up to the end of `window`. A compressed entry reclaimed was never
+/// restored since its conversion: wasted.
+fn counts_after(window: &WindowReport) -> Counts {
+    Counts {
+        node_reads: window.totals.node_reads(),
+        restores: window.totals.restores,
+        conversions: window.totals.conversions,
+        eager_restores: window.eager_restores_total,
+        wasted: window.totals.reclaims.compressed(),
+    }
+}
+
+/// The law's counts up to the start of `window`.
+fn counts_before(window: &WindowReport) -> Counts {
+    let after = counts_after(window);
+    let activity = &window.activity;
+    Counts {
+        node_reads: after.node_reads.saturating_sub(activity.node_reads()),
+        restores: after.restores.saturating_sub(activity.restores),
+        conversions: after.conversions.saturating_sub(activity.conversions),
+        eager_restores: after.eager_restores.saturating_sub(window.eager_restores),
+        wasted: after.wasted.saturating_sub(activity.reclaims.compressed()),
     }
 }
 

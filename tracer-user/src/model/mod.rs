@@ -13,7 +13,7 @@ pub mod exact;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
-use tracer_common::{Event, EventKind};
+use tracer_common::{knobs, Event, EventKind};
 
 use self::cache::Population;
 
@@ -39,7 +39,7 @@ pub struct ModelConfig {
     pub max_processes: usize,
     pub packages: Packages,
     /// A restore this soon after its conversion is eager, whatever the interval (restores
-    /// within 2 x node_compress_interval are eager too): `controller::signals::EAGER_FLOOR`.
+    /// within 2 x node_compress_interval are eager too): `tracer_common::knobs::EAGER_FLOOR_NS`.
     pub eager_floor_ns: u64,
     /// At most this many compressed entries' conversion times are remembered (about 60 bytes
     /// each).
@@ -54,7 +54,7 @@ impl Default for ModelConfig {
             idle_windows: 60,
             max_processes: 10_000,
             packages: Packages::default(),
-            eager_floor_ns: controller::signals::EAGER_FLOOR.as_nanos() as u64,
+            eager_floor_ns: knobs::EAGER_FLOOR_NS,
             max_tracked_conversions: 1 << 20,
         }
     }
@@ -247,8 +247,8 @@ impl Model {
         let interval_ms = self
             .observed
             .interval_ms
-            .unwrap_or(controller::knobs::DEFAULT_INTERVAL_MS);
-        (2 * u64::from(interval_ms) * 1_000_000).max(self.config.eager_floor_ns)
+            .unwrap_or(knobs::DEFAULT_INTERVAL_MS);
+        knobs::eager_window_with_floor_ns(interval_ms, self.config.eager_floor_ns)
     }
 
     /// Per-device counts from events; lost-event markers and self-tests are nobody's.
