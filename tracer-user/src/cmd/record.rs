@@ -8,6 +8,7 @@ use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
+    cmd::WindowArg,
     model::{ModelConfig, Packages, WindowReport},
     pipeline::Pipeline,
     source::open::{open, SourceArgs, SourceChoice},
@@ -24,15 +25,8 @@ pub struct RecordArgs {
     /// Stop after this many seconds of the source's time (default: until Ctrl-C or SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
-    /// Window length in seconds: counts, rates and lines are per window (`--interval` is
-    /// the old name).
-    #[arg(
-        long,
-        visible_alias = "interval",
-        value_name = "S",
-        default_value_t = 1.0
-    )]
-    window: f64,
+    #[command(flatten)]
+    window: WindowArg,
     /// While recording, print the live model's per-window JSON lines (those `stream --json`
     /// prints), then a last line with the totals (what `report --json` must match).
     #[arg(long)]
@@ -40,7 +34,7 @@ pub struct RecordArgs {
 }
 
 pub fn run(args: RecordArgs) -> Result<()> {
-    anyhow::ensure!(args.window > 0.0, "--window must be positive");
+    anyhow::ensure!(args.window.seconds > 0.0, "--window must be positive");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -57,7 +51,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     let pipeline = Pipeline::new(
         opened.source,
         ModelConfig {
-            window_ns: (args.window * 1e9) as u64,
+            window_ns: (args.window.seconds * 1e9) as u64,
             packages,
             ..ModelConfig::default()
         },

@@ -12,6 +12,7 @@ use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
+    cmd::WindowArg,
     model::{Model, ModelConfig, Packages, WindowReport},
     pipeline::Pipeline,
     source::{
@@ -35,15 +36,8 @@ pub struct StreamArgs {
     /// One JSON object per line (docs/STREAM.md); without it, a short text line.
     #[arg(long)]
     json: bool,
-    /// Window length in seconds: counts, rates and lines are per window (`--interval` is
-    /// the old name).
-    #[arg(
-        long,
-        visible_alias = "interval",
-        value_name = "S",
-        default_value_t = 1.0
-    )]
-    window: f64,
+    #[command(flatten)]
+    window: WindowArg,
     /// Stop after this many seconds (default: until Ctrl-C or SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
@@ -70,7 +64,7 @@ pub struct StreamArgs {
 
 pub fn run(args: StreamArgs) -> Result<()> {
     let positive = |seconds: f64| seconds.is_finite() && seconds > 0.0;
-    if !positive(args.window) || args.duration.is_some_and(|d| !positive(d)) {
+    if !positive(args.window.seconds) || args.duration.is_some_and(|d| !positive(d)) {
         bail!("--window and --duration must be positive numbers of seconds");
     }
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));
@@ -143,7 +137,7 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     let mut pipeline = Pipeline::new(
         source,
         ModelConfig {
-            window_ns: (args.window * 1e9) as u64,
+            window_ns: (args.window.seconds * 1e9) as u64,
             packages,
             ..ModelConfig::default()
         },
@@ -156,7 +150,9 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     let mut out = Lines {
         json: args.json,
         origin: pipeline.origin_ns(),
-        windows_wanted: args.duration.map(|d| (d / args.window).ceil() as u64),
+        windows_wanted: args
+            .duration
+            .map(|d| (d / args.window.seconds).ceil() as u64),
         printed: 0,
         exposition,
         device: pipeline.info().devices.first().cloned().unwrap_or_default(),

@@ -6,6 +6,7 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 
 use crate::{
+    cmd::WindowArg,
     control::Tuning,
     model::{ModelConfig, Packages},
     pipeline::{Pipeline, SYSFS_ROOT},
@@ -17,15 +18,8 @@ use crate::{
 pub struct TopArgs {
     #[command(flatten)]
     source: SourceArgs,
-    /// Window length in seconds: counts, rates and lines are per window (`--interval` is
-    /// the old name).
-    #[arg(
-        long,
-        visible_alias = "interval",
-        value_name = "S",
-        default_value_t = 1.0
-    )]
-    window: f64,
+    #[command(flatten)]
+    window: WindowArg,
     /// Android packages.list, for uid -> app names.
     #[arg(long, value_name = "FILE")]
     packages: Option<PathBuf>,
@@ -42,7 +36,7 @@ pub struct TopArgs {
 }
 
 pub fn run(args: TopArgs) -> Result<()> {
-    anyhow::ensure!(args.window > 0.0, "--window must be positive");
+    anyhow::ensure!(args.window.seconds > 0.0, "--window must be positive");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,7 +55,7 @@ async fn top(args: TopArgs) -> Result<()> {
     let pipeline = Pipeline::new(
         source,
         ModelConfig {
-            window_ns: (args.window * 1e9) as u64,
+            window_ns: (args.window.seconds * 1e9) as u64,
             packages,
             ..ModelConfig::default()
         },
