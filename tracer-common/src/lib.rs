@@ -287,6 +287,14 @@ pub struct TaskCounts {
     pub comm_ns: u64,
 }
 
+impl TaskCounts {
+    /// The comm up to its first NUL.
+    pub fn comm_bytes(&self) -> &[u8] {
+        let end = self.comm.iter().position(|b| *b == 0).unwrap_or(COMM_LEN);
+        &self.comm[..end]
+    }
+}
+
 /// Tracepoint field offsets, read from the format files at run time and handed to the programs
 /// through the `TP_LAYOUT` array map (index = `TP_*`). An offset of `FIELD_ABSENT` means the
 /// field does not exist in this kernel's variant.

@@ -112,15 +112,19 @@ impl Pipeline {
         self.source_open
     }
 
-    /// Observe the knobs, gauges and exact counters, then close the windows the source's
-    /// clock has passed (up to the end time).
+    /// Observe the knobs and gauges (and, when a window is due to close, the exact
+    /// counters), then close the windows the source's clock has passed (up to the end time).
     pub fn refresh(&mut self) -> Result<Refreshed> {
         let knob_change = self.observe();
-        if let Some(reading) = self.source.kernel_counts()? {
-            self.model.observe_kernel(&reading);
-        }
         // An ended source's clock stays where it ended: its last windows close, no more.
         let now = self.now_ns().min(self.end_ns.unwrap_or(u64::MAX));
+        // The exact counters only matter per window: read them (a whole per-CPU map) once, as
+        // the open window closes; what they gained belongs to it.
+        if now >= self.model.open_window_end_ns() {
+            if let Some(reading) = self.source.kernel_counts()? {
+                self.model.observe_kernel(&reading);
+            }
+        }
         self.model.advance_to(now);
         Ok(Refreshed {
             closed: self.model.take_closed(),

@@ -6,6 +6,12 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
+/// "major:minor" from the kernel's dev_t encoding as F2FS tracepoints print it
+/// (major << 20 | minor).
+pub fn major_minor(dev: u32) -> String {
+    format!("{}:{}", dev >> 20, dev & 0xfffff)
+}
+
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;

@@ -151,23 +151,18 @@ fn tally(
         }
         Some(EventKind::NodeWrite) => {
             devices
-                .entry(device_name(event.dev))
+                .entry(crate::system::major_minor(event.dev))
                 .or_default()
                 .node_writes += 1
         }
         Some(EventKind::Checkpoint) => {
             devices
-                .entry(device_name(event.dev))
+                .entry(crate::system::major_minor(event.dev))
                 .or_default()
                 .checkpoints += 1
         }
         _ => {}
     }
-}
-
-/// major:minor from the kernel's dev_t encoding (major << 20 | minor).
-pub fn device_name(dev: u32) -> String {
-    format!("{}:{}", dev >> 20, dev & 0xfffff)
 }
 
 fn render(report: &Report) -> String {

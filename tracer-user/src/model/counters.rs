@@ -91,6 +91,21 @@ impl Counters {
         }
     }
 
+    /// How many events these counters counted (lost-event markers aside).
+    pub fn events(&self) -> u64 {
+        self.node_reads()
+            + self.node_writes
+            + self.checkpoints
+            + self.restores
+            + self.restore_fails
+            + self.restore_nomem
+            + self.conversions
+            + self.convert_rejects
+            + self.convert_aborts
+            + self.reclaims.total()
+            + self.second_chances.total()
+    }
+
     pub fn node_reads(&self) -> u64 {
         self.node_reads_demand + self.node_reads_readahead
     }

@@ -191,7 +191,7 @@ fn add_process(window: &mut ExactWindow, key: &TaskKey, counts: &TaskCounts, del
         .processes
         .entry(key.tgid)
         .or_insert_with(|| ExactProcess {
-            comm: comm_string(&counts.comm),
+            comm: String::from_utf8_lossy(counts.comm_bytes()).into_owned(),
             uid: key.uid,
             ..ExactProcess::default()
         });
@@ -199,11 +199,6 @@ fn add_process(window: &mut ExactWindow, key: &TaskKey, counts: &TaskCounts, del
     process.node_reads_readahead += delta.readahead;
     process.node_writes += delta.writes;
     process.checkpoints += delta.checkpoints;
-}
-
-fn comm_string(comm: &[u8]) -> String {
-    let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
-    String::from_utf8_lossy(&comm[..end]).into_owned()
 }
 
 #[cfg(test)]

@@ -28,6 +28,13 @@ pub use self::{
 /// docs/ARCHITECTURE.md and the simulator's accounting notes).
 pub const ENTRY_BYTES: u64 = 88;
 
+/// At most this many devices are counted apart in one window; events of others count under
+/// [`OTHER_DEVICES`].
+pub const MAX_DEVICES: usize = 64;
+
+/// The device number the per-device counts of devices past [`MAX_DEVICES`] go under.
+pub const OTHER_DEVICES: u32 = u32::MAX;
+
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
     pub window_ns: u64,
@@ -150,8 +157,9 @@ pub struct Model {
     eager_restores_total: u64,
     /// The open window's counts.
     activity: Counters,
-    devices: BTreeMap<u32, DeviceCounts>,
-    events: u64,
+    /// This window's per-device counts: a short list (a phone has a device or two), searched
+    /// on the event path.
+    devices: Vec<(u32, DeviceCounts)>,
     exact: exact::ExactTracker,
     totals: Counters,
     /// Processes aged out, summed.
@@ -178,8 +186,7 @@ impl Model {
             eager_restores: 0,
             eager_restores_total: 0,
             activity: Counters::default(),
-            devices: BTreeMap::new(),
-            events: 0,
+            devices: Vec::new(),
             exact: exact::ExactTracker::default(),
             totals: Counters::default(),
             exited: Counters::default(),
@@ -206,6 +213,11 @@ impl Model {
 
     fn window_end(&self, index: u64) -> u64 {
         self.origin_ns.unwrap_or(0) + (index + 1) * self.config.window_ns
+    }
+
+    /// When the window events are going into now ends, in the events' clock.
+    pub fn open_window_end_ns(&self) -> u64 {
+        self.window_end(self.current)
     }
 
     /// Time since window 0 began, up to the latest event or `advance_to` (0 before either).
@@ -251,23 +263,43 @@ impl Model {
         knobs::eager_window_with_floor_ns(interval_ms, self.config.eager_floor_ns)
     }
 
-    /// Per-device counts from events; lost-event markers and self-tests are nobody's.
+    /// Node reads, node writes and checkpoints per device. On the event path: the raw kind
+    /// byte is compared, most events (the cache's own) return at once.
     fn record_device(&mut self, event: &Event) {
-        let kind = event.kind();
-        if matches!(kind, Some(EventKind::Lost) | None) {
+        const READ: u8 = EventKind::NodeRead as u8;
+        const WRITE: u8 = EventKind::NodeWrite as u8;
+        const CHECKPOINT: u8 = EventKind::Checkpoint as u8;
+        if !matches!(event.kind, READ | WRITE | CHECKPOINT) {
             return;
         }
-        self.events += 1;
-        let counts = match kind {
-            Some(EventKind::NodeRead)
-            | Some(EventKind::NodeWrite)
-            | Some(EventKind::Checkpoint) => self.devices.entry(event.dev).or_default(),
-            _ => return,
+        let at = match self.devices.iter().position(|(dev, _)| *dev == event.dev) {
+            Some(at) => at,
+            None if self.devices.len() < MAX_DEVICES => {
+                self.devices.push((event.dev, DeviceCounts::default()));
+                self.devices.len() - 1
+            }
+            // A crafted recording could name a device per event: the rest go under one row.
+            None => self.other_devices_row(),
         };
-        match kind {
-            Some(EventKind::NodeRead) => counts.node_reads += 1,
-            Some(EventKind::NodeWrite) => counts.node_writes += 1,
+        let counts = &mut self.devices[at].1;
+        match event.kind {
+            READ => counts.node_reads += 1,
+            WRITE => counts.node_writes += 1,
             _ => counts.checkpoints += 1,
+        }
+    }
+
+    fn other_devices_row(&mut self) -> usize {
+        match self
+            .devices
+            .iter()
+            .position(|(dev, _)| *dev == OTHER_DEVICES)
+        {
+            Some(at) => at,
+            None => {
+                self.devices.push((OTHER_DEVICES, DeviceCounts::default()));
+                self.devices.len() - 1
+            }
         }
     }
 
@@ -380,15 +412,18 @@ impl Model {
 
     /// The report of window `index` (the open one), its per-window state reset.
     fn close_report(&mut self, index: u64) -> WindowReport {
+        let activity = std::mem::take(&mut self.activity);
+        // Before the kernel's counts replace any: these are the events received.
+        let events = activity.events();
         let mut report = WindowReport {
             index,
             start_ns: self.window_end(index) - self.config.window_ns,
             end_ns: self.window_end(index),
-            activity: std::mem::take(&mut self.activity),
+            activity,
             totals: self.totals,
             processes: self.active_rows(index),
-            devices: std::mem::take(&mut self.devices),
-            events: std::mem::take(&mut self.events),
+            devices: std::mem::take(&mut self.devices).into_iter().collect(),
+            events,
             cache: self.population.gauges(),
             eager_restores: std::mem::take(&mut self.eager_restores),
             eager_restores_total: self.eager_restores_total,

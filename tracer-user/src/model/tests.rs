@@ -233,3 +233,20 @@ fn lost_events_are_counted_but_belong_to_no_process() {
     assert_eq!(model.totals().lost, 42);
     assert_eq!(model.process_count(), 0);
 }
+
+#[test]
+fn devices_past_the_limit_count_under_one_row() {
+    let mut model = Model::new(ModelConfig::default());
+    model.start_at(0);
+    for dev in 0..100u32 {
+        model.ingest(&Event::new(EventKind::NodeRead, 1).task(1).dev(dev));
+    }
+    model.ingest(&Event::new(EventKind::Restore, 2).task(1).dev(7));
+    model.advance_to(SECOND);
+    let window = &model.take_closed()[0];
+    assert_eq!(window.devices.len(), super::MAX_DEVICES + 1);
+    assert_eq!(window.devices[&7].node_reads, 1);
+    let other = &window.devices[&super::OTHER_DEVICES];
+    assert_eq!(other.node_reads, 100 - super::MAX_DEVICES as u64);
+    assert_eq!(window.events, 101, "every event counts, whichever device");
+}

@@ -1,5 +1,8 @@
 //! The kernel source's exact counters as one reading for the model (`model::exact`).
-use std::{collections::BTreeMap, path::Path};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+};
 
 use anyhow::Result;
 
@@ -11,9 +14,11 @@ impl BpfSource {
     /// probes' per-kind counts (only the kinds that attached), with the devices' names.
     pub fn read_kernel_counts(&self) -> Result<KernelCounts> {
         let tasks = self.counts()?;
-        let device_names = tasks
-            .iter()
-            .filter_map(|(key, _)| Some((key.dev, device_name(key.dev)?)))
+        // Thousands of tasks share a device or two: one look-up per device.
+        let devices: BTreeSet<u32> = tasks.iter().map(|(key, _)| key.dev).collect();
+        let device_names = devices
+            .into_iter()
+            .filter_map(|dev| Some((dev, device_name(dev)?)))
             .collect();
         Ok(KernelCounts {
             tasks,
@@ -45,7 +50,7 @@ impl BpfSource {
 
 /// The kernel's name for a block device number as F2FS tracepoints encode it.
 fn device_name(dev: u32) -> Option<String> {
-    let path = format!("/sys/dev/block/{}:{}", dev >> 20, dev & ((1 << 20) - 1));
+    let path = format!("/sys/dev/block/{}", crate::system::major_minor(dev));
     let target = std::fs::read_link(Path::new(&path)).ok()?;
     Some(target.file_name()?.to_string_lossy().into_owned())
 }

@@ -49,7 +49,7 @@ fn process(row: &ProcessRow) -> Value {
 
 fn device(dev: u32, counts: &DeviceCounts) -> Value {
     json!({
-        "dev": format!("{}:{}", dev >> 20, dev & ((1 << 20) - 1)),
+        "dev": crate::system::major_minor(dev),
         "name": counts.name,
         "node_reads": counts.node_reads,
         "node_writes": counts.node_writes,
