@@ -9,14 +9,11 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use tracer_common::Event;
+use tracer_common::{knobs::Knobs, Event};
 
 use crate::{
     model::{Model, ModelConfig, WindowReport},
-    source::{
-        knobs::{KnobFiles, KnobValues},
-        BatchFuture, Source, SourceInfo,
-    },
+    source::{knobs::KnobFiles, BatchFuture, Source, SourceInfo},
 };
 
 /// Where the kernel keeps the knobs, for sources that do not say.
@@ -27,8 +24,8 @@ pub const SYSFS_ROOT: &str = "/sys/fs/f2fs";
 pub struct KnobChange {
     /// The source's clock when the change was seen.
     pub at_ns: u64,
-    pub before: KnobValues,
-    pub after: KnobValues,
+    pub before: Option<Knobs>,
+    pub after: Option<Knobs>,
 }
 
 /// What one refresh found.
@@ -44,7 +41,9 @@ pub struct Pipeline {
     model: Model,
     info: SourceInfo,
     knobs: Option<KnobFiles>,
-    last_knobs: Option<KnobValues>,
+    /// The knob values as last read: `None` before the first read, `Some(None)` when they
+    /// could not be read.
+    last_knobs: Option<Option<Knobs>>,
     /// Window 0 begins here, in the source's clock.
     origin_ns: u64,
     /// Events at or after this time are not taken (a duration in the source's clock).
@@ -149,8 +148,7 @@ impl Pipeline {
         self.model
             .observe_gauges(self.source.budget_bytes(), self.source.memory_pressure());
         let values = self.knobs.as_ref()?.read();
-        self.model
-            .observe_knobs(values.threshold, values.interval_ms);
+        self.model.observe_knobs(values);
         let before = self.last_knobs.replace(values)?;
         (before != values).then(|| KnobChange {
             at_ns: self.now_ns(),
@@ -172,8 +170,8 @@ impl Pipeline {
     }
 
     /// The knob values as last read (None: the source has no knob files).
-    pub fn knobs(&self) -> Option<KnobValues> {
-        self.last_knobs
+    pub fn knobs(&self) -> Option<Knobs> {
+        self.last_knobs.flatten()
     }
 
     /// Whether the source's clock has reached the end time.

@@ -13,7 +13,10 @@ pub mod exact;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
-use tracer_common::{knobs, Event, EventKind};
+use tracer_common::{
+    knobs::{self, Knobs},
+    Event, EventKind,
+};
 
 use self::cache::Population;
 
@@ -137,8 +140,8 @@ pub struct WindowReport {
 /// source's gauges. The pipeline observes them; views and the controller read them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Observed {
-    pub threshold: Option<u32>,
-    pub interval_ms: Option<u32>,
+    /// The knob values in their files (None: not readable, or no knob files).
+    pub knobs: Option<Knobs>,
     pub budget_bytes: Option<u64>,
     /// The source's own memory pressure, percent (the simulator's); `None` on a real kernel.
     pub memory_pressure: Option<f64>,
@@ -258,8 +261,8 @@ impl Model {
     fn eager_ns(&self) -> u64 {
         let interval_ms = self
             .observed
-            .interval_ms
-            .unwrap_or(knobs::DEFAULT_INTERVAL_MS);
+            .knobs
+            .map_or(knobs::DEFAULT_INTERVAL_MS, |k| k.interval_ms);
         knobs::eager_window_with_floor_ns(interval_ms, self.config.eager_floor_ns)
     }
 
@@ -305,9 +308,8 @@ impl Model {
 
     /// The knob values in force (read from their files by the pipeline): the eager time
     /// depends on the interval.
-    pub fn observe_knobs(&mut self, threshold: Option<u32>, interval_ms: Option<u32>) {
-        self.observed.threshold = threshold;
-        self.observed.interval_ms = interval_ms;
+    pub fn observe_knobs(&mut self, knobs: Option<Knobs>) {
+        self.observed.knobs = knobs;
     }
 
     /// The source's gauges: the budget it holds the cache to, its own memory pressure.

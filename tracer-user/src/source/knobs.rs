@@ -1,17 +1,13 @@
-//! Reading the RFC's knobs for display and recordings (the controller crate writes them).
+//! Reading the RFC's knobs for display, recordings and the model (the controller crate writes
+//! them).
 use std::path::{Path, PathBuf};
+
+use tracer_common::knobs::{Knobs, INTERVAL_FILE, THRESHOLD_FILE};
 
 /// Where a device's knob files live: /sys/fs/f2fs/<dev>, or the simulator's directory.
 #[derive(Clone, Debug)]
 pub struct KnobFiles {
     pub dir: PathBuf,
-}
-
-/// The two knob values; None when a file is missing or unreadable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KnobValues {
-    pub threshold: Option<u32>,
-    pub interval_ms: Option<u32>,
 }
 
 impl KnobFiles {
@@ -21,26 +17,27 @@ impl KnobFiles {
         }
     }
 
-    pub fn read(&self) -> KnobValues {
-        let value = |name: &str| {
+    /// Both values; None when either file is missing or does not hold a number (a kernel
+    /// without the RFC's knobs).
+    pub fn read(&self) -> Option<Knobs> {
+        let value = |name: &str| -> Option<u32> {
             std::fs::read_to_string(self.dir.join(name))
+                .ok()?
+                .trim()
+                .parse()
                 .ok()
-                .and_then(|text| text.trim().parse().ok())
         };
-        KnobValues {
-            threshold: value("node_compress_threshold"),
-            interval_ms: value("node_compress_interval"),
-        }
+        Some(Knobs {
+            threshold: value(THRESHOLD_FILE)?,
+            interval_ms: value(INTERVAL_FILE)?,
+        })
     }
 }
 
-impl KnobValues {
-    pub fn describe(&self) -> String {
-        let show = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-        format!(
-            "threshold {}% interval {} ms",
-            show(self.threshold),
-            show(self.interval_ms)
-        )
+/// `threshold 25% interval 1000 ms`, or dashes when the knobs could not be read.
+pub fn describe(knobs: Option<Knobs>) -> String {
+    match knobs {
+        Some(k) => format!("threshold {}% interval {} ms", k.threshold, k.interval_ms),
+        None => "threshold -% interval - ms".to_string(),
     }
 }

@@ -161,9 +161,12 @@ fn render_device(family: &mut Family, model: &Model, device: &str) {
     for (name, value) in [
         (
             "nodescope_knob_threshold_percent",
-            model.observed().threshold,
+            model.observed().knobs.map(|k| k.threshold),
         ),
-        ("nodescope_knob_interval_ms", model.observed().interval_ms),
+        (
+            "nodescope_knob_interval_ms",
+            model.observed().knobs.map(|k| k.interval_ms),
+        ),
     ] {
         if let Some(value) = value {
             family.header(name, "gauge", "Current knob value");
@@ -259,7 +262,10 @@ mod tests {
             flags: FLAG_READAHEAD,
             ..read
         });
-        model.observe_knobs(Some(40), None);
+        model.observe_knobs(Some(tracer_common::knobs::Knobs {
+            threshold: 40,
+            interval_ms: 1000,
+        }));
         let text = render(&model, "sim0");
         assert!(
             text.contains("# TYPE nodescope_node_reads counter\n"),

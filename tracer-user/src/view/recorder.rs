@@ -8,6 +8,7 @@ use tracer_common::Event;
 use crate::{
     pipeline::{KnobChange, Pipeline},
     record::{writer::Writer, Footer, Header, Note},
+    source::knobs::describe,
 };
 
 pub struct Recorder {
@@ -31,11 +32,7 @@ impl Recorder {
         self.writer.note(&Note {
             ts_ns: change.at_ns,
             kind: "knobs".into(),
-            text: format!(
-                "{} -> {}",
-                change.before.describe(),
-                change.after.describe()
-            ),
+            text: format!("{} -> {}", describe(change.before), describe(change.after)),
         })
     }
 
@@ -49,7 +46,7 @@ impl Recorder {
 
 fn header(pipeline: &Pipeline) -> Header {
     let info = pipeline.info().clone();
-    let knobs = pipeline.knobs().unwrap_or_default();
+    let knobs = pipeline.knobs();
     Header {
         host: crate::system::hostname(),
         kernel: info.kernel,
@@ -57,8 +54,8 @@ fn header(pipeline: &Pipeline) -> Header {
         probe_plan: info.detail.split(", ").map(str::to_string).collect(),
         detail: info.detail,
         devices: info.devices,
-        threshold: knobs.threshold,
-        interval_ms: knobs.interval_ms,
+        threshold: knobs.map(|k| k.threshold),
+        interval_ms: knobs.map(|k| k.interval_ms),
         clock_origin_ns: pipeline.origin_ns(),
         window_ns: pipeline.model().config().window_ns,
         packages_list: pipeline.source().packages_list(),

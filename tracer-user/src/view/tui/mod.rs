@@ -17,7 +17,7 @@ use tokio::{
 
 use self::table::{Column, COLUMNS};
 pub use self::{snapshot::Snapshot, table::label};
-use crate::{control::Tuning, pipeline::Pipeline};
+use crate::{control::Tuning, pipeline::Pipeline, source::knobs::describe};
 
 /// What the user has chosen on screen.
 #[derive(Clone, Debug)]
@@ -219,8 +219,8 @@ fn refresh(
         let window = pipeline.model().history().back().map_or(0, |w| w.index + 1);
         pane.push(format!(
             "window {window}: knobs {} -> {}",
-            change.before.describe(),
-            change.after.describe()
+            describe(change.before),
+            describe(change.after)
         ));
     }
     if let Some(control) = control {

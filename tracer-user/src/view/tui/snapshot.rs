@@ -43,8 +43,8 @@ impl Snapshot {
         Snapshot {
             source: source.clone(),
             window_secs: model.config().window_ns as f64 / 1e9,
-            threshold: model.observed().threshold,
-            interval_ms: model.observed().interval_ms,
+            threshold: model.observed().knobs.map(|k| k.threshold),
+            interval_ms: model.observed().knobs.map(|k| k.interval_ms),
             budget_bytes: model.observed().budget_bytes,
             memory_pressure: model.observed().memory_pressure,
             controller: None,

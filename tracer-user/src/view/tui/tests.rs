@@ -4,7 +4,7 @@ use ratatui::{
     crossterm::event::{KeyCode, KeyEvent, KeyModifiers},
     Terminal,
 };
-use tracer_common::{Event, EventKind, QUEUE_512};
+use tracer_common::{knobs::Knobs, Event, EventKind, QUEUE_512};
 
 use super::*;
 use crate::{
@@ -60,7 +60,10 @@ fn sample_model() -> Model {
         );
     }
     model.advance_to(5 * SECOND);
-    model.observe_knobs(Some(40), Some(1000));
+    model.observe_knobs(Some(Knobs {
+        threshold: 40,
+        interval_ms: 1000,
+    }));
     model
 }
 
