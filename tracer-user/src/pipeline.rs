@@ -53,8 +53,9 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Start the model's windows at the source's current time. The knob files are those of
-    /// the source's first device, under the source's knob directory (else the kernel's).
-    pub fn new(source: Box<dyn Source>, config: ModelConfig) -> Pipeline {
+    /// the source's first device, under the source's knob directory (else the kernel's). A
+    /// source with exact counters is read at once, so every window reports them.
+    pub fn new(source: Box<dyn Source>, config: ModelConfig) -> Result<Pipeline> {
         let info = source.info();
         let root = source
             .knob_root()
@@ -74,7 +75,16 @@ impl Pipeline {
             source_open: true,
         };
         pipeline.observe();
-        pipeline
+        pipeline.read_kernel_counts()?;
+        Ok(pipeline)
+    }
+
+    /// The source's exact counters into the window open now.
+    fn read_kernel_counts(&mut self) -> Result<()> {
+        if let Some(reading) = self.source.kernel_counts()? {
+            self.model.observe_kernel(&reading);
+        }
+        Ok(())
     }
 
     /// Take no event at or after `end_ns` (the source's clock).
@@ -90,16 +100,24 @@ impl Pipeline {
 
     /// Put a batch into the model, cut at the end time. Returns whether the end was reached;
     /// `batch` then holds only the events taken (for a recorder to write the same ones).
-    pub fn ingest(&mut self, batch: &mut Vec<Event>) -> bool {
+    pub fn ingest(&mut self, batch: &mut Vec<Event>) -> Result<bool> {
         let end = self.end_ns.unwrap_or(u64::MAX);
         let taken = batch.iter().position(|e| e.ts_ns >= end);
         if let Some(at) = taken {
             batch.truncate(at);
         }
+        // Events past the open window close it: what the exact counters gained so far is
+        // that window's (the same reading as at a refresh, at most once per window).
+        if batch
+            .last()
+            .is_some_and(|e| e.ts_ns >= self.model.open_window_end_ns())
+        {
+            self.read_kernel_counts()?;
+        }
         for event in batch.iter() {
             self.model.ingest(event);
         }
-        taken.is_some()
+        Ok(taken.is_some())
     }
 
     /// The source said it has ended: its clock no longer closes windows.
@@ -120,9 +138,7 @@ impl Pipeline {
         // The exact counters only matter per window: read them (a whole per-CPU map) once, as
         // the open window closes; what they gained belongs to it.
         if now >= self.model.open_window_end_ns() {
-            if let Some(reading) = self.source.kernel_counts()? {
-                self.model.observe_kernel(&reading);
-            }
+            self.read_kernel_counts()?;
         }
         self.model.advance_to(now);
         Ok(Refreshed {
@@ -134,9 +150,7 @@ impl Pipeline {
     /// The end of a run: one last reading of the exact counters, and the open window closed
     /// early when it holds anything (so that nothing counted is left out).
     pub fn finish(&mut self) -> Result<Option<WindowReport>> {
-        if let Some(reading) = self.source.kernel_counts()? {
-            self.model.observe_kernel(&reading);
-        }
+        self.read_kernel_counts()?;
         let now = self.now_ns().min(self.end_ns.unwrap_or(u64::MAX));
         let last = self.model.finish(now);
         self.model.take_closed();

@@ -55,7 +55,7 @@ async fn record(args: RecordArgs) -> Result<()> {
             packages,
             ..ModelConfig::default()
         },
-    );
+    )?;
     let origin = pipeline.origin_ns();
     let end_ns = args.duration.map(|d| origin + (d * 1e9) as u64);
     let mut pipeline = pipeline.until(end_ns);
@@ -97,7 +97,7 @@ async fn capture(
         tokio::select! {
             more = pipeline.next_batch(&mut batch) => {
                 let open = more?;
-                let ended = pipeline.ingest(&mut batch);
+                let ended = pipeline.ingest(&mut batch)?;
                 recorder.events(&batch)?;
                 batch.clear();
                 if ended {

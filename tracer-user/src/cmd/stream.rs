@@ -141,7 +141,7 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
             packages,
             ..ModelConfig::default()
         },
-    );
+    )?;
     let exposition: metrics::Exposition = Arc::new(Mutex::new(String::new()));
     let _server = match args.openmetrics {
         Some(addr) => Some(metrics::serve(addr, Arc::clone(&exposition)).await?),
@@ -219,7 +219,7 @@ async fn run_loop(pipeline: &mut Pipeline, out: &mut Lines) -> Result<()> {
                 if !more? {
                     pipeline.source_ended();
                 }
-                pipeline.ingest(&mut batch);
+                pipeline.ingest(&mut batch)?;
                 batch.clear();
             }
             _ = tick.tick() => {}

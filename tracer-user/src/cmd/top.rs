@@ -59,7 +59,7 @@ async fn top(args: TopArgs) -> Result<()> {
             packages,
             ..ModelConfig::default()
         },
-    );
+    )?;
     let frame_every = Duration::from_millis(250);
     if !args.tune {
         return tui::run(pipeline, opened.banner, None, frame_every).await;

@@ -186,9 +186,11 @@ pub fn check(
     ndirs: u64,
     nfiles: u64,
     variants: &[&str],
+    sim_line: &Json,
 ) -> Result<Verdict> {
     let mut lines = Vec::new();
     let mut failures = Vec::new();
+    check_schema(dir, sim_line, &mut lines, &mut failures);
     if let Ok(errors) = fs::read_to_string(dir.join("guest_errors.txt")) {
         failures.extend(errors.lines().map(|l| format!("guest: {l}")));
     }
@@ -295,6 +297,59 @@ pub fn check(
         final_line,
         pass,
     })
+}
+
+/// The fields of a stream line, nested ones by path: the schema two lines must share.
+pub fn schema(line: &Json) -> Vec<String> {
+    let mut paths: Vec<String> = line.keys().iter().map(|k| k.to_string()).collect();
+    for object in ["totals", "cumulative", "cache"] {
+        paths.extend(
+            line.get(object)
+                .keys()
+                .iter()
+                .map(|k| format!("{object}.{k}")),
+        );
+    }
+    for list in ["processes", "devices"] {
+        if let Some(first) = line.get(list).items().first() {
+            paths.extend(first.keys().iter().map(|k| format!("{list}[].{k}")));
+        }
+    }
+    paths.sort();
+    paths
+}
+
+/// The kernel's busiest line in the names phase has exactly the fields of the simulator's.
+fn check_schema(dir: &Path, sim_line: &Json, lines: &mut Vec<String>, failures: &mut Vec<String>) {
+    let text = fs::read_to_string(dir.join("stream_names.jsonl")).unwrap_or_default();
+    let Some(kernel_line) = text
+        .lines()
+        .filter_map(|line| Json::parse(line).ok())
+        .max_by_key(|line| line.get("processes").items().len())
+    else {
+        failures.push("schema: no stream line in the names phase".into());
+        return;
+    };
+    let (kernel, sim) = (schema(&kernel_line), schema(sim_line));
+    let only = |a: &[String], b: &[String]| -> Vec<String> {
+        a.iter().filter(|p| !b.contains(p)).cloned().collect()
+    };
+    lines.push(format!(
+        "  schema   kernel {} fields, simulator {} fields, counts {} / {}",
+        kernel.len(),
+        sim.len(),
+        kernel_line.get("counts").str(),
+        sim_line.get("counts").str()
+    ));
+    expect(
+        failures,
+        kernel == sim && kernel.iter().any(|p| p.starts_with("devices[].")),
+        format!(
+            "schema: only the kernel's lines have {:?}, only the simulator's {:?}",
+            only(&kernel, &sim),
+            only(&sim, &kernel)
+        ),
+    );
 }
 
 /// The RFC probes as a kprobe and a kretprobe on f2fs_get_node_page count exactly the calls
@@ -484,5 +539,37 @@ mod tests {
         assert_eq!(cp_count("CP calls: 7 (BG: 1)\nCP count: 5\n"), Some(5));
         assert_eq!(cp_count("\nCP calls: 3 (BG: 0)\n"), Some(3));
         assert_eq!(cp_count("nothing"), None);
+    }
+
+    #[test]
+    fn schema_lists_nested_fields_and_tells_lines_apart() {
+        let kernel = Json::parse(
+            r#"{"t":1,"totals":{"node_reads":3},"processes":[{"pid":1}],"devices":[],"rfc":null}"#,
+        )
+        .unwrap();
+        let sim = Json::parse(
+            r#"{"t":1,"totals":{"node_reads":3},"processes":[{"pid":2}],"devices":[],"rfc":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            schema(&kernel),
+            [
+                "processes",
+                "processes[].pid",
+                "rfc",
+                "t",
+                "totals",
+                "totals.node_reads",
+                "devices"
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+        );
+        assert_eq!(schema(&kernel), schema(&sim));
+        let older = Json::parse(r#"{"t":1,"totals":{"node_reads":3},"events":4}"#).unwrap();
+        assert_ne!(schema(&kernel), schema(&older));
     }
 }

@@ -57,6 +57,14 @@ impl Json {
         }
     }
 
+    /// The field names of an object, in order (none for anything else).
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            Json::Obj(fields) => fields.iter().map(|(k, _)| k.as_str()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     pub fn items(&self) -> &[Json] {
         match self {
             Json::Arr(items) => items,

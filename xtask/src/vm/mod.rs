@@ -66,10 +66,11 @@ pub fn run(which: &str) -> Result<()> {
     let cache = util::target_dir().join("vm-cache");
     fs::create_dir_all(&cache)?;
     let nodescope = util::build_nodescope()?;
+    let sim_line = sim_stream_line(&nodescope, &cache)?;
     let mut finals = Vec::new();
     for spec in specs {
         let started = Instant::now();
-        let (line, pass) = match run_kernel(spec, &cache, &nodescope) {
+        let (line, pass) = match run_kernel(spec, &cache, &nodescope, &sim_line) {
             Ok(verdict) => {
                 for l in &verdict.lines {
                     println!("{l}");
@@ -104,7 +105,39 @@ fn fail_line(label: &str) -> String {
     format!("vm-test {label} attributed=0 iostat=0 cat_pids=0 readahead=0 checkpoints=0 FAIL")
 }
 
-fn run_kernel(spec: &kernel::KernelSpec, cache: &Path, nodescope: &Path) -> Result<check::Verdict> {
+/// One `stream --json` line of the simulator (its phone scenario) on the host: the kernel's
+/// lines in the guest must have its very fields (one schema for every source).
+fn sim_stream_line(nodescope: &Path, cache: &Path) -> Result<json::Json> {
+    let knobs = cache.join("sim-knobs");
+    let _ = fs::remove_dir_all(&knobs);
+    fs::create_dir_all(&knobs)?;
+    let output = std::process::Command::new(nodescope)
+        .args([
+            "stream",
+            "--source",
+            "sim",
+            "--json",
+            "--duration",
+            "2",
+            "--sysfs-root",
+        ])
+        .arg(&knobs)
+        .output()
+        .context("running nodescope stream --source sim")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // The busiest line: it has processes and devices to compare.
+    text.lines()
+        .filter_map(|line| json::Json::parse(line).ok())
+        .max_by_key(|line| line.get("processes").items().len())
+        .context("nodescope stream --source sim printed no line")
+}
+
+fn run_kernel(
+    spec: &kernel::KernelSpec,
+    cache: &Path,
+    nodescope: &Path,
+    sim_line: &json::Json,
+) -> Result<check::Verdict> {
     let kernel = kernel::prepare(spec, cache)?;
     let work = cache.join(format!("run-{}", spec.label));
     let _ = fs::remove_dir_all(&work);
@@ -153,7 +186,7 @@ fn run_kernel(spec: &kernel::KernelSpec, cache: &Path, nodescope: &Path) -> Resu
             .arg(&out),
     )
     .context("the guest left no results archive (see console.log)")?;
-    let verdict = check::check(spec.label, &out, NDIRS, NFILES, &VARIANTS)?;
+    let verdict = check::check(spec.label, &out, NDIRS, NFILES, &VARIANTS, sim_line)?;
     if verdict.pass {
         // A failing run keeps its images for inspection; a passing one frees ~180 MB of disk.
         for image in [&disk, &results, &initrd] {

@@ -188,7 +188,7 @@ pub async fn run(
                 if !more? {
                     pipeline.source_ended();
                 }
-                pipeline.ingest(&mut batch);
+                pipeline.ingest(&mut batch)?;
                 batch.clear();
             }
             Step::Key(Some(key)) => ui.handle_key(key),
