@@ -129,7 +129,7 @@ K=/knobs/$DEV
 mkdir -p $K /hog
 echo 25 > $K/node_compress_threshold
 echo 1000 > $K/node_compress_interval
-nodescope tune --sysfs-root /knobs --device $DEV --interval 3600 --poll 0.1 \
+nodescope tune --sysfs-root /knobs --device $DEV --decision-period 3600 --poll 0.1 \
   --psi-goal $TUNE_PSI_GOAL \
   --audit $R/tune.jsonl 2> $R/tune.err &
 TP=$!
