@@ -1,4 +1,5 @@
-//! Programs on mainline F2FS tracepoints (node reads, node writes, checkpoints): issue #3.
+//! Programs on mainline F2FS tracepoints (node reads, node writes, checkpoints), counted
+//! per task in the kernel and sent through the ring buffer.
 //!
 //! Field offsets differ between kernels and between the page/folio/cache variants, so no
 //! offset is compiled in: userspace parses each tracepoint's `format` file and writes a

@@ -5,6 +5,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
+use tracer_common::knobs::{INTERVAL_FILE, THRESHOLD_FILE};
 
 /// "major:minor" from the kernel's dev_t encoding as F2FS tracepoints print it
 /// (major << 20 | minor).
@@ -177,8 +178,8 @@ pub fn f2fs_devices(sysfs_root: &Path) -> Vec<F2fsDevice> {
         .filter(|entry| entry.path().join("cp_interval").exists())
         .map(|entry| F2fsDevice {
             name: entry.file_name().to_string_lossy().into_owned(),
-            node_compress_threshold: entry.path().join("node_compress_threshold").exists(),
-            node_compress_interval: entry.path().join("node_compress_interval").exists(),
+            node_compress_threshold: entry.path().join(THRESHOLD_FILE).exists(),
+            node_compress_interval: entry.path().join(INTERVAL_FILE).exists(),
         })
         .collect();
     devices.sort_by(|a, b| a.name.cmp(&b.name));

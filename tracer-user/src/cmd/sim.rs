@@ -1,4 +1,5 @@
-//! `nodescope sim`: run the compressed node cache simulator (issue #4).
+//! `nodescope sim`: run the compressed node cache simulator, a scenario with compression off
+//! and on, or observed through uprobes.
 //!
 //! `--scenario vm-replay` compares compression off and on the way the RFC's VM run did (equal
 //! node count, equal memory); `--scenario android-launch` compares the phone trial's final

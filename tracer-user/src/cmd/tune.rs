@@ -1,5 +1,5 @@
 //! `nodescope tune`: the feedback controller for node_compress_threshold and
-//! node_compress_interval (issue #7). The law, knob I/O and safety live in the `controller`
+//! node_compress_interval. The law, knob I/O and safety live in the `controller`
 //! crate (docs/CONTROLLER.md); this module parses arguments and runs the decision loop on the
 //! wall clock.
 use std::{

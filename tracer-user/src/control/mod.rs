@@ -29,27 +29,27 @@ use controller::{
     psi::{self, PsiFile},
     safety::RestoreGuard,
     session::Session,
-    signals::{Counts, ProcSignalSource, SignalSource, Signals, TrailingRates},
+    signals::{
+        Counts, ProcSignalSource, SignalSource, Signals, TrailingRates, DEFAULT_RATE_PERIOD,
+    },
     tuner::{Status, TunerOptions},
 };
 
 use crate::model::{Model, WindowReport};
 
-/// Rates are measured over this many closed windows (5 s with the default 1 s windows), so a
-/// workload whose period does not divide the window cannot make every other window look clean.
-pub const RATE_WINDOWS: usize = 5;
-
 /// Turns the model's closed windows into [`Signals`].
 #[derive(Clone, Copy, Debug)]
 pub struct ModelSignals {
-    /// How many of the most recent closed windows the rates are taken over (at least 1).
-    pub rate_windows: usize,
+    /// Rates are measured over the closed windows of this trailing period (at least one
+    /// window), so a workload whose period does not divide the window cannot make every other
+    /// window look clean: the controller's own [`DEFAULT_RATE_PERIOD`] unless a test says.
+    pub rate_period: Duration,
 }
 
 impl Default for ModelSignals {
     fn default() -> Self {
         ModelSignals {
-            rate_windows: RATE_WINDOWS,
+            rate_period: DEFAULT_RATE_PERIOD,
         }
     }
 }
@@ -66,7 +66,11 @@ impl ModelSignals {
         budget_bytes: Option<u64>,
     ) -> Option<Signals> {
         let end = history.iter().position(|w| w.index == upto)?;
-        let first = (end + 1).saturating_sub(self.rate_windows.max(1));
+        let window = history.get(end)?;
+        let window_ns = window.end_ns.saturating_sub(window.start_ns).max(1);
+        let period_ns = u64::try_from(self.rate_period.as_nanos()).unwrap_or(u64::MAX);
+        let windows = usize::try_from(period_ns.div_ceil(window_ns)).unwrap_or(usize::MAX);
+        let first = (end + 1).saturating_sub(windows.max(1));
         let (oldest, newest) = (history.get(first)?, history.get(end)?);
         let mut signals = Signals {
             memory_pressure,

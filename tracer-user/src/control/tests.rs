@@ -1,7 +1,10 @@
 //! The controller on the model's windows: signals, decisions, polls, restores.
 use std::fs;
 
-use tracer_common::{Event, EventKind, FLAG_READAHEAD, QUEUE_256, QUEUE_RAW};
+use tracer_common::{
+    knobs::{INTERVAL_FILE, THRESHOLD_FILE},
+    Event, EventKind, FLAG_READAHEAD, QUEUE_256, QUEUE_RAW,
+};
 
 use super::*;
 use crate::model::ModelConfig;
@@ -57,7 +60,9 @@ fn model_signals_are_rates_over_recent_windows_with_the_last_gauges() {
     let model = model_with_three_windows();
     let history = model.history();
     assert_eq!(history.len(), 3);
-    let two = ModelSignals { rate_windows: 2 };
+    let two = ModelSignals {
+        rate_period: Duration::from_secs(2),
+    };
     let signals = two.signals(history, 1, Some(7.5), Some(1 << 20)).unwrap();
     assert_eq!(
         signals,
@@ -95,21 +100,18 @@ fn model_signals_are_rates_over_recent_windows_with_the_last_gauges() {
     );
 }
 
-fn knob_root(test: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("nodescope-tuning-{}-{test}", std::process::id()));
-    let _ = fs::remove_dir_all(&root);
-    fs::create_dir_all(root.join("vdb")).unwrap();
-    fs::write(root.join("vdb/node_compress_threshold"), "10\n").unwrap();
-    fs::write(root.join("vdb/node_compress_interval"), "1000\n").unwrap();
-    root
+/// A knob directory with device vdb at 10 % and 1000 ms, removed even when a test fails.
+fn knob_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("vdb")).unwrap();
+    fs::write(dir.path().join("vdb").join(THRESHOLD_FILE), "10\n").unwrap();
+    fs::write(dir.path().join("vdb").join(INTERVAL_FILE), "1000\n").unwrap();
+    dir
 }
 
 fn knobs(root: &Path) -> (String, String) {
     let read = |name: &str| fs::read_to_string(root.join("vdb").join(name)).unwrap();
-    (
-        read("node_compress_threshold"),
-        read("node_compress_interval"),
-    )
+    (read(THRESHOLD_FILE), read(INTERVAL_FILE))
 }
 
 fn vdb() -> Vec<String> {
@@ -125,7 +127,8 @@ fn no_psi() -> TuningOptions {
 
 #[test]
 fn tuning_steps_on_closed_windows_writes_logs_and_restores_on_drop() {
-    let root = knob_root("live");
+    let dir = knob_dir();
+    let root = dir.path().to_path_buf();
     let audit = root.join("audit.jsonl");
     let mut tuning =
         Tuning::start_with(&root, &vdb(), false, Some(audit.clone()), no_psi()).unwrap();
@@ -170,12 +173,12 @@ fn tuning_steps_on_closed_windows_writes_logs_and_restores_on_drop() {
         events,
         ["start", "decision", "decision", "decision", "restore"]
     );
-    let _ = fs::remove_dir_all(&root);
 }
 
 #[test]
 fn polls_between_windows_compress_more_when_memory_crosses_or_grows() {
-    let root = knob_root("poll");
+    let dir = knob_dir();
+    let root = dir.path().to_path_buf();
     let mut tuning = Tuning::start_with(&root, &vdb(), false, None, no_psi()).unwrap();
     let mut decisions: Vec<String> = Vec::new();
     let mut model = Model::new(ModelConfig::default());
@@ -204,12 +207,12 @@ fn polls_between_windows_compress_more_when_memory_crosses_or_grows() {
     assert_eq!(decisions.len(), 2);
     drop(tuning);
     assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
-    let _ = fs::remove_dir_all(&root);
 }
 
 #[test]
 fn the_sources_own_pressure_replaces_psi() {
-    let root = knob_root("own-pressure");
+    let dir = knob_dir();
+    let root = dir.path().to_path_buf();
     let psi = root.join("psi");
     fs::write(&psi, "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
     let options = TuningOptions {
@@ -230,12 +233,12 @@ fn the_sources_own_pressure_replaces_psi() {
         decisions[0]
     );
     drop(tuning);
-    let _ = fs::remove_dir_all(&root);
 }
 
 #[test]
 fn dry_run_decides_and_writes_nothing_and_bad_knobs_refuse_to_start() {
-    let root = knob_root("dry");
+    let dir = knob_dir();
+    let root = dir.path().to_path_buf();
     let mut tuning = Tuning::start_with(&root, &vdb(), true, None, no_psi()).unwrap();
     let mut decisions: Vec<String> = Vec::new();
     let mut model = model_with_three_windows();
@@ -246,7 +249,7 @@ fn dry_run_decides_and_writes_nothing_and_bad_knobs_refuse_to_start() {
     drop(tuning);
     assert_eq!(knobs(&root), ("10\n".into(), "1000\n".into()));
 
-    fs::write(root.join("vdb/node_compress_interval"), "50\n").unwrap();
+    fs::write(root.join("vdb").join(INTERVAL_FILE), "50\n").unwrap();
     let err = Tuning::start(&root, &vdb(), false, None).err().unwrap();
     assert!(
         format!("{err:#}").contains("outside the valid range 100..=30000"),
@@ -266,5 +269,4 @@ fn dry_run_decides_and_writes_nothing_and_bad_knobs_refuse_to_start() {
         format!("{err:#}").contains("stdout is the screen"),
         "{err:#}"
     );
-    let _ = fs::remove_dir_all(&root);
 }
