@@ -26,6 +26,8 @@ enum Command {
     Record(cmd::record::RecordArgs),
     /// Summarise a recording: per app, per device, knob changes, drops.
     Report(cmd::report::ReportArgs),
+    /// Export a recording for other tools: `--perfetto` writes a Perfetto trace.
+    Export(cmd::export::ExportArgs),
     /// Tune node_compress_threshold and node_compress_interval with a feedback controller.
     Tune(cmd::tune::TuneArgs),
     /// Run the compressed node cache simulator.
@@ -48,6 +50,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Stream(args) => cmd::stream::run(args),
         Command::Record(args) => cmd::record::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Export(args) => cmd::export::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Sim(args) => cmd::sim::run(args),
     }

@@ -1,5 +1,6 @@
 //! Views: what a person or a program reads of the model. A view never reaches into a source.
 pub mod jsonline;
 pub mod metrics;
+pub mod perfetto;
 pub mod recorder;
 pub mod tui;

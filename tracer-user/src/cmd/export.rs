@@ -1,0 +1,92 @@
+//! `nodescope export --perfetto RECORDING -o FILE`: a recording as a Perfetto trace
+//! (docs/PERFETTO.md). The recording is replayed through the model the way `report` reads it:
+//! the same windows, the same per-app attribution.
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use clap::Args;
+
+use crate::{
+    model::{Model, ModelConfig, Packages},
+    record::reader::{read_all, Item},
+    view::perfetto::{self, Recorded},
+};
+
+#[derive(Args)]
+pub struct ExportArgs {
+    /// The recording (from `nodescope record`) to write as a Perfetto protobuf trace.
+    #[arg(long, value_name = "RECORDING")]
+    perfetto: PathBuf,
+    /// The trace file to write (open it in ui.perfetto.dev).
+    #[arg(short = 'o', long = "output", value_name = "FILE.perfetto-trace")]
+    output: PathBuf,
+    /// Android packages.list for uid -> app names (else the one the recording carries).
+    #[arg(long, value_name = "FILE")]
+    packages: Option<PathBuf>,
+}
+
+pub fn run(args: ExportArgs) -> Result<()> {
+    let bytes = std::fs::read(&args.perfetto)
+        .with_context(|| format!("reading {}", args.perfetto.display()))?;
+    let recorded = replay(&bytes, args.packages.as_deref(), &args.perfetto)?;
+    let trace = perfetto::encode(&recorded);
+    std::fs::write(&args.output, &trace)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    eprintln!(
+        "{}: {} windows, {} bytes",
+        args.output.display(),
+        recorded.windows.len(),
+        trace.len()
+    );
+    Ok(())
+}
+
+/// Replay a recording's bytes through the model: every window, note and instant-worthy event.
+/// Damage ends the replay with a warning; what comes before it is exported.
+pub fn replay(bytes: &[u8], packages_file: Option<&Path>, path: &Path) -> Result<Recorded> {
+    let contents = read_all(bytes).with_context(|| format!("reading {}", path.display()))?;
+    if let Some(damage) = &contents.damage {
+        eprintln!(
+            "warning: {}: {damage}; the trace covers what comes before it",
+            path.display()
+        );
+    }
+    let header = contents.header.clone();
+    let packages = Packages::from_file_or(packages_file, header.packages_list.clone())?;
+    let mut model = Model::new(ModelConfig {
+        window_ns: header.window_ns.max(1),
+        idle_windows: u64::MAX, // every process keeps its rows, as in `report`
+        packages: packages.clone(),
+        ..ModelConfig::default()
+    });
+    model.start_at(header.clock_origin_ns);
+    let mut recorded = Recorded {
+        windows: Vec::new(),
+        notes: Vec::new(),
+        marks: Vec::new(),
+        packages,
+        header,
+    };
+    for item in &contents.items {
+        match item {
+            Item::Events(events) => {
+                for event in events {
+                    model.ingest(event);
+                    if Recorded::is_mark(event) {
+                        recorded.marks.push(*event);
+                    }
+                }
+                recorded.windows.extend(model.take_closed());
+            }
+            Item::Note(note) => recorded.notes.push(note.clone()),
+            Item::Footer(_) => {}
+        }
+    }
+    // Close the last window on its grid end, so its counts are in the trace like all others.
+    let last_event = contents.events().last().map(|event| event.ts_ns);
+    let footer_end = contents.footer().map(|footer| footer.end_ns);
+    model.advance_to(last_event.max(footer_end).unwrap_or(0));
+    model.advance_to(model.open_window_end_ns());
+    recorded.windows.extend(model.take_closed());
+    Ok(recorded)
+}

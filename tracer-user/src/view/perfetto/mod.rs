@@ -1,0 +1,386 @@
+//! The Perfetto view: a replayed recording as a Perfetto protobuf trace (docs/PERFETTO.md), so
+//! node reads per app sit beside everything else an Android engineer traces.
+//!
+//! Layout: one packet sequence, no interning. Track descriptors first (every track an event
+//! uses is described), then track events in time order:
+//! - `nodescope node cache`: counters per window (node reads demand / readahead, writes,
+//!   checkpoints, restores, conversions, reclaims per queue, lost events, eager restores), the
+//!   attributed memory gauges and the knob values;
+//! - `f2fs [major:minor]` per device: checkpoint instants and per-window counters named the way
+//!   Perfetto names its f2fs iostat tracks (`<group>.[major:minor].<key>`);
+//! - `nodescope apps` / `<kind> <app>`: per-app counters per window;
+//! - one process track per process (its package name for Android apps) with its counters;
+//! - `nodescope events`: lost events, knob changes and controller notes as instants.
+//!
+//! Per-window counts are written at the window's start and hold until the next sample; a track
+//! gets a sample in every window where its count is not zero and one zero after, so summing a
+//! track's samples gives the recording's total exactly.
+mod fields;
+mod tracks;
+pub mod wire;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tracer_common::{knobs::Knobs, Event, EventKind};
+
+use self::{
+    tracks::{TrackSpec, Tracks, Unit},
+    wire::Message,
+};
+use crate::{
+    model::{apps, AppKey, CacheGauges, Counters, DeviceCounts, Packages, WindowReport},
+    model::{ProcessRow, OTHER_DEVICES},
+    record::{Header, Note},
+};
+
+/// A recording replayed through the model: what the trace is made of.
+pub struct Recorded {
+    pub header: Header,
+    /// Every window the model closed, oldest first.
+    pub windows: Vec<WindowReport>,
+    pub notes: Vec<Note>,
+    /// Events shown one by one, as instants: checkpoints and lost-event markers.
+    pub marks: Vec<Event>,
+    pub packages: Packages,
+}
+
+impl Recorded {
+    /// Whether `event` is one of those kept as an instant.
+    pub fn is_mark(event: &Event) -> bool {
+        matches!(
+            event.kind(),
+            Some(EventKind::Checkpoint) | Some(EventKind::Lost)
+        )
+    }
+}
+
+/// The only packet sequence of the trace.
+const SEQUENCE_ID: u64 = 1;
+
+const CACHE_TRACK: &str = "nodescope node cache";
+const APPS_TRACK: &str = "nodescope apps";
+const EVENTS_TRACK: &str = "nodescope events";
+
+/// The whole trace file: a Perfetto `Trace` message.
+pub fn encode(recorded: &Recorded) -> Vec<u8> {
+    let mut layout = Layout::default();
+    layout.knobs(
+        recorded.header.clock_origin_ns,
+        header_knobs(&recorded.header),
+    );
+    for window in &recorded.windows {
+        layout.window(window, &recorded.packages);
+    }
+    for note in &recorded.notes {
+        layout.note(note);
+    }
+    for mark in &recorded.marks {
+        layout.mark(mark);
+    }
+    layout.into_trace()
+}
+
+fn header_knobs(header: &Header) -> Option<Knobs> {
+    Some(Knobs {
+        threshold: header.threshold?,
+        interval_ms: header.interval_ms?,
+    })
+}
+
+/// A track event and when it happened.
+struct Timed {
+    ts_ns: u64,
+    event: Message,
+}
+
+#[derive(Default)]
+struct Layout {
+    tracks: Tracks,
+    events: Vec<Timed>,
+    /// Per-window count tracks whose latest sample is not zero, before and in this window.
+    nonzero_before: BTreeSet<u64>,
+    nonzero_now: BTreeSet<u64>,
+    /// The latest value of each gauge track.
+    gauges: BTreeMap<u64, i64>,
+}
+
+impl Layout {
+    fn window(&mut self, window: &WindowReport, packages: &Packages) {
+        let ts = window.start_ns;
+        self.cache_counts(ts, &window.activity, window.eager_restores);
+        self.memory(ts, &window.cache);
+        for (&dev, counts) in &window.devices {
+            self.device_counts(ts, dev, counts);
+        }
+        self.apps(ts, &window.processes, packages);
+        for row in &window.processes {
+            let process = self.tracks.uuid(process_track(row, packages));
+            self.reads_and_restores(ts, process, &row.counters);
+        }
+        self.close_window(ts);
+    }
+
+    fn cache_counts(&mut self, ts: u64, activity: &Counters, eager_restores: u64) {
+        let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
+        let reclaims = &activity.reclaims;
+        for (name, value) in [
+            ("node reads demand", activity.node_reads_demand),
+            ("node reads readahead", activity.node_reads_readahead),
+            ("node writes", activity.node_writes),
+            ("checkpoints", activity.checkpoints),
+            ("restores", activity.restores),
+            ("eager restores", eager_restores),
+            ("restore failures", activity.restore_fails),
+            ("conversions", activity.conversions),
+            ("reclaims raw", reclaims.raw),
+            ("reclaims 256", reclaims.b256),
+            ("reclaims 512", reclaims.b512),
+            ("reclaims 1024", reclaims.b1024),
+            ("lost events", activity.lost),
+        ] {
+            let track = self
+                .tracks
+                .uuid(TrackSpec::counter(root, name, Unit::Count));
+            self.count(ts, track, value);
+        }
+    }
+
+    fn memory(&mut self, ts: u64, cache: &CacheGauges) {
+        let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
+        for (name, bytes) in [
+            ("attributed memory raw", cache.raw_bytes),
+            ("attributed memory compressed", cache.compressed_bytes),
+            ("attributed memory total", cache.attributed_bytes),
+        ] {
+            let track = self
+                .tracks
+                .uuid(TrackSpec::counter(root, name, Unit::Bytes));
+            self.gauge(ts, track, bytes);
+        }
+    }
+
+    fn knobs(&mut self, ts: u64, knobs: Option<Knobs>) {
+        let Some(knobs) = knobs else {
+            return;
+        };
+        let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
+        for (name, value) in [
+            ("node_compress_threshold (%)", knobs.threshold),
+            ("node_compress_interval (ms)", knobs.interval_ms),
+        ] {
+            let track = self
+                .tracks
+                .uuid(TrackSpec::counter(root, name, Unit::Count));
+            self.gauge(ts, track, u64::from(value));
+        }
+    }
+
+    fn device_counts(&mut self, ts: u64, dev: u32, counts: &DeviceCounts) {
+        let device = device_name(dev);
+        let parent = self.device_track(dev);
+        for (key, value) in [
+            ("read_fs_node", counts.node_reads),
+            ("write_fs_node", counts.node_writes),
+            ("checkpoints", counts.checkpoints),
+        ] {
+            let name = format!("nodescope.[{device}].{key}");
+            let track = self
+                .tracks
+                .uuid(TrackSpec::counter(parent, name, Unit::Count));
+            self.count(ts, track, value);
+        }
+    }
+
+    fn device_track(&mut self, dev: u32) -> u64 {
+        let name = format!("f2fs [{}]", device_name(dev));
+        self.tracks.uuid(TrackSpec::plain(None, name))
+    }
+
+    /// The window's processes summed per app.
+    fn apps(&mut self, ts: u64, processes: &[ProcessRow], packages: &Packages) {
+        let mut by_app: BTreeMap<AppKey, Counters> = BTreeMap::new();
+        for row in processes {
+            let app = apps::classify(packages, row.uid, &row.comm);
+            by_app.entry(app).or_default().add(&row.counters);
+        }
+        let root = self.tracks.uuid(TrackSpec::plain(None, APPS_TRACK));
+        for (app, counters) in &by_app {
+            let track = self
+                .tracks
+                .uuid(TrackSpec::plain(Some(root), app_track(app)));
+            self.reads_and_restores(ts, track, counters);
+        }
+    }
+
+    fn reads_and_restores(&mut self, ts: u64, parent: u64, counters: &Counters) {
+        for (name, value) in [
+            ("node reads demand", counters.node_reads_demand),
+            ("node reads readahead", counters.node_reads_readahead),
+            ("restores", counters.restores),
+        ] {
+            let track = self
+                .tracks
+                .uuid(TrackSpec::counter(parent, name, Unit::Count));
+            self.count(ts, track, value);
+        }
+    }
+
+    /// A knob change moves the knob counters; every note is an instant.
+    fn note(&mut self, note: &Note) {
+        if note.kind == "knobs" {
+            self.knobs(note.ts_ns, knobs_after(&note.text));
+        }
+        let track = self.tracks.uuid(TrackSpec::plain(None, EVENTS_TRACK));
+        let name = format!("{}: {}", note.kind, note.text);
+        self.instant(note.ts_ns, track, &name, None);
+    }
+
+    fn mark(&mut self, event: &Event) {
+        match event.kind() {
+            Some(EventKind::Checkpoint) => {
+                let track = self.device_track(event.dev);
+                self.instant(event.ts_ns, track, "checkpoint", None);
+            }
+            Some(EventKind::Lost) => {
+                let track = self.tracks.uuid(TrackSpec::plain(None, EVENTS_TRACK));
+                let name = format!("lost {} events", event.len);
+                self.instant(event.ts_ns, track, &name, Some(u64::from(event.len)));
+            }
+            _ => {}
+        }
+    }
+
+    /// A per-window count: written when not zero; the drop to zero is written by
+    /// `close_window`.
+    fn count(&mut self, ts: u64, track: u64, value: u64) {
+        if value != 0 {
+            self.nonzero_now.insert(track);
+            self.counter(ts, track, value);
+        }
+    }
+
+    /// Tracks that counted in the window before and not in this one go to zero.
+    fn close_window(&mut self, ts: u64) {
+        let before = std::mem::take(&mut self.nonzero_before);
+        let idle: Vec<u64> = before.difference(&self.nonzero_now).copied().collect();
+        for track in idle {
+            self.counter(ts, track, 0);
+        }
+        self.nonzero_before = std::mem::take(&mut self.nonzero_now);
+    }
+
+    /// A gauge: written when its value changes.
+    fn gauge(&mut self, ts: u64, track: u64, value: u64) {
+        let value = i64::try_from(value).unwrap_or(i64::MAX);
+        if self.gauges.insert(track, value) != Some(value) {
+            self.counter(ts, track, value as u64);
+        }
+    }
+
+    fn counter(&mut self, ts_ns: u64, track: u64, value: u64) {
+        use fields::track_event as te;
+        let mut event = Message::new();
+        event
+            .uint(te::TYPE, te::TYPE_COUNTER)
+            .uint(te::TRACK_UUID, track)
+            .int(te::COUNTER_VALUE, i64::try_from(value).unwrap_or(i64::MAX));
+        self.events.push(Timed { ts_ns, event });
+    }
+
+    /// An instant event, with a `count` debug annotation when given.
+    fn instant(&mut self, ts_ns: u64, track: u64, name: &str, count: Option<u64>) {
+        use fields::track_event as te;
+        let mut event = Message::new();
+        event
+            .uint(te::TYPE, te::TYPE_INSTANT)
+            .uint(te::TRACK_UUID, track)
+            .string(te::NAME, name);
+        if let Some(count) = count {
+            let mut annotation = Message::new();
+            annotation
+                .string(fields::debug_annotation::NAME, "count")
+                .uint(fields::debug_annotation::UINT_VALUE, count);
+            event.message(te::DEBUG_ANNOTATIONS, &annotation);
+        }
+        self.events.push(Timed { ts_ns, event });
+    }
+
+    /// Descriptors, then events by time (a stable sort keeps each track's order).
+    fn into_trace(mut self) -> Vec<u8> {
+        self.events.sort_by_key(|timed| timed.ts_ns);
+        let mut trace = Vec::new();
+        let mut first = true;
+        let mut push = |packet: &mut Message| {
+            use fields::trace_packet as tp;
+            packet.uint(tp::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE_ID);
+            if std::mem::take(&mut first) {
+                packet.uint(tp::SEQUENCE_FLAGS, tp::SEQ_INCREMENTAL_STATE_CLEARED);
+            }
+            let mut wrapper = Message::new();
+            wrapper.message(fields::trace::PACKET, packet);
+            trace.extend_from_slice(wrapper.as_bytes());
+        };
+        for descriptor in self.tracks.descriptors() {
+            let mut packet = Message::new();
+            packet.message(fields::trace_packet::TRACK_DESCRIPTOR, &descriptor);
+            push(&mut packet);
+        }
+        for timed in &self.events {
+            let mut packet = Message::new();
+            packet
+                .uint(fields::trace_packet::TIMESTAMP, timed.ts_ns)
+                .message(fields::trace_packet::TRACK_EVENT, &timed.event);
+            push(&mut packet);
+        }
+        trace
+    }
+}
+
+fn device_name(dev: u32) -> String {
+    if dev == OTHER_DEVICES {
+        "other".to_string()
+    } else {
+        crate::system::major_minor(dev)
+    }
+}
+
+/// `app com.whatsapp`, `kernel kworker`, `program fio`: the kind as report's JSON spells it.
+fn app_track(app: &AppKey) -> String {
+    let kind = match app {
+        AppKey::App(_) => "app",
+        AppKey::Kernel(_) => "kernel",
+        AppKey::Program(_) => "program",
+    };
+    format!("{kind} {}", app.name())
+}
+
+/// A process track: named after its app's package for Android apps, else its comm.
+fn process_track(row: &ProcessRow, packages: &Packages) -> TrackSpec {
+    let name = match apps::classify(packages, row.uid, &row.comm) {
+        AppKey::App(package) => package,
+        _ => row.comm.clone(),
+    };
+    TrackSpec::process(row.pid, name)
+}
+
+/// The values after a knob change, from its note's text (`source::knobs::describe`, twice:
+/// `before -> after`). None when they were not readable.
+fn knobs_after(text: &str) -> Option<Knobs> {
+    let after = text.rsplit(" -> ").next()?;
+    let mut words = after.split_whitespace();
+    let threshold = match (words.next(), words.next()) {
+        (Some("threshold"), Some(value)) => value.strip_suffix('%')?.parse().ok()?,
+        _ => return None,
+    };
+    let interval_ms = match (words.next(), words.next(), words.next()) {
+        (Some("interval"), Some(value), Some("ms")) => value.parse().ok()?,
+        _ => return None,
+    };
+    Some(Knobs {
+        threshold,
+        interval_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests;
