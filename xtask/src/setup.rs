@@ -42,7 +42,21 @@ pub fn run() -> Result<()> {
     }
     ensure_bpf_linker()?;
     ensure_cargo_fuzz()?;
+    ensure_perfetto_protos()?;
     Ok(())
+}
+
+/// The PyPI `perfetto` package: its protobuf classes (`perfetto_trace_pb2`) let
+/// tracer-user/tests/perfetto.rs parse `nodescope export --perfetto` with Perfetto's own
+/// definitions. Only the classes are used, never its trace processor (which downloads a binary).
+fn ensure_perfetto_protos() -> Result<()> {
+    let import = "from perfetto.protos.perfetto.trace import perfetto_trace_pb2";
+    if output("python3", &["-c", import]).is_some() {
+        return Ok(());
+    }
+    eprintln!("setup: installing the perfetto Python package (Perfetto's trace protos, for tests)");
+    util::run(Command::new("python3").args(["-m", "pip", "install", "--quiet", "perfetto"]))
+        .context("pip install perfetto")
 }
 
 /// cargo-fuzz drives the recording reader's fuzz target (with rustup's nightly toolchain).
