@@ -83,16 +83,19 @@ fn recorded() -> Recorded {
             ..Header::default()
         },
         windows: model.take_closed(),
-        notes: Vec::new(),
+        notes: vec![Note {
+            ts_ns: 2 * SECOND + 7,
+            kind: "knobs".into(),
+            text: "threshold 40% interval 500 ms -> threshold 70% interval 900 ms".into(),
+        }],
         marks: vec![Event::new(EventKind::Checkpoint, 2 * SECOND)],
         packages: Packages::default(),
     }
 }
 
-#[test]
-fn per_window_counts_sum_to_the_total_and_drop_to_zero_when_idle() {
-    let trace = encode(&recorded());
-    let packets: Vec<_> = fields(&trace)
+/// The trace's packets, each as its fields.
+fn packets(trace: &[u8]) -> Vec<&[u8]> {
+    fields(trace)
         .into_iter()
         .map(|(field, value)| {
             assert_eq!(field, fields::trace::PACKET);
@@ -101,7 +104,13 @@ fn per_window_counts_sum_to_the_total_and_drop_to_zero_when_idle() {
             };
             packet
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn per_window_counts_sum_to_the_total_and_drop_to_zero_when_idle() {
+    let trace = encode(&recorded());
+    let packets = packets(&trace);
     let first = fields(packets[0]);
     assert_eq!(
         number_of(&first, fields::trace_packet::SEQUENCE_FLAGS),
@@ -157,4 +166,39 @@ fn knob_values_are_read_back_from_their_notes() {
     let unreadable = format!("{} -> {}", describe(before), describe(None));
     assert_eq!(knobs_after(&unreadable), None);
     assert_eq!(knobs_after("something else"), None);
+}
+
+#[test]
+fn checkpoints_and_notes_are_instants_and_knob_changes_move_the_knob_counters() {
+    let trace = encode(&recorded());
+    let mut instants = Vec::new();
+    let mut counter_values = Vec::new();
+    for packet in packets(&trace) {
+        let packet = fields(packet);
+        let Some(event) = bytes_of(&packet, fields::trace_packet::TRACK_EVENT) else {
+            continue;
+        };
+        let event = fields(event);
+        let ts = number_of(&packet, fields::trace_packet::TIMESTAMP).unwrap();
+        match number_of(&event, fields::track_event::TYPE) {
+            Some(fields::track_event::TYPE_INSTANT) => {
+                let name = bytes_of(&event, fields::track_event::NAME).unwrap();
+                instants.push((ts, String::from_utf8_lossy(name).into_owned()));
+            }
+            _ => counter_values.push(number_of(&event, fields::track_event::COUNTER_VALUE)),
+        }
+    }
+    assert_eq!(
+        instants,
+        [
+            (2 * SECOND, "checkpoint".to_string()),
+            (
+                2 * SECOND + 7,
+                "knobs: threshold 40% interval 500 ms -> threshold 70% interval 900 ms".into()
+            )
+        ]
+    );
+    for knob in [40, 500, 70, 900] {
+        assert!(counter_values.contains(&Some(knob)), "knob value {knob}");
+    }
 }
