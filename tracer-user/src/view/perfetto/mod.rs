@@ -123,7 +123,7 @@ impl Layout {
     fn cache_counts(&mut self, ts: u64, activity: &Counters, eager_restores: u64) {
         let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
         let reclaims = &activity.reclaims;
-        for (name, value) in [
+        let counts = [
             ("node reads demand", activity.node_reads_demand),
             ("node reads readahead", activity.node_reads_readahead),
             ("node writes", activity.node_writes),
@@ -137,26 +137,18 @@ impl Layout {
             ("reclaims 512", reclaims.b512),
             ("reclaims 1024", reclaims.b1024),
             ("lost events", activity.lost),
-        ] {
-            let track = self
-                .tracks
-                .uuid(TrackSpec::counter(root, name, Unit::Count));
-            self.count(ts, track, value);
-        }
+        ];
+        self.counts_under(ts, root, counts);
     }
 
     fn memory(&mut self, ts: u64, cache: &CacheGauges) {
         let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
-        for (name, bytes) in [
+        let bytes = [
             ("attributed memory raw", cache.raw_bytes),
             ("attributed memory compressed", cache.compressed_bytes),
             ("attributed memory total", cache.attributed_bytes),
-        ] {
-            let track = self
-                .tracks
-                .uuid(TrackSpec::counter(root, name, Unit::Bytes));
-            self.gauge(ts, track, bytes);
-        }
+        ];
+        self.gauges_under(ts, root, Unit::Bytes, bytes);
     }
 
     fn knobs(&mut self, ts: u64, knobs: Option<Knobs>) {
@@ -164,31 +156,23 @@ impl Layout {
             return;
         };
         let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
-        for (name, value) in [
-            ("node_compress_threshold (%)", knobs.threshold),
-            ("node_compress_interval (ms)", knobs.interval_ms),
-        ] {
-            let track = self
-                .tracks
-                .uuid(TrackSpec::counter(root, name, Unit::Count));
-            self.gauge(ts, track, u64::from(value));
-        }
+        let values = [
+            ("node_compress_threshold (%)", u64::from(knobs.threshold)),
+            ("node_compress_interval (ms)", u64::from(knobs.interval_ms)),
+        ];
+        self.gauges_under(ts, root, Unit::Count, values);
     }
 
     fn device_counts(&mut self, ts: u64, dev: u32, counts: &DeviceCounts) {
         let device = device_name(dev);
         let parent = self.device_track(dev);
-        for (key, value) in [
+        let counts = [
             ("read_fs_node", counts.node_reads),
             ("write_fs_node", counts.node_writes),
             ("checkpoints", counts.checkpoints),
-        ] {
-            let name = format!("nodescope.[{device}].{key}");
-            let track = self
-                .tracks
-                .uuid(TrackSpec::counter(parent, name, Unit::Count));
-            self.count(ts, track, value);
-        }
+        ]
+        .map(|(key, value)| (format!("nodescope.[{device}].{key}"), value));
+        self.counts_under(ts, parent, counts);
     }
 
     fn device_track(&mut self, dev: u32) -> u64 {
@@ -213,15 +197,40 @@ impl Layout {
     }
 
     fn reads_and_restores(&mut self, ts: u64, parent: u64, counters: &Counters) {
-        for (name, value) in [
+        let counts = [
             ("node reads demand", counters.node_reads_demand),
             ("node reads readahead", counters.node_reads_readahead),
             ("restores", counters.restores),
-        ] {
+        ];
+        self.counts_under(ts, parent, counts);
+    }
+
+    /// Per-window counts, each on its counter track under `parent`.
+    fn counts_under(
+        &mut self,
+        ts: u64,
+        parent: u64,
+        counts: impl IntoIterator<Item = (impl Into<String>, u64)>,
+    ) {
+        for (name, value) in counts {
             let track = self
                 .tracks
                 .uuid(TrackSpec::counter(parent, name, Unit::Count));
             self.count(ts, track, value);
+        }
+    }
+
+    /// Gauges in `unit`, each on its counter track under `parent`.
+    fn gauges_under(
+        &mut self,
+        ts: u64,
+        parent: u64,
+        unit: Unit,
+        values: impl IntoIterator<Item = (impl Into<String>, u64)>,
+    ) {
+        for (name, value) in values {
+            let track = self.tracks.uuid(TrackSpec::counter(parent, name, unit));
+            self.gauge(ts, track, value);
         }
     }
 
