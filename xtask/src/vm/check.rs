@@ -187,6 +187,7 @@ pub fn check(
     nfiles: u64,
     variants: &[&str],
     sim_line: &Json,
+    nodescope: &Path,
 ) -> Result<Verdict> {
     let mut lines = Vec::new();
     let mut failures = Vec::new();
@@ -283,6 +284,7 @@ pub fn check(
         }
     }
     check_rfc_probes(dir, &mut lines, &mut failures);
+    check_perfetto_export(dir, nodescope, &mut lines, &mut failures);
     let tune_steps = check_tune(dir, &mut lines, &mut failures);
     for failure in &failures {
         lines.push(format!("  FAILED: {failure}"));
@@ -354,6 +356,69 @@ fn check_schema(dir: &Path, sim_line: &Json, lines: &mut Vec<String>, failures: 
 
 /// The RFC probes as a kprobe and a kretprobe on f2fs_get_node_page count exactly the calls
 /// the kernel's own kprobe_events hist trigger counted.
+/// The guest's recording of the kernel source, reported and exported to Perfetto here: the
+/// trace parses with Perfetto's own proto classes and its per-app node reads and restores equal
+/// the report's (tracer-user/tests/data/check_perfetto.py).
+fn check_perfetto_export(
+    dir: &Path,
+    nodescope: &Path,
+    lines: &mut Vec<String>,
+    failures: &mut Vec<String>,
+) {
+    match export_and_check(dir, nodescope) {
+        Ok(summary) => lines.push(format!("  perfetto {summary}")),
+        Err(err) => failures.push(format!("perfetto: {err:#}")),
+    }
+}
+
+fn export_and_check(dir: &Path, nodescope: &Path) -> Result<String> {
+    let recording = dir.join("variant.nsr");
+    let rc = read_number(dir, "record.rc");
+    anyhow::ensure!(
+        rc == Some(0),
+        "nodescope record in the guest ended with {rc:?}"
+    );
+    let report = std::process::Command::new(nodescope)
+        .args(["report", "--json"])
+        .arg(&recording)
+        .output()
+        .context("running nodescope report")?;
+    anyhow::ensure!(report.status.success(), "nodescope report failed");
+    let report_path = dir.join("variant-report.json");
+    fs::write(&report_path, &report.stdout)?;
+    let reads = Json::parse(String::from_utf8_lossy(&report.stdout).trim())
+        .map(|r| r.get("totals").get("node_reads_demand").u64())
+        .unwrap_or(0);
+    anyhow::ensure!(reads > 0, "the guest's recording holds no node read");
+    let trace = dir.join("variant.perfetto-trace");
+    let export = std::process::Command::new(nodescope)
+        .args(["export", "--perfetto"])
+        .arg(&recording)
+        .arg("-o")
+        .arg(&trace)
+        .output()
+        .context("running nodescope export")?;
+    anyhow::ensure!(
+        export.status.success(),
+        "nodescope export failed: {}",
+        String::from_utf8_lossy(&export.stderr).trim()
+    );
+    let checker = crate::util::workspace_root().join("tracer-user/tests/data/check_perfetto.py");
+    let check = std::process::Command::new("python3")
+        .arg(&checker)
+        .arg(&trace)
+        .arg(&report_path)
+        .output()
+        .context("running the Perfetto checker (cargo xtask setup installs its package)")?;
+    let said = String::from_utf8_lossy(&check.stdout).trim().to_string();
+    anyhow::ensure!(
+        check.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&check.stderr).trim()
+    );
+    Ok(format!("demand reads {reads}: {said}"))
+}
+
 fn check_rfc_probes(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) {
     let phase = match Phase::load(dir, "rfc") {
         Ok(phase) => phase,

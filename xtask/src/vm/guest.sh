@@ -104,6 +104,23 @@ for v in $VARIANTS; do
   cold
   stream_start variant_$v --node-reads $v && { sh /replay-variant; stream_stop; }
 done
+# A recording of the kernel source on part of the file set, for the host to report and export
+# to Perfetto (the export's per-app counts must equal the report's, on real kernel events).
+cold
+nodescope record -o $R/variant.nsr > $R/record.out 2> $R/record.err &
+RP=$!
+n=0
+until [ -s $R/variant.nsr ]; do
+  kill -0 $RP 2>/dev/null || { fail "record exited early"; break; }
+  n=$((n+1)); [ $n -gt 600 ] && { fail "record not started after 60 s"; break; }
+  sleep 0.1
+done
+mark record_start
+sh /replay-variant
+kill -INT $RP
+wait $RP
+echo $? > $R/record.rc
+mark record_done
 # The RFC probes on a real kernel function: restore -> f2fs_get_node_page as a kprobe and
 # convert -> its return as a kretprobe (manifest /rfc-probes.toml), counted against a
 # kprobe_events hist trigger on the same function that is armed before nodescope attaches and
