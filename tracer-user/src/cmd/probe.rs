@@ -16,6 +16,7 @@ use crate::{
         selftest::{self, SelfTest},
     },
     system::{self, F2fsDevice, Privileges},
+    view::stdout::{closed_is_success, print, print_line},
 };
 
 #[derive(Args)]
@@ -72,12 +73,12 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         None => default_manifest()?,
     };
     let report = collect_with(&manifest)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let printed = if args.json {
+        print_line(&serde_json::to_string_pretty(&report)?)
     } else {
-        print!("{}", render_table(&report));
-    }
-    Ok(())
+        print(&render_table(&report))
+    };
+    closed_is_success(printed)
 }
 
 fn default_manifest() -> Result<Manifest> {

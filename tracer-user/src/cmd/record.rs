@@ -12,7 +12,11 @@ use crate::{
     model::{ModelConfig, Packages, WindowReport},
     pipeline::Pipeline,
     source::open::{open, SourceArgs, SourceChoice},
-    view::{jsonline::window_line, recorder::Recorder},
+    view::{
+        jsonline::window_line,
+        recorder::Recorder,
+        stdout::{self, closed_is_success, print_line},
+    },
 };
 
 #[derive(Args)]
@@ -63,7 +67,8 @@ async fn record(args: RecordArgs) -> Result<()> {
     let lines = args.json.then_some(origin);
     let stop = capture(&mut pipeline, &mut recorder, lines).await?;
     let finished_at = end_ns.unwrap_or_else(|| pipeline.now_ns());
-    print_closed(&pipeline.refresh()?.closed, lines);
+    // After a closed stdout the file is still finished; only the lines are left out.
+    closed_is_success(print_closed(&pipeline.refresh()?.closed, lines))?;
     let (bytes, footer) = recorder.finish(finished_at)?;
     eprintln!(
         "recorded {} events in {} blocks to {} ({} bytes, {:.1} bytes/event; {stop})",
@@ -74,10 +79,9 @@ async fn record(args: RecordArgs) -> Result<()> {
         bytes as f64 / footer.events.max(1) as f64
     );
     if args.json {
-        println!(
-            "{}",
-            serde_json::json!({ "totals": pipeline.model().totals(), "events": footer.events })
-        );
+        let totals =
+            serde_json::json!({ "totals": pipeline.model().totals(), "events": footer.events });
+        closed_is_success(print_line(&totals.to_string()))?;
     }
     Ok(())
 }
@@ -113,7 +117,10 @@ async fn capture(
                 if let Some(change) = &refreshed.knob_change {
                     recorder.knob_change(change)?;
                 }
-                print_closed(&refreshed.closed, lines);
+                match print_closed(&refreshed.closed, lines) {
+                    Err(err) if stdout::is_closed(&err) => return Ok("standard output closed"),
+                    printed => printed?,
+                }
                 if pipeline.is_past_end() {
                     return Ok("duration reached");
                 }
@@ -125,10 +132,11 @@ async fn capture(
 }
 
 /// Print the windows the model closed, when lines were asked for (`lines` = window origin).
-fn print_closed(closed: &[WindowReport], lines: Option<u64>) {
+fn print_closed(closed: &[WindowReport], lines: Option<u64>) -> Result<()> {
     if let Some(origin) = lines {
         for window in closed {
-            println!("{}", window_line(window, origin));
+            print_line(&window_line(window, origin))?;
         }
     }
+    Ok(())
 }

@@ -2,4 +2,5 @@
 pub mod jsonline;
 pub mod metrics;
 pub mod recorder;
+pub mod stdout;
 pub mod tui;
