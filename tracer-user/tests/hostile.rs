@@ -121,3 +121,43 @@ fn stats_symlinks_are_replaced_not_written_through() {
     assert!(fs::symlink_metadata(&stats).unwrap().is_file());
     assert!(fs::read_to_string(stats).unwrap().contains("node_reads "));
 }
+
+/// A recording whose only process named itself with a screen-clearing escape, and whose note
+/// sets the terminal's title.
+fn recording_with_escapes(path: &Path) {
+    let header = nodescope::record::Header {
+        host: "host".into(),
+        kernel: "test".into(),
+        source: "sim".into(),
+        window_ns: 1_000_000_000,
+        ..Default::default()
+    };
+    let file = fs::File::create(path).unwrap();
+    let mut writer = nodescope::record::writer::Writer::new(file, &header).unwrap();
+    for i in 0..10 {
+        let event = tracer_common::Event::new(tracer_common::EventKind::NodeRead, i * 1000)
+            .task(4242)
+            .nid(i as u32)
+            .comm("evil\x1b[2J");
+        writer.event(&event).unwrap();
+    }
+    let note = nodescope::record::Note {
+        ts_ns: 5000,
+        kind: "knobs".into(),
+        text: "\x1b]0;pwned\x07".into(),
+    };
+    writer.note(&note).unwrap();
+    writer.finish(20_000).unwrap();
+}
+
+#[test]
+fn report_text_escapes_control_characters_from_the_recording() {
+    let scratch = scratch("escapes");
+    let file = scratch.path().join("escapes.nsr");
+    recording_with_escapes(&file);
+    let output = common::nodescope(&["report", file.to_str().unwrap()]);
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(text.contains("evil\\x1b[2J"), "{text}");
+    assert!(text.contains("\\x1b]0;pwned\\x07"), "{text}");
+}

@@ -7,6 +7,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::Serialize;
+use tracer_common::text::escape_controls;
 
 use crate::{
     source::bpf::{
@@ -76,7 +77,8 @@ pub fn run(args: ProbeArgs) -> Result<()> {
     let printed = if args.json {
         print_line(&serde_json::to_string_pretty(&report)?)
     } else {
-        print(&render_table(&report))
+        // Manifest symbols and comms are anyone's text: escaped before they reach a terminal.
+        print(&escape_controls(&render_table(&report)))
     };
     closed_is_success(printed)
 }

@@ -8,6 +8,7 @@ use crate::record::{
 use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::Serialize;
+use tracer_common::text::escape_controls;
 use tracer_common::{EventKind, QUEUE_1024, QUEUE_256, QUEUE_512};
 
 use crate::{
@@ -68,7 +69,8 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let printed = if args.json {
         print_line(&serde_json::to_string_pretty(&report)?)
     } else {
-        print(&render(&report))
+        // Comms (any process sets its own), host and notes come from the file: escaped.
+        print(&escape_controls(&render(&report)))
     };
     closed_is_success(printed)?;
     if let Some(damage) = &report.damage {
