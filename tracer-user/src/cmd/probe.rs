@@ -75,7 +75,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
     };
     let report = collect_with(&manifest)?;
     let printed = if args.json {
-        print_line(&serde_json::to_string_pretty(&report)?)
+        print_line(serde_json::to_string_pretty(&report)?)
     } else {
         // Manifest symbols and comms are anyone's text: escaped before they reach a terminal.
         print(&escape_controls(&render_table(&report)))

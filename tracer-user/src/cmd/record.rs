@@ -81,7 +81,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     if args.json {
         let totals =
             serde_json::json!({ "totals": pipeline.model().totals(), "events": footer.events });
-        closed_is_success(print_line(&totals.to_string()))?;
+        closed_is_success(print_line(totals))?;
     }
     Ok(())
 }
@@ -135,7 +135,7 @@ async fn capture(
 fn print_closed(closed: &[WindowReport], lines: Option<u64>) -> Result<()> {
     if let Some(origin) = lines {
         for window in closed {
-            print_line(&window_line(window, origin))?;
+            print_line(window_line(window, origin))?;
         }
     }
     Ok(())

@@ -67,7 +67,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let report = build(&bytes, args.packages.as_deref())
         .with_context(|| format!("reading {}", args.file.display()))?;
     let printed = if args.json {
-        print_line(&serde_json::to_string_pretty(&report)?)
+        print_line(serde_json::to_string_pretty(&report)?)
     } else {
         // Comms (any process sets its own), host and notes come from the file: escaped.
         print(&escape_controls(&render(&report)))

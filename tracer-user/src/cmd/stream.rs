@@ -204,9 +204,9 @@ impl Lines {
 
     fn print(&self, window: &WindowReport) -> Result<()> {
         if self.json {
-            print_line(&window_line(window, self.origin))
+            print_line(window_line(window, self.origin))
         } else {
-            print_line(&window_text(window, self.origin))
+            print_line(window_text(window, self.origin))
         }
     }
 }
