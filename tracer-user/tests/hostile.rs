@@ -91,15 +91,18 @@ fn a_knob_directory_prepared_by_another_user_is_refused_and_nothing_outside_is_w
     traps.assert_untouched(&output);
 }
 
+/// The simulator with its knobs in `<dir>/knobs`, our own directory, set with [`Traps`].
+fn stream_sim_over_traps(dir: &Path, dangling_knob: bool) -> (PathBuf, Traps, Output) {
+    let knob_root = dir.join("knobs");
+    let traps = Traps::set(&knob_root, &dir.join("outside"), dangling_knob);
+    let output = stream_sim(&["--sysfs-root", knob_root.to_str().unwrap()], dir);
+    (knob_root, traps, output)
+}
+
 #[test]
 fn a_dangling_knob_symlink_in_our_own_directory_is_refused_not_followed() {
     let scratch = scratch("hostile-dangling");
-    let knob_root = scratch.path().join("knobs");
-    let traps = Traps::set(&knob_root, &scratch.path().join("outside"), true);
-    let output = stream_sim(
-        &["--sysfs-root", knob_root.to_str().unwrap()],
-        scratch.path(),
-    );
+    let (_, traps, output) = stream_sim_over_traps(scratch.path(), true);
     assert!(!output.status.success(), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a regular file"), "{stderr}");
@@ -109,12 +112,7 @@ fn a_dangling_knob_symlink_in_our_own_directory_is_refused_not_followed() {
 #[test]
 fn stats_symlinks_are_replaced_not_written_through() {
     let scratch = scratch("hostile-stats");
-    let knob_root = scratch.path().join("knobs");
-    let traps = Traps::set(&knob_root, &scratch.path().join("outside"), false);
-    let output = stream_sim(
-        &["--sysfs-root", knob_root.to_str().unwrap()],
-        scratch.path(),
-    );
+    let (knob_root, traps, output) = stream_sim_over_traps(scratch.path(), false);
     assert!(output.status.success(), "{output:?}");
     traps.assert_untouched(&output);
     let stats = knob_root.join("vdb/nodescope_stats");
