@@ -1,7 +1,10 @@
 //! `nodescope record -o FILE`: capture events to a recording (format: src/record/mod.rs).
 //! Ctrl-C and SIGTERM finish the file cleanly; `--duration` counts in the source's own clock,
 //! so a simulator recording of 60 s holds exactly the simulator's first 60 s.
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
@@ -21,9 +24,12 @@ use crate::{
 
 #[derive(Args)]
 pub struct RecordArgs {
-    /// The file to write.
+    /// The file to write (never stdout: the format needs a file).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
+    /// Replace FILE when it exists (without it, an existing file is refused).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     source: SourceArgs,
     /// Stop after this many seconds of the source's time (default: until Ctrl-C or SIGTERM).
@@ -39,6 +45,16 @@ pub struct RecordArgs {
 
 pub fn run(args: RecordArgs) -> Result<()> {
     anyhow::ensure!(args.window.seconds > 0.0, "--window must be positive");
+    anyhow::ensure!(
+        args.output != Path::new("-"),
+        "-o -: a recording is written to a file, not to standard output; name a file \
+         (`--json` prints the windows on standard output)"
+    );
+    anyhow::ensure!(
+        args.force || !args.output.exists(),
+        "{} exists: refusing to overwrite it (--force replaces it)",
+        args.output.display()
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -63,7 +79,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     let origin = pipeline.origin_ns();
     let end_ns = args.duration.map(|d| origin + (d * 1e9) as u64);
     let mut pipeline = pipeline.until(end_ns);
-    let mut recorder = Recorder::create(&args.output, &pipeline)?;
+    let mut recorder = Recorder::create(&args.output, &pipeline, args.force)?;
     let lines = args.json.then_some(origin);
     let stop = capture(&mut pipeline, &mut recorder, lines).await?;
     let finished_at = end_ns.unwrap_or_else(|| pipeline.now_ns());
@@ -117,6 +133,7 @@ async fn capture(
                 if let Some(change) = &refreshed.knob_change {
                     recorder.knob_change(change)?;
                 }
+                recorder.flush_if_due()?;
                 match print_closed(&refreshed.closed, lines) {
                     Err(err) if stdout::is_closed(&err) => return Ok("standard output closed"),
                     printed => printed?,
