@@ -53,6 +53,8 @@ pub enum Outcome {
     Unchanged,
     /// Original values written back and read back.
     Restored,
+    /// Putting an original value back failed (see `reason`): the device may keep a tuned value.
+    Failed,
     /// Signals could not be read this window; holding.
     NoSignals,
 }

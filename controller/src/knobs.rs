@@ -6,8 +6,8 @@
 //! directory). [`KnobStore`] is the seam: [`SysfsKnobs`] reads and writes those files,
 //! [`MemoryKnobs`] keeps the values in memory (tests, and the simulator in virtual time).
 use std::{
-    fs::{self, OpenOptions},
-    io::{ErrorKind, Write as _},
+    fs,
+    io::ErrorKind,
     path::{Path, PathBuf},
     sync::{Arc, Mutex},
     thread,
@@ -15,7 +15,11 @@ use std::{
 };
 
 use anyhow::{bail, Context as _, Result};
-use tracer_common::knobs::{Knob, Knobs, INTERVAL_FILE, THRESHOLD_FILE};
+use tracer_common::{
+    files,
+    knobs::{Knob, Knobs, INTERVAL_FILE, THRESHOLD_FILE},
+    text::quote_capped,
+};
 
 pub const DEFAULT_SYSFS_ROOT: &str = "/sys/fs/f2fs";
 /// Reads of a knob file before unparsable contents count as an error (see `SysfsKnobs::read`).
@@ -32,16 +36,21 @@ pub fn validate_all(knobs: &Knobs) -> Result<()> {
     knobs.check().map_err(anyhow::Error::new)
 }
 
-/// Parse a knob file's contents (sysfs prints "%u\n"), naming `origin` in every error.
+/// Parse a knob file's contents (sysfs prints "%u\n"), naming `origin` in every error and
+/// quoting only the head of the contents (a knob linked to another file must not print it).
 pub fn parse(knob: Knob, origin: &str, content: &str) -> Result<u32> {
     let trimmed = content.trim();
     let value: u32 = trimmed.parse().map_err(|_| {
-        anyhow::anyhow!("{origin} contains {content:?}, which is not a whole number")
+        anyhow::anyhow!(
+            "{origin} contains {}, which is not a whole number",
+            quote_capped(content.as_bytes())
+        )
     })?;
     let range = knob.range();
     if !range.contains(&value) {
         bail!(
-            "{origin} contains {trimmed:?}, outside the valid range {}..={}",
+            "{origin} contains {}, outside the valid range {}..={}",
+            quote_capped(trimmed.as_bytes()),
             range.start(),
             range.end()
         );
@@ -77,6 +86,9 @@ impl SysfsKnobs {
     /// can be opened for writing; refuse with a message that names the file otherwise.
     pub fn open(root: &Path, device: &str, need_write: bool) -> Result<Self> {
         let dir = root.join(device);
+        if dir.is_dir() {
+            check_inside(root, &dir)?;
+        }
         if !dir.is_dir() {
             bail!(
                 "no device directory {} (devices under {}: {})",
@@ -106,7 +118,17 @@ impl SysfsKnobs {
 
     fn check_present(&self, knob: Knob) -> Result<()> {
         let path = self.path(knob);
-        if !path.is_file() {
+        let meta = fs::symlink_metadata(&path);
+        if meta
+            .as_ref()
+            .is_ok_and(|meta| meta.file_type().is_symlink())
+        {
+            bail!(
+                "{} is a symlink: knob files are never symlinks, refusing to follow it",
+                path.display()
+            );
+        }
+        if !meta.is_ok_and(|meta| meta.is_file()) {
             bail!(
                 "{} is missing (RFC patch \"f2fs: retain clean node blocks in a compressed \
                  cache\" not applied?)",
@@ -121,9 +143,7 @@ impl SysfsKnobs {
     /// attribute that has no store method.
     fn check_writable(&self, knob: Knob) -> Result<()> {
         let path = self.path(knob);
-        OpenOptions::new()
-            .write(true)
-            .open(&path)
+        files::open_existing_for_writing(&path, false)
             .map(drop)
             .with_context(|| {
                 format!(
@@ -147,7 +167,9 @@ impl KnobStore for SysfsKnobs {
         let origin = path.display().to_string();
         let mut attempt = 1;
         loop {
-            let content = fs::read_to_string(&path).with_context(|| format!("reading {origin}"))?;
+            let content =
+                files::read_no_follow(&path).with_context(|| format!("reading {origin}"))?;
+            let content = String::from_utf8_lossy(&content);
             match parse(knob, &origin, &content) {
                 Err(_) if attempt < READ_ATTEMPTS => {
                     attempt += 1;
@@ -162,14 +184,29 @@ impl KnobStore for SysfsKnobs {
         validate(knob, value)?;
         let path = self.path(knob);
         // Never create the file: a knob that vanished (device unmounted) is an error, not a new
-        // plain file. One write(2) with the whole value: sysfs parses each write on its own.
-        OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .and_then(|mut file| file.write_all(format!("{value}\n").as_bytes()))
+        // plain file, nor a write through a symlink. One write(2) with the whole value: sysfs
+        // parses each write on its own.
+        files::write_existing(&path, format!("{value}\n").as_bytes())
             .with_context(|| format!("writing {value} to {}", path.display()))
     }
+}
+
+/// A device directory reached through a symlink must stay under the root: otherwise a link
+/// planted there would make us write knob files anywhere.
+fn check_inside(root: &Path, dir: &Path) -> Result<()> {
+    let canonical = |path: &Path| {
+        fs::canonicalize(path).with_context(|| format!("resolving {}", path.display()))
+    };
+    let (root_real, dir_real) = (canonical(root)?, canonical(dir)?);
+    if !dir_real.starts_with(&root_real) {
+        bail!(
+            "{} links to {}, outside {}: refusing to write knobs there",
+            dir.display(),
+            dir_real.display(),
+            root.display()
+        );
+    }
+    Ok(())
 }
 
 /// Devices under `root` that carry both knobs, sorted. Errors explain what is missing.
@@ -326,5 +363,61 @@ mod tests {
         assert_eq!(knobs.get().interval_ms, 1000);
         knobs.write(Knob::Threshold, 20).unwrap();
         assert_eq!(knobs.read(Knob::Threshold).unwrap(), 20);
+    }
+
+    /// `<root>/<dev>/` with both knob files holding valid values.
+    fn device(root: &Path, dev: &str) -> PathBuf {
+        let dir = root.join(dev);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(THRESHOLD_FILE), "25\n").unwrap();
+        fs::write(dir.join(INTERVAL_FILE), "1000\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn no_knob_is_written_through_a_symlink_out_of_the_root() {
+        let scratch = tempfile::TempDir::new().unwrap();
+        let (root, outside) = (scratch.path().join("root"), scratch.path().join("outside"));
+        fs::create_dir_all(&root).unwrap();
+        let elsewhere = device(&outside, "dev");
+        std::os::unix::fs::symlink(&elsewhere, root.join("linked")).unwrap();
+        let err = SysfsKnobs::open(&root, "linked", true).unwrap_err();
+        assert!(err.to_string().contains("outside"), "{err:#}");
+
+        let dir = device(&root, "sim0");
+        let passwd = outside.join("passwd");
+        fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\nSECRET\n").unwrap();
+        fs::remove_file(dir.join(THRESHOLD_FILE)).unwrap();
+        std::os::unix::fs::symlink(&passwd, dir.join(THRESHOLD_FILE)).unwrap();
+        let err = SysfsKnobs::open(&root, "sim0", true).unwrap_err();
+        assert!(err.to_string().contains("is a symlink"), "{err:#}");
+
+        // Swapped in after the checks: the write and the read still refuse to follow it.
+        fs::remove_file(dir.join(THRESHOLD_FILE)).unwrap();
+        fs::write(dir.join(THRESHOLD_FILE), "25\n").unwrap();
+        let mut knobs = SysfsKnobs::open(&root, "sim0", true).unwrap();
+        fs::remove_file(dir.join(THRESHOLD_FILE)).unwrap();
+        std::os::unix::fs::symlink(&passwd, dir.join(THRESHOLD_FILE)).unwrap();
+        assert!(knobs.write(Knob::Threshold, 30).is_err());
+        let err = knobs.read(Knob::Threshold).unwrap_err();
+        assert!(!format!("{err:#}").contains("SECRET"), "{err:#}");
+        assert!(fs::read_to_string(&passwd).unwrap().contains("SECRET"));
+        assert_eq!(
+            fs::read_to_string(elsewhere.join(THRESHOLD_FILE)).unwrap(),
+            "25\n"
+        );
+    }
+
+    #[test]
+    fn parse_errors_quote_only_the_head_of_the_file() {
+        let content = format!("{}SECRET\n", "y".repeat(40));
+        let err = parse(Knob::Threshold, "/x/t", &content).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "/x/t contains \"{}\"..., which is not a whole number",
+                "y".repeat(32)
+            )
+        );
     }
 }

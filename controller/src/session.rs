@@ -114,6 +114,14 @@ impl<K: KnobStore> Session<K> {
             .collect()
     }
 
+    /// Why putting the originals back failed, for each device where it did.
+    pub fn restore_failures(&self) -> Vec<String> {
+        self.tuners
+            .iter()
+            .filter_map(|tuner| tuner.restore_failure().map(str::to_string))
+            .collect()
+    }
+
     pub fn tuners(&self) -> &[DeviceTuner<K>] {
         &self.tuners
     }

@@ -8,13 +8,13 @@
 //! same way, over a trailing period: [`TrailingRates`].
 use std::{
     collections::{HashMap, VecDeque},
-    fs,
     io::ErrorKind,
     path::{Path, PathBuf},
     time::Duration,
 };
 
 use anyhow::{Context as _, Result};
+use tracer_common::text::quote_capped;
 
 use crate::psi::{self, PsiFile};
 use serde::{Deserialize, Serialize};
@@ -178,7 +178,10 @@ impl Counters {
             let (Some(key), Some(value)) = (words.next(), words.next()) else {
                 continue;
             };
-            let bad = || format!("{origin}:{}: {key} has value {value:?}", index + 1);
+            let bad = || {
+                let value = quote_capped(value.as_bytes());
+                format!("{origin}:{}: {key} has value {value}", index + 1)
+            };
             known_keys += 1;
             match key {
                 "node_reads" => counters.counts.node_reads = value.parse().with_context(bad)?,
@@ -227,8 +230,12 @@ impl ProcSignalSource {
 
     fn read_counters(&self, device: &str) -> Result<Option<Counters>> {
         let path = self.sysfs_root.join(device).join(STATS_FILE);
-        match fs::read_to_string(&path) {
-            Ok(text) => Counters::parse(&path.display().to_string(), &text),
+        // Never through a symlink, and never more than a stats file can hold.
+        match tracer_common::files::read_no_follow(&path) {
+            Ok(bytes) => Counters::parse(
+                &path.display().to_string(),
+                &String::from_utf8_lossy(&bytes),
+            ),
             Err(err) if err.kind() == ErrorKind::NotFound => Ok(None),
             Err(err) => Err(err).with_context(|| format!("reading {}", path.display())),
         }

@@ -58,6 +58,16 @@ pub struct DeviceTuner<K: KnobStore> {
     last_write: [Option<Duration>; 2],
     status: Status,
     restored: bool,
+    /// Why putting the originals back failed, when it did: the device keeps a tuned value.
+    restore_failure: Option<String>,
+}
+
+/// What restoring one knob did.
+enum KnobRestore {
+    PutBack,
+    NothingToDo,
+    /// Someone else changed it: deliberately left as it is.
+    LeftAlone(String),
 }
 
 impl<K: KnobStore> DeviceTuner<K> {
@@ -79,6 +89,7 @@ impl<K: KnobStore> DeviceTuner<K> {
             last_write: [None, None],
             status: Status::Tuning,
             restored: false,
+            restore_failure: None,
         };
         let mut record = tuner.record(now, Event::Start, Outcome::Unchanged);
         record.old = Some(original);
@@ -105,6 +116,11 @@ impl<K: KnobStore> DeviceTuner<K> {
 
     pub fn is_tuning(&self) -> bool {
         self.status == Status::Tuning
+    }
+
+    /// Why the originals could not be put back (the device may keep a tuned value).
+    pub fn restore_failure(&self) -> Option<&str> {
+        self.restore_failure.as_deref()
     }
 
     pub fn original(&self) -> Knobs {
@@ -196,21 +212,32 @@ impl<K: KnobStore> DeviceTuner<K> {
         }
         let mut put_back = Vec::new();
         let mut notes = Vec::new();
+        let mut failures = Vec::new();
         for knob in Knob::ALL {
             match self.restore_knob(knob) {
-                Ok(true) => put_back.push(format!("{knob} {}", self.original.get(knob))),
-                Ok(false) => {}
-                Err(err) => notes.push(format!("{err:#}")),
+                Ok(KnobRestore::PutBack) => {
+                    put_back.push(format!("{knob} {}", self.original.get(knob)))
+                }
+                Ok(KnobRestore::NothingToDo) => {}
+                Ok(KnobRestore::LeftAlone(note)) => notes.push(note),
+                Err(err) => failures.push(format!(
+                    "FAILED to put back {knob} {}: {err:#}",
+                    self.original.get(knob)
+                )),
             }
         }
-        record.outcome = if put_back.is_empty() {
-            Outcome::Unchanged
-        } else {
-            Outcome::Restored
+        record.outcome = match (failures.is_empty(), put_back.is_empty()) {
+            (false, _) => Outcome::Failed,
+            (true, true) => Outcome::Unchanged,
+            (true, false) => Outcome::Restored,
         };
         record.written = self.store.read_all().ok();
+        notes.extend(failures.iter().cloned());
         record.reason = restore_reason(&self.device, &put_back, &notes);
-        if notes.is_empty() {
+        if !failures.is_empty() {
+            log::error!("{}", record.reason);
+            self.restore_failure = Some(record.reason.clone());
+        } else if notes.is_empty() {
             log::info!("{}", record.reason);
         } else {
             log::warn!("{}", record.reason);
@@ -219,22 +246,23 @@ impl<K: KnobStore> DeviceTuner<K> {
         Some(record)
     }
 
-    /// `Ok(true)` when the original went back, `Ok(false)` when nothing needed doing.
-    fn restore_knob(&mut self, knob: Knob) -> Result<bool> {
+    /// Put one knob's original value back unless someone else changed it since; an error is a
+    /// failed read or write (the device may keep our value).
+    fn restore_knob(&mut self, knob: Knob) -> Result<KnobRestore> {
         let original = self.original.get(knob);
         let ours = self.last_known.get(knob);
         let on_device = self.store.read(knob)?;
         if on_device != ours {
-            bail!(
+            return Ok(KnobRestore::LeftAlone(format!(
                 "{} is {on_device} but we last set {ours}: changed by someone else, left alone",
                 self.store.origin(knob)
-            );
+            )));
         }
         if on_device == original {
-            return Ok(false);
+            return Ok(KnobRestore::NothingToDo);
         }
         self.write_and_verify(knob, original)?;
-        Ok(true)
+        Ok(KnobRestore::PutBack)
     }
 
     fn check_external_change(&mut self, on_device: Knobs, now: Duration) -> Option<AuditRecord> {

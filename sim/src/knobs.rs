@@ -8,8 +8,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context as _, Result};
-use tracer_common::knobs::{Knob, Knobs};
+use anyhow::{bail, Context as _, Result};
+use tracer_common::{
+    files,
+    knobs::{Knob, Knobs},
+    text::quote_capped,
+};
 
 /// Where the knob values come from.
 pub enum KnobSource {
@@ -49,14 +53,17 @@ impl KnobDir {
         let dir = root.join(dev);
         fs::create_dir_all(&dir)
             .with_context(|| format!("creating knob directory {}", dir.display()))?;
+        // A symlink here would make every knob and stats write land somewhere else.
+        if !files::is_real_dir(&dir) {
+            bail!(
+                "{} is not a directory of its own (a symlink?): refusing to write knob files \
+                 through it; remove it or choose another knob directory",
+                dir.display()
+            );
+        }
         let defaults = Knobs::DEFAULT;
         for knob in Knob::ALL {
-            let path = dir.join(knob.file_name());
-            let value = defaults.get(knob);
-            if !path.exists() {
-                fs::write(&path, format!("{value}\n"))
-                    .with_context(|| format!("creating {}", path.display()))?;
-            }
+            create_default(&dir.join(knob.file_name()), defaults.get(knob))?;
         }
         let mut knobs = KnobDir {
             dir,
@@ -83,8 +90,8 @@ impl KnobDir {
     /// it; `which` is the knob's index in [`Knob::ALL`].
     fn read(&mut self, which: usize, knob: Knob, old: u32) -> u32 {
         let path = self.dir.join(knob.file_name());
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
+        let text = match files::read_no_follow(&path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) => {
                 self.reject_once(which, format!("unreadable: {e}"), || {
                     format!("{}: cannot read ({e}); keeping {old}", path.display())
@@ -98,13 +105,7 @@ impl KnobDir {
                 value
             }
             Err(why) => {
-                self.reject_once(which, text.clone(), || {
-                    format!(
-                        "{}: {:?} rejected ({why}); keeping {old}",
-                        path.display(),
-                        text.trim_end()
-                    )
-                });
+                self.reject_once(which, text.clone(), || rejection(&path, &text, &why, old));
                 old
             }
         }
@@ -115,6 +116,30 @@ impl KnobDir {
             log::warn!("{}", message());
             self.rejected[which] = Some(key);
         }
+    }
+}
+
+/// The warning for a value the kernel would refuse: quotes at most the head of the file, which
+/// may be a secret if the knob is somebody's file.
+fn rejection(path: &Path, text: &str, why: &str, old: u32) -> String {
+    format!(
+        "{}: {} rejected ({why}); keeping {old}",
+        path.display(),
+        quote_capped(text.trim_end().as_bytes())
+    )
+}
+
+/// Create a knob file holding `value` unless one is there; anything else in its place (a
+/// symlink, dangling or not; a directory) is refused, never followed.
+fn create_default(path: &Path, value: u32) -> Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_file() => Ok(()),
+        Ok(_) => bail!(
+            "{} is not a regular file (a symlink?): refusing to use it as a knob file",
+            path.display()
+        ),
+        Err(_) => files::create_new(path, format!("{value}\n").as_bytes())
+            .with_context(|| format!("creating {}", path.display())),
     }
 }
 
@@ -204,5 +229,44 @@ mod tests {
         fs::write(knobs.dir().join(THRESHOLD_FILE), "0\n").unwrap();
         assert_eq!(knobs.refresh().threshold, 0);
         assert!(!knobs.values.enabled());
+    }
+
+    #[test]
+    fn symlinks_in_the_knob_directory_are_refused_not_followed() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let (root, outside) = (dir.path().join("root"), dir.path().join("outside"));
+        fs::create_dir_all(root.join("sim0")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(
+            outside.join("created"),
+            root.join("sim0").join(THRESHOLD_FILE),
+        )
+        .unwrap();
+        let err = KnobDir::open(&root, "sim0")
+            .err()
+            .expect("a dangling knob symlink");
+        assert!(format!("{err:#}").contains("not a regular file"), "{err:#}");
+        assert!(!outside.join("created").exists());
+
+        std::os::unix::fs::symlink(&outside, root.join("linked")).unwrap();
+        let err = KnobDir::open(&root, "linked")
+            .err()
+            .expect("a linked device dir");
+        assert!(
+            format!("{err:#}").contains("not a directory of its own"),
+            "{err:#}"
+        );
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_rejected_value_is_quoted_capped() {
+        let secret = format!("{}SECRET\x1b[2J", "x".repeat(40));
+        let message = rejection(Path::new("/k/t"), &secret, "EINVAL", 25);
+        assert!(
+            !message.contains("SECRET") && !message.contains('\x1b'),
+            "{message}"
+        );
+        assert!(message.starts_with(&format!("/k/t: \"{}\"...", "x".repeat(32))));
     }
 }

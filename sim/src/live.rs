@@ -190,13 +190,10 @@ impl LiveSim {
             snapshot.memory.attributed_bytes,
             self.memory_pressure
         );
-        let path = self.knob_dir.join(STATS_FILE);
-        let temporary = self.knob_dir.join(format!(".{STATS_FILE}.new"));
-        let written =
-            std::fs::write(&temporary, text).and_then(|()| std::fs::rename(&temporary, &path));
+        let written = tracer_common::files::replace(&self.knob_dir, STATS_FILE, text.as_bytes());
         if let Err(err) = written {
             if !self.stats_failed {
-                log::warn!("cannot publish {}: {err}", path.display());
+                log::warn!("cannot publish {}: {err}", self.stats_path().display());
                 self.stats_failed = true;
             }
         }

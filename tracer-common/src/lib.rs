@@ -3,7 +3,14 @@
 //! bytes travel through a BPF ring buffer, a recording file or a simulator channel.
 #![no_std]
 
+#[cfg(feature = "user")]
+extern crate std;
+
+#[cfg(feature = "user")]
+pub mod files;
 pub mod knobs;
+#[cfg(feature = "user")]
+pub mod text;
 
 /// Length of a task's comm, as in the kernel's `TASK_COMM_LEN`.
 pub const COMM_LEN: usize = 16;

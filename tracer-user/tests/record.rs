@@ -195,3 +195,69 @@ fn stream_from_the_simulator_prints_one_line_per_interval_with_totals_that_add_u
         "the simulated phone boots"
     );
 }
+
+/// `nodescope record -o <file>` on the phone simulator in `dir`, with `extra` arguments.
+fn record_command(dir: &std::path::Path, file: &str, extra: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(NODESCOPE);
+    command
+        .current_dir(dir)
+        .args(["record", "-o", file, "--source", "sim"])
+        .args(["--sysfs-root", dir.join("knobs").to_str().unwrap()])
+        .args(extra)
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
+#[test]
+fn record_refuses_to_clobber_a_file_or_to_create_one_named_dash() {
+    let scratch_dir = scratch("record-clobber");
+    let dir = scratch_dir.path();
+    let file = dir.join("kept.nsr");
+    std::fs::write(&file, "another recording").unwrap();
+    let output = record_command(dir, file.to_str().unwrap(), &["--duration", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "another recording");
+
+    let output = record_command(dir, "-", &["--duration", "1"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(!dir.join("-").exists(), "no file named \"-\"");
+
+    let output = record_command(dir, file.to_str().unwrap(), &["--duration", "1", "--force"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(
+        stderr.contains(&format!("({size} bytes")),
+        "the summary gives the file's size, {size}: {stderr}"
+    );
+}
+
+#[test]
+fn a_recording_killed_early_keeps_its_header_and_first_events() {
+    let scratch_dir = scratch("record-sigkill");
+    let dir = scratch_dir.path();
+    let file = dir.join("killed.nsr");
+    let mut child = record_command(dir, file.to_str().unwrap(), &[])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let report: Value =
+        serde_json::from_slice(&nodescope(&["report", file.to_str().unwrap(), "--json"]).stdout)
+            .unwrap();
+    assert_eq!(report["complete"], false, "no footer after SIGKILL");
+    assert!(
+        report["totals"]["node_reads"].as_u64().unwrap_or(0) > 0
+            || report["totals"]["node_reads_demand"].as_u64().unwrap_or(0) > 0,
+        "events flushed within 2 s: {report}"
+    );
+}

@@ -209,6 +209,42 @@ fn sigint_puts_the_original_values_back() {
 }
 
 #[test]
+fn a_failed_restore_is_reported_audited_and_exits_non_zero() {
+    let fixture = Fixture::new("failed-restore", "10\n", "1000\n");
+    // One decision a second: the knob is gone before the next window could notice it.
+    let mut child = fixture
+        .command_every("1", &[])
+        .spawn()
+        .expect("start nodescope tune");
+    fixture.wait_for(&mut child, "the first write", knobs_moved);
+    fs::remove_file(fixture.knob_path(THRESHOLD)).unwrap();
+    send_signal(&child, libc::SIGTERM);
+    let output = finish(child);
+
+    let stderr = stderr_of(&output);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(!stderr.contains("original values put back"), "{stderr}");
+    assert!(
+        stderr.contains("putting the original values back FAILED"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("FAILED to put back {THRESHOLD} 10")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let audit = fixture.audit();
+    let restore = events(&audit, "restore");
+    assert_eq!(restore.len(), 1, "{audit:?}");
+    assert_eq!(restore[0]["outcome"], "failed", "{audit:?}");
+    assert_eq!(
+        fixture.knob(INTERVAL),
+        "1000\n",
+        "the other knob still went back"
+    );
+}
+
+#[test]
 fn an_external_write_stops_tuning_that_device() {
     let fixture = Fixture::new("external", "10\n", "1000\n");
     let mut child = fixture.spawn(&[]);

@@ -7,6 +7,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::Serialize;
+use tracer_common::text::escape_controls;
 
 use crate::{
     source::bpf::{
@@ -16,6 +17,7 @@ use crate::{
         selftest::{self, SelfTest},
     },
     system::{self, F2fsDevice, Privileges},
+    view::stdout::{closed_is_success, print, print_line},
 };
 
 #[derive(Args)]
@@ -72,12 +74,13 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         None => default_manifest()?,
     };
     let report = collect_with(&manifest)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let printed = if args.json {
+        print_line(serde_json::to_string_pretty(&report)?)
     } else {
-        print!("{}", render_table(&report));
-    }
-    Ok(())
+        // Manifest symbols and comms are anyone's text: escaped before they reach a terminal.
+        print(&escape_controls(&render_table(&report)))
+    };
+    closed_is_success(printed)
 }
 
 fn default_manifest() -> Result<Manifest> {

@@ -1,7 +1,10 @@
 //! `nodescope record -o FILE`: capture events to a recording (format: src/record/mod.rs).
 //! Ctrl-C and SIGTERM finish the file cleanly; `--duration` counts in the source's own clock,
 //! so a simulator recording of 60 s holds exactly the simulator's first 60 s.
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
@@ -12,14 +15,21 @@ use crate::{
     model::{ModelConfig, Packages, WindowReport},
     pipeline::Pipeline,
     source::open::{open, SourceArgs, SourceChoice},
-    view::{jsonline::window_line, recorder::Recorder},
+    view::{
+        jsonline::window_line,
+        recorder::Recorder,
+        stdout::{self, closed_is_success, print_line},
+    },
 };
 
 #[derive(Args)]
 pub struct RecordArgs {
-    /// The file to write.
+    /// The file to write (never stdout: the format needs a file).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
+    /// Replace FILE when it exists (without it, an existing file is refused).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     source: SourceArgs,
     /// Stop after this many seconds of the source's time (default: until Ctrl-C or SIGTERM).
@@ -35,6 +45,16 @@ pub struct RecordArgs {
 
 pub fn run(args: RecordArgs) -> Result<()> {
     anyhow::ensure!(args.window.seconds > 0.0, "--window must be positive");
+    anyhow::ensure!(
+        args.output != Path::new("-"),
+        "-o -: a recording is written to a file, not to standard output; name a file \
+         (`--json` prints the windows on standard output)"
+    );
+    anyhow::ensure!(
+        args.force || !args.output.exists(),
+        "{} exists: refusing to overwrite it (--force replaces it)",
+        args.output.display()
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -59,11 +79,12 @@ async fn record(args: RecordArgs) -> Result<()> {
     let origin = pipeline.origin_ns();
     let end_ns = args.duration.map(|d| origin + (d * 1e9) as u64);
     let mut pipeline = pipeline.until(end_ns);
-    let mut recorder = Recorder::create(&args.output, &pipeline)?;
+    let mut recorder = Recorder::create(&args.output, &pipeline, args.force)?;
     let lines = args.json.then_some(origin);
     let stop = capture(&mut pipeline, &mut recorder, lines).await?;
     let finished_at = end_ns.unwrap_or_else(|| pipeline.now_ns());
-    print_closed(&pipeline.refresh()?.closed, lines);
+    // After a closed stdout the file is still finished; only the lines are left out.
+    closed_is_success(print_closed(&pipeline.refresh()?.closed, lines))?;
     let (bytes, footer) = recorder.finish(finished_at)?;
     eprintln!(
         "recorded {} events in {} blocks to {} ({} bytes, {:.1} bytes/event; {stop})",
@@ -74,10 +95,9 @@ async fn record(args: RecordArgs) -> Result<()> {
         bytes as f64 / footer.events.max(1) as f64
     );
     if args.json {
-        println!(
-            "{}",
-            serde_json::json!({ "totals": pipeline.model().totals(), "events": footer.events })
-        );
+        let totals =
+            serde_json::json!({ "totals": pipeline.model().totals(), "events": footer.events });
+        closed_is_success(print_line(totals))?;
     }
     Ok(())
 }
@@ -113,7 +133,11 @@ async fn capture(
                 if let Some(change) = &refreshed.knob_change {
                     recorder.knob_change(change)?;
                 }
-                print_closed(&refreshed.closed, lines);
+                recorder.flush_if_due()?;
+                match print_closed(&refreshed.closed, lines) {
+                    Err(err) if stdout::is_closed(&err) => return Ok("standard output closed"),
+                    printed => printed?,
+                }
                 if pipeline.is_past_end() {
                     return Ok("duration reached");
                 }
@@ -125,10 +149,11 @@ async fn capture(
 }
 
 /// Print the windows the model closed, when lines were asked for (`lines` = window origin).
-fn print_closed(closed: &[WindowReport], lines: Option<u64>) {
+fn print_closed(closed: &[WindowReport], lines: Option<u64>) -> Result<()> {
     if let Some(origin) = lines {
         for window in closed {
-            println!("{}", window_line(window, origin));
+            print_line(window_line(window, origin))?;
         }
     }
+    Ok(())
 }

@@ -8,9 +8,13 @@ use crate::record::{
 use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::Serialize;
+use tracer_common::text::escape_controls;
 use tracer_common::{EventKind, QUEUE_1024, QUEUE_256, QUEUE_512};
 
-use crate::model::{AppRow, Counters, Model, ModelConfig, Packages, PerQueue};
+use crate::{
+    model::{AppRow, Counters, Model, ModelConfig, Packages, PerQueue},
+    view::stdout::{closed_is_success, print, print_line},
+};
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -62,11 +66,13 @@ pub fn run(args: ReportArgs) -> Result<()> {
         std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let report = build(&bytes, args.packages.as_deref())
         .with_context(|| format!("reading {}", args.file.display()))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let printed = if args.json {
+        print_line(serde_json::to_string_pretty(&report)?)
     } else {
-        print!("{}", render(&report));
-    }
+        // Comms (any process sets its own), host and notes come from the file: escaped.
+        print(&escape_controls(&render(&report)))
+    };
+    closed_is_success(printed)?;
     if let Some(damage) = &report.damage {
         eprintln!(
             "warning: {}: {damage}; the report covers what comes before it",

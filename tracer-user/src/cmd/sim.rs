@@ -10,6 +10,8 @@ use tracer_common::knobs::{Knobs, INTERVAL_RANGE_MS, THRESHOLD_RANGE};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
+
+use crate::view::stdout::{closed_is_success, print, print_line};
 use sim::{
     knobs,
     scenario::{
@@ -45,14 +47,14 @@ pub struct SimArgs {
 
 pub fn run(args: SimArgs) -> Result<()> {
     let scenario: ScenarioName = args.scenario.parse()?;
-    if args.via_bpf {
-        return run_via_bpf(scenario, &args);
-    }
-    if args.threshold.is_some() || args.interval.is_some() {
-        return run_with_knobs(scenario, &args);
-    }
-    println!("{}", scenario_output(scenario, &args)?);
-    Ok(())
+    let ran = if args.via_bpf {
+        run_via_bpf(scenario, &args)
+    } else if args.threshold.is_some() || args.interval.is_some() {
+        run_with_knobs(scenario, &args)
+    } else {
+        scenario_output(scenario, &args).and_then(print_line)
+    };
+    closed_is_success(ran)
 }
 
 /// The scenario's RFC-style comparison, as JSON or a table.
@@ -92,21 +94,24 @@ fn run_via_bpf(scenario: ScenarioName, args: &SimArgs) -> Result<()> {
         value["via_bpf"] = serde_json::to_value(&observation.via_bpf)?;
         value["drops"] = observation.drops.into();
         value["probes"] = serde_json::to_value(&observation.probes)?;
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        print_line(serde_json::to_string_pretty(&value)?)?;
     } else {
-        println!("{output}");
-        println!("\nseen through eBPF (uprobes on the simulator's hooks):");
-        println!(
+        let mut text =
+            format!("{output}\n\nseen through eBPF (uprobes on the simulator's hooks):\n");
+        let _ = writeln!(
+            text,
             "{:<16} {:>10} {:>10} {:>10}",
             "kind", "bpf", "kernel", "sim"
         );
         for (kind, counts) in &observation.via_bpf {
-            println!(
+            let _ = writeln!(
+                text,
                 "{kind:<16} {:>10} {:>10} {:>10}",
                 counts.bpf, counts.kernel, counts.sim
             );
         }
-        println!("drops {}", observation.drops);
+        let _ = writeln!(text, "drops {}", observation.drops);
+        print(&text)?;
     }
     anyhow::ensure!(
         observation.all_equal(),
@@ -142,11 +147,10 @@ fn run_with_knobs(scenario: ScenarioName, args: &SimArgs) -> Result<()> {
     let totals = run_static(scenario, values, args.seed)
         .with_context(|| format!("running {scenario} with {values:?}"))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&totals)?);
+        print_line(serde_json::to_string_pretty(&totals)?)
     } else {
-        println!("{}", totals_table(&totals));
+        print_line(totals_table(&totals))
     }
-    Ok(())
 }
 
 /// 12345678 -> "12,345,678".

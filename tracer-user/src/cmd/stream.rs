@@ -28,6 +28,7 @@ use crate::{
     view::{
         jsonline::{window_line, window_text},
         metrics,
+        stdout::{closed_is_success, print, print_line},
     },
 };
 
@@ -69,8 +70,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
     }
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));
     if kernel && args.plan {
-        print!("{}", planner::plan_this_kernel(args.node_reads).render());
-        return Ok(());
+        return closed_is_success(print(&planner::plan_this_kernel(args.node_reads).render()));
     }
     let plan = if kernel {
         match preflight(args.node_reads) {
@@ -89,7 +89,9 @@ pub fn run(args: StreamArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(stream(&args, plan.as_ref()))
+    // A reader that went away ends the run like --duration: the source is dropped (and with
+    // it anything it holds) on the way out.
+    closed_is_success(runtime.block_on(stream(&args, plan.as_ref())))
 }
 
 /// Everything that can be checked before loading anything, each failure naming what is missing.
@@ -163,7 +165,7 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     // partial window, so that nothing counted is left out.
     if let Some(last) = pipeline.finish()? {
         if last.exact.is_some() {
-            out.print(&last);
+            out.print(&last)?;
         }
     }
     Ok(())
@@ -186,24 +188,25 @@ impl Lines {
     }
 
     /// Print closed windows (up to the number wanted) and refresh the exposition.
-    fn publish(&mut self, closed: &[WindowReport], model: &Model) {
+    fn publish(&mut self, closed: &[WindowReport], model: &Model) -> Result<()> {
         for window in closed {
             if self.done() {
                 break;
             }
-            self.print(window);
+            self.print(window)?;
             self.printed += 1;
         }
         if let Ok(mut text) = self.exposition.lock() {
             *text = metrics::render(model, &self.device);
         }
+        Ok(())
     }
 
-    fn print(&self, window: &WindowReport) {
+    fn print(&self, window: &WindowReport) -> Result<()> {
         if self.json {
-            println!("{}", window_line(window, self.origin));
+            print_line(window_line(window, self.origin))
         } else {
-            println!("{}", window_text(window, self.origin));
+            print_line(window_text(window, self.origin))
         }
     }
 }
@@ -227,7 +230,7 @@ async fn run_loop(pipeline: &mut Pipeline, out: &mut Lines) -> Result<()> {
             _ = sigint.recv() => break,
         }
         let refreshed = pipeline.refresh()?;
-        out.publish(&refreshed.closed, pipeline.model());
+        out.publish(&refreshed.closed, pipeline.model())?;
     }
     Ok(())
 }

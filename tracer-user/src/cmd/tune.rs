@@ -223,7 +223,14 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let ended = decide_until_stopped(&guard, &mut source, &stop, &args, &mut wakeups);
     guard.restore_now();
     let failures = guard.lock().failures();
-    say_why_it_ended(ended?);
+    let restore_failures = guard.lock().restore_failures();
+    say_why_it_ended(ended?, restore_failures.is_empty());
+    if !restore_failures.is_empty() {
+        bail!(
+            "the original values could not all be put back: {}",
+            restore_failures.join("; ")
+        );
+    }
     if !failures.is_empty() {
         bail!("tuning failed: {}", failures.join("; "));
     }
@@ -342,14 +349,21 @@ fn decide_until_stopped(
     }
 }
 
-fn say_why_it_ended(ended: Ended) {
-    match ended {
-        Ended::Signal(signal) => log::info!(
-            "received {}: stopped; original values put back (see the audit log)",
-            signal_name(signal)
-        ),
-        Ended::Duration => log::info!("--duration reached: stopped; original values put back"),
-        Ended::NoDeviceLeft => log::warn!("no device left to tune: stopped"),
+/// Why the loop ended and whether the originals went back: a failed restore is never
+/// reported as one that worked.
+fn say_why_it_ended(ended: Ended, restored: bool) {
+    let why = match ended {
+        Ended::Signal(signal) => format!("received {}: stopped", signal_name(signal)),
+        Ended::Duration => "--duration reached: stopped".to_string(),
+        Ended::NoDeviceLeft => {
+            log::warn!("no device left to tune: stopped");
+            return;
+        }
+    };
+    if restored {
+        log::info!("{why}; original values put back (see the audit log)");
+    } else {
+        log::error!("{why}; putting the original values back FAILED (see the audit log)");
     }
 }
 

@@ -27,6 +27,8 @@ impl<W: Write> Writer<W> {
         bytes.extend_from_slice(&json);
         bytes.extend_from_slice(&crc32fast::hash(&json).to_le_bytes());
         out.write_all(&bytes).context("writing the header")?;
+        // At once: a recording killed early still names what it holds.
+        out.flush().context("writing the header")?;
         Ok(Writer {
             out,
             pending: Vec::with_capacity(EVENTS_PER_BLOCK * super::EVENT_BYTES),
@@ -72,6 +74,13 @@ impl<W: Write> Writer<W> {
         self.pending.clear();
         self.pending_events = 0;
         Ok(())
+    }
+
+    /// Write out the pending events and flush the output: what was recorded so far survives a
+    /// SIGKILL.
+    pub fn flush(&mut self) -> Result<()> {
+        self.flush_block()?;
+        self.out.flush().context("flushing the recording")
     }
 
     fn record(&mut self, tag: u8, payload: &[u8]) -> Result<()> {

@@ -1,8 +1,14 @@
 //! The simulator as a source: `sim::live::LiveSim` paced against the wall clock, its knobs in
 //! a directory that `nodescope tune --sysfs-root` (or a person) can write while it runs.
-use std::{path::PathBuf, time::Duration};
+use std::{
+    fs::DirBuilder,
+    io::ErrorKind,
+    os::unix::fs::{DirBuilderExt as _, MetadataExt as _},
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use sim::{engine::Pressure, live::LiveSim, scenario::ScenarioName};
 use tracer_common::Event;
 
@@ -47,14 +53,53 @@ impl SimSource {
     }
 }
 
-/// `$XDG_RUNTIME_DIR/nodescope-sim`, else `/tmp/nodescope-sim-<uid>`.
+/// `$XDG_RUNTIME_DIR/nodescope-sim`, else `/tmp/nodescope-sim-<uid>`: made private to us.
 fn default_knob_root() -> Result<PathBuf> {
     let root = match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(dir) => PathBuf::from(dir).join("nodescope-sim"),
         None => PathBuf::from(format!("/tmp/nodescope-sim-{}", crate::system::euid())),
     };
-    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    private_dir(&root)?;
     Ok(root)
+}
+
+/// Create `dir` as 0700 or accept it only when it already is ours and private: a predictable
+/// name in a shared /tmp may have been prepared by someone else, with symlinks inside that
+/// would make us (perhaps root) write their targets.
+pub fn private_dir(dir: &Path) -> Result<()> {
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err).with_context(|| format!("creating {}", dir.display())),
+    }
+    let meta =
+        std::fs::symlink_metadata(dir).with_context(|| format!("inspecting {}", dir.display()))?;
+    let euid = crate::system::euid();
+    let problem = if meta.file_type().is_symlink() {
+        Some("is a symlink".to_string())
+    } else if !meta.is_dir() {
+        Some("is not a directory".to_string())
+    } else if meta.uid() != euid {
+        Some(format!(
+            "belongs to uid {}, not to us (uid {euid})",
+            meta.uid()
+        ))
+    } else if meta.mode() & 0o077 != 0 {
+        Some(format!(
+            "has mode {:o}: others may have put files in it",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => bail!(
+            "refusing the simulator's knob directory {}: it {problem}; remove it (rm -r {0}) \
+             if you do not know who made it, or set XDG_RUNTIME_DIR to a private directory",
+            dir.display()
+        ),
+    }
 }
 
 impl Source for SimSource {

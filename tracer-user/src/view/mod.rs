@@ -3,4 +3,5 @@ pub mod jsonline;
 pub mod metrics;
 pub mod perfetto;
 pub mod recorder;
+pub mod stdout;
 pub mod tui;

@@ -1,6 +1,11 @@
 //! The recorder view: the events the pipeline took and the knob changes it saw, written to a
 //! recording (format: `crate::record`).
-use std::{fs::File, io::BufWriter, path::Path};
+use std::{
+    fs::{self, File, OpenOptions},
+    io::BufWriter,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, Result};
 use tracer_common::Event;
@@ -11,17 +16,49 @@ use crate::{
     source::knobs::describe,
 };
 
+/// The longest a recorded event waits in memory: a SIGKILL loses at most this much.
+const FLUSH_EVERY: Duration = Duration::from_secs(2);
+
 pub struct Recorder {
     writer: Writer<BufWriter<File>>,
+    path: PathBuf,
+    last_flush: Instant,
 }
 
 impl Recorder {
-    /// Create `path` and write the header: what the pipeline's source says about itself, its
-    /// knob values, the window origin and length.
-    pub fn create(path: &Path, pipeline: &Pipeline) -> Result<Recorder> {
-        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    /// Create `path` (an existing file only when `overwrite`) and write the header: what the
+    /// pipeline's source says about itself, its knob values, the window origin and length.
+    pub fn create(path: &Path, pipeline: &Pipeline, overwrite: bool) -> Result<Recorder> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .create_new(!overwrite)
+            .open(path)
+            .with_context(|| {
+                let hint = if path.exists() {
+                    " (--force replaces it)"
+                } else {
+                    ""
+                };
+                format!("creating {}{hint}", path.display())
+            })?;
         let writer = Writer::new(BufWriter::new(file), &header(pipeline))?;
-        Ok(Recorder { writer })
+        Ok(Recorder {
+            writer,
+            path: path.to_path_buf(),
+            last_flush: Instant::now(),
+        })
+    }
+
+    /// Flush the events so far when the last flush is [`FLUSH_EVERY`] old: a quiet source
+    /// still reaches the file on a time bound, not only every full block.
+    pub fn flush_if_due(&mut self) -> Result<()> {
+        if self.last_flush.elapsed() >= FLUSH_EVERY {
+            self.writer.flush()?;
+            self.last_flush = Instant::now();
+        }
+        Ok(())
     }
 
     pub fn events(&mut self, events: &[Event]) -> Result<()> {
@@ -36,11 +73,13 @@ impl Recorder {
         })
     }
 
-    /// The footer; returns it with the bytes written before it.
+    /// The footer; returns it with the size of the finished file.
     pub fn finish(self, end_ns: u64) -> Result<(u64, Footer)> {
-        let bytes = self.writer.bytes_written();
         let (_, footer) = self.writer.finish(end_ns)?;
-        Ok((bytes, footer))
+        let size = fs::metadata(&self.path)
+            .with_context(|| format!("reading the size of {}", self.path.display()))?
+            .len();
+        Ok((size, footer))
     }
 }
 

@@ -1,4 +1,6 @@
 //! The per-app table: columns, sorting and filtering.
+use tracer_common::text::escape_controls;
+
 use crate::model::{AppKey, AppRow, Counters};
 
 /// A column of the per-app table.
@@ -88,10 +90,11 @@ impl Column {
     }
 }
 
+/// An app's name as printed: control characters escaped (a comm is whatever its process set).
 pub fn label(app: &AppKey) -> String {
     match app {
-        AppKey::App(name) | AppKey::Program(name) => name.clone(),
-        AppKey::Kernel(name) => format!("[{name}]"),
+        AppKey::App(name) | AppKey::Program(name) => escape_controls(name),
+        AppKey::Kernel(name) => format!("[{}]", escape_controls(name)),
     }
 }
 
