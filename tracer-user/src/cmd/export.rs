@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use clap::Args;
 
 use crate::{
-    model::{Model, ModelConfig, Packages},
+    model::{Model, Packages},
     record::reader::{read_all, Item},
     view::perfetto::{self, Recorded},
 };
@@ -53,13 +53,7 @@ pub fn replay(bytes: &[u8], packages_file: Option<&Path>, path: &Path) -> Result
     }
     let header = contents.header.clone();
     let packages = Packages::from_file_or(packages_file, header.packages_list.clone())?;
-    let mut model = Model::new(ModelConfig {
-        window_ns: header.window_ns.max(1),
-        idle_windows: u64::MAX, // every process keeps its rows, as in `report`
-        packages: packages.clone(),
-        ..ModelConfig::default()
-    });
-    model.start_at(header.clock_origin_ns);
+    let mut model = Model::for_recording(&header, packages.clone());
     let mut recorded = Recorded {
         windows: Vec::new(),
         notes: Vec::new(),

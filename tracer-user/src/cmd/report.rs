@@ -12,7 +12,7 @@ use tracer_common::text::escape_controls;
 use tracer_common::{EventKind, QUEUE_1024, QUEUE_256, QUEUE_512};
 
 use crate::{
-    model::{AppRow, Counters, Model, ModelConfig, Packages, PerQueue},
+    model::{AppRow, Counters, Model, Packages, PerQueue},
     view::stdout::{closed_is_success, print, print_line},
 };
 
@@ -87,13 +87,7 @@ pub fn build(bytes: &[u8], packages_file: Option<&std::path::Path>) -> Result<Re
     let contents = read_all(bytes)?;
     let header = contents.header.clone();
     let packages = Packages::from_file_or(packages_file, header.packages_list.clone())?;
-    let mut model = Model::new(ModelConfig {
-        window_ns: header.window_ns.max(1),
-        idle_windows: u64::MAX, // a report keeps every process
-        packages,
-        ..ModelConfig::default()
-    });
-    model.start_at(header.clock_origin_ns);
+    let mut model = Model::for_recording(&header, packages);
     let mut slot_mix = PerQueue::default();
     let mut devices: BTreeMap<String, DeviceReport> = BTreeMap::new();
     let mut notes = Vec::new();

@@ -203,6 +203,19 @@ impl Model {
         }
     }
 
+    /// The model a recording is read back into (report, export): the recording's windows from
+    /// its origin, every process kept however long it was idle.
+    pub fn for_recording(header: &crate::record::Header, packages: Packages) -> Model {
+        let mut model = Model::new(ModelConfig {
+            window_ns: header.window_ns.max(1),
+            idle_windows: u64::MAX,
+            packages,
+            ..ModelConfig::default()
+        });
+        model.start_at(header.clock_origin_ns);
+        model
+    }
+
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }
