@@ -16,6 +16,7 @@ fn perfetto_trace_parses_with_perfettos_protos_and_matches_the_report() {
     let dir = scratch_dir.path();
     let recording = dir.join("run.nsr");
     let trace = dir.join("run.perfetto-trace");
+    let live_trace = dir.join("live.perfetto-trace");
     let report = dir.join("report.json");
     let knobs = dir.join("knobs");
     nodescope(&[
@@ -32,6 +33,8 @@ fn perfetto_trace_parses_with_perfettos_protos_and_matches_the_report() {
         "20",
         "--speed",
         "20",
+        "--perfetto",
+        live_trace.to_str().unwrap(),
     ]);
     nodescope(&[
         "export",
@@ -40,6 +43,11 @@ fn perfetto_trace_parses_with_perfettos_protos_and_matches_the_report() {
         "-o",
         trace.to_str().unwrap(),
     ]);
+    assert_eq!(
+        std::fs::read(&live_trace).unwrap(),
+        std::fs::read(&trace).unwrap(),
+        "record --perfetto writes the trace export writes from the same recording"
+    );
     let report_json = nodescope(&["report", recording.to_str().unwrap(), "--json"]).stdout;
     std::fs::write(&report, report_json).unwrap();
 

@@ -26,15 +26,20 @@ pub struct ExportArgs {
 }
 
 pub fn run(args: ExportArgs) -> Result<()> {
-    let bytes = std::fs::read(&args.perfetto)
-        .with_context(|| format!("reading {}", args.perfetto.display()))?;
-    let recorded = replay(&bytes, args.packages.as_deref(), &args.perfetto)?;
+    write_trace(&args.perfetto, args.packages.as_deref(), &args.output)
+}
+
+/// The Perfetto trace of the recording at `recording`, written to `output` (also what
+/// `record --perfetto` does once its recording is finished).
+pub fn write_trace(recording: &Path, packages: Option<&Path>, output: &Path) -> Result<()> {
+    let bytes =
+        std::fs::read(recording).with_context(|| format!("reading {}", recording.display()))?;
+    let recorded = replay(&bytes, packages, recording)?;
     let trace = perfetto::encode(&recorded);
-    std::fs::write(&args.output, &trace)
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    std::fs::write(output, &trace).with_context(|| format!("writing {}", output.display()))?;
     eprintln!(
         "{}: {} windows, {} bytes",
-        args.output.display(),
+        output.display(),
         recorded.windows.len(),
         trace.len()
     );

@@ -37,6 +37,10 @@ pub struct RecordArgs {
     duration: Option<f64>,
     #[command(flatten)]
     window: WindowArg,
+    /// Also write the recording as a Perfetto trace to this file when it is finished (what
+    /// `nodescope export --perfetto` writes from it).
+    #[arg(long, value_name = "FILE")]
+    perfetto: Option<PathBuf>,
     /// While recording, print the live model's per-window JSON lines (those `stream --json`
     /// prints), then a last line with the totals (what `report --json` must match).
     #[arg(long)]
@@ -55,6 +59,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
         "{} exists: refusing to overwrite it (--force replaces it)",
         args.output.display()
     );
+    if let Some(trace) = &args.perfetto {
+        anyhow::ensure!(
+            args.force || !trace.exists(),
+            "{} exists: refusing to overwrite it (--force replaces it)",
+            trace.display()
+        );
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -94,6 +105,9 @@ async fn record(args: RecordArgs) -> Result<()> {
         bytes,
         bytes as f64 / footer.events.max(1) as f64
     );
+    if let Some(trace) = &args.perfetto {
+        crate::cmd::export::write_trace(&args.output, None, trace)?;
+    }
     if args.json {
         let totals =
             serde_json::json!({ "totals": pipeline.model().totals(), "events": footer.events });
