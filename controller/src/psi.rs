@@ -11,8 +11,8 @@
 use std::{
     collections::VecDeque,
     ffi::CString,
-    fs::{self, File, OpenOptions},
-    io::{ErrorKind, Write as _},
+    fs::{File, OpenOptions},
+    io::{ErrorKind, Read as _, Write as _},
     os::{
         fd::{AsFd as _, BorrowedFd},
         unix::{ffi::OsStrExt as _, fs::OpenOptionsExt as _},
@@ -34,9 +34,10 @@ const KEEP: Duration = Duration::from_secs(60);
 /// At most this many readings (a poll every 50 ms keeps 60 s).
 const MAX_READINGS: usize = 1200;
 
-/// The `some avg10` figure of a PSI file, percent.
+/// The `some avg10` figure of a PSI file, percent; `None` unless it is a share (0..=100).
 pub fn parse_some_avg10(text: &str) -> Option<f64> {
-    some_field(text, "avg10=")?.parse().ok()
+    let avg10: f64 = some_field(text, "avg10=")?.parse().ok()?;
+    (0.0..=100.0).contains(&avg10).then_some(avg10)
 }
 
 /// The `some total` figure of a PSI file: microseconds some task stalled, since boot.
@@ -49,6 +50,16 @@ fn some_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
         .find(|line| line.starts_with("some "))?
         .split_whitespace()
         .find_map(|field| field.strip_prefix(key))
+}
+
+/// A PSI file is a few lines: reading stops at the project's read limit, so that a wrong path
+/// (/dev/zero) cannot make the controller read until memory runs out.
+fn read_capped(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    File::open(path)?
+        .take(tracer_common::files::READ_LIMIT)
+        .read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Memory pressure, percent, from successive readings of one PSI file.
@@ -144,7 +155,17 @@ impl PsiFile {
     /// The pressure at `now` over `span` ([`PsiMeter::read`]). A missing file (a kernel
     /// without CONFIG_PSI) is no signal, said once; any other failure is an error.
     pub fn read(&mut self, now: Duration, span: Duration) -> Result<Option<f64>> {
-        match fs::read_to_string(&self.path) {
+        match read_capped(&self.path) {
+            Ok(text)
+                if parse_some_avg10(&text).is_none() && parse_some_total_us(&text).is_none() =>
+            {
+                // Not a PSI file (a wrong --psi, a device node): no signal, and said.
+                self.warn_once(&format!(
+                    "{} holds no PSI `some avg10=... total=...` line",
+                    self.path.display()
+                ));
+                Ok(None)
+            }
             Ok(text) => Ok(self.meter.read(&text, now, span)),
             Err(err) if err.kind() == ErrorKind::NotFound => {
                 self.warn_once(&format!(
@@ -277,7 +298,32 @@ fn is_in_procfs(path: &Path) -> Result<bool> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
+
+    #[test]
+    fn a_file_that_is_not_psi_is_no_signal_and_read_only_so_far() {
+        // /dev/zero never ends: only the read limit ends the read.
+        let mut psi = PsiFile::new(Path::new("/dev/zero"));
+        assert_eq!(psi.read(Duration::ZERO, RECENT).unwrap(), None);
+        let dir = tempfile::tempdir().unwrap();
+        let garbage = dir.path().join("psi");
+        fs::write(&garbage, "hello\n").unwrap();
+        assert_eq!(
+            PsiFile::new(&garbage).read(Duration::ZERO, RECENT).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn avg10_outside_a_share_is_refused() {
+        let line = |avg10: &str| format!("some avg10={avg10} avg60=0.00 avg300=0.00 total=0\n");
+        assert_eq!(parse_some_avg10(&line("250.00")), None);
+        assert_eq!(parse_some_avg10(&line("-1.00")), None);
+        assert_eq!(parse_some_avg10(&line("NaN")), None);
+        assert_eq!(parse_some_avg10(&line("100.00")), Some(100.0));
+    }
 
     fn psi(avg10: f64, total_us: u64) -> String {
         format!(
