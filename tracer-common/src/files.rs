@@ -72,7 +72,11 @@ pub fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
 /// prepared by someone else, with symlinks inside that would make us write their targets.
 pub fn private_dir_problem(dir: &Path) -> io::Result<Option<std::string::String>> {
     use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
-    match fs::DirBuilder::new().mode(0o700).recursive(true).create(dir) {
+    match fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(dir)
+    {
         Ok(()) => {}
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
         Err(err) => return Err(err),

@@ -136,6 +136,18 @@ if echo 'p:nodescope_check f2fs_get_node_page' >> $T/kprobe_events &&
 else
   fail "kprobe_events: cannot set up the f2fs_get_node_page counter"
 fi
+# Churn: CHURN short-lived processes (a subshell each), each reading the inode node block of
+# a file of its own, cold: more processes than the kernel's counter map holds (8,192), so
+# without pruning the later ones' reads would be lost to COUNT_FAILS.
+cold
+stream_start churn && {
+  i=0
+  while [ $i -lt $CHURN ]; do
+    ( cat /mnt/t/d-$((i / NFILES))/f-$((i % NFILES)) > /dev/null )
+    i=$((i+1))
+  done
+  stream_stop
+}
 # The controller under real memory pressure. The RFC is not applied here, so nodescope tune
 # steers a knob directory of its own (the RFC's defaults, 25 % and 1000 ms) on this kernel's
 # PSI, windows an hour apart (none falls in this phase): only the PSI trigger it arms (root, no
