@@ -138,14 +138,19 @@ else
 fi
 # Churn: CHURN short-lived processes (a subshell each), each reading the inode node block of
 # a file of its own, cold: more processes than the kernel's counter map holds (8,192), so
-# without pruning the later ones' reads would be lost to COUNT_FAILS.
-cold
-stream_start churn && {
-  i=0
+# without pruning the later ones' reads would be lost to COUNT_FAILS. Two loops, one per vCPU.
+churn() {
+  i=$1
   while [ $i -lt $CHURN ]; do
     ( cat /mnt/t/d-$((i / NFILES))/f-$((i % NFILES)) > /dev/null )
-    i=$((i+1))
+    i=$((i+2))
   done
+}
+cold
+stream_start churn && {
+  churn 0 & C0=$!
+  churn 1 & C1=$!
+  wait $C0 $C1
   stream_stop
 }
 # The controller under real memory pressure. The RFC is not applied here, so nodescope tune
