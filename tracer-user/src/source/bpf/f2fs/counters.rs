@@ -35,7 +35,7 @@ pub fn take(ebpf: &Ebpf, key: &TaskKey) -> Result<Option<TaskCounts>> {
         .map_err(|(path, err)| anyhow::Error::new(err).context(format!("reading {path}")))?;
     // The kernel copies one value per possible CPU, each rounded up to 8 bytes: TaskCounts
     // is already a multiple of 8, so that is a plain array.
-    const _: () = assert!(std::mem::size_of::<TaskCounts>() % 8 == 0);
+    const _: () = assert!(std::mem::size_of::<TaskCounts>().is_multiple_of(8));
     let mut values = vec![TaskCounts::default(); cpus];
     let attr = ElemAttr {
         map_fd: data.fd().as_fd().as_raw_fd() as u32,
