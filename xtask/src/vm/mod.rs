@@ -4,6 +4,7 @@
 //! reads nodescope attributes to processes must equal iostat's exactly (check.rs). The stream
 //! lines are described in docs/STREAM.md; the guest side is guest.sh.
 mod check;
+mod discover;
 mod initramfs;
 mod json;
 mod kernel;
@@ -153,6 +154,7 @@ fn run_kernel(
         ("replay-glob", replay_script(Replay::Glob, NDIRS)),
         ("replay-variant", replay_script(Replay::Names, VARIANT_DIRS)),
         ("rfc-probes.toml", RFC_PROBES.to_string()),
+        ("discover-hand.toml", discover::HAND_WRITTEN.to_string()),
         ("etc/vm-test.conf", config),
     ];
     let initrd = work.join("initramfs.cpio");
