@@ -111,3 +111,53 @@ fn probe_without_privileges_still_reports_and_says_what_is_missing() {
     let missing = report["missing"].to_string();
     assert!(missing.contains("CAP_BPF and CAP_PERFMON"), "{missing}");
 }
+
+#[test]
+fn probe_shows_each_manifest_kind_as_attached_found_or_missing() {
+    if !is_root() {
+        eprintln!("SKIPPED probe_shows_each_manifest_kind...: needs root to attach kprobes");
+        return;
+    }
+    let dir = common::scratch("probe-status");
+    let manifest = dir.path().join("status.toml");
+    // vfs_read is in every kernel; the second name is in none.
+    std::fs::write(
+        &manifest,
+        "target = \"kernel\"\n\n[[probe]]\nkind = \"restore\"\nsymbol = \"vfs_read\"\n\n\
+         [[probe]]\nkind = \"reclaim\"\nsymbol = \"nodescope_no_such_function\"\n",
+    )
+    .unwrap();
+    let output = Command::new(NODESCOPE)
+        .args(["probe", "--json", "--probes"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let report = json_of(&output);
+    let symbols = report["rfc_probes"]["symbols"].as_array().unwrap();
+    let status: Vec<(&str, &str)> = symbols
+        .iter()
+        .map(|s| (s["kind"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(status, [("restore", "attached"), ("reclaim", "missing")]);
+    assert_eq!(
+        report["rfc_probes"]["unmapped_kinds"],
+        serde_json::json!([
+            "node_read",
+            "convert",
+            "convert_reject",
+            "convert_abort",
+            "restore_fail",
+            "restore_nomem",
+            "second_chance"
+        ])
+    );
+    let table = Command::new(NODESCOPE)
+        .args(["probe", "--probes"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("1 of 2 symbols in /proc/kallsyms, 1 attached"), "{text}");
+    assert!(text.contains("attached restore        vfs_read"), "{text}");
+    assert!(text.contains("missing  reclaim        nodescope_no_such_function"), "{text}");
+}
