@@ -23,7 +23,9 @@ fn run(tool: &str, args: &[&std::ffi::OsStr]) {
     let output = Command::new(tool)
         .args(args)
         .output()
-        .unwrap_or_else(|err| panic!("{tool}: {err} (cargo xtask setup installs clang and dwarves)"));
+        .unwrap_or_else(|err| {
+            panic!("{tool}: {err} (cargo xtask setup installs clang and dwarves)")
+        });
     assert!(
         output.status.success(),
         "{tool} {args:?}: {}",
@@ -34,12 +36,25 @@ fn run(tool: &str, args: &[&std::ffi::OsStr]) {
 /// (base BTF, split BTF) built from the fixture's C files.
 fn build_btf(dir: &Path) -> (PathBuf, PathBuf) {
     let mut built = Vec::new();
-    for (source, base) in [("vmlinux.c", None), ("f2fs_node_cache.c", Some(dir.join("vmlinux.btf")))] {
+    for (source, base) in [
+        ("vmlinux.c", None),
+        ("f2fs_node_cache.c", Some(dir.join("vmlinux.btf"))),
+    ] {
         let stem = source.trim_end_matches(".c");
         let object = dir.join(format!("{stem}.o"));
         let btf = dir.join(format!("{stem}.btf"));
         let src = data(source);
-        run("clang", &["-g".as_ref(), "-O0".as_ref(), "-c".as_ref(), src.as_os_str(), "-o".as_ref(), object.as_os_str()]);
+        run(
+            "clang",
+            &[
+                "-g".as_ref(),
+                "-O0".as_ref(),
+                "-c".as_ref(),
+                src.as_os_str(),
+                "-o".as_ref(),
+                object.as_os_str(),
+            ],
+        );
         let detached = format!("--btf_encode_detached={}", btf.display());
         let base_arg = base.map(|b| format!("--btf_base={}", b.display()));
         let mut args: Vec<&std::ffi::OsStr> = Vec::new();
@@ -70,7 +85,10 @@ fn discover(extra: &[&std::ffi::OsStr], out: &Path) -> (String, String) {
         String::from_utf8_lossy(&output.stderr)
     );
     let manifest = std::fs::read_to_string(out).expect("the manifest was written");
-    (String::from_utf8_lossy(&output.stdout).into_owned(), manifest)
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        manifest,
+    )
 }
 
 /// The manifest without its comment lines.
@@ -136,7 +154,12 @@ fn discover_maps_every_kind_and_field_of_the_split_btf_fixture() {
     let (base, split) = build_btf(dir.path());
     let out = dir.path().join("discovered.toml");
     let (report, manifest) = discover(
-        &["--btf".as_ref(), split.as_os_str(), "--btf-base".as_ref(), base.as_os_str()],
+        &[
+            "--btf".as_ref(),
+            split.as_os_str(),
+            "--btf-base".as_ref(),
+            base.as_os_str(),
+        ],
         &out,
     );
     assert_eq!(probes_of(&manifest), EXPECTED_WITH_BTF, "{manifest}");
@@ -148,7 +171,9 @@ fn discover_maps_every_kind_and_field_of_the_split_btf_fixture() {
     let lines: Vec<&str> = report.lines().collect();
     let has = |want: &str| {
         assert!(
-            lines.iter().any(|l| l.trim_start_matches("# ").trim_start() == want),
+            lines
+                .iter()
+                .any(|l| l.trim_start_matches("# ").trim_start() == want),
             "report lacks {want:?}:\n{report}"
         )
     };
@@ -170,7 +195,11 @@ fn discover_maps_every_kind_and_field_of_the_split_btf_fixture() {
     assert_eq!(dev, 6, "{report}");
     has("7 of 9 kinds mapped");
     // F2FS file compression and the base's look-alike are never candidates.
-    for decoy in ["f2fs_compress_pages", "f2fs_decompress_cluster", "vfs_restore_compressed"] {
+    for decoy in [
+        "f2fs_compress_pages",
+        "f2fs_decompress_cluster",
+        "vfs_restore_compressed",
+    ] {
         assert!(!manifest.contains(decoy), "{decoy} in\n{manifest}");
     }
 }
@@ -186,7 +215,10 @@ fn without_btf_discover_matches_kallsyms_names_and_writes_count_only_probes() {
     );
     let expected = [
         ("node_read", "read_node_page"),
-        ("convert", "f2fs_node_cache_compress_entry.llvm.7261538125473610823"),
+        (
+            "convert",
+            "f2fs_node_cache_compress_entry.llvm.7261538125473610823",
+        ),
         ("convert_reject", "f2fs_node_cache_compress_reject"),
         ("restore", "f2fs_node_cache_restore"),
         ("restore_fail", "f2fs_node_cache_restore_fail.isra.0"),
@@ -212,7 +244,10 @@ fn without_btf_discover_matches_kallsyms_names_and_writes_count_only_probes() {
     }
     assert!(report.contains("# convert_abort  missing no F2FS symbol in kallsyms named for it"));
     assert!(report.contains("# restore_nomem  missing no F2FS symbol in kallsyms named for it"));
-    assert!(report.contains("# node lookup    found   f2fs_get_node_page -> f2fs_get_node_page\n"), "{report}");
+    assert!(
+        report.contains("# node lookup    found   f2fs_get_node_page -> f2fs_get_node_page\n"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -232,11 +267,20 @@ fn discover_without_output_prints_a_manifest_the_loader_accepts() {
 #[test]
 fn a_missing_btf_file_is_one_clear_error() {
     let output = Command::new(NODESCOPE)
-        .args(["probe", "--discover", "--btf", "/nonexistent/f2fs.btf", "--kallsyms"])
+        .args([
+            "probe",
+            "--discover",
+            "--btf",
+            "/nonexistent/f2fs.btf",
+            "--kallsyms",
+        ])
         .arg(data("kallsyms.txt"))
         .output()
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("reading BTF /nonexistent/f2fs.btf"), "{stderr}");
+    assert!(
+        stderr.contains("reading BTF /nonexistent/f2fs.btf"),
+        "{stderr}"
+    );
 }

@@ -166,11 +166,19 @@ fn probe_shows_each_manifest_kind_as_attached_found_or_missing() {
     let text = String::from_utf8_lossy(&table.stdout);
     let attached = usize::from(kprobes);
     assert!(
-        text.contains(&format!("1 of 2 symbols in /proc/kallsyms, {attached} attached")),
+        text.contains(&format!(
+            "1 of 2 symbols in /proc/kallsyms, {attached} attached"
+        )),
         "{text}"
     );
-    assert!(text.contains(&format!("{restore:<9}restore        vfs_read")), "{text}");
-    assert!(text.contains("missing  reclaim        nodescope_no_such_function"), "{text}");
+    assert!(
+        text.contains(&format!("{restore:<9}restore        vfs_read")),
+        "{text}"
+    );
+    assert!(
+        text.contains("missing  reclaim        nodescope_no_such_function"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -191,5 +199,8 @@ fn probe_attaches_every_kind_of_the_simulator_manifest_as_uprobes() {
     for symbol in symbols {
         assert_eq!(symbol["status"], "attached", "{symbol}");
     }
-    assert_eq!(report["rfc_probes"]["unmapped_kinds"], serde_json::json!([]));
+    assert_eq!(
+        report["rfc_probes"]["unmapped_kinds"],
+        serde_json::json!([])
+    );
 }

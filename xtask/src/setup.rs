@@ -29,8 +29,14 @@ const APT_PACKAGES: [(&str, &str); 16] = [
         "the C LZ4 library the benchmarks compare against",
     ),
     ("util-linux", "setpriv for the unprivileged probe test"),
-    ("clang", "clang -g builds the BTF fixture of the probe --discover test"),
-    ("dwarves", "pahole -J turns the discover fixture's DWARF into BTF"),
+    (
+        "clang",
+        "clang -g builds the BTF fixture of the probe --discover test",
+    ),
+    (
+        "dwarves",
+        "pahole -J turns the discover fixture's DWARF into BTF",
+    ),
     (
         "prometheus",
         "the test that scrapes nodescope's OpenMetrics endpoint",

@@ -13,8 +13,8 @@ use tracer_common::text::escape_controls;
 use crate::{
     source::bpf::{
         self,
-        f2fs::planner,
         discover::{self, btf::BtfFiles},
+        f2fs::planner,
         manifest::{Manifest, Target, DEFAULT_KERNEL_MANIFEST, PROBE_KINDS},
         rfc,
         selftest::{self, SelfTest},

@@ -40,12 +40,19 @@ pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) ->
     lines.push(format!("  discover {lookup}"));
     lines.push(format!("  discover {read}"));
     let lookup_ok = lookup.contains(" found ")
-        && ["f2fs_get_node_page", "__get_node_page", "f2fs_get_node_folio", "__get_node_folio"]
-            .iter()
-            .any(|name| lookup.contains(&format!("-> {name}")))
+        && [
+            "f2fs_get_node_page",
+            "__get_node_page",
+            "f2fs_get_node_folio",
+            "__get_node_folio",
+        ]
+        .iter()
+        .any(|name| lookup.contains(&format!("-> {name}")))
         && lookup.contains("nid=arg1");
     if !lookup_ok {
-        failures.push(format!("discover: no node lookup with nid=arg1: {lookup:?}"));
+        failures.push(format!(
+            "discover: no node lookup with nid=arg1: {lookup:?}"
+        ));
     }
     if !(read.contains(" found ") && read.contains("nid=")) {
         failures.push(format!("discover: no node read with its nid: {read:?}"));
@@ -71,8 +78,8 @@ pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) ->
 /// Per-kind RFC probe counts summed over a stream's lines; its exit status must be 0.
 fn stream_counts(dir: &Path, which: &str, failures: &mut Vec<String>) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
-    let text = fs::read_to_string(dir.join(format!("stream_discover_{which}.jsonl")))
-        .unwrap_or_default();
+    let text =
+        fs::read_to_string(dir.join(format!("stream_discover_{which}.jsonl"))).unwrap_or_default();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let Ok(value) = Json::parse(line) else {
             failures.push(format!("discover {which}: bad stream line {line:?}"));
@@ -83,9 +90,13 @@ fn stream_counts(dir: &Path, which: &str, failures: &mut Vec<String>) -> BTreeMa
             *counts.entry(kind.to_string()).or_default() += rfc.get(kind).u64();
         }
     }
-    let rc = fs::read_to_string(dir.join(format!("stream_discover_{which}.rc"))).unwrap_or_default();
+    let rc =
+        fs::read_to_string(dir.join(format!("stream_discover_{which}.rc"))).unwrap_or_default();
     if rc.trim() != "0" {
-        failures.push(format!("discover {which}: stream exit status {:?}", rc.trim()));
+        failures.push(format!(
+            "discover {which}: stream exit status {:?}",
+            rc.trim()
+        ));
     }
     counts
 }

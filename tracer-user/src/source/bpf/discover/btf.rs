@@ -28,11 +28,7 @@ impl BtfFiles {
 
     pub fn describe(&self) -> String {
         match &self.module {
-            Some(module) => format!(
-                "{} (split) on {}",
-                module.display(),
-                self.base.display()
-            ),
+            Some(module) => format!("{} (split) on {}", module.display(), self.base.display()),
             None => self.base.display().to_string(),
         }
     }
@@ -43,7 +39,10 @@ impl BtfFiles {
 pub enum Shape {
     /// An integer (or enum, or bool) of `size` bytes; `typedefs` names the typedefs on the way
     /// (`nid_t`, `u32`), outermost first.
-    Int { size: u32, typedefs: Vec<String> },
+    Int {
+        size: u32,
+        typedefs: Vec<String>,
+    },
     /// A pointer to a struct or union of that name (None: to something else).
     Ptr(Option<String>),
     Other,
@@ -173,10 +172,7 @@ impl KernelBtf {
                 .iter()
                 .filter_map(|m| self.btf.resolve_name(m).ok())
                 .collect();
-            if wanted
-                .iter()
-                .all(|w| members.iter().any(|m| m.contains(w)))
-            {
+            if wanted.iter().all(|w| members.iter().any(|m| m.contains(w))) {
                 names.push(self.btf.resolve_name(&st).unwrap_or_default());
             }
         }
@@ -299,4 +295,3 @@ fn fallible_next(iter: &mut btf_rs::TypeIter<'_>) -> Result<Option<Type>> {
     use fallible_iterator::FallibleIterator as _;
     iter.next().context("walking BTF types")
 }
-

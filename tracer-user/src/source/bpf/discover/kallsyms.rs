@@ -29,10 +29,7 @@ enum Variant {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resolved {
     /// `args_kept` is false for a clone whose arguments the compiler rewrote.
-    Attach {
-        symbol: String,
-        args_kept: bool,
-    },
+    Attach { symbol: String, args_kept: bool },
     /// Why no symbol can be used.
     Unusable(String),
 }
@@ -42,7 +39,8 @@ impl Kallsyms {
         let mut symbols = Kallsyms::default();
         for line in text.lines() {
             let mut words = line.split_whitespace();
-            let (Some(_addr), Some(kind), Some(symbol)) = (words.next(), words.next(), words.next())
+            let (Some(_addr), Some(kind), Some(symbol)) =
+                (words.next(), words.next(), words.next())
             else {
                 continue;
             };
@@ -141,7 +139,8 @@ fn variant(name: &str, symbol: &str) -> Variant {
 mod tests {
     use super::*;
 
-    const TEXT: &str = "ffff t plain\t[f2fs]\nffff t lto.llvm.123\t[f2fs]\nffff t jt.cfi_jt\t[f2fs]\n\
+    const TEXT: &str =
+        "ffff t plain\t[f2fs]\nffff t lto.llvm.123\t[f2fs]\nffff t jt.cfi_jt\t[f2fs]\n\
         ffff t jt\t[f2fs]\nffff t only_jt.cfi_jt\t[f2fs]\nffff t cl.isra.0\t[f2fs]\n\
         ffff t both.part.0\t[f2fs]\nffff t both\t[f2fs]\nffff t two.llvm.1\nffff t two.llvm.2\n\
         ffff d data_sym\t[f2fs]\n";
@@ -158,9 +157,15 @@ mod tests {
         assert_eq!(k.resolve("jt"), attach("jt", true));
         assert_eq!(k.resolve("cl"), attach("cl.isra.0", false));
         assert_eq!(k.resolve("both"), attach("both", true));
-        assert!(matches!(k.resolve("only_jt"), Resolved::Unusable(why) if why.contains("jump-table")));
-        assert!(matches!(k.resolve("two"), Resolved::Unusable(why) if why.contains("two.llvm.1, two.llvm.2")));
-        assert!(matches!(k.resolve("data_sym"), Resolved::Unusable(why) if why.contains("not in kallsyms")));
+        assert!(
+            matches!(k.resolve("only_jt"), Resolved::Unusable(why) if why.contains("jump-table"))
+        );
+        assert!(
+            matches!(k.resolve("two"), Resolved::Unusable(why) if why.contains("two.llvm.1, two.llvm.2"))
+        );
+        assert!(
+            matches!(k.resolve("data_sym"), Resolved::Unusable(why) if why.contains("not in kallsyms"))
+        );
         assert_eq!(
             k.f2fs_functions(),
             ["plain", "lto", "jt", "only_jt", "cl", "both"]

@@ -130,7 +130,11 @@ fn with_btf(files: &BtfFiles, kallsyms_name: &str, symbols: &Kallsyms) -> Result
         .collect();
     let node_lookup = found(
         EventKind::NodeRead,
-        if attachable.is_empty() { lookups } else { attachable },
+        if attachable.is_empty() {
+            lookups
+        } else {
+            attachable
+        },
     );
     Ok(Discovery {
         btf: Some(files.describe()),
@@ -165,19 +169,27 @@ fn describe_struct(btf: &KernelBtf, name: &str) -> String {
 }
 
 /// One candidate makes a probe; none or several do not (several are listed).
-fn pick(kind: EventKind, candidates: Vec<&Function>, probe: impl Fn(&Function) -> Outcome) -> Outcome {
+fn pick(
+    kind: EventKind,
+    candidates: Vec<&Function>,
+    probe: impl Fn(&Function) -> Outcome,
+) -> Outcome {
     match candidates.as_slice() {
         [] => Outcome::Missing(match kind {
             EventKind::NodeRead => format!(
                 "no function named {} in BTF",
                 rules::NODE_READ_FUNCTIONS.join(" or ")
             ),
-            _ => "no F2FS function in BTF named for it (*node_cache* or taking the entry type)".into(),
+            _ => "no F2FS function in BTF named for it (*node_cache* or taking the entry type)"
+                .into(),
         }),
         [one] => probe(one),
         many => {
             let names: Vec<&str> = many.iter().map(|f| f.name.as_str()).collect();
-            Outcome::Missing(format!("several candidates, pick one by hand: {}", names.join(", ")))
+            Outcome::Missing(format!(
+                "several candidates, pick one by hand: {}",
+                names.join(", ")
+            ))
         }
     }
 }
@@ -216,7 +228,9 @@ fn probe_for(
     }
     // Success is told by the return value: 0 (restore: 0 or -errno; a node read: 0 when it
     // submitted the read, LOCKED_PAGE on a cache hit).
-    if args_kept && function.returns_signed && matches!(kind, EventKind::Restore | EventKind::NodeRead)
+    if args_kept
+        && function.returns_signed
+        && matches!(kind, EventKind::Restore | EventKind::NodeRead)
     {
         found.at = At::Return;
         found.when = Some("ret == 0".into());
@@ -232,7 +246,10 @@ fn without_btf(kallsyms_name: &str, symbols: &Kallsyms) -> Discovery {
             [one] => probe_without_btf(kind, one, symbols),
             many => {
                 let list: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
-                Outcome::Missing(format!("several candidates, pick one by hand: {}", list.join(", ")))
+                Outcome::Missing(format!(
+                    "several candidates, pick one by hand: {}",
+                    list.join(", ")
+                ))
             }
         }
     };
@@ -281,7 +298,12 @@ fn probe_without_btf(kind: EventKind, name: &str, symbols: &Kallsyms) -> Outcome
         values: Vec::new(),
         unmapped: rules::fields_of(kind)
             .iter()
-            .map(|f| (f.to_string(), "no BTF: argument positions unknown (count only)".into()))
+            .map(|f| {
+                (
+                    f.to_string(),
+                    "no BTF: argument positions unknown (count only)".into(),
+                )
+            })
             .collect(),
     })
 }
@@ -292,10 +314,15 @@ impl Discovery {
         let mut out = String::new();
         let btf = match &self.btf {
             Some(btf) => format!("BTF {btf}"),
-            None => "no BTF: kallsyms names only, arguments cannot be mapped, probes count calls"
-                .into(),
+            None => {
+                "no BTF: kallsyms names only, arguments cannot be mapped, probes count calls".into()
+            }
         };
-        let _ = writeln!(out, "# nodescope probe --discover: {btf}; kallsyms {}", self.kallsyms);
+        let _ = writeln!(
+            out,
+            "# nodescope probe --discover: {btf}; kallsyms {}",
+            self.kallsyms
+        );
         if let Some(entry) = &self.entry {
             let _ = writeln!(out, "# node-cache entry type: {entry}");
         }
@@ -314,10 +341,12 @@ impl Discovery {
     }
 
     pub fn found(&self) -> impl Iterator<Item = (EventKind, &Found)> {
-        self.kinds.iter().filter_map(|(kind, outcome)| match outcome {
-            Outcome::Found(found) => Some((*kind, found)),
-            Outcome::Missing(_) => None,
-        })
+        self.kinds
+            .iter()
+            .filter_map(|(kind, outcome)| match outcome {
+                Outcome::Found(found) => Some((*kind, found)),
+                Outcome::Missing(_) => None,
+            })
     }
 
     /// The manifest: the report as comments, then one probe per found kind.
@@ -357,7 +386,11 @@ impl Discovery {
 fn line_for(label: &str, outcome: &Outcome) -> String {
     match outcome {
         Outcome::Found(found) => {
-            let values: Vec<String> = found.values.iter().map(|(f, v)| format!("{f}={v}")).collect();
+            let values: Vec<String> = found
+                .values
+                .iter()
+                .map(|(f, v)| format!("{f}={v}"))
+                .collect();
             let at = match (&found.at, &found.when) {
                 (At::Return, Some(when)) => format!(" at return, {when}"),
                 (At::Return, None) => " at return".into(),

@@ -106,7 +106,8 @@ impl Context<'_> {
             "queue" => self.queue(),
             "reason" => self
                 .param(|p| {
-                    p.shape.is_int() && ["reason", "by", "why", "step", "err"].contains(&p.name.as_str())
+                    p.shape.is_int()
+                        && ["reason", "by", "why", "step", "err"].contains(&p.name.as_str())
                 })
                 .map(|(i, _)| arg(i))
                 .unwrap_or_else(|| Err("no reason/by parameter".into())),
@@ -115,14 +116,21 @@ impl Context<'_> {
                 .param(|p| p.shape.has_typedef("dev_t"))
                 .map(|(i, _)| arg(i))
                 .unwrap_or_else(|| {
-                    Err("the device is two pointers away (sbi->sb->s_dev); mem() follows one".into())
+                    Err(
+                        "the device is two pointers away (sbi->sb->s_dev); mem() follows one"
+                            .into(),
+                    )
                 }),
             other => Err(format!("no rule for {other}")),
         }
     }
 
     fn param(&self, test: impl Fn(&Param) -> bool) -> Option<(usize, &Param)> {
-        self.function.params.iter().enumerate().find(|(_, p)| test(p))
+        self.function
+            .params
+            .iter()
+            .enumerate()
+            .find(|(_, p)| test(p))
     }
 
     /// The entry-pointer parameter and the entry's members.
@@ -139,7 +147,8 @@ impl Context<'_> {
     }
 
     fn nid(&self) -> Mapping {
-        if let Some((i, _)) = self.param(|p| p.shape.has_typedef("nid_t"))
+        if let Some((i, _)) = self
+            .param(|p| p.shape.has_typedef("nid_t"))
             .or_else(|| self.param(|p| p.shape.is_int() && p.name == "nid"))
         {
             return arg(i);
@@ -159,7 +168,8 @@ impl Context<'_> {
 
     /// nid from a `struct page *` / `struct folio *` argument: its index (low 32 bits).
     fn page_index(&self) -> Option<Mapping> {
-        let (index, param) = self.param(|p| p.shape.points_to("page") || p.shape.points_to("folio"))?;
+        let (index, param) =
+            self.param(|p| p.shape.points_to("page") || p.shape.points_to("folio"))?;
         let Shape::Ptr(Some(name)) = &param.shape else {
             return None;
         };
@@ -189,7 +199,12 @@ impl Context<'_> {
             return arg(i).map(|a| format!("{a}|slot_queue"));
         }
         self.entry_member(|m| m.shape.is_int() && m.name == "queue", "")
-            .or_else(|| self.entry_member(|m| m.shape.is_int() && m.name.contains("slot"), "|slot_queue"))
+            .or_else(|| {
+                self.entry_member(
+                    |m| m.shape.is_int() && m.name.contains("slot"),
+                    "|slot_queue",
+                )
+            })
             .unwrap_or_else(|| Err("no queue or slot parameter or entry member".into()))
     }
 
@@ -203,7 +218,9 @@ impl Context<'_> {
             .param(|p| p.shape.has_typedef("blk_opf_t") || p.name == "op_flags")
             .is_some()
         {
-            return Err("readahead is one bit (REQ_RAHEAD) of op_flags; no transform tests a bit".into());
+            return Err(
+                "readahead is one bit (REQ_RAHEAD) of op_flags; no transform tests a bit".into(),
+            );
         }
         Err("no readahead parameter".into())
     }
@@ -230,9 +247,17 @@ fn mem(index: usize, member: &Member, transform: &str) -> Mapping {
         Shape::Int { size: 2, .. } => "u16",
         Shape::Int { size: 4, .. } => "u32",
         Shape::Int { size: 8, .. } => "u64",
-        other => return Err(format!("member {} is {other:?}, not an integer", member.name)),
+        other => {
+            return Err(format!(
+                "member {} is {other:?}, not an integer",
+                member.name
+            ))
+        }
     };
-    Ok(format!("mem(arg{index}+{}):{size}{transform}", member.offset))
+    Ok(format!(
+        "mem(arg{index}+{}):{size}{transform}",
+        member.offset
+    ))
 }
 
 #[cfg(test)]
@@ -243,13 +268,22 @@ mod tests {
     fn names_say_their_kind() {
         for (name, kind) in [
             ("f2fs_node_cache_compress_entry", Some(EventKind::Convert)),
-            ("f2fs_node_cache_compress_reject", Some(EventKind::ConvertReject)),
+            (
+                "f2fs_node_cache_compress_reject",
+                Some(EventKind::ConvertReject),
+            ),
             ("nc_discard_compressed", Some(EventKind::ConvertAbort)),
             ("f2fs_node_cache_restore", Some(EventKind::Restore)),
             ("f2fs_node_cache_restore_fail", Some(EventKind::RestoreFail)),
-            ("f2fs_node_cache_restore_nomem", Some(EventKind::RestoreNomem)),
+            (
+                "f2fs_node_cache_restore_nomem",
+                Some(EventKind::RestoreNomem),
+            ),
             ("f2fs_node_cache_reclaim_entry", Some(EventKind::Reclaim)),
-            ("f2fs_node_cache_clear_referenced", Some(EventKind::SecondChance)),
+            (
+                "f2fs_node_cache_clear_referenced",
+                Some(EventKind::SecondChance),
+            ),
             ("f2fs_decompress_cluster", None),
             ("f2fs_get_node_page", None),
         ] {
