@@ -284,3 +284,17 @@ fn a_missing_btf_file_is_one_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn f2fs_built_in_one_self_contained_btf_maps_the_same() {
+    let dir = scratch("discover-builtin");
+    let (_, _) = build_btf(dir.path());
+    // F2FS built into the kernel: its types and functions are in vmlinux's own BTF.
+    let builtin = dir.path().join("builtin.btf");
+    let detached = format!("--btf_encode_detached={}", builtin.display());
+    let object = dir.path().join("f2fs_node_cache.o");
+    run("pahole", &[detached.as_ref(), object.as_os_str()]);
+    let out = dir.path().join("discovered.toml");
+    let (_, manifest) = discover(&["--btf".as_ref(), builtin.as_os_str()], &out);
+    assert_eq!(probes_of(&manifest), EXPECTED_WITH_BTF, "{manifest}");
+}
