@@ -2,7 +2,8 @@
 //! reads the stock kernel's BTF (/sys/kernel/btf/vmlinux, f2fs's split BTF) and kallsyms and
 //! writes a manifest; it and HAND_WRITTEN are streamed side by side over one cold replay. Here:
 //! discover found the node lookup and the node read functions with their nid argument, both
-//! streams ran, and the generated manifest counted exactly what the hand-written one did.
+//! streams ran, the generated manifest counted exactly what the hand-written one did, and its
+//! node reads (read_node_page returning 0) are iostat's "fs node" reads, exactly.
 use std::{collections::BTreeMap, fs, path::Path};
 
 use super::json::Json;
@@ -72,6 +73,12 @@ pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) ->
             "discover: generated manifest counted {generated:?}, hand-written {hand:?}"
         ));
     }
+    // read_node_page returns 0 exactly when it submitted a read: what iostat counts.
+    if iostat != Some(g) {
+        failures.push(format!(
+            "discover: node_read at return (ret == 0) counted {g}, iostat {iostat:?}"
+        ));
+    }
     format!("discover={g}/{h}")
 }
 
@@ -101,8 +108,7 @@ fn stream_counts(dir: &Path, which: &str, failures: &mut Vec<String>) -> BTreeMa
     counts
 }
 
-/// iostat's "fs node" reads over the phase, for the record (read_node_page at return with
-/// ret == 0 counts submitted reads).
+/// iostat's "fs node" reads over the replay (the streams run a little longer, idle).
 fn iostat_delta(dir: &Path) -> Option<u64> {
     let read = |label: &str| {
         fs::read_to_string(dir.join(format!("iostat_discover_{label}.txt")))
