@@ -298,3 +298,19 @@ fn f2fs_built_in_one_self_contained_btf_maps_the_same() {
     let (_, manifest) = discover(&["--btf".as_ref(), builtin.as_os_str()], &out);
     assert_eq!(probes_of(&manifest), EXPECTED_WITH_BTF, "{manifest}");
 }
+
+#[test]
+fn a_kernel_without_f2fs_gets_a_note_and_nothing_mapped() {
+    let dir = scratch("discover-nof2fs");
+    let (base, _) = build_btf(dir.path());
+    let out = dir.path().join("discovered.toml");
+    let (report, manifest) = discover(&["--btf".as_ref(), base.as_os_str()], &out);
+    assert!(
+        report.contains("\n# note: no F2FS function in this BTF: F2FS is neither built in nor loaded (modprobe f2fs), or its module has no BTF\n"),
+        "{report}"
+    );
+    assert!(report.contains("# node lookup    missing no function named f2fs_get_node_page, f2fs_get_node_folio, __get_node_page, __get_node_folio in BTF\n"), "{report}");
+    assert!(report.contains("# 0 of 9 kinds mapped\n"), "{report}");
+    // vfs_restore_compressed is the kernel's, not F2FS's: never a restore probe.
+    assert_eq!(probes_of(&manifest), "target = \"kernel\"");
+}

@@ -54,6 +54,8 @@ pub struct Discovery {
     /// The node lookup function with its nid argument (no kind: reported for the user).
     pub node_lookup: Outcome,
     pub kinds: Vec<(EventKind, Outcome)>,
+    /// What the user should know about the inputs.
+    pub notes: Vec<String>,
 }
 
 /// Inputs: F2FS's BTF (None: kallsyms only) and the text of a kallsyms file.
@@ -128,20 +130,34 @@ fn with_btf(files: &BtfFiles, kallsyms_name: &str, symbols: &Kallsyms) -> Result
         .filter(|f| matches!(symbols.resolve(&f.name), Resolved::Attach { .. }))
         .take(1)
         .collect();
-    let node_lookup = found(
-        EventKind::NodeRead,
-        if attachable.is_empty() {
+    let node_lookup = if lookups.is_empty() {
+        Outcome::Missing(format!(
+            "no function named {} in BTF",
+            rules::NODE_LOOKUP_FUNCTIONS.join(", ")
+        ))
+    } else {
+        let chosen = if attachable.is_empty() {
             lookups
         } else {
             attachable
-        },
-    );
+        };
+        found(EventKind::NodeRead, chosen)
+    };
+    let mut notes = Vec::new();
+    if !functions.iter().any(|f| f.name.contains("f2fs")) {
+        notes.push(
+            "no F2FS function in this BTF: F2FS is neither built in nor loaded (modprobe f2fs), \
+             or its module has no BTF"
+                .to_string(),
+        );
+    }
     Ok(Discovery {
         btf: Some(files.describe()),
         kallsyms: kallsyms_name.to_string(),
         entry: entry_note,
         node_lookup: restrict_to_nid(node_lookup),
         kinds,
+        notes,
     })
 }
 
@@ -281,6 +297,7 @@ fn without_btf(kallsyms_name: &str, symbols: &Kallsyms) -> Discovery {
         entry: None,
         node_lookup: restrict_to_nid(found(EventKind::NodeRead, lookup)),
         kinds,
+        notes: Vec::new(),
     }
 }
 
@@ -323,6 +340,9 @@ impl Discovery {
             "# nodescope probe --discover: {btf}; kallsyms {}",
             self.kallsyms
         );
+        for note in &self.notes {
+            let _ = writeln!(out, "# note: {note}");
+        }
         if let Some(entry) = &self.entry {
             let _ = writeln!(out, "# node-cache entry type: {entry}");
         }
