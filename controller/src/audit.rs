@@ -32,6 +32,12 @@ pub enum Event {
     Failure,
     /// The original values were put back (or deliberately not, see `reason`).
     Restore,
+    /// Originals left in the state file by a controller that did not end cleanly were put
+    /// back before this run started (`old`: what the device held, `new`: those originals).
+    Recover,
+    /// The device's knob files went away (unmounted): this device is no longer tuned and
+    /// has nothing to put back.
+    DeviceGone,
 }
 
 /// How it ended.

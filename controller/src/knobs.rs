@@ -67,6 +67,12 @@ pub trait KnobStore: Send {
     /// Write a value that `Knob::validate` accepted.
     fn write(&mut self, knob: Knob, value: u32) -> Result<()>;
 
+    /// Whether the device is still there (its knob directory exists): a read that fails on a
+    /// device that went away ends its tuning quietly, not as a failure.
+    fn present(&mut self) -> bool {
+        true
+    }
+
     fn read_all(&mut self) -> Result<Knobs> {
         Ok(Knobs {
             threshold: self.read(Knob::Threshold)?,
@@ -157,6 +163,10 @@ impl SysfsKnobs {
 impl KnobStore for SysfsKnobs {
     fn origin(&self, knob: Knob) -> String {
         self.path(knob).display().to_string()
+    }
+
+    fn present(&mut self) -> bool {
+        fs::symlink_metadata(&self.dir).is_ok()
     }
 
     /// A plain file (the simulator's directory) can be caught between the truncation and the

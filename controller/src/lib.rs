@@ -17,6 +17,8 @@
 //!   dry-run, restore.
 //! * [`session`]: every device of a run plus the [`audit`] log, stepped by the caller's clock.
 //! * [`safety`]: restore on drop, panic and stop signals.
+//! * [`claim`]: one controller per device (a lock), and the originals in a state file that
+//!   outlives a killed controller; [`oom`]: the controller's own OOM score.
 //!
 //! The benchmark (the law against static settings in the simulator, `cargo xtask bench
 //! controller`) lives in the `nodescope-bench` crate, so this library never depends on the
@@ -56,8 +58,10 @@
 //! source, now)` (and `poll` between windows); the benchmark runs it that way, on
 //! [`MemoryKnobs`] with an [`AuditLog::in_memory`]. The bare law is [`law::step`].
 pub mod audit;
+pub mod claim;
 pub mod knobs;
 pub mod law;
+pub mod oom;
 pub mod psi;
 pub mod safety;
 pub mod session;

@@ -4,10 +4,11 @@
 //! drives it from a real clock and the simulator from its virtual one.
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use crate::{
     audit::{AuditLog, AuditRecord, Event, Outcome},
+    claim::Claim,
     knobs::KnobStore,
     law::Config,
     safety::Restore,
@@ -29,16 +30,38 @@ impl<K: KnobStore> Session<K> {
         devices: Vec<(String, K)>,
         opts: TunerOptions,
         cfg: Config,
+        audit: AuditLog,
+    ) -> Result<Self> {
+        let devices = devices
+            .into_iter()
+            .map(|(device, store)| (device, store, None))
+            .collect();
+        Self::start_claimed(devices, opts, cfg, audit)
+    }
+
+    /// [`Session::start`] with each device's [`Claim`] (see [`DeviceTuner::start_claimed`]):
+    /// `recover` lines come before the `start` lines.
+    pub fn start_claimed(
+        devices: Vec<(String, K, Option<Claim>)>,
+        opts: TunerOptions,
+        cfg: Config,
         mut audit: AuditLog,
     ) -> Result<Self> {
         cfg.validate()?;
         let mut tuners = Vec::new();
         let mut records = Vec::new();
-        for (device, store) in devices {
-            let (tuner, record) = DeviceTuner::start(&device, store, opts, Duration::ZERO)
-                .with_context(|| format!("cannot start tuning {device}"))?;
-            tuners.push(tuner);
-            records.push(record);
+        for (device, store, claim) in devices {
+            match DeviceTuner::start_claimed(&device, store, opts, Duration::ZERO, claim) {
+                Ok((tuner, started)) => {
+                    tuners.push(tuner);
+                    records.extend(started);
+                }
+                Err(err) => {
+                    // Nothing was tuned: the devices already started keep no state file.
+                    tuners.iter_mut().for_each(DeviceTuner::abandon);
+                    return Err(err.context(format!("cannot start tuning {device}")));
+                }
+            }
         }
         for record in &records {
             audit.write(record)?;

@@ -13,6 +13,7 @@ use tracer_common::knobs::{Knob, Knobs};
 
 use crate::{
     audit::{AuditRecord, Event, Outcome},
+    claim::Claim,
     knobs::{self, KnobStore},
     law::{self, Config},
     signals::Signals,
@@ -60,6 +61,9 @@ pub struct DeviceTuner<K: KnobStore> {
     restored: bool,
     /// Why putting the originals back failed, when it did: the device keeps a tuned value.
     restore_failure: Option<String>,
+    /// This process's claim on the device and the state file with the originals (none in
+    /// dry-run, in memory, and for callers that do not claim).
+    claim: Option<Claim>,
 }
 
 /// What restoring one knob did.
@@ -74,11 +78,33 @@ impl<K: KnobStore> DeviceTuner<K> {
     /// Read the original values (refusing unparsable or out-of-range contents) and start.
     pub fn start(
         device: &str,
-        mut store: K,
+        store: K,
         opts: TunerOptions,
         now: Duration,
     ) -> Result<(Self, AuditRecord)> {
+        let (tuner, mut records) = Self::start_claimed(device, store, opts, now, None)?;
+        Ok((tuner, records.pop().expect("a start record")))
+    }
+
+    /// [`DeviceTuner::start`] holding `claim`: originals left behind by a controller that did
+    /// not end cleanly are put back first (a `recover` record) and so become this run's; then
+    /// the originals are recorded in the state file before anything else is written. The last
+    /// record is the `start` one.
+    pub fn start_claimed(
+        device: &str,
+        mut store: K,
+        opts: TunerOptions,
+        now: Duration,
+        mut claim: Option<Claim>,
+    ) -> Result<(Self, Vec<AuditRecord>)> {
+        let mut records = Vec::new();
+        if let Some(claim) = &claim {
+            records.extend(recover(device, &mut store, claim, opts, now)?);
+        }
         let original = store.read_all()?;
+        if let Some(claim) = &mut claim {
+            claim.record(original)?;
+        }
         let tuner = DeviceTuner {
             device: device.to_string(),
             store,
@@ -90,6 +116,7 @@ impl<K: KnobStore> DeviceTuner<K> {
             status: Status::Tuning,
             restored: false,
             restore_failure: None,
+            claim,
         };
         let mut record = tuner.record(now, Event::Start, Outcome::Unchanged);
         record.old = Some(original);
@@ -99,7 +126,8 @@ impl<K: KnobStore> DeviceTuner<K> {
         } else {
             format!("tuning {device}; the original values ({original}) go back on exit")
         };
-        Ok((tuner, record))
+        records.push(record);
+        Ok((tuner, records))
     }
 
     pub fn device(&self) -> &str {
@@ -164,6 +192,7 @@ impl<K: KnobStore> DeviceTuner<K> {
     ) -> Option<AuditRecord> {
         let on_device = match self.store.read_all() {
             Ok(knobs) => knobs,
+            Err(_) if !self.store.present() => return Some(self.gone(now)),
             Err(err) => return Some(self.fail(now, format!("{err:#}"))),
         };
         if let Some(record) = self.check_external_change(on_device, now) {
@@ -233,6 +262,7 @@ impl<K: KnobStore> DeviceTuner<K> {
         };
         record.written = self.store.read_all().ok();
         notes.extend(failures.iter().cloned());
+        self.release_claim(failures.is_empty(), &mut notes);
         record.reason = restore_reason(&self.device, &put_back, &notes);
         if !failures.is_empty() {
             log::error!("{}", record.reason);
@@ -362,6 +392,58 @@ impl<K: KnobStore> DeviceTuner<K> {
         log::info!("{}: {}", self.device, record.reason);
     }
 
+    /// Once the originals are back the state file goes; when they are not, it stays for
+    /// `tune --restore` and the note says where.
+    fn release_claim(&mut self, restored: bool, notes: &mut Vec<String>) {
+        let Some(claim) = &mut self.claim else {
+            return;
+        };
+        if !restored {
+            notes.push(format!(
+                "the originals stay in {} for `nodescope tune --restore`",
+                claim.state_path().display()
+            ));
+            return;
+        }
+        if let Err(err) = claim.release() {
+            notes.push(format!("{err:#}"));
+        }
+    }
+
+    /// Give the device up before anything was written to it (another device refused to
+    /// start): its state file goes, since there is nothing to put back.
+    pub fn abandon(&mut self) {
+        self.restored = true;
+        if let Some(claim) = &mut self.claim {
+            if let Err(err) = claim.release() {
+                log::warn!("{err:#}");
+            }
+        }
+        self.stop("not started".to_string(), false);
+    }
+
+    /// The knob directory is gone (the file system was unmounted): its knobs went with it, so
+    /// there is nothing to put back and the claim ends here.
+    fn gone(&mut self, now: Duration) -> AuditRecord {
+        let reason = format!(
+            "{} is gone (unmounted?): stopped tuning {}; nothing to put back",
+            self.store.origin(Knob::Threshold),
+            self.device
+        );
+        log::warn!("{reason}");
+        let mut record = self.record(now, Event::DeviceGone, Outcome::Stopped);
+        record.old = Some(self.last_known);
+        record.reason = reason.clone();
+        self.restored = true;
+        if let Some(claim) = &mut self.claim {
+            if let Err(err) = claim.release() {
+                record.reason += &format!("; {err:#}");
+            }
+        }
+        self.stop(reason, false);
+        record
+    }
+
     fn fail(&mut self, now: Duration, message: String) -> AuditRecord {
         let reason = format!("{message}; stopped tuning {}", self.device);
         log::error!("{reason}");
@@ -383,6 +465,49 @@ impl<K: KnobStore> DeviceTuner<K> {
         record.dry_run = self.opts.dry_run;
         record
     }
+}
+
+/// Put back the originals a controller that did not end cleanly left in the claim's state
+/// file. A device that already holds them needs nothing written but still gets the record: the
+/// operator learns that the last run did not end cleanly.
+pub(crate) fn recover<K: KnobStore>(
+    device: &str,
+    store: &mut K,
+    claim: &Claim,
+    opts: TunerOptions,
+    now: Duration,
+) -> Result<Option<AuditRecord>> {
+    let Some(saved) = claim.left_behind() else {
+        return Ok(None);
+    };
+    let on_device = store.read_all()?;
+    let mut record = AuditRecord::new(now.as_secs_f64(), device, Event::Recover, Outcome::Restored);
+    record.dry_run = opts.dry_run;
+    record.old = Some(on_device);
+    record.new = Some(saved.originals);
+    for knob in Knob::ALL {
+        let value = saved.originals.get(knob);
+        if on_device.get(knob) == value {
+            continue;
+        }
+        knobs::validate(knob, value)?;
+        store.write(knob, value)?;
+        let back = store.read(knob)?;
+        if back != value {
+            bail!("{}: wrote {value} but read back {back}", store.origin(knob));
+        }
+    }
+    record.written = Some(store.read_all()?);
+    if on_device == saved.originals {
+        record.outcome = Outcome::Unchanged;
+    }
+    record.reason = format!(
+        "recovered after an unclean stop: pid {} left {device} at {on_device}; its originals \
+         ({}) are back and are this run's originals",
+        saved.pid, saved.originals
+    );
+    log::warn!("{}", record.reason);
+    Ok(Some(record))
 }
 
 fn restore_reason(device: &str, put_back: &[String], notes: &[String]) -> String {

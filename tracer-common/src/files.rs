@@ -67,6 +67,42 @@ pub fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
     Ok(content)
 }
 
+/// Create `dir` with mode 0700 unless it exists, then say what is wrong with it, if anything,
+/// for a directory only we may write in: a predictable name (in /tmp, /run) may have been
+/// prepared by someone else, with symlinks inside that would make us write their targets.
+pub fn private_dir_problem(dir: &Path) -> io::Result<Option<std::string::String>> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    match fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(dir)
+    {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err),
+    }
+    let meta = fs::symlink_metadata(dir)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    Ok(if meta.file_type().is_symlink() {
+        Some("is a symlink".into())
+    } else if !meta.is_dir() {
+        Some("is not a directory".into())
+    } else if meta.uid() != euid {
+        Some(std::format!(
+            "belongs to uid {}, not to us (uid {euid})",
+            meta.uid()
+        ))
+    } else if meta.mode() & 0o077 != 0 {
+        Some(std::format!(
+            "has mode {:o}: others may have put files in it",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    })
+}
+
 /// `path` exists as a directory and is not a symlink to one.
 pub fn is_real_dir(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_dir())

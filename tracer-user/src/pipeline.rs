@@ -157,6 +157,11 @@ impl Pipeline {
         Ok(last)
     }
 
+    /// The source's word on its own bookkeeping, for the end of a run.
+    pub fn closing_note(&self) -> Option<String> {
+        self.source.closing_note()
+    }
+
     /// Knob values and the source's gauges into the model; the knob change, if any.
     fn observe(&mut self) -> Option<KnobChange> {
         self.model

@@ -168,6 +168,9 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
             out.print(&last)?;
         }
     }
+    if let Some(note) = pipeline.closing_note() {
+        eprintln!("nodescope stream: {note}");
+    }
     Ok(())
 }
 

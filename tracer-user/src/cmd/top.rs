@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::{
     cmd::WindowArg,
-    control::Tuning,
+    control::{Tuning, TuningOptions},
     model::{ModelConfig, Packages},
     pipeline::{Pipeline, SYSFS_ROOT},
     source::open::{open, SourceArgs, SourceChoice},
@@ -33,6 +33,10 @@ pub struct TopArgs {
     /// With --tune: also write every decision to this JSON-lines file.
     #[arg(long, value_name = "FILE", requires = "tune")]
     audit: Option<PathBuf>,
+    /// With --tune: where the device is claimed and its originals kept while it is tuned (as
+    /// `nodescope tune --state-dir`; a device another controller tunes is refused).
+    #[arg(long, value_name = "DIR", requires = "tune")]
+    state_dir: Option<PathBuf>,
 }
 
 pub fn run(args: TopArgs) -> Result<()> {
@@ -67,6 +71,16 @@ async fn top(args: TopArgs) -> Result<()> {
     let devices = &pipeline.info().devices;
     anyhow::ensure!(!devices.is_empty(), "the source names no device to tune");
     // Dropping `tuning` (however `run` ends) puts the original knob values back.
-    let mut tuning = Tuning::start(&knob_root, &devices[..1], args.dry_run, args.audit.clone())?;
+    let options = TuningOptions {
+        state_dir: args.state_dir.clone(),
+        ..TuningOptions::default()
+    };
+    let mut tuning = Tuning::start_with(
+        &knob_root,
+        &devices[..1],
+        args.dry_run,
+        args.audit.clone(),
+        options,
+    )?;
     tui::run(pipeline, opened.banner, Some(&mut tuning), frame_every).await
 }

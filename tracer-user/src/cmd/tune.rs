@@ -12,8 +12,10 @@ use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use controller::{
     audit::AuditLog,
+    claim::{self, default_state_dir, Claim, StateDir},
     knobs::{self, SysfsKnobs, DEFAULT_SYSFS_ROOT},
     law::Config,
+    oom::{set_oom_score_adj, DEFAULT_OOM_SCORE_ADJ},
     psi::PsiTrigger,
     safety::{signal_name, RestoreGuard, StopSignals},
     session::Session,
@@ -64,6 +66,20 @@ pub struct TuneArgs {
     /// The memory pressure to aim for, percent of time with some task stalled on memory.
     #[arg(long, value_name = "PERCENT", default_value_t = Config::default().psi_goal)]
     psi_goal: f64,
+    /// Where each tuned device's original values and lock live while it is tuned (default
+    /// /run/nodescope as root, else $XDG_RUNTIME_DIR/nodescope).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Put back the originals a controller that did not end cleanly (SIGKILL, OOM, power
+    /// loss) left in the state directory, for every device or those given with --device;
+    /// tune nothing. For init systems: run it when the controller's service stops.
+    #[arg(long, conflicts_with = "dry_run")]
+    restore: bool,
+    /// Our own oom_score_adj, set at start when root (lmkd and systemd-oomd lower theirs the
+    /// same way): the OOM killer should take nearly anything else first.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_OOM_SCORE_ADJ, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1000..=1000))]
+    oom_score_adj: i32,
 }
 
 /// Why the decision loop ended.
@@ -197,14 +213,18 @@ pub fn run(args: TuneArgs) -> Result<()> {
         ..Config::default()
     };
     cfg.validate()?;
+    if args.restore {
+        return restore_left_behind(&args);
+    }
     // Before anything is written, so that a signal at any later point leads to a restore.
     let stop = StopSignals::install()?;
+    lower_oom_score(args.oom_score_adj);
     let stores = open_devices(&args)?;
     let opts = TunerOptions {
         dry_run: args.dry_run,
         min_write_gap: args.min_write_gap,
     };
-    let session = Session::start(
+    let session = Session::start_claimed(
         stores,
         opts,
         cfg.clone(),
@@ -238,13 +258,17 @@ pub fn run(args: TuneArgs) -> Result<()> {
 }
 
 /// The devices to tune, each checked: knobs present, parsable, in range, and writable unless
-/// this is a dry run.
-fn open_devices(args: &TuneArgs) -> Result<Vec<(String, SysfsKnobs)>> {
+/// this is a dry run; and, unless this is a dry run (which writes nothing), claimed: a device
+/// another controller tunes is refused, naming its pid.
+fn open_devices(args: &TuneArgs) -> Result<Vec<(String, SysfsKnobs, Option<Claim>)>> {
     let names = if args.devices.is_empty() {
         knobs::discover_devices(&args.sysfs_root)?
     } else {
         args.devices.clone()
     };
+    let state = (!args.dry_run)
+        .then(|| StateDir::open(&state_dir(args)))
+        .transpose()?;
     names
         .into_iter()
         .map(|name| {
@@ -253,9 +277,47 @@ fn open_devices(args: &TuneArgs) -> Result<Vec<(String, SysfsKnobs)>> {
             }
             let store = SysfsKnobs::open(&args.sysfs_root, &name, !args.dry_run)
                 .with_context(|| format!("cannot tune {name}"))?;
-            Ok((name, store))
+            let claim = state
+                .as_ref()
+                .map(|state| state.claim(&name, store.dir()))
+                .transpose()
+                .with_context(|| format!("cannot tune {name}"))?;
+            Ok((name, store, claim))
         })
         .collect()
+}
+
+fn state_dir(args: &TuneArgs) -> PathBuf {
+    args.state_dir.clone().unwrap_or_else(default_state_dir)
+}
+
+/// `tune --restore`: the originals left behind go back; nothing is tuned.
+fn restore_left_behind(args: &TuneArgs) -> Result<()> {
+    let state = StateDir::open(&state_dir(args))?;
+    let mut audit = open_audit(args.audit.as_deref())?;
+    let done = claim::restore_left_behind(&state, &args.devices, &mut audit)?;
+    if done == 0 {
+        log::info!(
+            "nothing to restore: no state file in {}",
+            state.path().display()
+        );
+    } else {
+        log::info!("{done} device(s) restored from {}", state.path().display());
+    }
+    Ok(())
+}
+
+/// As root, lower our OOM score and say so; otherwise (lowering needs CAP_SYS_RESOURCE) say
+/// why not. Never fatal: the state file covers a controller that gets killed anyway.
+pub fn lower_oom_score(value: i32) {
+    if !crate::system::is_root() {
+        log::info!("not root: oom_score_adj left as it is");
+        return;
+    }
+    match set_oom_score_adj(value) {
+        Ok(previous) => log::info!("oom_score_adj set to {value} (was {previous})"),
+        Err(err) => log::warn!("cannot set oom_score_adj: {err:#}"),
+    }
 }
 
 fn open_audit(path: Option<&Path>) -> Result<AuditLog> {

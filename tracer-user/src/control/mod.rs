@@ -24,6 +24,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use controller::{
     audit::{AuditLog, AuditRecord},
+    claim::{default_state_dir, StateDir},
     knobs::SysfsKnobs,
     law::Config,
     psi::{self, PsiFile},
@@ -155,6 +156,9 @@ pub struct TuningOptions {
     /// PSI file (`None`: no pressure signal, only the budget).
     pub psi: Option<PathBuf>,
     pub signals: ModelSignals,
+    /// Where the devices are claimed and their originals kept (`None`: the default,
+    /// `controller::claim::default_state_dir`). A dry run claims nothing.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for TuningOptions {
@@ -164,6 +168,7 @@ impl Default for TuningOptions {
             min_write_gap: Duration::from_secs(1),
             psi: Some(PathBuf::from(ProcSignalSource::DEFAULT_PSI_PATH)),
             signals: ModelSignals::default(),
+            state_dir: None,
         }
     }
 }
@@ -224,19 +229,30 @@ impl Tuning {
         options: TuningOptions,
     ) -> Result<Tuning> {
         let audit = open_audit(audit.as_deref(), AuditDefault::Screen)?;
+        let state = (!dry_run)
+            .then(|| {
+                let dir = options.state_dir.clone().unwrap_or_else(default_state_dir);
+                StateDir::open(&dir)
+            })
+            .transpose()?;
         let stores = devices
             .iter()
             .map(|device| {
                 let store = SysfsKnobs::open(knob_root, device, !dry_run)
                     .with_context(|| format!("cannot tune {device}"))?;
-                Ok((device.clone(), store))
+                let claim = state
+                    .as_ref()
+                    .map(|state| state.claim(device, store.dir()))
+                    .transpose()
+                    .with_context(|| format!("cannot tune {device}"))?;
+                Ok((device.clone(), store, claim))
             })
             .collect::<Result<Vec<_>>>()?;
         let opts = TunerOptions {
             dry_run,
             min_write_gap: options.min_write_gap,
         };
-        let session = Session::start(stores, opts, options.config.clone(), audit)?;
+        let session = Session::start_claimed(stores, opts, options.config.clone(), audit)?;
         Ok(Tuning {
             guard: RestoreGuard::arm(session),
             psi: options.psi.as_deref().map(PsiFile::new),

@@ -126,6 +126,32 @@ fn no_psi() -> TuningOptions {
 }
 
 #[test]
+fn top_tune_claims_its_device_like_tune_does() {
+    let dir = knob_dir();
+    let root = dir.path().to_path_buf();
+    let state = tempfile::tempdir().unwrap();
+    let options = TuningOptions {
+        state_dir: Some(state.path().join("state")),
+        ..no_psi()
+    };
+    let tuning = Tuning::start_with(&root, &vdb(), false, None, options.clone()).unwrap();
+    let err = Tuning::start_with(&root, &vdb(), false, None, options.clone())
+        .err()
+        .unwrap();
+    assert!(
+        format!("{err:#}").contains(&format!(
+            "vdb is already tuned by pid {}",
+            std::process::id()
+        )),
+        "{err:#}"
+    );
+    // A dry run writes nothing, so it claims nothing and may watch alongside.
+    drop(Tuning::start_with(&root, &vdb(), true, None, options.clone()).unwrap());
+    drop(tuning);
+    drop(Tuning::start_with(&root, &vdb(), false, None, options).unwrap());
+}
+
+#[test]
 fn tuning_steps_on_closed_windows_writes_logs_and_restores_on_drop() {
     let dir = knob_dir();
     let root = dir.path().to_path_buf();

@@ -17,6 +17,9 @@ use super::Counters;
 #[derive(Clone, Debug, Default)]
 pub struct KernelCounts {
     pub tasks: Vec<(TaskKey, TaskCounts)>,
+    /// Keys whose entry the source deleted after this reading (exited processes): their
+    /// value in `tasks` is final, and a later entry with the same key counts from zero.
+    pub retired: Vec<TaskKey>,
     /// Counter increments lost because the counter map was full.
     pub counter_failures: u64,
     /// Events per kind counted by the RFC probes, when a probe manifest is attached.
@@ -100,6 +103,9 @@ impl ExactTracker {
             device.node_writes += delta.writes;
             device.checkpoints += delta.checkpoints;
             self.previous.insert(*key, *counts);
+        }
+        for key in &reading.retired {
+            self.previous.remove(key);
         }
         window.counter_drops += reading
             .counter_failures
@@ -279,6 +285,27 @@ mod tests {
             (5, 30, 2)
         );
         assert!(tracker.open_is_empty());
+    }
+
+    #[test]
+    fn a_retired_entry_counts_its_last_delta_and_a_reused_key_starts_from_zero() {
+        let mut tracker = ExactTracker::default();
+        tracker.observe(&reading(vec![(key(VDA, 10), counts(5, 0, 0, 0, "cat"))]));
+        assert_eq!(tracker.close().unwrap().totals.node_reads_demand, 5);
+        // The process exited: its entry was taken out with its final value (7).
+        let mut last = reading(vec![(key(VDA, 10), counts(7, 0, 0, 0, "cat"))]);
+        last.retired = vec![key(VDA, 10)];
+        tracker.observe(&last);
+        assert_eq!(tracker.close().unwrap().processes[&10].node_reads_demand, 2);
+        // Gone from the map and from the tracker: a later reading without it adds nothing,
+        // and the same tgid reused counts from zero, not from 7.
+        tracker.observe(&reading(vec![]));
+        assert_eq!(tracker.close().unwrap().totals.node_reads_demand, 0);
+        tracker.observe(&reading(vec![(key(VDA, 10), counts(3, 0, 0, 0, "sh"))]));
+        let window = tracker.close().unwrap();
+        assert_eq!(window.processes[&10].node_reads_demand, 3);
+        assert_eq!(window.cumulative.node_reads_demand, 10);
+        assert!(tracker.previous.len() == 1);
     }
 
     #[test]

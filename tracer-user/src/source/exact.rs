@@ -6,14 +6,17 @@ use std::{
 
 use anyhow::Result;
 
+use tracer_common::{TaskCounts, TaskKey};
+
 use super::bpf::live::BpfSource;
 use crate::model::KernelCounts;
 
 impl BpfSource {
     /// Every in-kernel counter at once: per task, the counter map's failures, and the RFC
     /// probes' per-kind counts (only the kinds that attached), with the devices' names.
-    pub fn read_kernel_counts(&self) -> Result<KernelCounts> {
-        let tasks = self.counts()?;
+    pub fn read_kernel_counts(&mut self) -> Result<KernelCounts> {
+        let mut tasks = self.counts()?;
+        let retired = self.retire_exited(&mut tasks)?;
         // Thousands of tasks share a device or two: one look-up per device.
         let devices: BTreeSet<u32> = tasks.iter().map(|(key, _)| key.dev).collect();
         let device_names = devices
@@ -22,10 +25,43 @@ impl BpfSource {
             .collect();
         Ok(KernelCounts {
             tasks,
+            retired,
             counter_failures: self.count_failures()?,
             rfc: self.attached_rfc_counts()?,
             device_names,
         })
+    }
+
+    /// Take the entries of thread groups that no longer exist out of NODE_COUNTS (a phone
+    /// starts thousands of short-lived processes a day; a full map would lose every new
+    /// process's counts), replacing their reading in `tasks` by their final value. Returns
+    /// their keys: the model keeps their counts and forgets the keys.
+    ///
+    /// No increment is lost: a program increments only the entry of the task running it, a
+    /// group with no task left runs nothing, and lookup-and-delete returns exactly the value
+    /// it removes. A tgid reused in between (pid numbers wrap only after pid_max) is the one
+    /// case left; it is checked for after the delete and logged.
+    fn retire_exited(&mut self, tasks: &mut [(TaskKey, TaskCounts)]) -> Result<Vec<TaskKey>> {
+        self.note_counter_population(tasks.len());
+        let exited: BTreeSet<u32> = tasks
+            .iter()
+            .map(|(key, _)| key.tgid)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter(|&tgid| !alive(tgid))
+            .collect();
+        let mut retired = Vec::new();
+        for (key, counts) in tasks.iter_mut().filter(|(k, _)| exited.contains(&k.tgid)) {
+            if let Some(last) = self.take_counts(key)? {
+                *counts = last;
+            }
+            retired.push(*key);
+        }
+        for tgid in exited.iter().filter(|&&tgid| alive(tgid)) {
+            log::warn!("tgid {tgid} was reused while its counters were folded");
+        }
+        self.note_retired(retired.len());
+        Ok(retired)
     }
 
     fn attached_rfc_counts(&self) -> Result<Option<BTreeMap<&'static str, u64>>> {
@@ -46,6 +82,12 @@ impl BpfSource {
             .collect();
         Ok(Some(counts))
     }
+}
+
+/// Whether a thread group still exists (a zombie does: it does no I/O, and its entry goes
+/// once it is reaped).
+fn alive(tgid: u32) -> bool {
+    Path::new(&format!("/proc/{tgid}")).exists()
 }
 
 /// The kernel's name for a block device number as F2FS tracepoints encode it.

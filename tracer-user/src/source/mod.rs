@@ -82,4 +82,10 @@ pub trait Source: Send {
     fn kernel_counts(&mut self) -> Result<Option<KernelCounts>> {
         Ok(None)
     }
+
+    /// One line on how the source's own bookkeeping went (the kernel's counter map: its peak
+    /// population, the exited processes folded), said when a run ends.
+    fn closing_note(&self) -> Option<String> {
+        None
+    }
 }

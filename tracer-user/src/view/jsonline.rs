@@ -195,6 +195,7 @@ mod tests {
         ckpt.comm[..4].copy_from_slice(b"ckpt");
         model.observe_kernel(&KernelCounts {
             tasks: vec![(key(7), cat), (key(9), ckpt)],
+            retired: Vec::new(),
             counter_failures: 0,
             rfc: Some(BTreeMap::from([("restore", 1)])),
             device_names: BTreeMap::from([(VDA, "vda".to_string())]),

@@ -33,6 +33,8 @@ pub struct Phase {
     pub node_writes: u64,
     pub events: u64,
     pub drops: u64,
+    /// Increments the kernel's counter map could not take (`counter_drops`), summed.
+    pub counter_drops: u64,
     pub lines: usize,
     pub rc: Option<i32>,
     /// iostat "fs node" read blocks and debugfs CP count, after minus before.
@@ -60,7 +62,7 @@ impl Phase {
         self.procs.values().map(|p| p.readahead).sum()
     }
 
-    fn load(dir: &Path, name: &str) -> Result<Phase> {
+    pub fn load(dir: &Path, name: &str) -> Result<Phase> {
         let mut phase = Phase::default();
         let text = fs::read_to_string(dir.join(format!("stream_{name}.jsonl")))
             .with_context(|| format!("no stream output for phase {name}"))?;
@@ -83,6 +85,7 @@ impl Phase {
         self.lines += 1;
         self.events += v.get("events").u64();
         self.drops += v.get("drops").u64();
+        self.counter_drops += v.get("counter_drops").u64();
         for d in v.get("devices").items() {
             self.checkpoints += d.get("checkpoints").u64();
             self.node_writes += d.get("node_writes").u64();
@@ -100,7 +103,7 @@ impl Phase {
         }
     }
 
-    fn summary(&self) -> String {
+    pub fn summary(&self) -> String {
         let mut busiest: Vec<(&u64, &Proc)> = self.procs.iter().collect();
         busiest.sort_by_key(|(_, p)| std::cmp::Reverse(p.reads() + p.writes));
         let top: Vec<String> = busiest
@@ -284,6 +287,7 @@ pub fn check(
         }
     }
     check_rfc_probes(dir, &mut lines, &mut failures);
+    let churn = super::churn::check(dir, &mut lines, &mut failures);
     check_perfetto_export(dir, nodescope, &mut lines, &mut failures);
     let tune_steps = check_tune(dir, &mut lines, &mut failures);
     let discover = super::discover::check(dir, &mut lines, &mut failures);
@@ -292,7 +296,7 @@ pub fn check(
     }
     let pass = failures.is_empty();
     let final_line = format!(
-        "vm-test {label} attributed={attributed} iostat={iostat} cat_pids={cat_pids} readahead={readahead} checkpoints={checkpoints} tune_steps={tune_steps} {discover} {}",
+        "vm-test {label} attributed={attributed} iostat={iostat} cat_pids={cat_pids} readahead={readahead} checkpoints={checkpoints} tune_steps={tune_steps} {churn} {discover} {}",
         if pass { "PASS" } else { "FAIL" }
     );
     Ok(Verdict {

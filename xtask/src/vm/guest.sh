@@ -136,6 +136,23 @@ if echo 'p:nodescope_check f2fs_get_node_page' >> $T/kprobe_events &&
 else
   fail "kprobe_events: cannot set up the f2fs_get_node_page counter"
 fi
+# Churn: CHURN short-lived processes (a subshell each), each reading the inode node block of
+# a file of its own, cold: more processes than the kernel's counter map holds (8,192), so
+# without pruning the later ones' reads would be lost to COUNT_FAILS. Two loops, one per vCPU.
+churn() {
+  i=$1
+  while [ $i -lt $CHURN ]; do
+    ( cat /mnt/t/d-$((i / NFILES))/f-$((i % NFILES)) > /dev/null )
+    i=$((i+2))
+  done
+}
+cold
+stream_start churn && {
+  churn 0 & C0=$!
+  churn 1 & C1=$!
+  wait $C0 $C1
+  stream_stop
+}
 # probe --discover (issue 17, xtask/src/vm/discover.rs): the kernel's own BTF and kallsyms
 # make a manifest; it and the hand-written /discover-hand.toml are streamed side by side over
 # the same replay, and the host wants equal counts per kind.

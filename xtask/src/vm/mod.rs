@@ -4,6 +4,7 @@
 //! reads nodescope attributes to processes must equal iostat's exactly (check.rs). The stream
 //! lines are described in docs/STREAM.md; the guest side is guest.sh.
 mod check;
+mod churn;
 mod discover;
 mod initramfs;
 mod json;
@@ -145,8 +146,9 @@ fn run_kernel(
     fs::create_dir_all(&work)?;
     let config = format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
-         HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\n",
-        VARIANTS.join(" ")
+         HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n",
+        VARIANTS.join(" "),
+        churn::CHURN
     );
     let guest_files = [
         ("init", include_str!("guest.sh").to_string()),

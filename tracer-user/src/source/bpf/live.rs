@@ -33,6 +33,10 @@ pub struct BpfSource {
     drops_reported: u64,
     /// What the probe manifest for the RFC's functions attached, when one was given.
     rfc: Option<AttachReport>,
+    /// The most NODE_COUNTS entries seen at once, and how many exited tasks' entries were
+    /// folded into the totals and deleted (`source::exact`).
+    counter_peak: usize,
+    counters_retired: u64,
 }
 
 impl BpfSource {
@@ -63,6 +67,8 @@ impl BpfSource {
             outcomes,
             drops_reported: 0,
             rfc,
+            counter_peak: 0,
+            counters_retired: 0,
         })
     }
 
@@ -84,6 +90,19 @@ impl BpfSource {
     /// Exact counters per (device, tgid, uid) since the programs were attached.
     pub fn counts(&self) -> Result<Vec<(TaskKey, TaskCounts)>> {
         counters::read_counts(&self.ebpf)
+    }
+
+    /// Take one entry out of NODE_COUNTS with its final value.
+    pub fn take_counts(&self, key: &TaskKey) -> Result<Option<TaskCounts>> {
+        counters::take(&self.ebpf, key)
+    }
+
+    pub fn note_counter_population(&mut self, entries: usize) {
+        self.counter_peak = self.counter_peak.max(entries);
+    }
+
+    pub fn note_retired(&mut self, entries: usize) {
+        self.counters_retired += entries as u64;
     }
 
     /// Ring-buffer events lost so far.
@@ -139,6 +158,16 @@ impl Source for BpfSource {
 
     fn kernel_counts(&mut self) -> Result<Option<crate::model::KernelCounts>> {
         self.read_kernel_counts().map(Some)
+    }
+
+    fn closing_note(&self) -> Option<String> {
+        Some(format!(
+            "counter map: peak {} of {} entries; {} entries of exited processes folded into \
+             the totals and deleted",
+            self.counter_peak,
+            counters::NODE_COUNTS_CAPACITY,
+            self.counters_retired
+        ))
     }
 
     /// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.

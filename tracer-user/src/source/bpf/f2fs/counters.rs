@@ -1,8 +1,10 @@
 //! The F2FS programs' in-kernel counters: exact per-process counts kept in NODE_COUNTS (no
 //! event can be lost on the way) and the increments that did not fit in the map.
-use anyhow::{Context as _, Result};
+use std::os::fd::{AsFd as _, AsRawFd as _};
+
+use anyhow::{bail, Context as _, Result};
 use aya::{
-    maps::{PerCpuArray, PerCpuHashMap},
+    maps::{Map, PerCpuArray, PerCpuHashMap},
     Ebpf,
 };
 use tracer_common::{TaskCounts, TaskKey};
@@ -17,6 +19,62 @@ pub fn read_counts(ebpf: &Ebpf) -> Result<Vec<(TaskKey, TaskCounts)>> {
         out.push((key, sum_cpus(per_cpu.iter())));
     }
     Ok(out)
+}
+
+/// NODE_COUNTS's capacity (the eBPF side's `with_max_entries`), for what we print.
+pub const NODE_COUNTS_CAPACITY: usize = 8192;
+
+/// Remove `key`'s entry and return its last value, summed over CPUs, in one step
+/// (BPF_MAP_LOOKUP_AND_DELETE_ELEM, hash maps since Linux 5.14): an increment that lands
+/// before it is in the value returned, one after it makes a fresh entry. `None`: no entry.
+pub fn take(ebpf: &Ebpf, key: &TaskKey) -> Result<Option<TaskCounts>> {
+    let Some(Map::PerCpuHashMap(data)) = ebpf.map("NODE_COUNTS") else {
+        bail!("NODE_COUNTS map missing or not a per-CPU hash map");
+    };
+    let cpus = aya::util::nr_cpus()
+        .map_err(|(path, err)| anyhow::Error::new(err).context(format!("reading {path}")))?;
+    // The kernel copies one value per possible CPU, each rounded up to 8 bytes: TaskCounts
+    // is already a multiple of 8, so that is a plain array.
+    const _: () = assert!(std::mem::size_of::<TaskCounts>() % 8 == 0);
+    let mut values = vec![TaskCounts::default(); cpus];
+    let attr = ElemAttr {
+        map_fd: data.fd().as_fd().as_raw_fd() as u32,
+        _pad: 0,
+        key: std::ptr::from_ref(key) as u64,
+        value: values.as_mut_ptr() as u64,
+        flags: 0,
+    };
+    // SAFETY: the attribute is a valid BPF_MAP_*_ELEM union member whose key and value
+    // pointers outlive the call; the value buffer holds one TaskCounts per possible CPU, as
+    // much as the kernel writes for this per-CPU map.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_LOOKUP_AND_DELETE_ELEM,
+            std::ptr::from_ref(&attr),
+            std::mem::size_of::<ElemAttr>() as u32,
+        )
+    };
+    if result != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(None);
+        }
+        return Err(err).context("taking an exited task's entry out of NODE_COUNTS");
+    }
+    Ok(Some(sum_cpus(values.iter())))
+}
+
+const BPF_MAP_LOOKUP_AND_DELETE_ELEM: libc::c_long = 21;
+
+/// The `bpf_attr` member of the BPF_MAP_*_ELEM commands.
+#[repr(C)]
+struct ElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
 }
 
 fn sum_cpus<'a>(values: impl Iterator<Item = &'a TaskCounts>) -> TaskCounts {
