@@ -8,7 +8,7 @@
  * On purpose: convert_abort has no function at all, restore_nomem's is inlined (in BTF, not
  * in kallsyms), restore_fail survives only as an .isra clone (its arguments rewritten), and
  * f2fs_compress_pages / f2fs_decompress_cluster are F2FS file compression, not the node
- * cache. */
+ * cache, and struct journal_slot looks like an entry but no F2FS function takes it. */
 typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -114,6 +114,18 @@ int f2fs_node_cache_clear_referenced(struct f2fs_sb_info *sbi, struct node_cache
 {
 	entry->referenced = 0;
 	return by + (sbi->sb != 0);
+}
+
+/* Not the entry type, though it has crc, slot and len members: no F2FS function takes it. */
+struct journal_slot {
+	u32 crc;
+	u16 slot;
+	u16 len;
+};
+
+int journal_slot_check(struct journal_slot *journal)
+{
+	return journal->crc == journal->len + journal->slot;
 }
 
 /* F2FS file compression: "compress" in the name, but no node-cache entry and no nid. */

@@ -177,6 +177,7 @@ impl KernelBtf {
             }
         }
         names.retain(|n| !n.is_empty());
+        names.sort();
         names.dedup();
         Ok(names)
     }

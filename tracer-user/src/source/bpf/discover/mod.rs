@@ -70,7 +70,15 @@ pub fn discover(btf: Option<&BtfFiles>, kallsyms_name: &str, kallsyms: &str) -> 
 fn with_btf(files: &BtfFiles, kallsyms_name: &str, symbols: &Kallsyms) -> Result<Discovery> {
     let btf = KernelBtf::load(files)?;
     let functions = btf.functions()?;
-    let entry_types = btf.structs_with(&rules::ENTRY_WORDS)?;
+    // An entry type is F2FS's only if an F2FS function takes it: with F2FS built in, all of
+    // vmlinux's structs are searched, and some elsewhere have crc, slot and len members too.
+    let mut entry_types = btf.structs_with(&rules::ENTRY_WORDS)?;
+    entry_types.retain(|name| {
+        functions.iter().any(|f| {
+            (f.name.contains("f2fs") || f.name.contains("node_cache"))
+                && f.params.iter().any(|p| p.shape.points_to(name))
+        })
+    });
     // Two candidate entry types would make every mem() a guess: use none and say so.
     let entry = match entry_types.as_slice() {
         [one] => Some(one.clone()),

@@ -14,8 +14,9 @@
 //!   with `fail`/`invalid`/`corrupt` -> restore_fail, else restore; `compress` (not
 //!   `decompress`) with `reject` -> convert_reject, with `abort`/`discard`/`cancel` ->
 //!   convert_abort, else convert; `reclaim` -> reclaim.
-//! - The entry type: an F2FS struct with members naming `crc`, `slot` and `len` (the cover
-//!   letter's CRC, private-slab slot size, payload length).
+//! - The entry type: a struct with members naming `crc`, `slot` and `len` (the cover letter's
+//!   CRC, private-slab slot size, payload length) that an `f2fs*` or `*node_cache*` function
+//!   takes a pointer to. Two such structs: none is used, both are listed.
 //!
 //! Values, first rule that fits:
 //! - nid: a `nid_t` parameter; a parameter named `nid`; the entry's `nid_t`/`nid` member; for
