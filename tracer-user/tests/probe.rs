@@ -111,3 +111,96 @@ fn probe_without_privileges_still_reports_and_says_what_is_missing() {
     let missing = report["missing"].to_string();
     assert!(missing.contains("CAP_BPF and CAP_PERFMON"), "{missing}");
 }
+
+#[test]
+fn probe_shows_each_manifest_kind_as_attached_found_or_missing() {
+    if !is_root() {
+        eprintln!("SKIPPED probe_shows_each_manifest_kind...: needs root to attach kprobes");
+        return;
+    }
+    let dir = common::scratch("probe-status");
+    let manifest = dir.path().join("status.toml");
+    // vfs_read is in every kernel; the second name is in none.
+    std::fs::write(
+        &manifest,
+        "target = \"kernel\"\n\n[[probe]]\nkind = \"restore\"\nsymbol = \"vfs_read\"\n\n\
+         [[probe]]\nkind = \"reclaim\"\nsymbol = \"nodescope_no_such_function\"\n",
+    )
+    .unwrap();
+    let output = Command::new(NODESCOPE)
+        .args(["probe", "--json", "--probes"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let report = json_of(&output);
+    let symbols = report["rfc_probes"]["symbols"].as_array().unwrap();
+    let status: Vec<(&str, &str)> = symbols
+        .iter()
+        .map(|s| (s["kind"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    // Without the kprobe PMU (this kernel may lack it) the symbol is found but cannot attach.
+    let kprobes = std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists();
+    let restore = if kprobes { "attached" } else { "found" };
+    assert_eq!(status, [("restore", restore), ("reclaim", "missing")]);
+    if !kprobes {
+        let error = symbols[0]["error"].as_str().unwrap_or_default();
+        assert!(error.contains("kprobe"), "{error}");
+    }
+    assert_eq!(
+        report["rfc_probes"]["unmapped_kinds"],
+        serde_json::json!([
+            "node_read",
+            "convert",
+            "convert_reject",
+            "convert_abort",
+            "restore_fail",
+            "restore_nomem",
+            "second_chance"
+        ])
+    );
+    let table = Command::new(NODESCOPE)
+        .args(["probe", "--probes"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    let attached = usize::from(kprobes);
+    assert!(
+        text.contains(&format!(
+            "1 of 2 symbols in /proc/kallsyms, {attached} attached"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{restore:<9}restore        vfs_read")),
+        "{text}"
+    );
+    assert!(
+        text.contains("missing  reclaim        nodescope_no_such_function"),
+        "{text}"
+    );
+}
+
+#[test]
+fn probe_attaches_every_kind_of_the_simulator_manifest_as_uprobes() {
+    if !is_root() {
+        eprintln!("SKIPPED probe_attaches_every_kind...: needs root to attach uprobes");
+        return;
+    }
+    let sim = concat!(env!("CARGO_MANIFEST_DIR"), "/probes/sim.toml");
+    let report = json_of(
+        &Command::new(NODESCOPE)
+            .args(["probe", "--json", "--probes", sim])
+            .output()
+            .unwrap(),
+    );
+    let symbols = report["rfc_probes"]["symbols"].as_array().unwrap();
+    assert_eq!(symbols.len(), 9);
+    for symbol in symbols {
+        assert_eq!(symbol["status"], "attached", "{symbol}");
+    }
+    assert_eq!(
+        report["rfc_probes"]["unmapped_kinds"],
+        serde_json::json!([])
+    );
+}

@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _, Result};
 use crate::util::{self, output};
 
 /// Debian packages the project needs, and why.
-const APT_PACKAGES: [(&str, &str); 14] = [
+const APT_PACKAGES: [(&str, &str); 16] = [
     ("rustc-web", "rustc 1.96 on LLVM 22 for the eBPF build"),
     ("cargo-web", "cargo for the eBPF build"),
     (
@@ -29,6 +29,14 @@ const APT_PACKAGES: [(&str, &str); 14] = [
         "the C LZ4 library the benchmarks compare against",
     ),
     ("util-linux", "setpriv for the unprivileged probe test"),
+    (
+        "clang",
+        "clang -g builds the BTF fixture of the probe --discover test",
+    ),
+    (
+        "dwarves",
+        "pahole -J turns the discover fixture's DWARF into BTF",
+    ),
     (
         "prometheus",
         "the test that scrapes nodescope's OpenMetrics endpoint",

@@ -5,20 +5,26 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
+use aya::programs::uprobe::UProbeScope;
 use clap::Args;
 use serde::Serialize;
 use tracer_common::text::escape_controls;
 
 use crate::{
     source::bpf::{
+        self,
+        discover::{self, btf::BtfFiles},
         f2fs::planner,
-        manifest::{Manifest, DEFAULT_KERNEL_MANIFEST},
+        manifest::{Manifest, Target, DEFAULT_KERNEL_MANIFEST, PROBE_KINDS},
         rfc,
         selftest::{self, SelfTest},
     },
     system::{self, F2fsDevice, Privileges},
     view::stdout::{closed_is_success, print, print_line},
 };
+
+/// Ring buffer of the object `probe` loads to try the manifest's probes (no event is read).
+const PROBE_RING_BYTES: u32 = 64 * 1024;
 
 #[derive(Args)]
 pub struct ProbeArgs {
@@ -28,6 +34,25 @@ pub struct ProbeArgs {
     /// Probe manifest for the RFC's functions (default: the one shipped in the binary).
     #[arg(long, value_name = "FILE")]
     probes: Option<PathBuf>,
+    /// Find F2FS's functions for each event kind in BTF and kallsyms and write a manifest.
+    #[arg(long)]
+    discover: bool,
+    /// With --discover: write the manifest here (default: print it).
+    #[arg(short, long, value_name = "FILE", requires = "discover")]
+    output: Option<PathBuf>,
+    /// With --discover: F2FS's BTF (default /sys/kernel/btf/f2fs on /sys/kernel/btf/vmlinux,
+    /// or vmlinux alone when F2FS is built in). Split BTF when --btf-base is given.
+    #[arg(long, value_name = "FILE", requires = "discover")]
+    btf: Option<PathBuf>,
+    /// With --discover: the base BTF the --btf file is split from (vmlinux's).
+    #[arg(long, value_name = "FILE", requires = "btf")]
+    btf_base: Option<PathBuf>,
+    /// With --discover: read BTF from nowhere (as on a kernel without it): kallsyms names only.
+    #[arg(long, requires = "discover", conflicts_with = "btf")]
+    no_btf: bool,
+    /// With --discover: the kallsyms file (default /proc/kallsyms).
+    #[arg(long, value_name = "FILE", requires = "discover")]
+    kallsyms: Option<PathBuf>,
 }
 
 /// The manifest's symbols and whether this kernel has them.
@@ -37,6 +62,8 @@ pub struct RfcProbes {
     pub symbols: Vec<RfcSymbol>,
     /// Invalid manifest entries, each naming its line.
     pub errors: Vec<String>,
+    /// Event kinds the manifest does not map.
+    pub unmapped_kinds: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -44,6 +71,11 @@ pub struct RfcSymbol {
     pub kind: String,
     pub symbol: String,
     pub in_kallsyms: bool,
+    /// "attached" (a probe was attached and detached again), "found" (the symbol exists but
+    /// the probe did not attach, or attaching was not tried), or "missing".
+    pub status: &'static str,
+    /// Why the probe did not attach.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -69,6 +101,9 @@ pub struct ProbeReport {
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
+    if args.discover {
+        return run_discover(&args);
+    }
     let manifest = match &args.probes {
         Some(path) => Manifest::load(path)?,
         None => default_manifest()?,
@@ -79,6 +114,50 @@ pub fn run(args: ProbeArgs) -> Result<()> {
     } else {
         // Manifest symbols and comms are anyone's text: escaped before they reach a terminal.
         print(&escape_controls(&render_table(&report)))
+    };
+    closed_is_success(printed)
+}
+
+/// `--discover`: the report, and the manifest printed or written to `--output`.
+fn run_discover(args: &ProbeArgs) -> Result<()> {
+    let btf = match (&args.btf, &args.btf_base) {
+        _ if args.no_btf => None,
+        (Some(module), Some(base)) => Some(BtfFiles {
+            base: base.clone(),
+            module: Some(module.clone()),
+        }),
+        (Some(own), None) => Some(BtfFiles {
+            base: own.clone(),
+            module: None,
+        }),
+        (None, _) => BtfFiles::this_kernel(),
+    };
+    let kallsyms = args
+        .kallsyms
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/proc/kallsyms"));
+    let text = std::fs::read_to_string(&kallsyms)
+        .with_context(|| format!("reading {}", kallsyms.display()))?;
+    let discovery = discover::discover(btf.as_ref(), &kallsyms.display().to_string(), &text)?;
+    let manifest = discovery.manifest();
+    // What we write must be what the loader accepts, every probe of it.
+    let parsed = Manifest::parse("discovered manifest", &manifest)?;
+    anyhow::ensure!(
+        parsed.errors.is_empty() && parsed.probes.len() == discovery.found().count(),
+        "the discovered manifest does not load: {:?}",
+        parsed.errors
+    );
+    let printed = match &args.output {
+        Some(path) => {
+            std::fs::write(path, &manifest)
+                .with_context(|| format!("writing {}", path.display()))?;
+            print(&escape_controls(&format!(
+                "{}# manifest written to {}\n",
+                discovery.report(),
+                path.display()
+            )))
+        }
+        None => print(&escape_controls(&manifest)),
     };
     closed_is_success(printed)
 }
@@ -105,29 +184,82 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
         f2fs: system::has_f2fs(),
         f2fs_tracepoints: system::f2fs_tracepoints(tracefs.as_deref()),
         f2fs_devices: system::f2fs_devices(Path::new("/sys/fs/f2fs")),
-        rfc_probes: rfc_probes(manifest)?,
+        rfc_probes: rfc_probes(manifest, bpf)?,
         f2fs_plan: planner::plan_this_kernel(None),
         missing,
     };
     Ok(with_feature_gaps(report))
 }
 
-fn rfc_probes(manifest: &Manifest) -> Result<RfcProbes> {
+/// Each probe of the manifest: its symbol in kallsyms, and (when BPF works) whether its probe
+/// attaches; the probes are detached again when the object is dropped here.
+fn rfc_probes(manifest: &Manifest, bpf_works: bool) -> Result<RfcProbes> {
     let kallsyms = rfc::kernel_symbols()?;
+    let attached = if bpf_works {
+        Some(try_attach(manifest))
+    } else {
+        None
+    };
     let symbols = manifest
         .probes
         .iter()
-        .map(|probe| RfcSymbol {
-            kind: probe.kind.name().to_string(),
-            symbol: probe.symbol.clone(),
-            in_kallsyms: kallsyms.contains(&probe.symbol),
+        .map(|probe| {
+            let kind = probe.kind.name();
+            let in_kallsyms = kallsyms.contains(&probe.symbol);
+            let (status, error) = match &attached {
+                Some(Ok(report)) => attach_status(report, kind, &probe.symbol),
+                Some(Err(err)) => ("found", Some(format!("{err:#}"))),
+                None => ("found", None),
+            };
+            // A kernel symbol not in kallsyms is missing whatever attaching said.
+            let status = match (&manifest.target, status) {
+                (Target::Kernel, _) if !in_kallsyms => "missing",
+                (Target::Binary(_), "found") if error.is_some() => "missing",
+                (_, status) => status,
+            };
+            RfcSymbol {
+                kind: kind.to_string(),
+                symbol: probe.symbol.clone(),
+                in_kallsyms,
+                status,
+                error,
+            }
         })
+        .collect();
+    let unmapped_kinds = PROBE_KINDS
+        .iter()
+        .filter(|kind| !manifest.probes.iter().any(|p| p.kind == **kind))
+        .map(|kind| kind.name().to_string())
         .collect();
     Ok(RfcProbes {
         manifest: manifest.name.clone(),
         symbols,
         errors: manifest.errors.clone(),
+        unmapped_kinds,
     })
+}
+
+fn try_attach(manifest: &Manifest) -> Result<rfc::AttachReport> {
+    let mut ebpf = bpf::load(PROBE_RING_BYTES)?;
+    rfc::attach(&mut ebpf, manifest, UProbeScope::AllProcesses)
+}
+
+/// ("attached" | "found", error) for one probe, from what `rfc::attach` reported.
+fn attach_status(
+    report: &rfc::AttachReport,
+    kind: &str,
+    symbol: &str,
+) -> (&'static str, Option<String>) {
+    let ok = format!("{kind} -> {symbol} (");
+    if report.attached.iter().any(|line| line.starts_with(&ok)) {
+        return ("attached", None);
+    }
+    let failed = format!(": {kind} -> {symbol}: ");
+    let error = report
+        .failed
+        .iter()
+        .find_map(|line| line.split_once(&failed).map(|(_, why)| why.to_string()));
+    ("found", error)
 }
 
 fn locate_tracefs(
@@ -287,17 +419,32 @@ fn list_or_none(items: &[String]) -> String {
 
 fn rfc_cell(probes: &RfcProbes) -> String {
     let present = probes.symbols.iter().filter(|s| s.in_kallsyms).count();
+    let attached = probes
+        .symbols
+        .iter()
+        .filter(|s| s.status == "attached")
+        .count();
     let mut cell = format!(
-        "{present} of {} symbols in /proc/kallsyms ({})",
+        "{present} of {} symbols in /proc/kallsyms, {attached} attached ({})",
         probes.symbols.len(),
         probes.manifest
     );
     for symbol in &probes.symbols {
-        let mark = if symbol.in_kallsyms { "yes" } else { "no " };
         let _ = write!(
             cell,
-            "\n{:<19}{mark} {:<14} {}",
-            "", symbol.kind, symbol.symbol
+            "\n{:<19}{:<9}{:<14} {}",
+            "", symbol.status, symbol.kind, symbol.symbol
+        );
+        if let Some(error) = &symbol.error {
+            let _ = write!(cell, ": {error}");
+        }
+    }
+    if !probes.unmapped_kinds.is_empty() {
+        let _ = write!(
+            cell,
+            "\n{:<19}not in the manifest: {}",
+            "",
+            probes.unmapped_kinds.join(", ")
         );
     }
     for error in &probes.errors {

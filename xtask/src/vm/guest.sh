@@ -153,6 +153,37 @@ stream_start churn && {
   wait $C0 $C1
   stream_stop
 }
+# probe --discover (issue 17, xtask/src/vm/discover.rs): the kernel's own BTF and kallsyms
+# make a manifest; it and the hand-written /discover-hand.toml are streamed side by side over
+# the same replay, and the host wants equal counts per kind.
+discover_phase() {
+  ls /sys/kernel/btf > $R/discover_btf.txt 2>&1
+  nodescope probe --discover -o $R/discovered.toml > $R/discover.txt 2> $R/discover.err ||
+    { fail "probe --discover failed (see discover.err)"; return 1; }
+  cold
+  for m in hand gen; do
+    f=/discover-hand.toml; [ $m = gen ] && f=$R/discovered.toml
+    nodescope stream --json --interval 1 --probes $f > $R/stream_discover_$m.jsonl \
+      2> $R/stream_discover_$m.err &
+    echo $! > $R/discover_$m.pid
+  done
+  for m in hand gen; do
+    n=0
+    until grep -q 'nodescope stream: ready' $R/stream_discover_$m.err 2>/dev/null; do
+      kill -0 $(cat $R/discover_$m.pid) 2>/dev/null || { fail "discover stream $m exited early"; break; }
+      n=$((n+1)); [ $n -gt 600 ] && { fail "discover stream $m not ready after 60 s"; break; }
+      sleep 0.1
+    done
+  done
+  snap discover_before
+  mark discover_start
+  sh /replay-variant
+  snap discover_after
+  for m in hand gen; do kill -INT $(cat $R/discover_$m.pid); done
+  for m in hand gen; do wait $(cat $R/discover_$m.pid); echo $? > $R/stream_discover_$m.rc; done
+  mark discover_done
+}
+discover_phase
 # The controller under real memory pressure. The RFC is not applied here, so nodescope tune
 # steers a knob directory of its own (the RFC's defaults, 25 % and 1000 ms) on this kernel's
 # PSI, windows an hour apart (none falls in this phase): only the PSI trigger it arms (root, no

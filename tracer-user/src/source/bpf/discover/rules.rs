@@ -1,0 +1,294 @@
+//! The documented rules: which function is which event kind, and where each value a kind needs
+//! comes from. Nothing here guesses silently: a value with no rule that fits is returned as
+//! unmapped, with the reason.
+//!
+//! Kinds by name (the C name, lowercase; the RFC's words):
+//! - node_read: mainline's `read_node_page` / `read_node_folio` (the one function every node
+//!   block read passes, readahead included). It returns LOCKED_PAGE (1) on a cache hit, 0
+//!   when it submitted the read, < 0 on error: probed at return, `when = "ret == 0"`.
+//! - node lookup (reported, no kind): `f2fs_get_node_page`, `f2fs_get_node_folio`,
+//!   `__get_node_page`, `__get_node_folio`, with their nid argument.
+//! - The RFC's kinds, only among functions named `*node_cache*` or taking a pointer to the
+//!   node-cache entry type (so F2FS's file compression, `f2fs_compress_pages`, is never one):
+//!   `referenced` or `second_chance` -> second_chance; `restore` with `nomem` -> restore_nomem,
+//!   with `fail`/`invalid`/`corrupt` -> restore_fail, else restore; `compress` (not
+//!   `decompress`) with `reject` -> convert_reject, with `abort`/`discard`/`cancel` ->
+//!   convert_abort, else convert; `reclaim` -> reclaim.
+//! - The entry type: a struct with members naming `crc`, `slot` and `len` (the cover letter's
+//!   CRC, private-slab slot size, payload length) that an `f2fs*` or `*node_cache*` function
+//!   takes a pointer to. Two such structs: none is used, both are listed.
+//!
+//! Values, first rule that fits:
+//! - nid: a `nid_t` parameter; a parameter named `nid`; the entry's `nid_t`/`nid` member; for
+//!   node_read the page's or folio's `index` (the node inode maps nid to index; its low 32
+//!   bits, read little-endian).
+//! - len: an integer parameter whose name has `len`; the entry's `*len*` member.
+//! - queue: a parameter `queue`/`q`/`qid`; a parameter with `slot` (bytes, `|slot_queue`); the
+//!   entry's `queue` member; its `*slot*` member (`|slot_queue`).
+//! - reason: a parameter `reason`/`by`/`why`/`step`/`err`.
+//! - readahead: a parameter `ra`/`readahead`/`is_ra` (`|bool`).
+//! - dev: a `dev_t` parameter; otherwise unmapped (sbi->sb->s_dev is two pointers deep).
+//! - Only arguments 0..5 (registers on x86_64 and arm64).
+use tracer_common::EventKind;
+
+use super::btf::{Function, KernelBtf, Member, Param, Shape};
+
+pub const NODE_READ_FUNCTIONS: [&str; 2] = ["read_node_page", "read_node_folio"];
+pub const NODE_LOOKUP_FUNCTIONS: [&str; 4] = [
+    "f2fs_get_node_page",
+    "f2fs_get_node_folio",
+    "__get_node_page",
+    "__get_node_folio",
+];
+/// Member-name words of the RFC's node-cache entry.
+pub const ENTRY_WORDS: [&str; 3] = ["crc", "slot", "len"];
+
+/// The fields each kind's events carry (as the simulator's manifest maps them).
+pub fn fields_of(kind: EventKind) -> &'static [&'static str] {
+    match kind {
+        EventKind::NodeRead => &["dev", "nid", "readahead"],
+        EventKind::Convert | EventKind::Restore => &["dev", "nid", "len", "queue"],
+        EventKind::ConvertReject => &["dev", "nid", "len"],
+        EventKind::RestoreFail => &["dev", "nid", "reason"],
+        EventKind::Reclaim => &["dev", "nid", "queue"],
+        EventKind::SecondChance => &["dev", "nid", "queue", "reason"],
+        _ => &["dev", "nid"],
+    }
+}
+
+/// The RFC kind a function's name says, if any (see the module doc).
+pub fn rfc_kind_of(name: &str) -> Option<EventKind> {
+    let name = name.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| name.contains(w));
+    if has(&["referenced", "second_chance"]) {
+        Some(EventKind::SecondChance)
+    } else if has(&["restore"]) {
+        Some(if has(&["nomem"]) {
+            EventKind::RestoreNomem
+        } else if has(&["fail", "invalid", "corrupt"]) {
+            EventKind::RestoreFail
+        } else {
+            EventKind::Restore
+        })
+    } else if has(&["decompress"]) {
+        None
+    } else if has(&["compress"]) {
+        Some(if has(&["reject"]) {
+            EventKind::ConvertReject
+        } else if has(&["abort", "discard", "cancel"]) {
+            EventKind::ConvertAbort
+        } else {
+            EventKind::Convert
+        })
+    } else if has(&["reclaim"]) {
+        Some(EventKind::Reclaim)
+    } else {
+        None
+    }
+}
+
+/// A value as the manifest writes it, or why there is none.
+pub type Mapping = Result<String, String>;
+
+/// Where the values come from for one function.
+pub struct Context<'a> {
+    pub btf: &'a KernelBtf,
+    pub function: &'a Function,
+    /// The node-cache entry type, when BTF has one.
+    pub entry: Option<&'a str>,
+    pub kind: EventKind,
+}
+
+impl Context<'_> {
+    pub fn map(&self, field: &str) -> Mapping {
+        match field {
+            "nid" => self.nid(),
+            "len" => self.len(),
+            "queue" => self.queue(),
+            "reason" => self
+                .param(|p| {
+                    p.shape.is_int()
+                        && ["reason", "by", "why", "step", "err"].contains(&p.name.as_str())
+                })
+                .map(|(i, _)| arg(i))
+                .unwrap_or_else(|| Err("no reason/by parameter".into())),
+            "readahead" => self.readahead(),
+            "dev" => self
+                .param(|p| p.shape.has_typedef("dev_t"))
+                .map(|(i, _)| arg(i))
+                .unwrap_or_else(|| {
+                    Err(
+                        "the device is two pointers away (sbi->sb->s_dev); mem() follows one"
+                            .into(),
+                    )
+                }),
+            other => Err(format!("no rule for {other}")),
+        }
+    }
+
+    fn param(&self, test: impl Fn(&Param) -> bool) -> Option<(usize, &Param)> {
+        self.function
+            .params
+            .iter()
+            .enumerate()
+            .find(|(_, p)| test(p))
+    }
+
+    /// The entry-pointer parameter and the entry's members.
+    fn entry_param(&self) -> Option<(usize, Vec<Member>)> {
+        let entry = self.entry?;
+        let (index, _) = self.param(|p| p.shape.points_to(entry))?;
+        Some((index, self.btf.members(entry)))
+    }
+
+    fn entry_member(&self, test: impl Fn(&Member) -> bool, transform: &str) -> Option<Mapping> {
+        let (index, members) = self.entry_param()?;
+        let member = members.iter().find(|m| test(m))?;
+        Some(mem(index, member, transform))
+    }
+
+    fn nid(&self) -> Mapping {
+        if let Some((i, _)) = self
+            .param(|p| p.shape.has_typedef("nid_t"))
+            .or_else(|| self.param(|p| p.shape.is_int() && p.name == "nid"))
+        {
+            return arg(i);
+        }
+        if let Some(found) =
+            self.entry_member(|m| m.shape.has_typedef("nid_t") || m.name == "nid", "")
+        {
+            return found;
+        }
+        if self.kind == EventKind::NodeRead {
+            if let Some(found) = self.page_index() {
+                return found;
+            }
+        }
+        Err("no nid_t or nid parameter, and no node-cache entry parameter".into())
+    }
+
+    /// nid from a `struct page *` / `struct folio *` argument: its index (low 32 bits).
+    fn page_index(&self) -> Option<Mapping> {
+        let (index, param) =
+            self.param(|p| p.shape.points_to("page") || p.shape.points_to("folio"))?;
+        let Shape::Ptr(Some(name)) = &param.shape else {
+            return None;
+        };
+        let members = self.btf.members(name);
+        let member = members.iter().find(|m| m.name == "index")?;
+        if index > 5 {
+            return Some(Err(stack(index)));
+        }
+        Some(Ok(format!("mem(arg{index}+{}):u32", member.offset)))
+    }
+
+    fn len(&self) -> Mapping {
+        if let Some((i, _)) = self.param(|p| p.shape.is_int() && p.name.contains("len")) {
+            return arg(i);
+        }
+        self.entry_member(|m| m.shape.is_int() && m.name.contains("len"), "")
+            .unwrap_or_else(|| Err("no *len* parameter or entry member".into()))
+    }
+
+    fn queue(&self) -> Mapping {
+        if let Some((i, _)) =
+            self.param(|p| p.shape.is_int() && ["queue", "q", "qid"].contains(&p.name.as_str()))
+        {
+            return arg(i);
+        }
+        if let Some((i, _)) = self.param(|p| p.shape.is_int() && p.name.contains("slot")) {
+            return arg(i).map(|a| format!("{a}|slot_queue"));
+        }
+        self.entry_member(|m| m.shape.is_int() && m.name == "queue", "")
+            .or_else(|| {
+                self.entry_member(
+                    |m| m.shape.is_int() && m.name.contains("slot"),
+                    "|slot_queue",
+                )
+            })
+            .unwrap_or_else(|| Err("no queue or slot parameter or entry member".into()))
+    }
+
+    fn readahead(&self) -> Mapping {
+        if let Some((i, _)) = self
+            .param(|p| p.shape.is_int() && ["ra", "readahead", "is_ra"].contains(&p.name.as_str()))
+        {
+            return arg(i).map(|a| format!("{a}|bool"));
+        }
+        if self
+            .param(|p| p.shape.has_typedef("blk_opf_t") || p.name == "op_flags")
+            .is_some()
+        {
+            return Err(
+                "readahead is one bit (REQ_RAHEAD) of op_flags; no transform tests a bit".into(),
+            );
+        }
+        Err("no readahead parameter".into())
+    }
+}
+
+fn arg(index: usize) -> Mapping {
+    if index > 5 {
+        Err(stack(index))
+    } else {
+        Ok(format!("arg{index}"))
+    }
+}
+
+fn stack(index: usize) -> String {
+    format!("argument {index} is passed on the stack; probes read arg0..arg5")
+}
+
+fn mem(index: usize, member: &Member, transform: &str) -> Mapping {
+    if index > 5 {
+        return Err(stack(index));
+    }
+    let size = match &member.shape {
+        Shape::Int { size: 1, .. } => "u8",
+        Shape::Int { size: 2, .. } => "u16",
+        Shape::Int { size: 4, .. } => "u32",
+        Shape::Int { size: 8, .. } => "u64",
+        other => {
+            return Err(format!(
+                "member {} is {other:?}, not an integer",
+                member.name
+            ))
+        }
+    };
+    Ok(format!(
+        "mem(arg{index}+{}):{size}{transform}",
+        member.offset
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_say_their_kind() {
+        for (name, kind) in [
+            ("f2fs_node_cache_compress_entry", Some(EventKind::Convert)),
+            (
+                "f2fs_node_cache_compress_reject",
+                Some(EventKind::ConvertReject),
+            ),
+            ("nc_discard_compressed", Some(EventKind::ConvertAbort)),
+            ("f2fs_node_cache_restore", Some(EventKind::Restore)),
+            ("f2fs_node_cache_restore_fail", Some(EventKind::RestoreFail)),
+            (
+                "f2fs_node_cache_restore_nomem",
+                Some(EventKind::RestoreNomem),
+            ),
+            ("f2fs_node_cache_reclaim_entry", Some(EventKind::Reclaim)),
+            (
+                "f2fs_node_cache_clear_referenced",
+                Some(EventKind::SecondChance),
+            ),
+            ("f2fs_decompress_cluster", None),
+            ("f2fs_get_node_page", None),
+        ] {
+            assert_eq!(rfc_kind_of(name), kind, "{name}");
+        }
+    }
+}
