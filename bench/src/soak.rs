@@ -192,6 +192,18 @@ fn rss_bytes() -> Result<u64> {
     Ok(kib * 1024)
 }
 
+/// CPU time of this process, all threads (utime + stime of /proc/self/stat, in USER_HZ ticks,
+/// which Linux fixes at 100 for /proc): on a loaded machine the wall time says little alone.
+fn cpu_time() -> Result<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
+    // The command name may hold spaces: the fields after it follow the last ')'.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |index: usize| -> u64 { fields.get(index).and_then(|f| f.parse().ok()).unwrap_or(0) };
+    // utime and stime are fields 14 and 15 of stat: 11 and 12 counting from the state (0).
+    Ok(Duration::from_millis((ticks(11) + ticks(12)) * 10))
+}
+
 /// Open file descriptors (entries of /proc/self/fd, less the one that lists them).
 fn open_fds() -> Result<usize> {
     let entries = std::fs::read_dir("/proc/self/fd").context("listing /proc/self/fd")?;
@@ -314,6 +326,10 @@ fn run(args: &SoakArgs) -> Result<()> {
     }
     let (recording_bytes, footer) = recorder.finish(pipeline.now_ns())?;
     summarise(&readings, started.elapsed(), recording_bytes, footer.events);
+    println!(
+        "CPU time: {:.1} s (both threads: the simulator's and the views')",
+        cpu_time()?.as_secs_f64()
+    );
     println!(
         "views: {} stream lines, {} top snapshots, {} frames drawn; model: {} processes, {} apps",
         stream.lines,
