@@ -130,7 +130,10 @@ impl Source for VirtualSim {
 /// The source's futures never wait (the simulator runs until the step is done): poll once.
 fn ready<T>(future: impl std::future::Future<Output = T>) -> T {
     let mut future = pin!(future);
-    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
         Poll::Ready(value) => value,
         Poll::Pending => unreachable!("the virtual-time simulator never waits"),
     }
@@ -199,7 +202,8 @@ fn cpu_time() -> Result<Duration> {
     // The command name may hold spaces: the fields after it follow the last ')'.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |index: usize| -> u64 { fields.get(index).and_then(|f| f.parse().ok()).unwrap_or(0) };
+    let ticks =
+        |index: usize| -> u64 { fields.get(index).and_then(|f| f.parse().ok()).unwrap_or(0) };
     // utime and stime are fields 14 and 15 of stat: 11 and 12 counting from the state (0).
     Ok(Duration::from_millis((ticks(11) + ticks(12)) * 10))
 }

@@ -20,7 +20,9 @@ pub fn write_image(input: &[u8], file: &File) -> io::Result<bool> {
     file.set_len(0)?;
     file.set_len(len)?;
     while let Some((header, rest)) = runs.split_first_chunk::<6>() {
-        let offset = u64::from(u32::from_le_bytes([header[0], header[1], header[2], header[3]]));
+        let offset = u64::from(u32::from_le_bytes([
+            header[0], header[1], header[2], header[3],
+        ]));
         let run_len = usize::from(u16::from_le_bytes([header[4], header[5]])).min(rest.len());
         let (bytes, after) = rest.split_at(run_len);
         let fits = len.saturating_sub(offset).min(bytes.len() as u64) as usize;
