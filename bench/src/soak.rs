@@ -60,8 +60,8 @@ struct SoakArgs {
 pub fn main(args: &[String]) -> Result<()> {
     let program = "nodescope-bench soak".to_string();
     let args = SoakArgs::parse_from(std::iter::once(program).chain(args.iter().cloned()));
-    let positive = |x: f64| x.is_finite() && x > 0.0;
-    if !positive(args.hours) || !(args.warmup_hours >= 0.0 && args.warmup_hours < args.hours) {
+    let warmup_fits = (0.0..args.hours).contains(&args.warmup_hours);
+    if !(args.hours.is_finite() && args.hours > 0.0 && warmup_fits) {
         bail!("--hours must be positive and --warmup-hours in [0, hours)");
     }
     if args.step_ms == 0 || args.readings == 0 {

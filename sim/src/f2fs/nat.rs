@@ -50,7 +50,14 @@ impl Nat {
         cp: &Checkpoint,
         read_block: &mut dyn FnMut(u32) -> Result<Vec<u8>>,
     ) -> Result<Nat> {
-        let nat_blocks = (sb.segment_count_nat / 2) * sb.blocks_per_seg();
+        let nat_blocks = (sb.segment_count_nat / 2)
+            .checked_mul(sb.blocks_per_seg())
+            .with_context(|| {
+                format!(
+                    "superblock says the NAT has {} segments: implausible",
+                    sb.segment_count_nat
+                )
+            })?;
         ensure!(nat_blocks > 0, "superblock says the NAT has no segments");
         ensure!(
             cp.nat_bitmap.len() * 8 >= nat_blocks as usize,
@@ -123,11 +130,14 @@ impl Nat {
 fn current_nat_addr(sb: &Superblock, bitmap: &[u8], block_index: u32) -> u32 {
     let per_seg = sb.blocks_per_seg();
     let seg_pair = block_index >> sb.log_blocks_per_seg;
-    let mut addr =
-        sb.nat_blkaddr + (seg_pair << sb.log_blocks_per_seg << 1) + (block_index & (per_seg - 1));
+    // Saturating: past u32 is an address beyond any image, whose read fails and says where.
+    let mut addr = sb
+        .nat_blkaddr
+        .saturating_add(seg_pair << sb.log_blocks_per_seg << 1)
+        .saturating_add(block_index & (per_seg - 1));
     let byte = bitmap[(block_index >> 3) as usize];
     if byte & (0x80 >> (block_index & 7)) != 0 {
-        addr += per_seg;
+        addr = addr.saturating_add(per_seg);
     }
     addr
 }
