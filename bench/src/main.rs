@@ -5,7 +5,9 @@
 //! * `controller [--json] [OPTIONS]`: the control law against static settings in the
 //!   simulator (options: the top of `controller/mod.rs`);
 //! * `model [--events N]`: nodescope's model ingest rate and TUI frame time;
-//! * `record [--events N]`: what nodescope's recorder costs on top of the model.
+//! * `record [--events N]`: what nodescope's recorder costs on top of the model;
+//! * `soak [--hours H]`: a day of the simulated phone through top's, stream's and record's
+//!   code at full speed: memory, descriptors and recording size over time.
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 
@@ -13,9 +15,10 @@ mod controller;
 mod model;
 mod record;
 mod sim;
+mod soak;
 mod synthetic;
 
-const NAMES: &str = "sim, controller, model, record";
+const NAMES: &str = "sim, controller, model, record, soak";
 
 /// The arguments of `model` and `record`.
 #[derive(Parser)]
@@ -44,6 +47,7 @@ fn main() -> Result<()> {
         "controller" => controller::main(&args),
         "model" => model::main(EventsArgs::parse_after(&name, &args).events),
         "record" => record::main(EventsArgs::parse_after(&name, &args).events),
+        "soak" => soak::main(&args),
         other => bail!("unknown benchmark {other:?}; known: {NAMES}"),
     }
 }

@@ -1,6 +1,7 @@
 //! `cargo xtask <task>`: everything around the code (install, test, VM tests, benchmarks).
 mod bench;
 mod setup;
+mod soak;
 mod test;
 mod util;
 mod vm;
@@ -38,6 +39,12 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// A day of the simulated phone through top's model, stream and record at full speed:
+    /// RSS, file descriptors and recording size over time (extra arguments: --hours, ...).
+    Soak {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -50,5 +57,6 @@ fn main() -> Result<()> {
         }
         Task::Bench { name, args } => bench::run(&name, &args),
         Task::VmTest { kernel } => vm::run(&kernel),
+        Task::Soak { args } => soak::run(&args),
     }
 }

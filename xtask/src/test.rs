@@ -24,7 +24,7 @@ pub fn run() -> Result<()> {
     util::run(util::cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
     let mut totals = cargo_test(&["--workspace", "--exclude", "tracer-ebpf"])?;
     vm_tests(&mut totals);
-    fuzz_recording(&mut totals);
+    fuzz_targets(&mut totals);
     println!("{}", totals.closing_line());
     if totals.failed > 0 {
         bail!("{} tests failed", totals.failed);
@@ -78,38 +78,68 @@ fn vm_tests(totals: &mut Totals) {
     }
 }
 
-/// A short cargo-fuzz run of the recording reader, seeded by a recording the record tests
-/// leave in target/fuzz-seed. Counted as one test; a crash fails it.
-fn fuzz_recording(totals: &mut Totals) {
-    let root = util::workspace_root();
-    let corpus = root.join("target/fuzz-corpus/recording");
-    let seeds = root.join("target/fuzz-seed");
-    if let Err(err) = std::fs::create_dir_all(&corpus) {
-        println!(
-            "fuzz recording FAILED: creating {}: {err}",
-            corpus.display()
-        );
-        totals.failed += 1;
-        return;
+/// The cargo-fuzz targets (tracer-user/fuzz) and where their seeds are: the recording reader
+/// is seeded by a recording the record tests leave in target/fuzz-seed, the others by files
+/// committed under tracer-user/fuzz/seeds/<target>.
+const FUZZ_TARGETS: [&str; 4] = ["recording", "manifest", "packages", "f2fs_image"];
+/// Seconds each target runs: four short runs keep the test command a few minutes longer only.
+const FUZZ_SECONDS: u32 = 20;
+/// No input may make a target allocate more than this (libFuzzer's -rss_limit_mb and
+/// -malloc_limit_mb) ...
+const FUZZ_RSS_MB: u32 = 256;
+/// ... or take longer than this on one input (-timeout), however the machine is loaded.
+const FUZZ_TIMEOUT_S: u32 = 10;
+/// AddressSanitizer holds freed memory back (256 MB by default) to catch uses after free; it
+/// counts in the RSS limit, so a target that frees a lot (the F2FS reader's blocks) would hit
+/// the limit on ASan's memory, not its own. Safe Rust needs little of it.
+const ASAN_OPTIONS: &str = "quarantine_size_mb=32";
+
+/// Short cargo-fuzz runs of every target, each counted as one test; a crash, a leak of memory
+/// past the limit or a hang fails it. Inputs that once crashed a target are kept under
+/// tracer-user/fuzz/regressions/<target> and run first, as seeds.
+fn fuzz_targets(totals: &mut Totals) {
+    for target in FUZZ_TARGETS {
+        match fuzz(target) {
+            Ok(()) => {
+                println!("fuzz {target}: {FUZZ_SECONDS} s without a crash");
+                totals.passed += 1;
+            }
+            Err(err) => {
+                println!("fuzz {target} FAILED: {err:#}");
+                totals.failed += 1;
+            }
+        }
     }
+}
+
+fn fuzz(target: &str) -> Result<()> {
+    let root = util::workspace_root();
+    let fuzz_dir = root.join("tracer-user/fuzz");
+    let corpus = root.join("target/fuzz-corpus").join(target);
+    std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
+    let seeds = match target {
+        "recording" => root.join("target/fuzz-seed"),
+        _ => fuzz_dir.join("seeds").join(target),
+    };
+    let regressions = fuzz_dir.join("regressions").join(target);
     let mut command = std::process::Command::new("rustup");
     command
-        .args(["run", "nightly", "cargo", "fuzz", "run", "recording"])
+        .args(["run", "nightly", "cargo", "fuzz", "run", target])
         .arg(&corpus)
-        .arg(&seeds)
-        .args(["--", "-max_total_time=20"])
-        .current_dir(root.join("tracer-user"))
-        .env("CARGO_TARGET_DIR", root.join("target/fuzz"));
-    match util::run(&mut command) {
-        Ok(()) => {
-            println!("fuzz recording: 20 s without a crash");
-            totals.passed += 1;
-        }
-        Err(err) => {
-            println!("fuzz recording FAILED: {err:#}");
-            totals.failed += 1;
-        }
+        .arg(&seeds);
+    if regressions.is_dir() {
+        command.arg(&regressions);
     }
+    command
+        .arg("--")
+        .arg(format!("-max_total_time={FUZZ_SECONDS}"))
+        .arg(format!("-rss_limit_mb={FUZZ_RSS_MB}"))
+        .arg(format!("-malloc_limit_mb={FUZZ_RSS_MB}"))
+        .arg(format!("-timeout={FUZZ_TIMEOUT_S}"))
+        .current_dir(root.join("tracer-user"))
+        .env("CARGO_TARGET_DIR", root.join("target/fuzz"))
+        .env("ASAN_OPTIONS", ASAN_OPTIONS);
+    util::run(&mut command)
 }
 
 #[derive(Default)]

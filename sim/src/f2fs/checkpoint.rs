@@ -38,7 +38,9 @@ impl Checkpoint {
         read_block: &mut dyn FnMut(u32) -> Result<Vec<u8>>,
     ) -> Result<Checkpoint> {
         let first = sb.cp_blkaddr;
-        let second = sb.cp_blkaddr + sb.blocks_per_seg();
+        // Addresses come from the image: one past u32 saturates to an address beyond any
+        // image, whose read fails and says where (here and below).
+        let second = sb.cp_blkaddr.saturating_add(sb.blocks_per_seg());
         let packs = [
             Self::load_pack(sb, first, read_block),
             Self::load_pack(sb, second, read_block),
@@ -68,7 +70,7 @@ impl Checkpoint {
             (2..=sb.blocks_per_seg()).contains(&total),
             "checkpoint at block {start}: cp_pack_total_block_count {total} is implausible"
         );
-        let tail_addr = start + total - 1;
+        let tail_addr = start.saturating_add(total - 1);
         let tail = read_block(tail_addr)
             .with_context(|| format!("reading checkpoint block {tail_addr}"))?;
         let tail_version = checked_version(&tail)
@@ -98,7 +100,7 @@ impl Checkpoint {
     /// whether it is in the compact format.
     pub fn nat_journal_block(&self) -> (u32, bool) {
         if self.has(CP_COMPACT_SUM_FLAG) {
-            return (self.pack_start + self.pack_start_sum, true);
+            return (self.pack_start.saturating_add(self.pack_start_sum), true);
         }
         let base = if self.has(CP_UMOUNT_FLAG) || self.has(CP_FASTBOOT_FLAG) {
             NR_CURSEG_PERSIST_TYPE
@@ -106,7 +108,8 @@ impl Checkpoint {
             NR_CURSEG_DATA_TYPE
         };
         // sum_blk_addr(sbi, base, CURSEG_HOT_DATA = 0)
-        (self.pack_start + self.pack_total_blocks - (base + 1), false)
+        let end = self.pack_start.saturating_add(self.pack_total_blocks);
+        (end.saturating_sub(base + 1), false)
     }
 }
 

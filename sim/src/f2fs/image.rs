@@ -50,7 +50,16 @@ impl Image {
             path.display()
         );
         let superblock = read_superblock(&file).with_context(|| format!("{}", path.display()))?;
-        let expected = superblock.block_count * BLOCK_SIZE as u64;
+        let expected = superblock
+            .block_count
+            .checked_mul(BLOCK_SIZE as u64)
+            .with_context(|| {
+                format!(
+                    "{}: the superblock says {} blocks, more bytes than a file can hold",
+                    path.display(),
+                    superblock.block_count
+                )
+            })?;
         ensure!(
             len >= expected,
             "{} is truncated: {len} bytes, but its superblock says {} blocks ({expected} bytes)",

@@ -9,6 +9,7 @@ pub mod crc;
 pub mod image;
 pub mod nat;
 pub mod node;
+pub mod sparse;
 pub mod superblock;
 
 pub use image::{Image, InodeInfo};
