@@ -1,7 +1,7 @@
 //! `nodescope-bench NAME [ARGS]`, which `cargo xtask bench NAME [ARGS]` runs in release:
 //! benchmarks print figures; they never pass or fail on speed.
 //!
-//! * `sim`: the simulator's access rate and LZ4 against C liblz4 (arguments ignored);
+//! * `sim [--json]`: the simulator's access rate and LZ4 against C liblz4;
 //! * `controller [--json] [OPTIONS]`: the control law against static settings in the
 //!   simulator (options: the top of `controller/mod.rs`);
 //! * `model [--events N]`: nodescope's model ingest rate and TUI frame time;
@@ -39,8 +39,7 @@ fn main() -> Result<()> {
         .with_context(|| format!("which benchmark? {NAMES}"))?;
     let args: Vec<String> = words.collect();
     match name.as_str() {
-        // It has never taken arguments; `--json` from `cargo xtask bench sim --json` is ignored.
-        "sim" => sim::main(),
+        "sim" => sim::main(&args),
         "controller" => controller::main(&args),
         "model" => model::main(EventsArgs::parse_after(&name, &args).events),
         "record" => record::main(EventsArgs::parse_after(&name, &args).events),
