@@ -5,17 +5,19 @@
 //! * `controller [--json] [OPTIONS]`: the control law against static settings in the
 //!   simulator (options: the top of `controller/mod.rs`);
 //! * `model [--events N]`: nodescope's model ingest rate and TUI frame time;
-//! * `record [--events N]`: what nodescope's recorder costs on top of the model.
+//! * `record [--events N]`: what nodescope's recorder costs on top of the model;
+//! * `ringbuf [--json]` (root): the ring buffer's zero-drop ceiling on this kernel.
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 
 mod controller;
 mod model;
 mod record;
+mod ringbuf;
 mod sim;
 mod synthetic;
 
-const NAMES: &str = "sim, controller, model, record";
+const NAMES: &str = "sim, controller, model, record, ringbuf";
 
 /// The arguments of `model` and `record`.
 #[derive(Parser)]
@@ -40,6 +42,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = words.collect();
     match name.as_str() {
         "sim" => sim::main(&args),
+        "ringbuf" => ringbuf::main(&args),
         "controller" => controller::main(&args),
         "model" => model::main(EventsArgs::parse_after(&name, &args).events),
         "record" => record::main(EventsArgs::parse_after(&name, &args).events),
