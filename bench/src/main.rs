@@ -6,18 +6,20 @@
 //!   simulator (options: the top of `controller/mod.rs`);
 //! * `model [--events N]`: nodescope's model ingest rate and TUI frame time;
 //! * `record [--events N]`: what nodescope's recorder costs on top of the model;
-//! * `ringbuf [--json]` (root): the ring buffer's zero-drop ceiling on this kernel.
+//! * `ringbuf [--json]` (root): the ring buffer's zero-drop ceiling on this kernel;
+//! * `cpu [--json] [--rate N] [--seconds S]`: `top`'s pipeline's CPU at a given event rate.
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 
 mod controller;
+mod cpu;
 mod model;
 mod record;
 mod ringbuf;
 mod sim;
 mod synthetic;
 
-const NAMES: &str = "sim, controller, model, record, ringbuf";
+const NAMES: &str = "sim, controller, model, record, ringbuf, cpu";
 
 /// The arguments of `model` and `record`.
 #[derive(Parser)]
@@ -43,6 +45,7 @@ fn main() -> Result<()> {
     match name.as_str() {
         "sim" => sim::main(&args),
         "ringbuf" => ringbuf::main(&args),
+        "cpu" => cpu::main(&args),
         "controller" => controller::main(&args),
         "model" => model::main(EventsArgs::parse_after(&name, &args).events),
         "record" => record::main(EventsArgs::parse_after(&name, &args).events),

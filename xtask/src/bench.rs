@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use crate::util;
 
 /// The subcommands of `nodescope-bench`.
-const BENCHES: [&str; 5] = ["sim", "controller", "model", "record", "ringbuf"];
+const BENCHES: [&str; 6] = ["sim", "controller", "model", "record", "ringbuf", "cpu"];
 
 pub fn run(name: &str, args: &[String]) -> Result<()> {
     if !BENCHES.contains(&name) {
