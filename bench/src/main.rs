@@ -1,24 +1,28 @@
 //! `nodescope-bench NAME [ARGS]`, which `cargo xtask bench NAME [ARGS]` runs in release:
 //! benchmarks print figures; they never pass or fail on speed.
 //!
-//! * `sim`: the simulator's access rate and LZ4 against C liblz4 (arguments ignored);
+//! * `sim [--json]`: the simulator's access rate and LZ4 against C liblz4;
 //! * `controller [--json] [OPTIONS]`: the control law against static settings in the
 //!   simulator (options: the top of `controller/mod.rs`);
 //! * `model [--events N]`: nodescope's model ingest rate and TUI frame time;
 //! * `record [--events N]`: what nodescope's recorder costs on top of the model;
+//! * `ringbuf [--json]` (root): the ring buffer's zero-drop ceiling on this kernel;
+//! * `cpu [--json] [--rate N] [--seconds S]`: `top`'s pipeline's CPU at a given event rate.
 //! * `soak [--hours H]`: a day of the simulated phone through top's, stream's and record's
 //!   code at full speed: memory, descriptors and recording size over time.
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 
 mod controller;
+mod cpu;
 mod model;
 mod record;
+mod ringbuf;
 mod sim;
 mod soak;
 mod synthetic;
 
-const NAMES: &str = "sim, controller, model, record, soak";
+const NAMES: &str = "sim, controller, model, record, soak, ringbuf, cpu";
 
 /// The arguments of `model` and `record`.
 #[derive(Parser)]
@@ -42,8 +46,9 @@ fn main() -> Result<()> {
         .with_context(|| format!("which benchmark? {NAMES}"))?;
     let args: Vec<String> = words.collect();
     match name.as_str() {
-        // It has never taken arguments; `--json` from `cargo xtask bench sim --json` is ignored.
-        "sim" => sim::main(),
+        "sim" => sim::main(&args),
+        "ringbuf" => ringbuf::main(&args),
+        "cpu" => cpu::main(&args),
         "controller" => controller::main(&args),
         "model" => model::main(EventsArgs::parse_after(&name, &args).events),
         "record" => record::main(EventsArgs::parse_after(&name, &args).events),

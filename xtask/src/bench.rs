@@ -6,7 +6,15 @@ use anyhow::{bail, Result};
 use crate::util;
 
 /// The subcommands of `nodescope-bench`.
-const BENCHES: [&str; 5] = ["sim", "controller", "model", "record", "soak"];
+const BENCHES: [&str; 7] = [
+    "sim",
+    "controller",
+    "model",
+    "record",
+    "soak",
+    "ringbuf",
+    "cpu",
+];
 
 pub fn run(name: &str, args: &[String]) -> Result<()> {
     if !BENCHES.contains(&name) {

@@ -2,6 +2,7 @@
 //! the threshold (percent of 4096) and the 1024-byte limit, in the smallest slot that holds it.
 use tracer_common::{QUEUE_1024, QUEUE_256, QUEUE_512};
 
+use super::lz4;
 use crate::f2fs::{crc::f2fs_crc32, Block};
 
 /// The largest slot: results above it are never retained.
@@ -35,14 +36,16 @@ pub fn limit_bytes(threshold_percent: u32) -> u32 {
 
 /// Compress `block` and decide.
 pub fn compress(block: &Block, threshold_percent: u32) -> Admission {
-    let payload = lz4_flex::block::compress(&block[..]);
-    let clen = payload.len() as u32;
+    let mut scratch = [0u8; lz4::MAX_COMPRESSED];
+    let len = lz4::compress_into(block, &mut scratch);
+    let payload = &scratch[..len];
+    let clen = len as u32;
     if clen > limit_bytes(threshold_percent) {
         return Admission::Reject { clen };
     }
     let (slot_bytes, queue) = slot_for(clen).expect("clen <= 1024 fits a slot");
     let mut slot = vec![0u8; slot_bytes as usize].into_boxed_slice();
-    slot[..payload.len()].copy_from_slice(&payload);
+    slot[..payload.len()].copy_from_slice(payload);
     Admission::Admit {
         slot,
         clen,

@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod entry;
 pub mod list;
+pub mod lz4;
 pub mod restore;
 pub mod shrinker;
 pub mod worker;
@@ -372,5 +373,7 @@ impl NodeCache {
         QUEUE_SLOT_BYTES[queue as usize]
     }
 }
+#[cfg(test)]
+mod corruption_tests;
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@ use tracer_common::{
     RESTORE_FAIL_NODE_TYPE, RESTORE_FAIL_PAYLOAD_LEN, RESTORE_FAIL_SLOT_SIZE,
 };
 
-use super::{admission::SLOTS, Compressed, NodeCache, Served};
+use super::{admission::SLOTS, lz4, Compressed, NodeCache, Served};
 use crate::{
     costs,
     disk::Disk,
@@ -99,8 +99,8 @@ impl RestoreCtx<'_> {
         if c.clen == 0 || c.clen > c.slot_bytes {
             return Err(Failure::Invalid(RESTORE_FAIL_PAYLOAD_LEN));
         }
-        match lz4_flex::block::decompress_into(&c.slot[..c.clen as usize], &mut raw[..]) {
-            Ok(len) if len == raw.len() => {}
+        match lz4::decompress_into(&c.slot[..c.clen as usize], &mut raw) {
+            Some(len) if len == raw.len() => {}
             _ => return Err(Failure::Invalid(RESTORE_FAIL_LZ4_LEN)),
         }
         if f2fs_crc32(&raw[..]) != c.crc {

@@ -288,10 +288,12 @@ fn expect_fallback(want: RequestedType, reason: u8, tamper: impl FnOnce(&mut sup
 /// that the later checks see it.
 fn recompress(c: &mut super::Compressed, change: impl FnOnce(&mut crate::f2fs::Block)) {
     let mut block = [0u8; 4096];
-    lz4_flex::block::decompress_into(&c.slot[..c.clen as usize], &mut block).unwrap();
+    super::lz4::decompress_into(&c.slot[..c.clen as usize], &mut block).unwrap();
     change(&mut block);
-    let payload = lz4_flex::block::compress(&block);
-    c.slot[..payload.len()].copy_from_slice(&payload);
+    let mut scratch = [0u8; super::lz4::MAX_COMPRESSED];
+    let clen = super::lz4::compress_into(&block, &mut scratch);
+    let payload = &scratch[..clen];
+    c.slot[..payload.len()].copy_from_slice(payload);
     c.clen = payload.len() as u32;
     c.crc = crate::f2fs::crc::f2fs_crc32(&block);
 }
