@@ -455,3 +455,19 @@ fn the_simulator_at_1e300_honours_sigterm() {
     assert!(run.wall < Duration::from_secs(9), "{:?}", run.wall);
     run.assert_bounded("--speed 1e300");
 }
+
+/// `probe --probes sim.toml` (uprobes on this binary) looks its symbols up in the binary,
+/// not in /proc/kallsyms: every hook is found there.
+#[test]
+fn probe_looks_uprobe_symbols_up_in_the_target_binary() {
+    let dir = scratch("probe-sim");
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/probes/sim.toml");
+    let run = run(&["probe", "--json", "--probes", manifest], dir.path(), None);
+    assert!(run.success, "{}", run.stderr);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let probes = &report["rfc_probes"];
+    assert_eq!(probes["looked_up_in"], NODESCOPE, "{probes}");
+    let symbols = probes["symbols"].as_array().unwrap();
+    assert_eq!(symbols.len(), 9, "{probes}");
+    assert!(symbols.iter().all(|s| s["in_kallsyms"] == true), "{probes}");
+}

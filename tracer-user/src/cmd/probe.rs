@@ -34,6 +34,9 @@ pub struct ProbeArgs {
 #[derive(Debug, Serialize)]
 pub struct RfcProbes {
     pub manifest: String,
+    /// Where the symbols were looked up: /proc/kallsyms, or the uprobe target's ELF file
+    /// (`in_kallsyms` then means "in that file").
+    pub looked_up_in: String,
     pub symbols: Vec<RfcSymbol>,
     /// Invalid manifest entries, each naming its line.
     pub errors: Vec<String>,
@@ -113,7 +116,8 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
 }
 
 fn rfc_probes(manifest: &Manifest) -> Result<RfcProbes> {
-    let kallsyms = rfc::kernel_symbols()?;
+    // kallsyms for kprobes; the binary's own symbols for uprobes.
+    let (kallsyms, looked_up_in) = rfc::target_symbols(&manifest.target)?;
     let symbols = manifest
         .probes
         .iter()
@@ -124,6 +128,7 @@ fn rfc_probes(manifest: &Manifest) -> Result<RfcProbes> {
         })
         .collect();
     Ok(RfcProbes {
+        looked_up_in,
         manifest: manifest.name.clone(),
         symbols,
         errors: manifest.errors.clone(),
@@ -196,9 +201,10 @@ fn with_feature_gaps(mut report: ProbeReport) -> ProbeReport {
     }
     if !report.rfc_probes.symbols.iter().any(|s| s.in_kallsyms) {
         report.missing.push(format!(
-            "RFC functions: none of the {} symbols of {} is in /proc/kallsyms",
+            "RFC functions: none of the {} symbols of {} is in {}",
             report.rfc_probes.symbols.len(),
-            report.rfc_probes.manifest
+            report.rfc_probes.manifest,
+            report.rfc_probes.looked_up_in
         ));
     }
     if report
@@ -288,8 +294,9 @@ fn list_or_none(items: &[String]) -> String {
 fn rfc_cell(probes: &RfcProbes) -> String {
     let present = probes.symbols.iter().filter(|s| s.in_kallsyms).count();
     let mut cell = format!(
-        "{present} of {} symbols in /proc/kallsyms ({})",
+        "{present} of {} symbols in {} ({})",
         probes.symbols.len(),
+        probes.looked_up_in,
         probes.manifest
     );
     for symbol in &probes.symbols {
