@@ -35,8 +35,8 @@ pub const ENTRY_BYTES: u64 = 88;
 /// [`OTHER_DEVICES`].
 pub const MAX_DEVICES: usize = 64;
 
-/// At most this many empty windows in a row are closed and reported one by one; a longer
-/// idle span is skipped (see [`Model::advance_to`]).
+/// An idle span of up to this many empty windows is reported window by window; a longer one
+/// is skipped whole (see [`Model::advance_to`]).
 pub const MAX_IDLE_WINDOWS: u64 = 10_000;
 
 /// The device number the per-device counts of devices past [`MAX_DEVICES`] go under.
@@ -250,9 +250,9 @@ impl Model {
         self.latest_ns.saturating_sub(self.origin_ns.unwrap_or(0))
     }
 
-    /// Close every window that ends at or before `now_ns` (in the events' clock). Empty
-    /// windows are reported one by one up to [`MAX_IDLE_WINDOWS`]; a longer idle span is
-    /// skipped, so that the work and memory follow the windows that hold data, not the time
+    /// Close every window that ends at or before `now_ns` (in the events' clock). An idle span
+    /// of up to [`MAX_IDLE_WINDOWS`] empty windows is reported window by window; a longer one
+    /// is skipped whole, so that the work and memory follow the windows that hold data, not the time
     /// span (the reports' `index` and `start_ns` show the gap).
     pub fn advance_to(&mut self, now_ns: u64) {
         let Some(origin) = self.origin_ns else {
