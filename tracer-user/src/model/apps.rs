@@ -9,10 +9,10 @@ const PER_USER_RANGE: u32 = 100_000;
 const FIRST_APP_ID: u32 = 10_000;
 const LAST_APP_ID: u32 = 19_999;
 
-/// uid (app id, user 0) -> package names, from /data/system/packages.list.
-
 /// The longest packages list read.
 const MAX_PACKAGES_BYTES: u64 = 16 << 20;
+
+/// uid (app id, user 0) -> package names, from /data/system/packages.list.
 #[derive(Clone, Debug, Default)]
 pub struct Packages {
     by_app_id: HashMap<u32, Vec<String>>,
