@@ -38,6 +38,11 @@ use crate::{
 /// over a one-second window.
 const PRESSURE_WINDOW_NS: u64 = 1_000_000_000;
 
+/// The most virtual time one [`LiveSim::step`] runs: its events are one batch in memory, and
+/// the thread is busy with it before the poller can stop (a quarter of a second of a busy
+/// scenario is a few thousand events).
+pub const MAX_STEP_NS: u64 = 250_000_000;
+
 /// The file in the knob directory where the live simulator publishes its counters for
 /// `nodescope tune --sysfs-root` (the format of `controller::signals::Counters`).
 pub const STATS_FILE: &str = "nodescope_stats";
@@ -213,9 +218,10 @@ impl LiveSim {
         self.memory_pressure
     }
 
-    /// Run `speed` virtual seconds per wall second (1.0 = real time).
+    /// Run `speed` virtual seconds per wall second (1.0 = real time, 0 = as fast as possible;
+    /// NaN counts as 0).
     pub fn with_speed(mut self, speed: f64) -> LiveSim {
-        self.speed = speed.max(0.0);
+        self.speed = if speed.is_nan() { 0.0 } else { speed.max(0.0) };
         self
     }
 
@@ -240,15 +246,24 @@ impl LiveSim {
     }
 
     /// Advance the simulation to `now` (wall clock; the first poll starts the clock) and append
-    /// the events that happened, in time order.
+    /// the events that happened, in time order: as many steps as it takes (speed 0: one).
     pub fn poll(&mut self, now: Instant, out: &mut Vec<Event>) -> Result<()> {
+        while self.step(now, out)? && self.speed > 0.0 {}
+        Ok(())
+    }
+
+    /// Advance the simulation towards `now` by at most [`MAX_STEP_NS`] of virtual time and
+    /// append the events that happened. Returns whether it is still behind (call again without
+    /// waiting): a high speed, or 0 (as fast as possible), is reached in bounded batches, and
+    /// the caller may stop, or watch for signals, between them.
+    pub fn step(&mut self, now: Instant, out: &mut Vec<Event>) -> Result<bool> {
         let started = *self.started.get_or_insert(now);
         out.append(&mut self.pending);
-        let target = (now.saturating_duration_since(started).as_nanos() as f64 * self.speed) as u64;
+        let target = self.target_ns(now.saturating_duration_since(started));
         if target <= self.limit && self.limit > 0 {
-            return Ok(());
+            return Ok(false);
         }
-        self.limit = target.max(1);
+        self.limit = target.min(self.limit.saturating_add(MAX_STEP_NS)).max(1);
         let sender = self.limits.as_ref().context("live simulator stopped")?;
         if sender.send(self.limit).is_err() {
             return Err(self.failure());
@@ -257,7 +272,16 @@ impl LiveSim {
             return Err(self.failure());
         };
         self.accept(batch, out);
-        Ok(())
+        Ok(target > self.limit)
+    }
+
+    /// The virtual time due after `elapsed` of wall time (speed 0: no limit).
+    fn target_ns(&self, elapsed: std::time::Duration) -> u64 {
+        if self.speed == 0.0 {
+            return u64::MAX;
+        }
+        // A float to integer cast saturates: 1e300 times anything is u64::MAX.
+        (elapsed.as_nanos() as f64 * self.speed) as u64
     }
 
     /// Why the simulator thread ended.

@@ -98,3 +98,131 @@ fn which(program: &str) -> Result<std::path::PathBuf, ()> {
         })
         .ok_or(())
 }
+
+/// `nodescope stream --source sim --openmetrics 127.0.0.1:PORT`, started through `prefix`
+/// (e.g. prlimit), once /metrics answers.
+fn serve_metrics(dir: &std::path::Path, prefix: &[&str]) -> (KillOnDrop, u16) {
+    let port = free_port();
+    let mut args: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+    args.push(NODESCOPE.into());
+    args.extend(
+        ["stream", "--source", "sim", "--openmetrics"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    args.push(format!("127.0.0.1:{port}"));
+    args.extend([
+        "--sysfs-root".into(),
+        dir.join("knobs").display().to_string(),
+    ]);
+    let child = Command::new(&args[0])
+        .args(&args[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = KillOnDrop(child);
+    wait_for(|| http_get(port, "/metrics"));
+    (child, port)
+}
+
+/// Send `parts` with a pause between them; the whole response.
+fn request_in_parts(port: u16, parts: &[&str]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    for part in parts {
+        stream.write_all(part.as_bytes()).unwrap();
+        stream.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+#[test]
+fn a_request_split_across_segments_and_head_are_answered() {
+    let scratch_dir = scratch("metrics-split");
+    let (_nodescope, port) = serve_metrics(scratch_dir.path(), &[]);
+    let split = request_in_parts(port, &["GET /met", "rics HTTP/1.1\r\nHost: x\r\n", "\r\n"]);
+    assert!(split.starts_with("HTTP/1.1 200 OK\r\n"), "{split}");
+    assert!(split.ends_with("# EOF\n"), "{split}");
+    let head = request_in_parts(port, &["HEAD /metrics HTTP/1.1\r\n\r\n"]);
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    let (headers, body) = head.split_once("\r\n\r\n").unwrap();
+    assert!(headers.contains("Content-Length: "), "{head}");
+    assert_eq!(body, "", "HEAD has no body");
+}
+
+/// Open file descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// CPU time (user + system) of a process so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // Fields 14 and 15 of stat(5), counted from the state (field 3) here.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// 200 clients that connect and send nothing: at most MAX_CONNECTIONS of them hold a
+/// connection, each for at most the client timeout; then a scrape is answered again.
+#[test]
+fn idle_clients_are_capped_and_cut_off() {
+    let scratch_dir = scratch("metrics-idle");
+    let (nodescope, port) = serve_metrics(scratch_dir.path(), &[]);
+    let pid = nodescope.0.id();
+    let before = open_fds(pid);
+    let idle: Vec<_> = (0..200)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let during = open_fds(pid);
+    assert!(
+        during <= before + nodescope::view::metrics::MAX_CONNECTIONS,
+        "{before} descriptors before, {during} with 200 idle clients"
+    );
+    // Cut off after the timeout: the first client reads the end of its connection.
+    let mut first = &idle[0];
+    first
+        .set_read_timeout(Some(nodescope::view::metrics::CLIENT_TIMEOUT * 2))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let got = std::io::Read::read(&mut first, &mut buf);
+    assert!(matches!(got, Ok(0)), "not cut off: {got:?}");
+    drop(idle);
+    let started = Instant::now();
+    wait_for(|| http_get(port, "/metrics"));
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// At the open-file limit accept fails with EMFILE: the server backs off (little CPU) and
+/// serves again once descriptors are free.
+#[test]
+fn at_the_open_file_limit_accept_backs_off() {
+    let scratch_dir = scratch("metrics-emfile");
+    let (nodescope, port) = serve_metrics(scratch_dir.path(), &["prlimit", "--nofile=40"]);
+    let pid = nodescope.0.id();
+    let clients: Vec<_> = (0..60)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let ticks = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let spent = cpu_ticks(pid) - ticks;
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    eprintln!("at the open-file limit: {spent} ticks of CPU in 2 s ({per_second} a second)");
+    // Before the back-off: about 40 % of a core. The simulator at speed 1 uses a little.
+    assert!(
+        spent < per_second / 5,
+        "{spent} ticks of CPU in 2 s at the open-file limit ({per_second} a second)"
+    );
+    drop(clients);
+    wait_for(|| http_get(port, "/metrics"));
+}

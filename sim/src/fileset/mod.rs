@@ -144,6 +144,14 @@ pub fn build_image(manifest: &Manifest) -> Result<PathBuf> {
     }
     fs::create_dir_all(&dir)
         .with_context(|| format!("creating the image cache {}", dir.display()))?;
+    // A build killed before (SIGKILL, a closed terminal) left its half-written image (hundreds
+    // of MB) and its source tree: remove those of processes that are gone.
+    remove_stale(&dir, &format!("{}.", manifest.name), ".partial");
+    remove_stale(
+        &scratch_root(&dir),
+        &format!("nodescope-{}-src.", manifest.name),
+        "",
+    );
     let tools = Tools::find()?;
     let started = Instant::now();
     let nanos = std::time::SystemTime::now()
@@ -168,6 +176,42 @@ pub fn build_image(manifest: &Manifest) -> Result<PathBuf> {
         started.elapsed().as_secs_f64()
     );
     Ok(image)
+}
+
+/// Remove the entries of `dir` named `<prefix><pid>.<nanos><suffix>` whose process no longer
+/// runs: what a killed build left. A live build's (another process's) are kept.
+fn remove_stale(dir: &Path, prefix: &str, suffix: &str) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(prefix))
+            .and_then(|rest| rest.strip_suffix(suffix))
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(pid, nanos)| nanos.parse::<u128>().ok().and(pid.parse::<u32>().ok()))
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if path.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => log::info!(
+                "removed {}, left by a build that was killed",
+                path.display()
+            ),
+            Err(err) => log::warn!("cannot remove {}: {err}", path.display()),
+        }
+    }
 }
 
 /// The source tree is throwaway: on tmpfs (/dev/shm) when there is one, it costs no disk I/O.
@@ -291,6 +335,32 @@ fn run(command: &mut Command) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+
+    /// What a killed build left (a dead pid) goes; a running build's (ours) and other files stay.
+    #[test]
+    fn leftovers_of_killed_builds_are_removed_and_live_ones_kept() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let dead = dir.path().join("phone.999999999.123.partial");
+        let live = dir
+            .path()
+            .join(format!("phone.{}.456.partial", std::process::id()));
+        let image = dir.path().join("phone-0123456789abcdef.img");
+        let other = dir.path().join("tablet.999999999.123.partial");
+        for file in [&dead, &live, &image, &other] {
+            fs::write(file, "x").unwrap();
+        }
+        let dead_tree = dir.path().join("nodescope-phone-src.999999999.7");
+        fs::create_dir_all(dead_tree.join("sub")).unwrap();
+        remove_stale(dir.path(), "phone.", ".partial");
+        remove_stale(dir.path(), "nodescope-phone-src.", "");
+        assert!(!dead.exists() && !dead_tree.exists());
+        assert!(live.exists() && image.exists() && other.exists());
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::{
     model::{Model, Packages},
-    record::reader::{read_all, Item},
+    record::reader::{self, Item, Reader},
     view::perfetto::{self, Recorded},
 };
 
@@ -32,9 +32,8 @@ pub fn run(args: ExportArgs) -> Result<()> {
 /// The Perfetto trace of the recording at `recording`, written to `output` (also what
 /// `record --perfetto` does once its recording is finished).
 pub fn write_trace(recording: &Path, packages: Option<&Path>, output: &Path) -> Result<()> {
-    let bytes =
-        std::fs::read(recording).with_context(|| format!("reading {}", recording.display()))?;
-    let recorded = replay(&bytes, packages, recording)?;
+    let reader = reader::open(recording)?;
+    let recorded = replay(reader, packages, recording)?;
     let trace = perfetto::encode(&recorded);
     std::fs::write(output, &trace).with_context(|| format!("writing {}", output.display()))?;
     eprintln!(
@@ -46,17 +45,15 @@ pub fn write_trace(recording: &Path, packages: Option<&Path>, output: &Path) -> 
     Ok(())
 }
 
-/// Replay a recording's bytes through the model: every window, note and instant-worthy event.
-/// Damage ends the replay with a warning; what comes before it is exported.
-pub fn replay(bytes: &[u8], packages_file: Option<&Path>, path: &Path) -> Result<Recorded> {
-    let contents = read_all(bytes).with_context(|| format!("reading {}", path.display()))?;
-    if let Some(damage) = &contents.damage {
-        eprintln!(
-            "warning: {}: {damage}; the trace covers what comes before it",
-            path.display()
-        );
-    }
-    let header = contents.header.clone();
+/// Replay a recording through the model, one record at a time: every window, note and
+/// instant-worthy event. Damage ends the replay with a warning; what comes before it is
+/// exported.
+pub fn replay<R: std::io::Read>(
+    mut reader: Reader<R>,
+    packages_file: Option<&Path>,
+    path: &Path,
+) -> Result<Recorded> {
+    let header = reader.header.clone();
     let packages = Packages::from_file_or(packages_file, header.packages_list.clone())?;
     let mut model = Model::for_recording(&header, packages.clone());
     let mut recorded = Recorded {
@@ -66,25 +63,29 @@ pub fn replay(bytes: &[u8], packages_file: Option<&Path>, path: &Path) -> Result
         packages,
         header,
     };
-    for item in &contents.items {
+    let mut end_ns = None;
+    while let Some(item) = reader.next_item() {
         match item {
-            Item::Events(events) => {
-                for event in events {
+            Ok(Item::Events(events)) => {
+                for event in &events {
                     model.ingest(event);
                     if Recorded::is_mark(event) {
                         recorded.marks.push(*event);
                     }
                 }
+                end_ns = events.last().map(|event| event.ts_ns).max(end_ns);
                 recorded.windows.extend(model.take_closed());
             }
-            Item::Note(note) => recorded.notes.push(note.clone()),
-            Item::Footer(_) => {}
+            Ok(Item::Note(note)) => recorded.notes.push(note),
+            Ok(Item::Footer(footer)) => end_ns = end_ns.max(Some(footer.end_ns)),
+            Err(damage) => eprintln!(
+                "warning: {}: {damage}; the trace covers what comes before it",
+                path.display()
+            ),
         }
     }
     // Close the last window on its grid end, so its counts are in the trace like all others.
-    let last_event = contents.events().last().map(|event| event.ts_ns);
-    let footer_end = contents.footer().map(|footer| footer.end_ns);
-    model.advance_to(last_event.max(footer_end).unwrap_or(0));
+    model.advance_to(end_ns.unwrap_or(0));
     model.advance_to(model.open_window_end_ns());
     recorded.windows.extend(model.take_closed());
     Ok(recorded)

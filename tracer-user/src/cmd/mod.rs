@@ -10,16 +10,101 @@ pub mod tune;
 
 use clap::Args;
 
+/// The shortest window: windows are bookkept one by one, so a nanosecond window would cost a
+/// billion reports a second. The same limit as a recording's header (`record::MIN_WINDOW_NS`).
+pub const MIN_WINDOW_S: f64 = 0.001;
+/// The longest window: a day.
+pub const MAX_WINDOW_S: f64 = 86_400.0;
+
 /// The window length, shared by the subcommands that cut windows (top, stream, record).
 #[derive(Args, Clone, Copy, Debug)]
 pub struct WindowArg {
-    /// Window length in seconds: counts, rates and lines are per window (`--interval` is the
-    /// old name).
+    /// Window length in seconds, 0.001 to 86400: counts, rates and lines are per window
+    /// (`--interval` is the old name).
     #[arg(
         long = "window",
         visible_alias = "interval",
         value_name = "S",
-        default_value_t = 1.0
+        default_value_t = 1.0,
+        allow_negative_numbers = true,
+        value_parser = parse_window
     )]
     pub seconds: f64,
+}
+
+/// A number of seconds, or why it is not one.
+fn parse_f64(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if value.is_nan() {
+        return Err(format!("{text:?} is not a number"));
+    }
+    Ok(value)
+}
+
+/// `--window`: between [`MIN_WINDOW_S`] and [`MAX_WINDOW_S`].
+pub fn parse_window(text: &str) -> Result<f64, String> {
+    let seconds = parse_f64(text)?;
+    if !(MIN_WINDOW_S..=MAX_WINDOW_S).contains(&seconds) {
+        return Err(format!(
+            "{seconds} s is out of range: a window is {MIN_WINDOW_S} to {MAX_WINDOW_S} seconds"
+        ));
+    }
+    Ok(seconds)
+}
+
+/// `--duration`: a positive, finite number of seconds (negative ones reach this parser, with
+/// `allow_negative_numbers`, to be refused in words).
+pub fn parse_duration(text: &str) -> Result<f64, String> {
+    let seconds = parse_f64(text)?;
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!(
+            "{seconds} s: a duration must be positive and finite"
+        ));
+    }
+    Ok(seconds)
+}
+
+/// `--speed`: 0 (as fast as possible) or a positive, finite factor.
+pub fn parse_speed(text: &str) -> Result<f64, String> {
+    let speed = parse_f64(text)?;
+    if !(speed.is_finite() && speed >= 0.0) {
+        return Err(format!(
+            "{speed}: the speed is 0 (as fast as possible) or a positive factor"
+        ));
+    }
+    Ok(speed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_durations_and_speeds_outside_their_range_are_refused_in_words() {
+        assert_eq!(parse_window("0.5"), Ok(0.5));
+        assert_eq!(parse_window("0.001"), Ok(0.001));
+        for bad in ["1e-9", "0", "-1", "1e300", "inf", "NaN", "x"] {
+            let err = parse_window(bad).unwrap_err();
+            assert!(
+                err.contains("window") || err.contains("not a number"),
+                "{bad}: {err}"
+            );
+        }
+        assert_eq!(parse_duration("2"), Ok(2.0));
+        for bad in ["-1", "0", "inf", "NaN"] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(
+                err.contains("positive") || err.contains("not a number"),
+                "{bad}: {err}"
+            );
+        }
+        assert_eq!(parse_speed("0"), Ok(0.0));
+        assert_eq!(parse_speed("1e300"), Ok(1e300));
+        for bad in ["-1", "inf", "NaN", "-inf"] {
+            assert!(parse_speed(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -59,6 +59,9 @@ pub struct ProbeArgs {
 #[derive(Debug, Serialize)]
 pub struct RfcProbes {
     pub manifest: String,
+    /// Where the symbols were looked up: /proc/kallsyms, or the uprobe target's ELF file
+    /// (`in_kallsyms` then means "in that file").
+    pub looked_up_in: String,
     pub symbols: Vec<RfcSymbol>,
     /// Invalid manifest entries, each naming its line.
     pub errors: Vec<String>,
@@ -191,10 +194,11 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
     Ok(with_feature_gaps(report))
 }
 
-/// Each probe of the manifest: its symbol in kallsyms, and (when BPF works) whether its probe
-/// attaches; the probes are detached again when the object is dropped here.
+/// Each probe of the manifest: its symbol in kallsyms (kprobes) or in the target binary
+/// (uprobes), and (when BPF works) whether its probe attaches; the probes are detached again
+/// when the object is dropped here.
 fn rfc_probes(manifest: &Manifest, bpf_works: bool) -> Result<RfcProbes> {
-    let kallsyms = rfc::kernel_symbols()?;
+    let (kallsyms, looked_up_in) = rfc::target_symbols(&manifest.target)?;
     let attached = if bpf_works {
         Some(try_attach(manifest))
     } else {
@@ -232,6 +236,7 @@ fn rfc_probes(manifest: &Manifest, bpf_works: bool) -> Result<RfcProbes> {
         .map(|kind| kind.name().to_string())
         .collect();
     Ok(RfcProbes {
+        looked_up_in,
         manifest: manifest.name.clone(),
         symbols,
         errors: manifest.errors.clone(),
@@ -328,9 +333,10 @@ fn with_feature_gaps(mut report: ProbeReport) -> ProbeReport {
     }
     if !report.rfc_probes.symbols.iter().any(|s| s.in_kallsyms) {
         report.missing.push(format!(
-            "RFC functions: none of the {} symbols of {} is in /proc/kallsyms",
+            "RFC functions: none of the {} symbols of {} is in {}",
             report.rfc_probes.symbols.len(),
-            report.rfc_probes.manifest
+            report.rfc_probes.manifest,
+            report.rfc_probes.looked_up_in
         ));
     }
     if report
@@ -425,8 +431,9 @@ fn rfc_cell(probes: &RfcProbes) -> String {
         .filter(|s| s.status == "attached")
         .count();
     let mut cell = format!(
-        "{present} of {} symbols in /proc/kallsyms, {attached} attached ({})",
+        "{present} of {} symbols in {}, {attached} attached ({})",
         probes.symbols.len(),
+        probes.looked_up_in,
         probes.manifest
     );
     for symbol in &probes.symbols {

@@ -33,7 +33,8 @@ pub struct RecordArgs {
     #[command(flatten)]
     source: SourceArgs,
     /// Stop after this many seconds of the source's time (default: until Ctrl-C or SIGTERM).
-    #[arg(long)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true,
+          value_parser = crate::cmd::parse_duration)]
     duration: Option<f64>,
     #[command(flatten)]
     window: WindowArg,

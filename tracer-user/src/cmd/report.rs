@@ -2,10 +2,10 @@
 use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
 
 use crate::record::{
-    reader::{read_all, Item},
+    reader::{self, Item, Reader},
     Note,
 };
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 use tracer_common::text::escape_controls;
@@ -15,6 +15,9 @@ use crate::{
     model::{AppRow, Counters, Model, Packages, PerQueue},
     view::stdout::{closed_is_success, print, print_line},
 };
+
+/// Notes are listed up to this many bytes of text (a crafted file could hold millions).
+const MAX_NOTES_SHOWN_BYTES: usize = 32 << 20;
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -47,6 +50,8 @@ pub struct Report {
     pub slot_mix: PerQueue,
     pub devices: BTreeMap<String, DeviceReport>,
     pub notes: Vec<Note>,
+    /// Notes past the first [`MAX_NOTES_SHOWN_BYTES`] of them, counted only.
+    pub notes_omitted: u64,
     /// Events lost before they were recorded.
     pub drops: u64,
     pub complete: bool,
@@ -62,10 +67,14 @@ pub struct TimeRange {
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
-    let bytes =
-        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let report = build(&bytes, args.packages.as_deref())
-        .with_context(|| format!("reading {}", args.file.display()))?;
+    // Streamed: a recording of any length (or /dev/zero) is read in bounded memory.
+    let reader = reader::open(&args.file)?;
+    // The packages file's errors name it, not the recording.
+    let packages = Packages::from_file_or(
+        args.packages.as_deref(),
+        reader.header.packages_list.clone(),
+    )?;
+    let report = build(reader, packages);
     let printed = if args.json {
         print_line(serde_json::to_string_pretty(&report)?)
     } else {
@@ -82,32 +91,39 @@ pub fn run(args: ReportArgs) -> Result<()> {
     Ok(())
 }
 
-/// Build the report from a recording's bytes. Only an unreadable header is an error.
-pub fn build(bytes: &[u8], packages_file: Option<&std::path::Path>) -> Result<Report> {
-    let contents = read_all(bytes)?;
-    let header = contents.header.clone();
-    let packages = Packages::from_file_or(packages_file, header.packages_list.clone())?;
+/// Build the report from a recording, read one record at a time. Damage ends the read; the
+/// report covers what comes before it and names it.
+pub fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages) -> Report {
+    let header = reader.header.clone();
     let mut model = Model::for_recording(&header, packages);
     let mut slot_mix = PerQueue::default();
     let mut devices: BTreeMap<String, DeviceReport> = BTreeMap::new();
     let mut notes = Vec::new();
-    for item in &contents.items {
+    let mut notes_omitted = 0;
+    let mut notes_bytes = 0;
+    let mut footer = None;
+    let mut damage = None;
+    let mut last = header.clock_origin_ns;
+    while let Some(item) = reader.next_item() {
         match item {
-            Item::Events(events) => {
-                for event in events {
+            Ok(Item::Events(events)) => {
+                for event in &events {
                     model.ingest(event);
                     tally(event, &mut slot_mix, &mut devices);
                 }
+                last = events.last().map_or(last, |e| e.ts_ns);
+                // The report needs totals, not windows: none are kept.
+                model.take_closed();
             }
-            Item::Note(note) => notes.push(note.clone()),
-            Item::Footer(_) => {}
+            Ok(Item::Note(note)) if notes_bytes < MAX_NOTES_SHOWN_BYTES => {
+                notes_bytes += note.text.len() + note.kind.len();
+                notes.push(note);
+            }
+            Ok(Item::Note(_)) => notes_omitted += 1,
+            Ok(Item::Footer(found)) => footer = Some(found),
+            Err(found) => damage = Some(found),
         }
     }
-    let footer = contents.footer().cloned();
-    let last = contents
-        .events()
-        .last()
-        .map_or(header.clock_origin_ns, |e| e.ts_ns);
     let end_ns = footer.as_ref().map_or(last, |f| f.end_ns.max(last));
     for device in devices.values_mut() {
         device.node_writes_per_checkpoint =
@@ -121,7 +137,7 @@ pub fn build(bytes: &[u8], packages_file: Option<&std::path::Path>) -> Result<Re
             .then(a.app.cmp(&b.app))
     });
     let totals = *model.totals();
-    Ok(Report {
+    Report {
         time_range: TimeRange {
             start_ns: header.clock_origin_ns,
             end_ns,
@@ -134,10 +150,11 @@ pub fn build(bytes: &[u8], packages_file: Option<&std::path::Path>) -> Result<Re
         slot_mix,
         devices,
         notes,
+        notes_omitted,
         drops: totals.lost,
-        complete: footer.is_some() && contents.damage.is_none(),
-        damage: contents.damage.map(|d| d.to_string()),
-    })
+        complete: footer.is_some() && damage.is_none(),
+        damage: damage.map(|d| d.to_string()),
+    }
 }
 
 fn tally(
@@ -234,6 +251,9 @@ fn render(report: &Report) -> String {
                 note.kind,
                 note.text
             );
+        }
+        if report.notes_omitted > 0 {
+            let _ = writeln!(out, "  ... and {} more", report.notes_omitted);
         }
     }
     out

@@ -40,7 +40,8 @@ pub struct StreamArgs {
     #[command(flatten)]
     window: WindowArg,
     /// Stop after this many seconds (default: until Ctrl-C or SIGTERM).
-    #[arg(long)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true,
+          value_parser = crate::cmd::parse_duration)]
     duration: Option<f64>,
     /// Use this node-read probe instead of the best one the kernel offers (tests the fallbacks).
     #[arg(long, value_enum)]

@@ -9,6 +9,9 @@ const PER_USER_RANGE: u32 = 100_000;
 const FIRST_APP_ID: u32 = 10_000;
 const LAST_APP_ID: u32 = 19_999;
 
+/// The longest packages list read.
+const MAX_PACKAGES_BYTES: u64 = 16 << 20;
+
 /// uid (app id, user 0) -> package names, from /data/system/packages.list.
 #[derive(Clone, Debug, Default)]
 pub struct Packages {
@@ -17,8 +20,20 @@ pub struct Packages {
 
 impl Packages {
     pub fn load(path: &Path) -> Result<Packages> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading packages list {}", path.display()))?;
+        use std::io::Read as _;
+        let context = || format!("reading packages list {}", path.display());
+        let file = std::fs::File::open(path).with_context(context)?;
+        // A packages.list is a few hundred KiB: a longer file (or /dev/zero) is not one.
+        let mut text = String::new();
+        file.take(MAX_PACKAGES_BYTES + 1)
+            .read_to_string(&mut text)
+            .with_context(context)?;
+        anyhow::ensure!(
+            text.len() as u64 <= MAX_PACKAGES_BYTES,
+            "{}: longer than {} MiB, not a packages list",
+            context(),
+            MAX_PACKAGES_BYTES >> 20
+        );
         Ok(Packages::parse(&text))
     }
 
@@ -45,6 +60,7 @@ impl Packages {
 
     /// The packages from `path` when given, else from `fallback` (the text a source brought),
     /// else none.
+    /// The packages file's own name is in any error (not the recording's or the source's).
     pub fn from_file_or(path: Option<&Path>, fallback: Option<String>) -> Result<Packages> {
         let packages = match (path, fallback) {
             (Some(path), _) => Packages::load(path)?,

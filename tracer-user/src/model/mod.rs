@@ -35,6 +35,10 @@ pub const ENTRY_BYTES: u64 = 88;
 /// [`OTHER_DEVICES`].
 pub const MAX_DEVICES: usize = 64;
 
+/// An idle span of up to this many empty windows is reported window by window; a longer one
+/// is skipped whole (see [`Model::advance_to`]).
+pub const MAX_IDLE_WINDOWS: u64 = 10_000;
+
 /// The device number the per-device counts of devices past [`MAX_DEVICES`] go under.
 pub const OTHER_DEVICES: u32 = u32::MAX;
 
@@ -178,7 +182,9 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn new(config: ModelConfig) -> Model {
+    pub fn new(mut config: ModelConfig) -> Model {
+        // Windows are cut by division: never by zero (the flags and the reader keep it >= 1 ms).
+        config.window_ns = config.window_ns.max(1);
         let ages = eager::ConversionAges::new(config.max_tracked_conversions);
         Model {
             config,
@@ -207,6 +213,7 @@ impl Model {
     /// its origin, every process kept however long it was idle.
     pub fn for_recording(header: &crate::record::Header, packages: Packages) -> Model {
         let mut model = Model::new(ModelConfig {
+            // The reader has checked it is within the recording limits.
             window_ns: header.window_ns.max(1),
             idle_windows: u64::MAX,
             packages,
@@ -227,8 +234,10 @@ impl Model {
         }
     }
 
+    /// Saturating: a crafted time far in the future must not overflow the grid.
     fn window_end(&self, index: u64) -> u64 {
-        self.origin_ns.unwrap_or(0) + (index + 1) * self.config.window_ns
+        let length = (index.saturating_add(1)).saturating_mul(self.config.window_ns);
+        self.origin_ns.unwrap_or(0).saturating_add(length)
     }
 
     /// When the window events are going into now ends, in the events' clock.
@@ -241,14 +250,23 @@ impl Model {
         self.latest_ns.saturating_sub(self.origin_ns.unwrap_or(0))
     }
 
-    /// Close every window that ends at or before `now_ns` (in the events' clock).
+    /// Close every window that ends at or before `now_ns` (in the events' clock). An idle span
+    /// of up to [`MAX_IDLE_WINDOWS`] empty windows is reported window by window; a longer one
+    /// is skipped whole, so that the work and memory follow the windows that hold data, not the time
+    /// span (the reports' `index` and `start_ns` show the gap).
     pub fn advance_to(&mut self, now_ns: u64) {
-        let Some(_) = self.origin_ns else {
+        let Some(origin) = self.origin_ns else {
             return;
         };
         self.latest_ns = self.latest_ns.max(now_ns);
-        while now_ns >= self.window_end(self.current) {
+        // The window `now_ns` falls in: every one before it closes.
+        let target = now_ns.saturating_sub(origin) / self.config.window_ns;
+        while self.current < target {
             self.close_current();
+            // The window open now is empty (closing reset it): skip a long idle span at once.
+            if target - self.current > MAX_IDLE_WINDOWS {
+                self.current = target;
+            }
         }
     }
 

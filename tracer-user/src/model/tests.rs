@@ -250,3 +250,40 @@ fn devices_past_the_limit_count_under_one_row() {
     assert_eq!(other.node_reads, 100 - super::MAX_DEVICES as u64);
     assert_eq!(window.events, 101, "every event counts, whichever device");
 }
+
+/// An event 2^63 ns in, with 1 ms windows: the model closes the window with data and jumps
+/// over the idle span (more than MAX_IDLE_WINDOWS) to the event's window (before: one report
+/// per millisecond, 9.2e15 of them). The totals still count both reads.
+#[test]
+fn an_idle_span_is_skipped_not_bookkept_window_by_window() {
+    let mut model = Model::new(ModelConfig {
+        window_ns: 1_000_000,
+        ..ModelConfig::default()
+    });
+    model.start_at(0);
+    model.ingest(&read(10, 100, "cat", false));
+    let far = 1u64 << 63;
+    model.ingest(&read(far, 100, "cat", false));
+    let closed = model.take_closed();
+    assert_eq!(closed.len(), 1);
+    assert_eq!(closed[0].activity.node_reads_demand, 1);
+    model.advance_to(far + 1_000_000);
+    let last = model.take_closed();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].index, far / 1_000_000);
+    assert_eq!(last[0].activity.node_reads_demand, 1);
+    assert_eq!(model.totals().node_reads_demand, 2);
+}
+
+/// A short idle span is still reported window by window (sparklines show the quiet).
+#[test]
+fn a_short_idle_span_is_reported_window_by_window() {
+    let mut model = model();
+    model.ingest(&read(10, 100, "cat", false));
+    model.advance_to(5 * SECOND);
+    let closed = model.take_closed();
+    assert_eq!(
+        closed.iter().map(|w| w.index).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4]
+    );
+}

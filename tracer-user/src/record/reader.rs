@@ -1,11 +1,20 @@
-//! Reading recordings. Damage (truncation, flipped bytes, a wrong version) ends the read with
-//! an error naming the record and byte offset; everything before it is still returned.
-use std::fmt;
+//! Reading recordings, streamed: one record at a time is held, and no length field makes the
+//! reader allocate more than the format's own limits (an events block decodes to at most
+//! [`MAX_BLOCK_BYTES`]). Damage (truncation, flipped bytes, a wrong version, implausible
+//! timestamps, a missing footer, data after the footer) ends the read with an error naming the
+//! record and byte offset; everything before it is still returned.
+use std::{
+    fmt,
+    fs::File,
+    io::{BufReader, ErrorKind, Read},
+    path::Path,
+};
 
 use tracer_common::Event;
 
 use super::{
-    Footer, Header, Note, EVENT_BYTES, MAGIC, MAX_PAYLOAD, TAG_EVENTS, TAG_FOOTER, TAG_NOTE,
+    Footer, Header, Note, EVENTS_PER_BLOCK, EVENT_BYTES, MAGIC, MAX_BLOCK_BYTES, MAX_NOTE_BYTES,
+    MAX_PAYLOAD, MAX_SPAN_NS, MAX_WINDOW_NS, MIN_WINDOW_NS, TAG_EVENTS, TAG_FOOTER, TAG_NOTE,
     VERSION,
 };
 
@@ -41,57 +50,105 @@ impl fmt::Display for Damage {
 
 impl std::error::Error for Damage {}
 
-/// Reads a whole recording held in memory.
-pub struct Reader<'a> {
-    bytes: &'a [u8],
-    offset: usize,
+/// The largest payload of an events block: its count and the LZ4 block of at most
+/// [`EVENTS_PER_BLOCK`] events.
+const MAX_EVENTS_PAYLOAD: usize = 4 + lz4_flex::block::get_maximum_output_size(MAX_BLOCK_BYTES);
+
+/// Reads a recording from any byte stream, one record at a time.
+pub struct Reader<R> {
+    input: R,
+    offset: u64,
     record: u64,
     pub header: Header,
+    footer_seen: bool,
     done: bool,
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
-    bytes
-        .get(at..at + 4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+/// Fill `buf` as far as the input goes: the number of bytes read (less than its length only at
+/// the end of the input).
+fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(filled)
 }
 
-impl<'a> Reader<'a> {
-    pub fn new(bytes: &'a [u8]) -> Result<Reader<'a>, Damage> {
-        let damage = |offset: usize, what: String| Damage {
+/// Exactly `len` bytes (already checked against a limit), or None when the input ends first.
+/// The buffer grows with what arrives, not with what the length field claims.
+fn read_payload(input: &mut impl Read, len: usize) -> std::io::Result<Option<Vec<u8>>> {
+    let mut payload = Vec::new();
+    input.take(len as u64).read_to_end(&mut payload)?;
+    Ok((payload.len() == len).then_some(payload))
+}
+
+fn u32_le(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+/// The recording at `path`, its header read and checked; errors name the file.
+pub fn open(path: &Path) -> anyhow::Result<Reader<BufReader<File>>> {
+    let file =
+        File::open(path).map_err(|err| anyhow::anyhow!("reading {}: {err}", path.display()))?;
+    Reader::new(BufReader::new(file))
+        .map_err(|damage| anyhow::anyhow!("{}: {damage}", path.display()))
+}
+
+impl<R: Read> Reader<R> {
+    pub fn new(mut input: R) -> Result<Reader<R>, Damage> {
+        let damage = |offset: u64, what: String| Damage {
             record: None,
-            offset: offset as u64,
+            offset,
             what,
         };
-        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
+        let io = |err: std::io::Error| damage(0, format!("read error: {err}"));
+        let mut fixed = [0u8; 14];
+        let got = read_up_to(&mut input, &mut fixed).map_err(io)?;
+        if got < MAGIC.len() || fixed[..MAGIC.len()] != MAGIC {
             return Err(damage(0, "not a nodescope recording (bad magic)".into()));
         }
-        let version = bytes
-            .get(8..10)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .ok_or_else(|| damage(8, "truncated before the version".into()))?;
+        if got < 10 {
+            return Err(damage(8, "truncated before the version".into()));
+        }
+        let version = u16::from_le_bytes([fixed[8], fixed[9]]);
         if version != VERSION {
             return Err(damage(
                 8,
                 format!("format version {version}, this nodescope reads {VERSION}"),
             ));
         }
-        let len = u32_at(bytes, 10).ok_or_else(|| damage(10, "truncated header".into()))? as usize;
-        let json = bytes
-            .get(14..14 + len)
+        if got < 14 {
+            return Err(damage(10, "truncated header".into()));
+        }
+        let len = u32_le(&fixed[10..14]);
+        if len > MAX_PAYLOAD {
+            return Err(damage(10, format!("header length {len} is implausible")));
+        }
+        let json = read_payload(&mut input, len as usize)
+            .map_err(io)?
             .ok_or_else(|| damage(14, format!("truncated header ({len} bytes announced)")))?;
-        let crc = u32_at(bytes, 14 + len)
-            .ok_or_else(|| damage(14 + len, "truncated header checksum".into()))?;
-        if crc32fast::hash(json) != crc {
+        let mut crc = [0u8; 4];
+        let end = 14 + u64::from(len);
+        if read_up_to(&mut input, &mut crc).map_err(io)? < 4 {
+            return Err(damage(end, "truncated header checksum".into()));
+        }
+        if crc32fast::hash(&json) != u32::from_le_bytes(crc) {
             return Err(damage(14, "header checksum mismatch".into()));
         }
-        let header: Header = serde_json::from_slice(json)
+        let header: Header = serde_json::from_slice(&json)
             .map_err(|err| damage(14, format!("header JSON: {err}")))?;
+        check_header(&header).map_err(|what| damage(14, what))?;
         Ok(Reader {
-            bytes,
-            offset: 18 + len,
+            input,
+            offset: end + 4,
             record: 0,
             header,
+            footer_seen: false,
             done: false,
         })
     }
@@ -100,46 +157,67 @@ impl<'a> Reader<'a> {
         self.done = true;
         Damage {
             record: Some(self.record),
-            offset: self.offset as u64,
+            offset: self.offset,
             what,
         }
     }
 
-    /// The next item; None at the clean end (after the footer, or at the end of the bytes when
-    /// the recording was cut off exactly between records, which `footer_missing` reports).
+    /// The next item; None at the clean end, after the footer. The input ending anywhere else,
+    /// even exactly between records, is damage: without its footer a recording is incomplete.
     pub fn next_item(&mut self) -> Option<Result<Item, Damage>> {
-        if self.done || self.offset == self.bytes.len() {
-            self.done = true;
+        if self.done {
             return None;
         }
-        let item = self.read_record();
-        if let Ok(Item::Footer(_)) = &item {
+        let mut head = [0u8; 9];
+        let got = match read_up_to(&mut self.input, &mut head) {
+            Ok(got) => got,
+            Err(err) => return Some(Err(self.damage(format!("read error: {err}")))),
+        };
+        if self.footer_seen {
             self.done = true;
+            return (got > 0).then(|| {
+                Err(self
+                    .damage("data after the footer (two recordings joined into one file?)".into()))
+            });
+        }
+        if got == 0 {
+            return Some(Err(self.damage(
+                "the recording ends without its footer: it was cut short (killed, or still \
+                 being written)"
+                    .into(),
+            )));
+        }
+        if got < head.len() {
+            return Some(Err(self.damage("truncated record header".into())));
+        }
+        let item = self.read_record(head[0], u32_le(&head[1..5]), u32_le(&head[5..9]));
+        if let Ok(Item::Footer(_)) = &item {
+            self.footer_seen = true;
         }
         Some(item)
     }
 
-    fn read_record(&mut self) -> Result<Item, Damage> {
-        let head = self.offset;
-        let Some(&tag) = self.bytes.get(head) else {
-            return Err(self.damage("truncated record header".into()));
+    fn read_record(&mut self, tag: u8, len: u32, crc: u32) -> Result<Item, Damage> {
+        let limit = match tag {
+            TAG_EVENTS => MAX_EVENTS_PAYLOAD,
+            TAG_NOTE | TAG_FOOTER => MAX_NOTE_BYTES,
+            other => return Err(self.damage(format!("unknown record tag {other:#04x}"))),
         };
-        let (Some(len), Some(crc)) = (u32_at(self.bytes, head + 1), u32_at(self.bytes, head + 5))
-        else {
-            return Err(self.damage("truncated record header".into()));
-        };
-        if len > MAX_PAYLOAD {
-            return Err(self.damage(format!("record length {len} is implausible")));
+        if len as usize > limit {
+            return Err(self.damage(format!(
+                "record length {len} is implausible (at most {limit} for this kind)"
+            )));
         }
-        let start = head + 9;
-        let Some(payload) = self.bytes.get(start..start + len as usize) else {
-            return Err(self.damage(format!("truncated record: {len} bytes announced")));
+        let payload = match read_payload(&mut self.input, len as usize) {
+            Ok(Some(payload)) => payload,
+            Ok(None) => return Err(self.damage(format!("truncated record: {len} bytes announced"))),
+            Err(err) => return Err(self.damage(format!("read error: {err}"))),
         };
-        if crc32fast::hash(payload) != crc {
+        if crc32fast::hash(&payload) != crc {
             return Err(self.damage("checksum mismatch".into()));
         }
-        let item = self.decode(tag, payload)?;
-        self.offset = start + len as usize;
+        let item = self.decode(tag, &payload)?;
+        self.offset += 9 + u64::from(len);
         self.record += 1;
         Ok(item)
     }
@@ -150,21 +228,26 @@ impl<'a> Reader<'a> {
             TAG_NOTE => serde_json::from_slice(payload)
                 .map(Item::Note)
                 .map_err(|err| self.damage(format!("note JSON: {err}"))),
-            TAG_FOOTER => serde_json::from_slice(payload)
-                .map(Item::Footer)
-                .map_err(|err| self.damage(format!("footer JSON: {err}"))),
-            other => Err(self.damage(format!("unknown record tag {other:#04x}"))),
+            _ => {
+                let footer: Footer = serde_json::from_slice(payload)
+                    .map_err(|err| self.damage(format!("footer JSON: {err}")))?;
+                self.check_time(footer.end_ns, "the footer's end")?;
+                Ok(Item::Footer(footer))
+            }
         }
     }
 
     fn decode_events(&mut self, payload: &[u8]) -> Result<Vec<Event>, Damage> {
-        let Some(count) = u32_at(payload, 0) else {
+        if payload.len() < 4 {
             return Err(self.damage("events block without a count".into()));
-        };
-        let expected = count as usize * EVENT_BYTES;
-        if expected > MAX_PAYLOAD as usize * 64 {
-            return Err(self.damage(format!("events block claims {count} events")));
         }
+        let count = u32_le(payload) as usize;
+        if count > EVENTS_PER_BLOCK {
+            return Err(self.damage(format!(
+                "events block claims {count} events, a block holds at most {EVENTS_PER_BLOCK}"
+            )));
+        }
+        let expected = count * EVENT_BYTES;
         let raw = lz4_flex::block::decompress(&payload[4..], expected)
             .map_err(|err| self.damage(format!("events block does not decompress: {err}")))?;
         if raw.len() != expected {
@@ -173,11 +256,48 @@ impl<'a> Reader<'a> {
                 raw.len()
             )));
         }
-        Ok(raw
+        let events: Vec<Event> = raw
             .chunks_exact(EVENT_BYTES)
             .filter_map(Event::from_bytes)
-            .collect())
+            .collect();
+        if let Some(latest) = events.iter().map(|event| event.ts_ns).max() {
+            self.check_time(latest, "an event")?;
+        }
+        Ok(events)
     }
+
+    /// A time more than [`MAX_SPAN_NS`] after the origin is damage: the windows between would
+    /// be bookkept for nothing.
+    fn check_time(&mut self, ts_ns: u64, what: &str) -> Result<(), Damage> {
+        let origin = self.header.clock_origin_ns;
+        if ts_ns.saturating_sub(origin) > MAX_SPAN_NS {
+            return Err(self.damage(format!(
+                "{what} is stamped {ts_ns} ns, {} days after the recording's start at \
+                 {origin} ns: implausible",
+                (ts_ns - origin) / 86_400_000_000_000
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The header's window and clock origin are within what a recording can hold.
+fn check_header(header: &Header) -> Result<(), String> {
+    let window = header.window_ns;
+    if !(MIN_WINDOW_NS..=MAX_WINDOW_NS).contains(&window) {
+        return Err(format!(
+            "window of {window} ns is implausible (a recording's window is {} ms to {} h)",
+            MIN_WINDOW_NS / 1_000_000,
+            MAX_WINDOW_NS / 3_600_000_000_000
+        ));
+    }
+    if header.clock_origin_ns > u64::MAX - MAX_SPAN_NS {
+        return Err(format!(
+            "clock origin {} ns is implausible",
+            header.clock_origin_ns
+        ));
+    }
+    Ok(())
 }
 
 /// Everything readable in a recording: its items up to the first damage, and the damage.
@@ -203,14 +323,31 @@ impl Contents {
     }
 }
 
-/// Read a whole recording. Only a broken header is an error: later damage is in `damage`.
+/// At most this many events are held by [`read_all`] (64 MiB): the commands stream instead.
+pub const MAX_EVENTS_HELD: usize = 1 << 20;
+
+/// Read a whole recording held in memory (tests, the fuzzer). Only a broken header is an
+/// error: later damage is in `damage`, and so is a recording with more than
+/// [`MAX_EVENTS_HELD`] events.
 pub fn read_all(bytes: &[u8]) -> Result<Contents, Damage> {
     let mut reader = Reader::new(bytes)?;
     let mut items = Vec::new();
     let mut damage = None;
+    let mut held = 0;
     while let Some(item) = reader.next_item() {
         match item {
-            Ok(item) => items.push(item),
+            Ok(item) => {
+                if let Item::Events(events) = &item {
+                    held += events.len();
+                }
+                if held > MAX_EVENTS_HELD {
+                    damage = Some(reader.damage(format!(
+                        "more than {MAX_EVENTS_HELD} events to hold in memory"
+                    )));
+                    break;
+                }
+                items.push(item);
+            }
             Err(err) => {
                 damage = Some(err);
                 break;

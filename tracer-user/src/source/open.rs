@@ -31,8 +31,10 @@ pub struct SourceArgs {
     /// The recording to replay (with --source replay).
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// Replay speed: 1 = as recorded, 10 = ten times faster, 0 = as fast as possible.
-    #[arg(long, default_value_t = 1.0)]
+    /// Replay and simulator speed: 1 = as recorded (real time), 10 = ten times faster, 0 = as
+    /// fast as possible.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true,
+          value_parser = crate::cmd::parse_speed)]
     pub speed: f64,
     /// Simulator scenario (with --source sim).
     #[arg(long, default_value = "android-launch")]

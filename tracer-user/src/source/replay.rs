@@ -1,23 +1,27 @@
 //! A recording as a source: its events in order, paced by their own timestamps (`--speed X`
 //! runs X times faster; 0 = as fast as possible). Damage ends the replay with a warning after
-//! everything before it has been delivered.
-use std::{path::Path, time::Duration};
+//! everything before it has been delivered. The file is streamed, one block at a time.
+use std::{fs::File, io::BufReader, path::Path, time::Duration};
 
-use crate::record::reader::read_all;
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use tracer_common::Event;
 
 use super::{BatchFuture, Source, SourceInfo, SourceKind};
-use crate::record::{Footer, Header};
-
-/// Events handed out per batch when not pacing.
-const BATCH: usize = 4096;
+use crate::record::{
+    reader::{self, Item, Reader},
+    Footer, Header,
+};
 
 pub struct ReplaySource {
     header: Header,
     footer: Option<Footer>,
+    /// The recording, read one block at a time: memory does not grow with its length.
+    reader: Reader<BufReader<File>>,
+    /// The block being replayed, and the next event of it to hand out.
     events: Vec<Event>,
     next: usize,
+    /// The latest event handed out (the end of a recording cut short).
+    last_ns: Option<u64>,
     speed: f64,
     started: Option<(tokio::time::Instant, u64)>,
     now_ns: u64,
@@ -27,27 +31,19 @@ pub struct ReplaySource {
 impl ReplaySource {
     pub fn open(path: &Path, speed: f64) -> Result<ReplaySource> {
         anyhow::ensure!(
-            speed >= 0.0,
-            "--speed must be 0 (as fast as possible) or positive"
+            speed.is_finite() && speed >= 0.0,
+            "--speed must be 0 (as fast as possible) or a positive number"
         );
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let contents =
-            read_all(&bytes).map_err(|damage| anyhow::anyhow!("{}: {damage}", path.display()))?;
-        if let Some(damage) = &contents.damage {
-            log::warn!(
-                "{}: {damage}; replaying what comes before it",
-                path.display()
-            );
-        }
-        let footer = contents.footer().cloned();
-        let events: Vec<Event> = contents.events().copied().collect();
-        let header = contents.header;
+        let reader = reader::open(path)?;
+        let header = reader.header.clone();
         Ok(ReplaySource {
             now_ns: header.clock_origin_ns,
             header,
-            footer,
-            events,
+            footer: None,
+            reader,
+            events: Vec::new(),
             next: 0,
+            last_ns: None,
             speed,
             started: None,
             path: path.display().to_string(),
@@ -56,26 +52,48 @@ impl ReplaySource {
 
     /// The end of the recorded time range: the footer's, or the last event's when cut short.
     pub fn end_ns(&self) -> u64 {
-        let last = self
-            .events
-            .last()
-            .map_or(self.header.clock_origin_ns, |e| e.ts_ns);
+        let last = self.last_ns.unwrap_or(self.header.clock_origin_ns);
         self.footer.as_ref().map_or(last, |f| f.end_ns.max(last))
     }
 
+    /// Read on until a block with events is at hand; false at the end of the recording (or at
+    /// damage, said once: everything before it has been replayed).
+    fn refill(&mut self) -> bool {
+        while self.next >= self.events.len() {
+            match self.reader.next_item() {
+                None => return false,
+                Some(Ok(Item::Events(events))) => {
+                    self.events = events;
+                    self.next = 0;
+                }
+                Some(Ok(Item::Footer(footer))) => self.footer = Some(footer),
+                Some(Ok(Item::Note(_))) => {}
+                Some(Err(damage)) => {
+                    log::warn!("{}: {damage}; replayed what comes before it", self.path);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {
-        if self.next >= self.events.len() {
+        if !self.refill() {
             self.now_ns = self.end_ns();
             return Ok(false);
         }
         let end = if self.speed == 0.0 {
-            (self.next + BATCH).min(self.events.len())
+            self.events.len()
         } else {
             self.wait_for_next().await;
             self.due_until()
         };
         out.extend_from_slice(&self.events[self.next..end]);
         self.now_ns = self.events[end - 1].ts_ns;
+        self.last_ns = Some(
+            self.last_ns
+                .map_or(self.now_ns, |last| last.max(self.now_ns)),
+        );
         self.next = end;
         Ok(true)
     }

@@ -21,6 +21,9 @@ pub struct SimSource {
     sim: LiveSim,
     scenario: ScenarioName,
     knob_root: PathBuf,
+    /// The last step left the simulation behind the wall clock times the speed: step again at
+    /// once (after letting the runtime see signals and timers).
+    behind: bool,
 }
 
 impl SimSource {
@@ -43,12 +46,19 @@ impl SimSource {
             sim,
             scenario,
             knob_root,
+            behind: false,
         })
     }
 
     async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {
-        tokio::time::sleep(POLL_EVERY).await;
-        self.sim.poll(std::time::Instant::now(), out)?;
+        if self.behind {
+            // Yields until the runtime has polled its drivers: SIGTERM and --duration are
+            // seen between steps however fast the speed.
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+        self.behind = self.sim.step(std::time::Instant::now(), out)?;
         Ok(true)
     }
 }

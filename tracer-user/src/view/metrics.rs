@@ -4,12 +4,14 @@ use std::{
     fmt::Write as _,
     net::SocketAddr,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use anyhow::{Context as _, Result};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpListener,
+    net::{TcpListener, TcpStream},
+    sync::Semaphore,
 };
 
 use crate::model::{Counters, Model};
@@ -187,7 +189,19 @@ fn queue_values(q: &crate::model::PerQueue) -> [(&'static str, u64); 4] {
 /// The latest exposition, shared between the model's loop and the server.
 pub type Exposition = Arc<Mutex<String>>;
 
-/// Serve `exposition` at http://ADDR/metrics until the task is dropped.
+/// At most this many connections are served at once; more wait in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 64;
+/// A client has this long to send its request and take the answer (a scrape takes
+/// milliseconds; a client that sends nothing must not hold a connection).
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest request head read: a scrape's is a few hundred bytes.
+const MAX_REQUEST_BYTES: usize = 8192;
+/// After an accept error (EMFILE at the open-file limit, ENOBUFS): wait, doubling up to the
+/// longest, instead of retrying at once at 100 % CPU.
+const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(50);
+const ACCEPT_BACKOFF_LONGEST: Duration = Duration::from_secs(1);
+
+/// Serve `exposition` at http://ADDR/metrics until the task is aborted.
 pub async fn serve(
     addr: SocketAddr,
     exposition: Exposition,
@@ -199,39 +213,79 @@ pub async fn serve(
         "serving OpenMetrics at http://{}/metrics",
         listener.local_addr()?
     );
-    Ok(tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let exposition = Arc::clone(&exposition);
-            tokio::spawn(async move {
-                let mut request = [0u8; 2048];
-                let Ok(n) = stream.read(&mut request).await else {
-                    return;
-                };
-                let response = respond(&request[..n], &exposition);
-                let _ = stream.write_all(response.as_bytes()).await;
-                let _ = stream.shutdown().await;
-            });
-        }
-    }))
+    Ok(tokio::spawn(accept_loop(listener, exposition)))
 }
 
+async fn accept_loop(listener: TcpListener, exposition: Exposition) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = ACCEPT_BACKOFF_FIRST;
+    let mut said = false;
+    loop {
+        // A slot first: at the cap, connections wait in the backlog, not in our memory.
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff = ACCEPT_BACKOFF_FIRST;
+                stream
+            }
+            Err(err) => {
+                if !said {
+                    log::warn!("OpenMetrics endpoint: accepting a connection: {err}; retrying");
+                    said = true;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_LONGEST);
+                continue;
+            }
+        };
+        let exposition = Arc::clone(&exposition);
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &exposition)).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Read one request (up to the end of its head, however it is split into segments) and answer.
+async fn answer(mut stream: TcpStream, exposition: &Exposition) {
+    let mut request = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST_BYTES {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => request.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let response = respond(&request, exposition);
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// The answer to a request head: the exposition for GET /metrics, its headers alone for HEAD,
+/// 404 for anything else.
 fn respond(request: &[u8], exposition: &Exposition) -> String {
     let line = String::from_utf8_lossy(request);
-    let path = line.split_whitespace().nth(1).unwrap_or("");
-    if !line.starts_with("GET ") || !(path == "/metrics" || path.starts_with("/metrics?")) {
+    let mut words = line.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let known_path = path == "/metrics" || path.starts_with("/metrics?");
+    if !known_path || !matches!(method, "GET" | "HEAD") {
         return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into();
     }
     let body = exposition
         .lock()
         .map(|text| text.clone())
         .unwrap_or_default();
-    format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    )
+    );
+    if method == "HEAD" {
+        head
+    } else {
+        head + &body
+    }
 }
 
 #[cfg(test)]
@@ -294,5 +348,8 @@ mod tests {
         assert!(ok.contains(CONTENT_TYPE));
         assert!(respond(b"GET / HTTP/1.1\r\n\r\n", &exposition).starts_with("HTTP/1.1 404"));
         assert!(respond(b"POST /metrics HTTP/1.1\r\n\r\n", &exposition).starts_with("HTTP/1.1 404"));
+        let head = respond(b"HEAD /metrics HTTP/1.1\r\n\r\n", &exposition);
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n"));
     }
 }

@@ -69,6 +69,29 @@ pub fn attach(ebpf: &mut Ebpf, manifest: &Manifest, scope: UProbeScope) -> Resul
     Ok(report)
 }
 
+/// The symbols a manifest's probes attach to, and where they were looked up: /proc/kallsyms
+/// for kprobes, the ELF file's symbol tables for uprobes (never kallsyms: a user binary's
+/// functions are not the kernel's).
+pub fn target_symbols(target: &Target) -> Result<(HashSet<String>, String)> {
+    match target {
+        Target::Kernel => Ok((kernel_symbols()?, "/proc/kallsyms".into())),
+        Target::Binary(path) => Ok((elf_symbols(path)?, path.display().to_string())),
+    }
+}
+
+/// The names in an ELF file's symbol and dynamic symbol tables.
+pub fn elf_symbols(path: &std::path::Path) -> Result<HashSet<String>> {
+    use object::{Object as _, ObjectSymbol as _};
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let file = object::File::parse(&*data)
+        .with_context(|| format!("{}: not an ELF file", path.display()))?;
+    Ok(file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .filter_map(|symbol| symbol.name().ok().map(str::to_string))
+        .collect())
+}
+
 /// The names in /proc/kallsyms (module symbols included).
 pub fn kernel_symbols() -> Result<HashSet<String>> {
     let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
