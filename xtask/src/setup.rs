@@ -153,8 +153,9 @@ const ARM64_PACKAGES: [(&str, &str); 4] = [
 ];
 
 /// Install the aarch64 cross toolchain when missing: the arm64 dpkg architecture, then
-/// [`ARM64_PACKAGES`]. Not part of [`run`]: only `dist --arch aarch64` needs it, and a CI
-/// machine without it would otherwise download about 100 MB of packages it never uses.
+/// [`ARM64_PACKAGES`]. Not part of [`run`]: only `dist --arch aarch64` needs it, and the first
+/// install fetches 209 MB and takes 1 GB of disk (the arm64 std pulls in libllvm22:arm64),
+/// which CI, building for the host only, would pay for nothing.
 pub fn ensure_arm64_toolchain() -> Result<()> {
     let missing: Vec<_> = ARM64_PACKAGES
         .iter()
