@@ -62,7 +62,10 @@ pub fn run(arch: Option<&str>) -> Result<()> {
     let described = util::output("file", &["-b", binary.to_str().context("non-UTF-8 path")?])
         .unwrap_or_else(|| "(file(1) not available)".into());
     println!("{}", binary.display());
-    println!("size: {size} bytes ({:.1} MiB)", size as f64 / (1 << 20) as f64);
+    println!(
+        "size: {size} bytes ({:.1} MiB)",
+        size as f64 / (1 << 20) as f64
+    );
     println!("file: {}", described.trim());
     Ok(())
 }

@@ -149,7 +149,10 @@ const ARM64_PACKAGES: [(&str, &str); 4] = [
         "libc6-dev-arm64-cross",
         "the aarch64 glibc a static nodescope links",
     ),
-    ("qemu-user-static", "running the aarch64 nodescope on this host"),
+    (
+        "qemu-user-static",
+        "running the aarch64 nodescope on this host",
+    ),
 ];
 
 /// Install the aarch64 cross toolchain when missing: the arm64 dpkg architecture, then
@@ -199,8 +202,11 @@ fn pinned_to_host_rust(package: &str) -> Result<String> {
     let Some(base) = package.strip_suffix(":arm64") else {
         return Ok(package.to_string());
     };
-    let version = output("dpkg-query", &["-W", "-f=${Version}", &format!("{base}:amd64")])
-        .filter(|version| !version.trim().is_empty())
-        .with_context(|| format!("{base}:amd64 is not installed: run `cargo xtask setup` first"))?;
+    let version = output(
+        "dpkg-query",
+        &["-W", "-f=${Version}", &format!("{base}:amd64")],
+    )
+    .filter(|version| !version.trim().is_empty())
+    .with_context(|| format!("{base}:amd64 is not installed: run `cargo xtask setup` first"))?;
     Ok(format!("{package}={}", version.trim()))
 }
