@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
         env::remove_var(var);
     }
 
+    bake_object_arch()?;
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").context("manifest dir")?);
     let ebpf_dir = manifest_dir.join("../tracer-ebpf");
     let ebpf_dir = ebpf_dir.to_str().context("non-UTF-8 path")?;
@@ -81,4 +82,20 @@ fn find_bpf_linker() -> anyhow::Result<PathBuf> {
     bail!(
         "bpf-linker not found: run `cargo xtask setup` (it installs bpf-linker built for LLVM 22)"
     )
+}
+
+/// Tell the binary which `bpf_target_arch` its object's kprobe and uprobe code reads registers
+/// for (source/bpf/arch.rs refuses to attach them on another architecture). aya-build 0.2.0
+/// passes `--cfg bpf_target_arch` from this build script's CARGO_CFG_TARGET_ARCH (the target of
+/// the build, not the host), with riscv64* folded to riscv64; AYA_BPF_TARGET_ARCH only matters
+/// to aya-ebpf when that cfg is absent, which aya-build never leaves it.
+fn bake_object_arch() -> anyhow::Result<()> {
+    let target_arch = env::var("CARGO_CFG_TARGET_ARCH").context("CARGO_CFG_TARGET_ARCH not set")?;
+    let bpf_target_arch = if target_arch.starts_with("riscv64") {
+        "riscv64"
+    } else {
+        target_arch.as_str()
+    };
+    println!("cargo:rustc-env=NODESCOPE_BPF_TARGET_ARCH={bpf_target_arch}");
+    Ok(())
 }

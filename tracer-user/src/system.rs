@@ -7,6 +7,8 @@ use std::{
 use anyhow::{Context as _, Result};
 use tracer_common::knobs::{INTERVAL_FILE, THRESHOLD_FILE};
 
+pub mod android;
+
 /// "major:minor" from the kernel's dev_t encoding as F2FS tracepoints print it
 /// (major << 20 | minor).
 pub fn major_minor(dev: u32) -> String {

@@ -1,5 +1,6 @@
 //! `cargo xtask <task>`: everything around the code (install, test, VM tests, benchmarks).
 mod bench;
+mod dist;
 mod setup;
 mod soak;
 mod test;
@@ -33,6 +34,13 @@ enum Task {
         #[arg(long, default_value = "all")]
         kernel: String,
     },
+    /// Build a static release nodescope for one architecture (default: this host's) and
+    /// print its path, size and what `file` says. aarch64 installs Debian's cross toolchain.
+    Dist {
+        /// aarch64 or x86_64.
+        #[arg(long)]
+        arch: Option<String>,
+    },
     /// Run a benchmark and print its figures: sim, controller, ...
     Bench {
         name: String,
@@ -58,5 +66,6 @@ fn main() -> Result<()> {
         Task::Bench { name, args } => bench::run(&name, &args),
         Task::VmTest { kernel } => vm::run(&kernel),
         Task::Soak { args } => soak::run(&args),
+        Task::Dist { arch } => dist::run(arch.as_deref()),
     }
 }

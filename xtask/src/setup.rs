@@ -135,3 +135,78 @@ fn ensure_bpf_linker() -> Result<()> {
     )
     .context("cargo install bpf-linker")
 }
+
+/// What `cargo xtask dist --arch aarch64` (and the arm64 VM test) need on top of the base set.
+/// Debian's, not rustup's: no rustup download is reachable, and Debian's arm64 `std` matches
+/// /usr/bin/rustc (1.96) exactly, which a cross build needs (rlibs of another rustc are refused).
+const ARM64_PACKAGES: [(&str, &str); 4] = [
+    (
+        "libstd-rust-web-dev:arm64",
+        "Rust std for aarch64-unknown-linux-gnu, same version as /usr/bin/rustc",
+    ),
+    ("gcc-aarch64-linux-gnu", "the linker for aarch64 binaries"),
+    (
+        "libc6-dev-arm64-cross",
+        "the aarch64 glibc a static nodescope links",
+    ),
+    (
+        "qemu-user-static",
+        "running the aarch64 nodescope on this host",
+    ),
+];
+
+/// Install the aarch64 cross toolchain when missing: the arm64 dpkg architecture, then
+/// [`ARM64_PACKAGES`]. Not part of [`run`]: only `dist --arch aarch64` needs it, and the first
+/// install fetches 209 MB and takes 1 GB of disk (the arm64 std pulls in libllvm22:arm64),
+/// which CI, building for the host only, would pay for nothing.
+pub fn ensure_arm64_toolchain() -> Result<()> {
+    let missing: Vec<_> = ARM64_PACKAGES
+        .iter()
+        .filter(|(name, _)| !is_installed(name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !util::is_root() {
+        let names: Vec<_> = missing.iter().map(|(name, _)| *name).collect();
+        bail!(
+            "building for aarch64 needs root once to install: dpkg --add-architecture arm64; \
+             apt-get install {}",
+            names.join(" ")
+        );
+    }
+    let foreign = output("dpkg", &["--print-foreign-architectures"]).unwrap_or_default();
+    if !foreign.lines().any(|arch| arch.trim() == "arm64") {
+        eprintln!("setup: adding the arm64 dpkg architecture (for libstd-rust-web-dev:arm64)");
+        util::run(Command::new("dpkg").args(["--add-architecture", "arm64"]))
+            .context("dpkg --add-architecture arm64")?;
+    }
+    let mut install = Vec::new();
+    for (name, why) in missing {
+        eprintln!("setup: installing {name} ({why})");
+        install.push(pinned_to_host_rust(name)?);
+    }
+    util::run(Command::new("apt-get").args(["update", "-q"])).context("apt-get update")?;
+    util::run(
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&install)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+    .context("apt-get install (arm64 toolchain)")
+}
+
+/// `libstd-rust-web-dev:arm64` pinned to the installed amd64 version: both are Multi-Arch
+/// `same`, and the arm64 std must be built by the very rustc that compiles against it.
+fn pinned_to_host_rust(package: &str) -> Result<String> {
+    let Some(base) = package.strip_suffix(":arm64") else {
+        return Ok(package.to_string());
+    };
+    let version = output(
+        "dpkg-query",
+        &["-W", "-f=${Version}", &format!("{base}:amd64")],
+    )
+    .filter(|version| !version.trim().is_empty())
+    .with_context(|| format!("{base}:amd64 is not installed: run `cargo xtask setup` first"))?;
+    Ok(format!("{package}={}", version.trim()))
+}

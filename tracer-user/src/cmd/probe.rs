@@ -19,7 +19,7 @@ use crate::{
         rfc,
         selftest::{self, SelfTest},
     },
-    system::{self, F2fsDevice, Privileges},
+    system::{self, android, F2fsDevice, Privileges},
     view::stdout::{closed_is_success, print, print_line},
 };
 
@@ -85,6 +85,8 @@ pub struct RfcSymbol {
 pub struct ProbeReport {
     pub kernel: String,
     pub privileges: Privileges,
+    /// From /sys/fs/selinux/enforce; absent without SELinux.
+    pub selinux: Option<android::Selinux>,
     /// A program was loaded, attached, and its event came back through a ring buffer.
     pub bpf: bool,
     pub bpf_selftest: Option<SelfTest>,
@@ -177,6 +179,7 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
     let report = ProbeReport {
         kernel: system::kernel_release(),
         privileges,
+        selinux: android::selinux(Path::new("/")),
         bpf,
         bpf_selftest,
         btf: system::has_btf(),
@@ -302,7 +305,7 @@ fn bpf_selftest(
     match runtime.block_on(selftest::run()) {
         Ok(result) => Ok((true, Some(result))),
         Err(err) => {
-            missing.push(format!("BPF self-test failed: {err:#}"));
+            missing.push(android::explain_bpf_failure(Path::new("/"), &err));
             Ok((false, None))
         }
     }
@@ -373,6 +376,10 @@ pub fn render_table(report: &ProbeReport) -> String {
                 yes_no(p.cap_perfmon),
                 yes_no(p.cap_sys_admin)
             ),
+        ),
+        (
+            "selinux",
+            report.selinux.map_or("none".into(), |m| m.to_string()),
         ),
         ("bpf", bpf_cell(report)),
         ("btf", yes_no(report.btf).into()),

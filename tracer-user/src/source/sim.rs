@@ -67,7 +67,9 @@ impl SimSource {
 fn default_knob_root() -> Result<PathBuf> {
     let root = match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(dir) => PathBuf::from(dir).join("nodescope-sim"),
-        None => PathBuf::from(format!("/tmp/nodescope-sim-{}", crate::system::euid())),
+        // A phone has no /tmp: its scratch place is /data/local/tmp.
+        None => crate::system::android::scratch_dir(Path::new("/"))
+            .join(format!("nodescope-sim-{}", crate::system::euid())),
     };
     private_dir(&root)?;
     Ok(root)

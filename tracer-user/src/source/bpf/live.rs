@@ -160,6 +160,11 @@ impl Source for BpfSource {
         self.read_kernel_counts().map(Some)
     }
 
+    /// On a phone, /data/system/packages.list (kept in recordings, so a PC names the apps).
+    fn packages_list(&self) -> Option<String> {
+        system::android::packages_list(std::path::Path::new("/"))
+    }
+
     fn closing_note(&self) -> Option<String> {
         Some(format!(
             "counter map: peak {} of {} entries; {} entries of exited processes folded into \

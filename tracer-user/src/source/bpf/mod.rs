@@ -1,4 +1,5 @@
 //! Loading nodescope's eBPF object and reading what it sends.
+pub mod arch;
 pub mod discover;
 pub mod f2fs;
 pub mod format;

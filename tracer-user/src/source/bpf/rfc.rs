@@ -143,6 +143,8 @@ fn attach_one(
     scope: UProbeScope,
 ) -> Result<String> {
     let name = program_name(probe.kind, target, ret);
+    // Every RFC program reads its arguments from registers, kprobe or uprobe alike.
+    super::arch::ensure_registers_match(&format!("{name} on {}", probe.symbol))?;
     let program = ebpf
         .program_mut(&name)
         .with_context(|| format!("program {name} missing from the object"))?;

@@ -71,6 +71,7 @@ fn attach_one(ebpf: &mut Ebpf, attachment: &Attachment) -> Result<()> {
             tp.attach(category, name)?;
         }
         Target::Kprobe { function } | Target::Kretprobe { function } => {
+            bpf::arch::ensure_registers_match(&attachment.target.to_string())?;
             let kp: &mut KProbe = program.try_into()?;
             bpf::load_once(kp.fd().is_ok(), || kp.load())?;
             kp.attach(function, 0)?;
