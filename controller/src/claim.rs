@@ -36,13 +36,24 @@ pub const ROOT_STATE_DIR: &str = "/run/nodescope";
 /// A state file is a few short lines; anything longer is not ours.
 const STATE_LIMIT: u64 = 4096;
 
-/// `/run/nodescope` for root; otherwise `$XDG_RUNTIME_DIR/nodescope`, else
-/// `/tmp/nodescope-state-<euid>` (checked private by [`StateDir::open`]).
+/// Where root keeps claims on Android, which has no /run (its /data/local/tmp survives a
+/// reboot, but so does nothing else that would put the knobs back: stale originals there are
+/// still the operator's).
+pub const ANDROID_STATE_DIR: &str = "/data/local/tmp/nodescope";
+
+/// `/run/nodescope` for root (on Android, which has no /run, `/data/local/tmp/nodescope`);
+/// otherwise `$XDG_RUNTIME_DIR/nodescope`, else `/tmp/nodescope-state-<euid>` (checked
+/// private by [`StateDir::open`]).
 pub fn default_state_dir() -> PathBuf {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     if euid == 0 {
-        return PathBuf::from(ROOT_STATE_DIR);
+        let android = !Path::new("/run").is_dir() && Path::new("/data/local/tmp").is_dir();
+        return PathBuf::from(if android {
+            ANDROID_STATE_DIR
+        } else {
+            ROOT_STATE_DIR
+        });
     }
     match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(dir) => PathBuf::from(dir).join("nodescope"),
