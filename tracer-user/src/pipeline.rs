@@ -16,6 +16,14 @@ use crate::{
     source::{knobs::KnobFiles, BatchFuture, Source, SourceInfo},
 };
 
+/// What [`Pipeline::finish`] closed.
+pub struct Finished {
+    /// Whole windows the clock had passed.
+    pub closed: Vec<WindowReport>,
+    /// The open window, closed early at the stop (None when it held nothing).
+    pub last: Option<WindowReport>,
+}
+
 /// Where the kernel keeps the knobs, for sources that do not say.
 pub const SYSFS_ROOT: &str = "/sys/fs/f2fs";
 
@@ -147,14 +155,20 @@ impl Pipeline {
         })
     }
 
-    /// The end of a run: one last reading of the exact counters, and the open window closed
-    /// early when it holds anything (so that nothing counted is left out).
-    pub fn finish(&mut self) -> Result<Option<WindowReport>> {
+    /// The end of a run: one last reading of the exact counters, then the windows the
+    /// source's clock passed since the last refresh (a stop can arrive between a window's end
+    /// and the refresh that would have closed it) and the open window, closed early when it
+    /// holds anything (so that nothing counted is left out).
+    pub fn finish(&mut self) -> Result<Finished> {
         self.read_kernel_counts()?;
         let now = self.now_ns().min(self.end_ns.unwrap_or(u64::MAX));
         let last = self.model.finish(now);
-        self.model.take_closed();
-        Ok(last)
+        let mut closed = self.model.take_closed();
+        if last.is_some() {
+            // model.finish also queued it as closed: it is returned apart, as partial.
+            closed.pop();
+        }
+        Ok(Finished { closed, last })
     }
 
     /// The source's word on its own bookkeeping, for the end of a run.
@@ -204,5 +218,65 @@ impl Pipeline {
 
     pub fn now_ns(&self) -> u64 {
         self.source.now_ns()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    };
+
+    use tracer_common::{Event, EventKind};
+
+    use super::*;
+    use crate::source::SourceKind;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    /// A source whose clock the test sets; it has no events of its own.
+    struct Clocked(Arc<AtomicU64>);
+
+    impl Source for Clocked {
+        fn info(&self) -> SourceInfo {
+            SourceInfo {
+                kind: SourceKind::Sim,
+                kernel: "test".into(),
+                devices: Vec::new(),
+                detail: String::new(),
+            }
+        }
+
+        fn next_batch<'a>(&'a mut self, _out: &'a mut Vec<Event>) -> BatchFuture<'a> {
+            Box::pin(async { Ok(true) })
+        }
+
+        fn now_ns(&self) -> u64 {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn a_stop_after_a_window_ended_but_before_its_refresh_loses_nothing() {
+        let clock = Arc::new(AtomicU64::new(0));
+        let config = ModelConfig {
+            window_ns: SECOND,
+            ..ModelConfig::default()
+        };
+        let mut pipeline = Pipeline::new(Box::new(Clocked(clock.clone())), config).unwrap();
+        let mut batch = vec![Event::new(EventKind::NodeRead, SECOND / 2).task(7)];
+        pipeline.ingest(&mut batch).unwrap();
+        assert!(pipeline.refresh().unwrap().closed.is_empty());
+        // Window 0 ends at 1 s; the stop comes at 1.2 s, before a refresh closed it.
+        clock.store(SECOND + SECOND / 5, Ordering::SeqCst);
+        let finished = pipeline.finish().unwrap();
+        assert_eq!(
+            finished.closed.len(),
+            1,
+            "window 0 is returned, not dropped"
+        );
+        assert_eq!(finished.closed[0].totals.node_reads_demand, 1);
+        assert!(finished.last.is_none(), "window 1 held nothing");
     }
 }

@@ -164,7 +164,9 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     run_loop(&mut pipeline, &mut out).await?;
     // The kernel's counters keep counting between the last window and the stop: their last,
     // partial window, so that nothing counted is left out.
-    if let Some(last) = pipeline.finish()? {
+    let finished = pipeline.finish()?;
+    out.publish(&finished.closed, pipeline.model())?;
+    if let Some(last) = finished.last {
         if last.exact.is_some() {
             out.print(&last)?;
         }
