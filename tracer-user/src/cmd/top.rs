@@ -71,6 +71,10 @@ async fn top(args: TopArgs) -> Result<()> {
     let devices = &pipeline.info().devices;
     anyhow::ensure!(!devices.is_empty(), "the source names no device to tune");
     // Dropping `tuning` (however `run` ends) puts the original knob values back.
+    if !args.dry_run {
+        // The controller lives in this process: lower its OOM score as `tune` does.
+        super::tune::lower_oom_score(controller::oom::DEFAULT_OOM_SCORE_ADJ);
+    }
     let options = TuningOptions {
         state_dir: args.state_dir.clone(),
         ..TuningOptions::default()
