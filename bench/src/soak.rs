@@ -31,7 +31,7 @@ use nodescope::{
     },
 };
 use ratatui::{backend::TestBackend, Terminal};
-use sim::{engine::Pressure, live::LiveSim, scenario::ScenarioName};
+use sim::{live::LiveSim, scenario::ScenarioName};
 use tracer_common::Event;
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -108,10 +108,7 @@ impl Source for VirtualSim {
     }
 
     fn budget_bytes(&self) -> Option<u64> {
-        match self.sim.snapshot().pressure {
-            Pressure::Budget { bytes } => Some(bytes),
-            _ => None,
-        }
+        self.sim.budget_bytes()
     }
 
     fn memory_pressure(&self) -> Option<f64> {

@@ -241,6 +241,14 @@ impl LiveSim {
     }
 
     /// Gauges as of the last poll: pressure, memory, queues, slots, knobs, counters.
+    /// The memory budget the cache is held to, when the scenario sets one.
+    pub fn budget_bytes(&self) -> Option<u64> {
+        match self.snapshot().pressure {
+            Pressure::Budget { bytes } => Some(bytes),
+            _ => None,
+        }
+    }
+
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
     }

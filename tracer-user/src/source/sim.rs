@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{bail, Context as _, Result};
-use sim::{engine::Pressure, live::LiveSim, scenario::ScenarioName};
+use sim::{live::LiveSim, scenario::ScenarioName};
 use tracer_common::Event;
 
 use super::{BatchFuture, Source, SourceInfo, SourceKind};
@@ -137,10 +137,7 @@ impl Source for SimSource {
     }
 
     fn budget_bytes(&self) -> Option<u64> {
-        match self.sim.snapshot().pressure {
-            Pressure::Budget { bytes } => Some(bytes),
-            _ => None,
-        }
+        self.sim.budget_bytes()
     }
 
     fn memory_pressure(&self) -> Option<f64> {
