@@ -46,10 +46,15 @@ pub enum EventKind {
     Lost = 12,
     /// The self-test event `nodescope probe` uses to prove the ring buffer works.
     Hello = 13,
+    /// A lookup of a node block (issue #13's access traces), hit or miss: `nid`, the task.
+    /// Captured only when asked (`record --accesses`): every lookup is far more than the reads.
+    NodeAccess = 14,
+    /// A node page left the page cache (evicted or truncated). `nid`.
+    NodeEvict = 15,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::NodeRead,
         EventKind::NodeWrite,
         EventKind::Checkpoint,
@@ -63,6 +68,8 @@ impl EventKind {
         EventKind::SecondChance,
         EventKind::Lost,
         EventKind::Hello,
+        EventKind::NodeAccess,
+        EventKind::NodeEvict,
     ];
 
     pub fn from_u8(value: u8) -> Option<EventKind> {
@@ -85,6 +92,8 @@ impl EventKind {
             EventKind::SecondChance => "second_chance",
             EventKind::Lost => "lost",
             EventKind::Hello => "hello",
+            EventKind::NodeAccess => "node_access",
+            EventKind::NodeEvict => "node_evict",
         }
     }
 }

@@ -45,6 +45,11 @@ pub struct SourceArgs {
     /// Directory holding the simulator's knob files (<dir>/<dev>/node_compress_*).
     #[arg(long, value_name = "DIR")]
     pub sysfs_root: Option<PathBuf>,
+    /// Also capture every node lookup (node_access) and node-page eviction (node_evict), the
+    /// trace `nodescope whatif` replays. On a kernel this probes the node lookup function: far
+    /// more events than node reads.
+    #[arg(long)]
+    pub accesses: bool,
 }
 
 /// Why `auto` chose what it chose, for the banner.
