@@ -32,6 +32,9 @@ enum Command {
     Tune(cmd::tune::TuneArgs),
     /// Run the compressed node cache simulator.
     Sim(cmd::sim::SimArgs),
+    /// One headless process: source, model, controller (--tune), OpenMetrics, a rolling
+    /// recording, and a socket for `top --connect` and `stream --connect`.
+    Daemon(cmd::daemon::DaemonArgs),
 }
 
 fn main() {
@@ -53,5 +56,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => cmd::export::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Daemon(args) => cmd::daemon::run(args),
     }
 }

@@ -1,4 +1,5 @@
 //! One module per subcommand. Each parses its own arguments and wires a source to views.
+pub mod daemon;
 pub mod export;
 pub mod probe;
 pub mod record;

@@ -62,12 +62,25 @@ pub struct StreamArgs {
     /// The source: the kernel (bpf, the default), the simulator, or a recording.
     #[command(flatten)]
     source: SourceArgs,
+    /// Print the windows a running `nodescope daemon` serves on its socket (default: its
+    /// default socket) instead of opening a source: the same lines, nothing loaded.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["source", "plan", "probes", "node_reads", "openmetrics"])]
+    connect: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: StreamArgs) -> Result<()> {
     let positive = |seconds: f64| seconds.is_finite() && seconds > 0.0;
     if !positive(args.window.seconds) || args.duration.is_some_and(|d| !positive(d)) {
         bail!("--window and --duration must be positive numbers of seconds");
+    }
+    if let Some(socket) = &args.connect {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the tokio runtime")?;
+        let socket = crate::source::connect::socket_or_default(socket);
+        return closed_is_success(runtime.block_on(stream_connected(&args, &socket)));
     }
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));
     if kernel && args.plan {
@@ -237,6 +250,57 @@ async fn run_loop(pipeline: &mut Pipeline, out: &mut Lines) -> Result<()> {
         }
         let refreshed = pipeline.refresh()?;
         out.publish(&refreshed.closed, pipeline.model())?;
+    }
+    Ok(())
+}
+
+/// `stream --connect`: the daemon's window lines, printed as they come, until --duration's
+/// number of windows, a signal, or the daemon's end.
+async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result<()> {
+    use crate::{source::connect::Connection, view::socket::Message};
+    let mut connection = Connection::open(socket).await?;
+    let hello = &connection.hello;
+    let daemon_window_s = hello.window_ns as f64 / 1e9;
+    if (daemon_window_s - args.window.seconds).abs() > 1e-9 {
+        eprintln!(
+            "nodescope stream: the daemon's windows are {daemon_window_s} s (--window is the \
+             daemon's)"
+        );
+    }
+    let windows_wanted = args.duration.map(|d| (d / daemon_window_s).ceil() as u64);
+    eprintln!(
+        "nodescope stream: ready (connected to {}: {})",
+        socket.display(),
+        hello.source.detail
+    );
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut printed = 0u64;
+    while windows_wanted.is_none_or(|wanted| printed < wanted) {
+        let message = tokio::select! {
+            message = connection.next() => message?,
+            _ = sigterm.recv() => break,
+            _ = sigint.recv() => break,
+        };
+        match message {
+            Some(Message::Window { line, text }) => {
+                if args.json {
+                    print_line(line)?;
+                } else {
+                    print_line(text)?;
+                }
+                printed += 1;
+            }
+            Some(Message::End { reason }) => {
+                eprintln!("nodescope stream: the daemon stopped ({reason})");
+                break;
+            }
+            Some(_) => {}
+            None => {
+                eprintln!("nodescope stream: the daemon closed the connection");
+                break;
+            }
+        }
     }
     Ok(())
 }

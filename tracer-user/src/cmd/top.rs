@@ -23,20 +23,60 @@ pub struct TopArgs {
     /// Android packages.list, for uid -> app names.
     #[arg(long, value_name = "FILE")]
     packages: Option<PathBuf>,
+    #[command(flatten)]
+    tuning: LiveTuneArgs,
+    /// Show what a running `nodescope daemon` serves on its socket (default: its default
+    /// socket) instead of opening a source: nothing is loaded, the daemon's windows are shown.
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["source", "tune"])]
+    connect: Option<PathBuf>,
+}
+
+/// The controller in a live process (`top --tune`, `daemon --tune`).
+#[derive(Args, Clone, Debug)]
+pub struct LiveTuneArgs {
     /// Let the controller tune node_compress_threshold and node_compress_interval while you
     /// watch (docs/CONTROLLER.md); the original values come back when top ends.
     #[arg(long)]
-    tune: bool,
+    pub tune: bool,
     /// With --tune: decide and show, write nothing.
     #[arg(long, requires = "tune")]
-    dry_run: bool,
+    pub dry_run: bool,
     /// With --tune: also write every decision to this JSON-lines file.
     #[arg(long, value_name = "FILE", requires = "tune")]
-    audit: Option<PathBuf>,
+    pub audit: Option<PathBuf>,
     /// With --tune: where the device is claimed and its originals kept while it is tuned (as
     /// `nodescope tune --state-dir`; a device another controller tunes is refused).
     #[arg(long, value_name = "DIR", requires = "tune")]
-    state_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+}
+
+impl LiveTuneArgs {
+    /// With --tune: claim the source's first device and start the controller on it (the
+    /// originals come back when the returned `Tuning` is dropped); lowers our OOM score as
+    /// `tune` does, since the controller lives in this process.
+    pub fn start(&self, pipeline: &Pipeline, knob_root: &std::path::Path) -> Result<Option<Tuning>> {
+        if !self.tune {
+            return Ok(None);
+        }
+        let devices = &pipeline.info().devices;
+        anyhow::ensure!(!devices.is_empty(), "the source names no device to tune");
+        if !self.dry_run {
+            super::tune::lower_oom_score(controller::oom::DEFAULT_OOM_SCORE_ADJ);
+        }
+        let options = TuningOptions {
+            state_dir: self.state_dir.clone(),
+            ..TuningOptions::default()
+        };
+        let tuning = Tuning::start_with(
+            knob_root,
+            &devices[..1],
+            self.dry_run,
+            self.audit.clone(),
+            options,
+        )?;
+        Ok(Some(tuning))
+    }
 }
 
 pub fn run(args: TopArgs) -> Result<()> {
@@ -50,6 +90,11 @@ pub fn run(args: TopArgs) -> Result<()> {
 }
 
 async fn top(args: TopArgs) -> Result<()> {
+    if let Some(socket) = &args.connect {
+        let socket = crate::source::connect::socket_or_default(socket);
+        let connection = crate::source::connect::Connection::open(&socket).await?;
+        return tui::run_connected(connection, Duration::from_millis(250)).await;
+    }
     let opened = open(&args.source, SourceChoice::Auto)?;
     let source = opened.source;
     let packages = Packages::from_file_or(args.packages.as_deref(), source.packages_list())?;
@@ -65,26 +110,7 @@ async fn top(args: TopArgs) -> Result<()> {
         },
     )?;
     let frame_every = Duration::from_millis(250);
-    if !args.tune {
-        return tui::run(pipeline, opened.banner, None, frame_every).await;
-    }
-    let devices = &pipeline.info().devices;
-    anyhow::ensure!(!devices.is_empty(), "the source names no device to tune");
     // Dropping `tuning` (however `run` ends) puts the original knob values back.
-    if !args.dry_run {
-        // The controller lives in this process: lower its OOM score as `tune` does.
-        super::tune::lower_oom_score(controller::oom::DEFAULT_OOM_SCORE_ADJ);
-    }
-    let options = TuningOptions {
-        state_dir: args.state_dir.clone(),
-        ..TuningOptions::default()
-    };
-    let mut tuning = Tuning::start_with(
-        &knob_root,
-        &devices[..1],
-        args.dry_run,
-        args.audit.clone(),
-        options,
-    )?;
-    tui::run(pipeline, opened.banner, Some(&mut tuning), frame_every).await
+    let mut tuning = args.tuning.start(&pipeline, &knob_root)?;
+    tui::run(pipeline, opened.banner, tuning.as_mut(), frame_every).await
 }

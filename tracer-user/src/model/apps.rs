@@ -100,7 +100,9 @@ impl Packages {
 }
 
 /// How processes are grouped in the per-app table.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(tag = "kind", content = "name", rename_all = "lowercase")]
 pub enum AppKey {
     /// An Android app (package name, or several for a shared uid).

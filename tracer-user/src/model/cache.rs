@@ -1,5 +1,5 @@
 //! The cache's population as the events tell it: entries per queue and the memory they take.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracer_common::{Event, EventKind, QUEUE_RAW, QUEUE_SLOT_BYTES};
 
 use super::{PerQueue, ENTRY_BYTES};
@@ -7,7 +7,7 @@ use super::{PerQueue, ENTRY_BYTES};
 /// Cache population derived from events: node reads add raw entries, conversions move raw to a
 /// compressed queue, restores move back, reclaims remove. A source attached to a running cache
 /// sees only the changes since it started, so counts are clamped at zero.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheGauges {
     pub raw_entries: u64,
     pub slots: PerQueue,

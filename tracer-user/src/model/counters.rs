@@ -1,9 +1,9 @@
 //! Counters of node-cache activity, for a window, a process, an app or the whole run.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracer_common::{Event, EventKind, QUEUE_1024, QUEUE_256, QUEUE_512, QUEUE_COUNT, QUEUE_RAW};
 
 /// One count per node-cache queue.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PerQueue {
     pub raw: u64,
     pub b256: u64,
@@ -49,7 +49,7 @@ impl PerQueue {
 const _: () = assert!(QUEUE_COUNT == 4);
 
 /// Everything the model counts from events.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     pub node_reads_demand: u64,
     pub node_reads_readahead: u64,

@@ -596,7 +596,7 @@ impl Model {
 }
 
 /// One row of the per-app table.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct AppRow {
     pub app: AppKey,
     pub processes: u32,

@@ -4,6 +4,7 @@
 //! recorder, controller) sees only this trait. Lost events are reported in-band as
 //! `EventKind::Lost` events (`len` = how many), so recordings and views count them the same way.
 pub mod bpf;
+pub mod connect;
 mod exact;
 pub mod knobs;
 pub mod open;

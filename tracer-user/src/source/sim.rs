@@ -71,14 +71,15 @@ fn default_knob_root() -> Result<PathBuf> {
         None => crate::system::android::scratch_dir(Path::new("/"))
             .join(format!("nodescope-sim-{}", crate::system::euid())),
     };
-    private_dir(&root)?;
+    private_dir(&root, "the simulator's knob directory")?;
     Ok(root)
 }
 
 /// Create `dir` as 0700 or accept it only when it already is ours and private: a predictable
 /// name in a shared /tmp may have been prepared by someone else, with symlinks inside that
 /// would make us (perhaps root) write their targets.
-pub fn private_dir(dir: &Path) -> Result<()> {
+/// `what` names the directory in the refusal.
+pub fn private_dir(dir: &Path, what: &str) -> Result<()> {
     match DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
@@ -107,7 +108,7 @@ pub fn private_dir(dir: &Path) -> Result<()> {
     match problem {
         None => Ok(()),
         Some(problem) => bail!(
-            "refusing the simulator's knob directory {}: it {problem}; remove it (rm -r {0}) \
+            "refusing {what} {}: it {problem}; remove it (rm -r {0}) \
              if you do not know who made it, or set XDG_RUNTIME_DIR to a private directory",
             dir.display()
         ),

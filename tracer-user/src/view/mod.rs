@@ -3,5 +3,7 @@ pub mod jsonline;
 pub mod metrics;
 pub mod perfetto;
 pub mod recorder;
+pub mod rolling;
+pub mod socket;
 pub mod stdout;
 pub mod tui;

@@ -73,6 +73,11 @@ impl Recorder {
         })
     }
 
+    /// Bytes written to the file so far (the open block and buffers aside).
+    pub fn bytes_written(&self) -> u64 {
+        self.writer.bytes_written()
+    }
+
     /// The footer; returns it with the size of the finished file.
     pub fn finish(self, end_ns: u64) -> Result<(u64, Footer)> {
         let (_, footer) = self.writer.finish(end_ns)?;

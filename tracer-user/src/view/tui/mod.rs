@@ -255,3 +255,73 @@ fn spawn_key_reader() -> mpsc::UnboundedReceiver<KeyEvent> {
 
 #[cfg(test)]
 mod tests;
+
+enum Remote {
+    Message(Result<Option<crate::view::socket::Message>>),
+    Tick,
+    Key(Option<KeyEvent>),
+}
+
+/// `top --connect`: the same screen, drawn from the snapshots a daemon sends (its model, its
+/// controller's mode and decisions). Sorting, filtering, pause and help are this client's own;
+/// when the daemon stops, the last screen stays up, saying so, until the user quits.
+pub async fn run_connected(
+    mut connection: crate::source::connect::Connection,
+    frame_every: Duration,
+) -> Result<()> {
+    use crate::view::socket::Message;
+    let hello = connection.hello.clone();
+    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
+    let _guard = TerminalGuard;
+    let mut keys = spawn_key_reader();
+    let mut tick = tokio::time::interval(frame_every);
+    let mut ui = UiState::default();
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let prefix = format!("daemon {}", connection.path().display());
+    let mut snapshot: Option<Snapshot> = None;
+    let mut gone: Option<String> = None;
+    while !ui.quit {
+        let step = tokio::select! {
+            message = connection.next(), if gone.is_none() => Remote::Message(message),
+            _ = tick.tick() => Remote::Tick,
+            key = keys.recv() => Remote::Key(key),
+            _ = sigterm.recv() => Remote::Key(None),
+            _ = sighup.recv() => Remote::Key(None),
+        };
+        match step {
+            Remote::Message(Ok(Some(Message::Snapshot { snapshot: latest }))) => {
+                if !ui.paused || snapshot.is_none() {
+                    snapshot = Some(*latest);
+                }
+            }
+            Remote::Message(Ok(Some(Message::End { reason }))) => {
+                gone = Some(format!("daemon stopped ({reason})"));
+            }
+            Remote::Message(Ok(Some(_))) => continue, // windows and decisions: in snapshots
+            Remote::Message(Ok(None)) => gone = Some("daemon closed the connection".into()),
+            Remote::Message(Err(err)) => gone = Some(format!("{err:#}")),
+            Remote::Key(Some(key)) => ui.handle_key(key),
+            Remote::Key(None) => ui.quit = true,
+            Remote::Tick => {}
+        }
+        let Some(shown) = &snapshot else {
+            continue; // nothing to draw before the daemon's first snapshot
+        };
+        let mut shown = shown.clone();
+        let state = gone.as_deref().unwrap_or("connected");
+        shown.source.detail = format!("{prefix} {state}  {}", hello_banner(&hello, &shown));
+        render(&mut terminal, &shown, &ui)?;
+    }
+    Ok(())
+}
+
+/// What a local top would put in its header: the banner `auto` gave, then the source's detail.
+fn hello_banner(hello: &crate::view::socket::Hello, snapshot: &Snapshot) -> String {
+    match &hello.banner {
+        Some(banner) if !snapshot.source.detail.starts_with(banner.as_str()) => {
+            format!("{banner}  {}", snapshot.source.detail)
+        }
+        _ => snapshot.source.detail.clone(),
+    }
+}

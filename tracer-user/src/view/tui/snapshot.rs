@@ -10,7 +10,8 @@ use crate::{
 /// How many windows the sparklines show (the widest terminal rarely has more columns).
 const SPARK_WINDOWS: usize = 240;
 
-#[derive(Clone, Debug)]
+/// Serde: the daemon sends it to `top --connect` clients (docs/DAEMON.md).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     pub source: SourceInfo,
     pub window_secs: f64,

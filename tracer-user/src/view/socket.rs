@@ -1,0 +1,261 @@
+//! The daemon's Unix socket: the model's windows, the live view's snapshot and the controller's
+//! decisions, as newline-delimited JSON, to any number of clients (`top --connect`,
+//! `stream --connect`, or `socat - UNIX-CONNECT:...`). The wire format is docs/DAEMON.md.
+//!
+//! The daemon never waits for a client: every message is encoded once and offered to each
+//! client's bounded queue; a client whose queue is full (it reads slower than the daemon
+//! writes) is dropped, its connection closed. A client that went away is noticed at the next
+//! message and forgotten. The socket lives in a private (0700) directory and is itself 0600:
+//! it shows every process's activity.
+use std::{
+    fs,
+    io::ErrorKind,
+    os::unix::fs::{FileTypeExt as _, PermissionsExt as _},
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+};
+
+use anyhow::{bail, Context as _, Result};
+use serde::{Deserialize, Serialize};
+use tokio::{
+    io::AsyncWriteExt as _,
+    net::{UnixListener, UnixStream},
+    sync::mpsc::{self, error::TrySendError},
+    task::JoinHandle,
+};
+
+use crate::{source::SourceInfo, view::tui::Snapshot};
+
+/// The wire format's version, in the hello; a client refuses any other.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Messages queued for one client before it counts as slow and is dropped: at four snapshots
+/// a second, about a minute of backlog.
+pub const CLIENT_QUEUE: usize = 256;
+/// Clients served at once; more are closed at once.
+pub const MAX_CLIENTS: usize = 32;
+/// The socket's name in the daemon's state directory.
+pub const SOCKET_NAME: &str = "daemon.sock";
+
+/// `<state dir>/daemon.sock`: /run/nodescope as root, /data/local/tmp/nodescope on Android,
+/// else $XDG_RUNTIME_DIR/nodescope (`controller::claim::default_state_dir`).
+pub fn default_socket_path() -> PathBuf {
+    controller::claim::default_state_dir().join(SOCKET_NAME)
+}
+
+/// The first line a client reads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Hello {
+    pub v: u32,
+    pub source: SourceInfo,
+    /// Why `auto` chose the source it chose (e.g. "SIMULATOR (kernel ... has no F2FS)").
+    pub banner: Option<String>,
+    /// Window 0 begins here (the source's clock); the stream lines' `t` counts from it.
+    pub origin_ns: u64,
+    pub window_ns: u64,
+    /// Whether a controller runs in the daemon.
+    pub tuning: bool,
+}
+
+/// One line on the socket.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Message {
+    Hello(Hello),
+    /// A closed window: the stream line (docs/STREAM.md, schema v2) and its short text form,
+    /// exactly as `stream --json` and `stream` print them.
+    Window {
+        line: serde_json::Value,
+        text: String,
+    },
+    /// What `top` draws, taken at a refresh (the controller's mode and decisions included).
+    Snapshot { snapshot: Box<Snapshot> },
+    /// A knob change seen or a controller decision, as the decisions pane shows it.
+    Decision { line: String },
+    /// The daemon is stopping.
+    End { reason: String },
+}
+
+impl Message {
+    /// One JSON line, newline included.
+    pub fn encode(&self) -> Result<Arc<[u8]>> {
+        let mut bytes = serde_json::to_vec(self).context("encoding a socket message")?;
+        bytes.push(b'\n');
+        Ok(bytes.into())
+    }
+}
+
+/// One connected client: its queue, and the task that writes the queue to the socket (aborted
+/// when the client is dropped, which closes the connection even mid-write).
+struct Client {
+    queue: mpsc::Sender<Arc<[u8]>>,
+    writer: JoinHandle<()>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.writer.abort();
+    }
+}
+
+/// What the accept task and the daemon's loop share.
+struct Clients {
+    connected: Vec<Client>,
+    hello: Arc<[u8]>,
+    /// The latest snapshot: a new client draws at once instead of waiting for the next.
+    latest_snapshot: Option<Arc<[u8]>>,
+    dropped_slow: u64,
+}
+
+impl Clients {
+    /// Offer `bytes` to every client; drop the slow and the gone.
+    fn offer(&mut self, bytes: &Arc<[u8]>) {
+        let mut slow = 0;
+        self.connected
+            .retain(|client| match client.queue.try_send(Arc::clone(bytes)) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => {
+                    slow += 1;
+                    false
+                }
+                Err(TrySendError::Closed(_)) => false,
+            });
+        if slow > 0 {
+            self.dropped_slow += slow;
+            log::warn!("dropped {slow} client(s) that read slower than the daemon writes");
+        }
+    }
+}
+
+pub struct SocketServer {
+    path: PathBuf,
+    clients: Arc<Mutex<Clients>>,
+    accept: JoinHandle<()>,
+}
+
+impl SocketServer {
+    /// Bind `path` (its directory made private, a stale socket replaced, a live one refused)
+    /// and accept clients in the background, each greeted with `hello`. Needs a tokio runtime.
+    pub fn bind(path: &Path, hello: &Hello) -> Result<SocketServer> {
+        let dir = path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        crate::source::sim::private_dir(dir, "the daemon's socket directory")?;
+        remove_stale(path)?;
+        let listener =
+            UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("making {} owner-only", path.display()))?;
+        let clients = Arc::new(Mutex::new(Clients {
+            connected: Vec::new(),
+            hello: Message::Hello(hello.clone()).encode()?,
+            latest_snapshot: None,
+            dropped_slow: 0,
+        }));
+        let accept = tokio::spawn(accept_clients(listener, Arc::clone(&clients)));
+        Ok(SocketServer {
+            path: path.to_path_buf(),
+            clients,
+            accept,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Send `message` to every client, waiting for none.
+    pub fn publish(&self, message: &Message) -> Result<()> {
+        let bytes = message.encode()?;
+        let mut clients = self.lock();
+        if let Message::Snapshot { .. } = message {
+            clients.latest_snapshot = Some(Arc::clone(&bytes));
+        }
+        clients.offer(&bytes);
+        Ok(())
+    }
+
+    /// Clients connected now.
+    pub fn client_count(&self) -> usize {
+        self.lock().connected.len()
+    }
+
+    /// Clients dropped for reading too slowly, since the start.
+    pub fn dropped_slow(&self) -> u64 {
+        self.lock().dropped_slow
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Clients> {
+        // A panic while holding the lock leaves plain data behind: keep serving.
+        self.clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for SocketServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.lock().connected.clear();
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// A socket file left by a daemon that was killed is removed; one a daemon answers on is
+/// refused; anything else at that path is left alone and refused.
+fn remove_stale(path: &Path) -> Result<()> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err).with_context(|| format!("inspecting {}", path.display())),
+    };
+    if !meta.file_type().is_socket() {
+        bail!(
+            "{} exists and is not a socket: refusing to replace it",
+            path.display()
+        );
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        bail!(
+            "a daemon already serves {}: one daemon per socket (stop it, or give --socket)",
+            path.display()
+        );
+    }
+    fs::remove_file(path).with_context(|| format!("removing the stale socket {}", path.display()))
+}
+
+async fn accept_clients(listener: UnixListener, clients: Arc<Mutex<Clients>>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // EMFILE and the like: wait instead of spinning.
+                log::warn!("accepting a client: {err}");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let mut clients = clients.lock().unwrap_or_else(|p| p.into_inner());
+        if clients.connected.len() >= MAX_CLIENTS {
+            log::warn!("refusing a client: {MAX_CLIENTS} are connected");
+            continue; // dropping the stream closes it
+        }
+        let (queue, pending) = mpsc::channel(CLIENT_QUEUE);
+        // The queue is empty: these cannot fail.
+        let _ = queue.try_send(Arc::clone(&clients.hello));
+        if let Some(snapshot) = &clients.latest_snapshot {
+            let _ = queue.try_send(Arc::clone(snapshot));
+        }
+        let writer = tokio::spawn(write_queue(stream, pending));
+        clients.connected.push(Client { queue, writer });
+    }
+}
+
+/// Write a client's queue to its socket until the queue closes or the client goes away.
+async fn write_queue(mut stream: UnixStream, mut pending: mpsc::Receiver<Arc<[u8]>>) {
+    while let Some(bytes) = pending.recv().await {
+        if stream.write_all(&bytes).await.is_err() {
+            return; // the client went away: the closed queue tells the daemon
+        }
+    }
+}
