@@ -232,7 +232,8 @@ impl Daemon {
         if let Some(tuning) = &mut self.tuning {
             for line in tuning.step(self.pipeline.model())? {
                 log::info!("controller: {line}");
-                self.socket.publish(&Message::Decision { line: line.clone() })?;
+                self.socket
+                    .publish(&Message::Decision { line: line.clone() })?;
                 self.pane.push(line);
             }
         }
@@ -266,7 +267,8 @@ impl Daemon {
             describe(change.before),
             describe(change.after)
         );
-        self.socket.publish(&Message::Decision { line: line.clone() })?;
+        self.socket
+            .publish(&Message::Decision { line: line.clone() })?;
         self.pane.push(line);
         Ok(())
     }

@@ -55,7 +55,11 @@ impl LiveTuneArgs {
     /// With --tune: claim the source's first device and start the controller on it (the
     /// originals come back when the returned `Tuning` is dropped); lowers our OOM score as
     /// `tune` does, since the controller lives in this process.
-    pub fn start(&self, pipeline: &Pipeline, knob_root: &std::path::Path) -> Result<Option<Tuning>> {
+    pub fn start(
+        &self,
+        pipeline: &Pipeline,
+        knob_root: &std::path::Path,
+    ) -> Result<Option<Tuning>> {
         if !self.tune {
             return Ok(None);
         }

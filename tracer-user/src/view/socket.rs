@@ -68,11 +68,17 @@ pub enum Message {
         text: String,
     },
     /// What `top` draws, taken at a refresh (the controller's mode and decisions included).
-    Snapshot { snapshot: Box<Snapshot> },
+    Snapshot {
+        snapshot: Box<Snapshot>,
+    },
     /// A knob change seen or a controller decision, as the decisions pane shows it.
-    Decision { line: String },
+    Decision {
+        line: String,
+    },
     /// The daemon is stopping.
-    End { reason: String },
+    End {
+        reason: String,
+    },
 }
 
 impl Message {

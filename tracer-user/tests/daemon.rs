@@ -1,0 +1,349 @@
+//! `nodescope daemon` on the simulator, with clients on its socket (issue 20): two
+//! `top --connect` in tmux show the very numbers the daemon's OpenMetrics serves at the same
+//! moment; killing one changes nothing for the other; SIGTERM leaves complete recordings and
+//! the original knob values; `stream --connect` prints the lines a replay of the daemon's
+//! recording prints.
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    os::unix::fs::{FileTypeExt as _, PermissionsExt as _},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    thread::sleep,
+    time::{Duration, Instant},
+};
+
+use common::{free_port, http_get, nodescope, scratch, send_signal, KillOnDrop, NODESCOPE};
+use tempfile::TempDir;
+
+/// The knob values before the daemon starts: not the simulator's defaults (25 %, 1000 ms), so
+/// that putting them back is visible.
+const THRESHOLD: &str = "10";
+const INTERVAL: &str = "500";
+
+struct Daemon {
+    dir: TempDir,
+    child: Option<KillOnDrop>,
+    port: u16,
+}
+
+impl Daemon {
+    /// A daemon on `scenario` at `speed` with --tune, --openmetrics and --record (a cap small
+    /// enough to rotate within seconds), its knobs at THRESHOLD and INTERVAL.
+    fn start(test: &str, scenario: &str, speed: &str, record_max_bytes: &str) -> Daemon {
+        let dir = scratch(test);
+        let knobs = dir.path().join("knobs/vdb");
+        fs::create_dir_all(&knobs).unwrap();
+        fs::write(knobs.join("node_compress_threshold"), THRESHOLD).unwrap();
+        fs::write(knobs.join("node_compress_interval"), INTERVAL).unwrap();
+        let port = free_port();
+        let mut daemon = Daemon {
+            dir,
+            child: None,
+            port,
+        };
+        let child = Command::new(NODESCOPE)
+            .args(["daemon", "--source", "sim", "--scenario", scenario])
+            .args(["--speed", speed, "--tune"])
+            .arg("--sysfs-root")
+            .arg(daemon.path("knobs"))
+            .arg("--state-dir")
+            .arg(daemon.path("state"))
+            .arg("--socket")
+            .arg(daemon.socket())
+            .args(["--openmetrics", &format!("127.0.0.1:{port}")])
+            .arg("--record")
+            .arg(daemon.path("rec"))
+            .args([
+                "--record-max-bytes",
+                record_max_bytes,
+                "--record-files",
+                "3",
+            ])
+            .arg("--log")
+            .arg(daemon.path("daemon.log"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start the daemon");
+        daemon.child = Some(KillOnDrop(child));
+        daemon.wait_for("the socket and the metrics", |d| {
+            d.socket().exists() && d.metrics().is_some()
+        });
+        daemon
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.path("sock/daemon.sock")
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.path("daemon.log")).unwrap_or_default()
+    }
+
+    fn knob(&self, name: &str) -> String {
+        fs::read_to_string(self.path("knobs/vdb").join(name)).unwrap()
+    }
+
+    /// Per app: node reads demand, readahead, restores, conversions, from OpenMetrics.
+    fn metrics(&self) -> Option<AppNumbers> {
+        let body = http_get(self.port, "/metrics")?;
+        let mut apps = AppNumbers::new();
+        for line in body.lines().filter(|l| !l.starts_with('#')) {
+            let (name, rest) = line.split_once('{')?;
+            let app = rest
+                .split("app=\"")
+                .nth(1)
+                .and_then(|a| a.split('"').next());
+            let Some(app) = app else { continue };
+            let value: u64 = line.rsplit(' ').next()?.parse().ok()?;
+            let column = match (name, rest.contains("kind=\"readahead\"")) {
+                ("nodescope_node_reads_total", false) => 0,
+                ("nodescope_node_reads_total", true) => 1,
+                ("nodescope_restores_total", _) => 2,
+                ("nodescope_conversions_total", _) => 3,
+                _ => continue,
+            };
+            apps.entry(app.to_string()).or_default()[column] = value;
+        }
+        (!apps.is_empty()).then_some(apps)
+    }
+
+    fn wait_for(&self, what: &str, done: impl Fn(&Daemon) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done(self) {
+            assert!(
+                Instant::now() < deadline,
+                "{what} never came; log:\n{}",
+                self.log()
+            );
+            sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGTERM; the daemon must exit 0.
+    fn stop(&mut self) {
+        let KillOnDrop(child) = self.child.as_mut().unwrap();
+        send_signal(child, libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success(), "daemon: {status}; log:\n{}", self.log());
+                return;
+            }
+            assert!(Instant::now() < deadline, "the daemon ignored SIGTERM");
+            sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn recordings(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = fs::read_dir(self.path("rec"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        files
+    }
+}
+
+/// App -> [reads, readahead, restores, conversions].
+type AppNumbers = BTreeMap<String, [u64; 4]>;
+
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(name: &str, command: &str) -> Tmux {
+        let session = format!("nodescope-daemon-{name}-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &session, "-x", "160", "-y", "50"])
+            .arg(command)
+            .status()
+            .expect("tmux is installed by `cargo xtask setup`");
+        assert!(status.success());
+        Tmux { session }
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.session])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The apps table's rows: APP PROCS READS RA RESTORES HIT% CONV ...
+    fn apps(&self) -> AppNumbers {
+        let mut apps = AppNumbers::new();
+        for line in self.screen().lines() {
+            let cells: Vec<&str> = line.trim_matches(['│', ' ']).split_whitespace().collect();
+            if cells.len() < 7 || cells[0] == "APP" {
+                continue;
+            }
+            let number = |i: usize| cells[i].parse::<u64>().ok();
+            if let (Some(reads), Some(ra), Some(restores), Some(conv), Some(_)) =
+                (number(2), number(3), number(4), number(6), number(1))
+            {
+                apps.insert(cells[0].to_string(), [reads, ra, restores, conv]);
+            }
+        }
+        apps
+    }
+
+    /// End this client (tmux kills its session, SIGHUP to top).
+    fn kill(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}
+
+/// Retry until both screens and the exposition agree (the sim moves every refresh; the three
+/// reads are a few milliseconds apart), with at least `min_reads` node reads: numbers that
+/// move, not the quiet first second. Returns the agreed numbers.
+fn agreeing(daemon: &Daemon, screens: &[&Tmux], min_reads: u64) -> AppNumbers {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let shown: Vec<AppNumbers> = screens.iter().map(|s| s.apps()).collect();
+        let served = daemon.metrics().unwrap_or_default();
+        let reads: u64 = served.values().map(|v| v[0]).sum();
+        if reads >= min_reads && shown.iter().all(|apps| *apps == served) {
+            return served;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the clients never showed the daemon's numbers:\nserved {served:?}\nshown \
+             {shown:?}\n{}",
+            screens[0].screen()
+        );
+        sleep(Duration::from_millis(30));
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn two_top_clients_show_the_daemons_numbers_and_sigterm_leaves_recordings_and_knobs() {
+    let mut daemon = Daemon::start("top", "vm-replay", "10", "300000");
+    let socket = daemon.socket();
+    assert!(fs::metadata(&socket).unwrap().file_type().is_socket());
+    assert_eq!(mode(&socket), 0o600, "the socket is owner-only");
+    assert_eq!(mode(socket.parent().unwrap()), 0o700);
+    let top = format!("{NODESCOPE} top --connect {}", socket.display());
+    let first = Tmux::start("a", &top);
+    let second = Tmux::start("b", &top);
+    let agreed = agreeing(&daemon, &[&first, &second], 1000);
+    eprintln!("both clients and OpenMetrics: {agreed:?}");
+    let screen = second.screen();
+    eprintln!("{screen}");
+    assert!(screen.contains("source sim"), "{screen}");
+    assert!(screen.contains("controller on vdb"), "{screen}");
+    // The controller acts on the model's windows: vm-replay's budget squeezes the cache.
+    daemon.wait_for("a controller write", |d| {
+        d.knob("node_compress_threshold").trim() != THRESHOLD
+            || d.knob("node_compress_interval").trim() != INTERVAL
+    });
+
+    first.kill();
+    let reads_then: u64 = agreed.values().map(|v| v[0]).sum();
+    // The remaining client still follows the daemon: later, larger numbers, still equal.
+    let after = agreeing(&daemon, &[&second], reads_then + 1000);
+    eprintln!("after one client went away: {after:?}");
+    assert!(
+        !daemon.log().contains("slower than the daemon"),
+        "no client was dropped as slow:\n{}",
+        daemon.log()
+    );
+
+    daemon.stop();
+    assert_eq!(daemon.knob("node_compress_threshold").trim(), THRESHOLD);
+    assert_eq!(daemon.knob("node_compress_interval").trim(), INTERVAL);
+    assert!(!socket.exists(), "the socket is removed at the end");
+    let log = daemon.log();
+    assert!(log.contains("daemon: stopping (SIGTERM)"), "{log}");
+    assert!(log.contains("put back node_compress_threshold 10"), "{log}");
+    let stopped = second.screen();
+    assert!(stopped.contains("daemon stopped (SIGTERM)"), "{stopped}");
+
+    // Rotation kept three files, the oldest removed, each a complete recording.
+    let files = daemon.recordings();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(
+        !files[0].ends_with("nodescope-000000.nsr"),
+        "300 kB in three files rotates within seconds at speed 10: {files:?}"
+    );
+    for file in &files {
+        let report = nodescope(&["report", "--json", file.to_str().unwrap()]);
+        let summary: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+        assert_eq!(summary["complete"], true, "{file:?}: {}", summary["damage"]);
+        assert_eq!(summary["damage"], serde_json::Value::Null);
+    }
+}
+
+#[test]
+fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints() {
+    let mut daemon = Daemon::start("stream", "android-launch", "4", "100000000");
+    let client = Command::new(NODESCOPE)
+        .args(["stream", "--json", "--connect"])
+        .arg(daemon.socket())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sleep(Duration::from_secs(5));
+    daemon.stop();
+    let client = client.wait_with_output().unwrap();
+    assert!(client.status.success());
+    let stderr = String::from_utf8_lossy(&client.stderr);
+    assert!(stderr.contains("the daemon stopped (SIGTERM)"), "{stderr}");
+    let lines = common::json_lines(&client);
+    assert!(
+        lines.len() >= 3,
+        "{} lines in 5 s at 1 s windows",
+        lines.len()
+    );
+
+    let files = daemon.recordings();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let replay = nodescope(&[
+        "stream",
+        "--json",
+        "--source",
+        "replay",
+        "--speed",
+        "0",
+        files[0].to_str().unwrap(),
+    ]);
+    let replayed: BTreeMap<String, serde_json::Value> = common::json_lines(&replay)
+        .into_iter()
+        .map(|line| (line["t"].to_string(), line))
+        .collect();
+    for line in &lines {
+        assert_eq!(line["version"], 2);
+        let t = line["t"].to_string();
+        assert_eq!(
+            Some(line),
+            replayed.get(&t),
+            "the window ending at {t} s, live through the daemon and replayed"
+        );
+    }
+    let reads: u64 = lines
+        .iter()
+        .map(|l| l["totals"]["node_reads"].as_u64().unwrap())
+        .sum();
+    assert!(reads > 0, "the simulated launch reads nodes");
+}
