@@ -41,6 +41,9 @@ use crate::{
 /// snapshot (the live view's frame rate).
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
 
+/// At the stop, how long clients get to take the last windows and the end message.
+const CLOSE_WITHIN: Duration = Duration::from_secs(2);
+
 #[derive(Args)]
 pub struct DaemonArgs {
     /// The source: auto (the kernel when it has F2FS and we may load programs, else the
@@ -310,8 +313,7 @@ impl Daemon {
         if let Some(note) = self.pipeline.closing_note() {
             log::info!("daemon: {note}");
         }
-        // Give the clients' writers a moment to send the end before the socket closes.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.socket.close(CLOSE_WITHIN).await;
         Ok(())
     }
 }

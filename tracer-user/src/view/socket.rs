@@ -94,12 +94,15 @@ impl Message {
 /// when the client is dropped, which closes the connection even mid-write).
 struct Client {
     queue: mpsc::Sender<Arc<[u8]>>,
-    writer: JoinHandle<()>,
+    /// None once [`SocketServer::close`] took it to wait for it.
+    writer: Option<JoinHandle<()>>,
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.writer.abort();
+        if let Some(writer) = &self.writer {
+            writer.abort();
+        }
     }
 }
 
@@ -181,6 +184,25 @@ impl SocketServer {
         Ok(())
     }
 
+    /// The end: stop accepting, let every client's writer send what is queued (the last
+    /// windows, the end message) for at most `within`, then close the connections.
+    pub async fn close(self, within: std::time::Duration) {
+        self.accept.abort();
+        let writers: Vec<JoinHandle<()>> = {
+            let mut clients = self.lock();
+            let connected = std::mem::take(&mut clients.connected);
+            // Dropping each client's queue sender lets its writer end after the last message.
+            connected
+                .into_iter()
+                .filter_map(|mut client| client.writer.take())
+                .collect()
+        };
+        let all = join_all(writers);
+        if tokio::time::timeout(within, all).await.is_err() {
+            log::warn!("some clients did not take the last messages in {within:?}");
+        }
+    }
+
     /// Clients connected now.
     pub fn client_count(&self) -> usize {
         self.lock().connected.len()
@@ -204,6 +226,22 @@ impl Drop for SocketServer {
         self.accept.abort();
         self.lock().connected.clear();
         let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Wait for every writer; those still running when this future is dropped (the timeout)
+/// are aborted, which closes their connections.
+async fn join_all(writers: Vec<JoinHandle<()>>) {
+    struct AbortOnDrop(JoinHandle<()>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let mut writers: Vec<AbortOnDrop> = writers.into_iter().map(AbortOnDrop).collect();
+    for writer in &mut writers {
+        // A writer that panicked or was aborted is done too.
+        let _ = (&mut writer.0).await;
     }
 }
 
@@ -253,7 +291,10 @@ async fn accept_clients(listener: UnixListener, clients: Arc<Mutex<Clients>>) {
             let _ = queue.try_send(Arc::clone(snapshot));
         }
         let writer = tokio::spawn(write_queue(stream, pending));
-        clients.connected.push(Client { queue, writer });
+        clients.connected.push(Client {
+            queue,
+            writer: Some(writer),
+        });
     }
 }
 

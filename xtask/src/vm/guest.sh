@@ -184,6 +184,31 @@ discover_phase() {
   mark discover_done
 }
 discover_phase
+# The daemon (issue 20, xtask/src/vm/daemon.rs): the kernel source in one headless process and
+# a `stream --connect` client on its socket over one cold replay; the client's node reads must
+# be iostat's, exactly, as a direct stream's are.
+daemon_phase() {
+  cold
+  nodescope daemon --source bpf --window 1 --socket /daemon/daemon.sock > $R/daemon.out \
+    2> $R/daemon.err &
+  DP=$!
+  n=0
+  until grep -q 'daemon: ready' $R/daemon.err 2>/dev/null; do
+    kill -0 $DP 2>/dev/null || { fail "daemon exited early"; return 1; }
+    n=$((n+1)); [ $n -gt 600 ] && { fail "daemon not ready after 60 s"; return 1; }
+    sleep 0.1
+  done
+  stream_start daemon --connect /daemon/daemon.sock || { kill -TERM $DP; wait $DP; return 1; }
+  sh /replay-variant
+  snap daemon_after
+  kill -TERM $DP
+  wait $DP
+  echo $? > $R/daemon.rc
+  wait $SP
+  echo $? > $R/stream_daemon.rc
+  mark daemon_done
+}
+daemon_phase
 # The controller under real memory pressure. The RFC is not applied here, so nodescope tune
 # steers a knob directory of its own (the RFC's defaults, 25 % and 1000 ms) on this kernel's
 # PSI, windows an hour apart (none falls in this phase): only the PSI trigger it arms (root, no

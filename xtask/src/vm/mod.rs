@@ -5,6 +5,7 @@
 //! lines are described in docs/STREAM.md; the guest side is guest.sh.
 mod check;
 mod churn;
+mod daemon;
 mod discover;
 mod initramfs;
 mod json;
