@@ -75,7 +75,7 @@ pub fn main(args: &[String]) -> Result<()> {
 }
 
 /// At least `count` events of the vm-replay scenario (repeated when it ends sooner).
-fn simulator_events(count: usize) -> Result<Vec<Event>> {
+pub fn simulator_events(count: usize) -> Result<Vec<Event>> {
     let knobs = tempfile::tempdir().context("a knob directory for the simulator")?;
     let mut sim = LiveSim::new(ScenarioName::VmReplay, knobs.path(), 1)?.with_speed(1.0);
     let base = Instant::now();

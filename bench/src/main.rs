@@ -8,6 +8,8 @@
 //! * `record [--events N]`: what nodescope's recorder costs on top of the model;
 //! * `ringbuf [--json]` (root): the ring buffer's zero-drop ceiling on this kernel;
 //! * `cpu [--json] [--rate N] [--seconds S]`: `top`'s pipeline's CPU at a given event rate.
+//! * `daemon [--json] [--rate N] [--seconds S]`: the `nodescope daemon` process's CPU and RSS
+//!   at a given event rate, with its views and a client.
 //! * `soak [--hours H]`: a day of the simulated phone through top's, stream's and record's
 //!   code at full speed: memory, descriptors and recording size over time.
 use anyhow::{bail, Context as _, Result};
@@ -15,6 +17,7 @@ use clap::Parser;
 
 mod controller;
 mod cpu;
+mod daemon;
 mod model;
 mod record;
 mod ringbuf;
@@ -22,7 +25,7 @@ mod sim;
 mod soak;
 mod synthetic;
 
-const NAMES: &str = "sim, controller, model, record, soak, ringbuf, cpu";
+const NAMES: &str = "sim, controller, model, record, soak, ringbuf, cpu, daemon";
 
 /// The arguments of `model` and `record`.
 #[derive(Parser)]
@@ -49,6 +52,7 @@ fn main() -> Result<()> {
         "sim" => sim::main(&args),
         "ringbuf" => ringbuf::main(&args),
         "cpu" => cpu::main(&args),
+        "daemon" => daemon::main(&args),
         "controller" => controller::main(&args),
         "model" => model::main(EventsArgs::parse_after(&name, &args).events),
         "record" => record::main(EventsArgs::parse_after(&name, &args).events),

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use crate::util;
 
 /// The subcommands of `nodescope-bench`.
-const BENCHES: [&str; 7] = [
+const BENCHES: [&str; 8] = [
     "sim",
     "controller",
     "model",
@@ -14,6 +14,7 @@ const BENCHES: [&str; 7] = [
     "soak",
     "ringbuf",
     "cpu",
+    "daemon",
 ];
 
 pub fn run(name: &str, args: &[String]) -> Result<()> {
@@ -21,6 +22,10 @@ pub fn run(name: &str, args: &[String]) -> Result<()> {
         bail!("unknown benchmark {name:?}; known: {}", BENCHES.join(", "));
     }
     let mut command = util::cargo();
+    if name == "daemon" {
+        // It measures the nodescope binary itself, built in release like the bench.
+        command.env("NODESCOPE_BIN", util::build_nodescope()?);
+    }
     command.args([
         "run",
         "--quiet",

@@ -244,12 +244,15 @@ impl Daemon {
         if let Ok(mut text) = self.exposition.lock() {
             *text = metrics::render(self.pipeline.model(), &self.device);
         }
-        let mode = self.tuning.as_ref().map(Tuning::mode);
-        let snapshot = Snapshot::capture(self.pipeline.model(), &self.info)
-            .with_control(mode, self.pane.lines());
-        self.socket.publish(&Message::Snapshot {
-            snapshot: Box::new(snapshot),
-        })?;
+        // Nobody connected: nothing to copy or encode (a new client waits one refresh at most).
+        if self.socket.client_count() > 0 {
+            let mode = self.tuning.as_ref().map(Tuning::mode);
+            let snapshot = Snapshot::capture(self.pipeline.model(), &self.info)
+                .with_control(mode, self.pane.lines());
+            self.socket.publish(&Message::Snapshot {
+                snapshot: Box::new(snapshot),
+            })?;
+        }
         if let Some(recording) = &mut self.recording {
             recording.tick(&self.pipeline)?;
         }
@@ -277,6 +280,9 @@ impl Daemon {
     }
 
     fn publish_windows(&self, closed: &[WindowReport]) -> Result<()> {
+        if self.socket.client_count() == 0 {
+            return Ok(());
+        }
         let origin = self.pipeline.origin_ns();
         for window in closed {
             self.socket.publish(&Message::Window {

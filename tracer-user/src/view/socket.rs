@@ -128,6 +128,10 @@ impl Clients {
                 }
                 Err(TrySendError::Closed(_)) => false,
             });
+        if self.connected.is_empty() {
+            // Without clients the daemon stops taking snapshots: this one would go stale.
+            self.latest_snapshot = None;
+        }
         if slow > 0 {
             self.dropped_slow += slow;
             log::warn!("dropped {slow} client(s) that read slower than the daemon writes");
@@ -304,5 +308,110 @@ async fn write_queue(mut stream: UnixStream, mut pending: mpsc::Receiver<Arc<[u8
         if stream.write_all(&bytes).await.is_err() {
             return; // the client went away: the closed queue tells the daemon
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt as _;
+
+    use super::*;
+    use crate::source::{connect::Connection, SourceKind};
+
+    fn hello() -> Hello {
+        Hello {
+            v: PROTOCOL_VERSION,
+            source: SourceInfo {
+                kind: SourceKind::Sim,
+                kernel: "test".into(),
+                devices: vec!["vdb".into()],
+                detail: String::new(),
+            },
+            banner: None,
+            origin_ns: 0,
+            window_ns: 1_000_000_000,
+            tuning: false,
+        }
+    }
+
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..500 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("{what} never happened");
+    }
+
+    /// A client that reads nothing fills its socket buffer, then its queue, and is dropped;
+    /// the reading client gets every message, in order.
+    #[test]
+    fn a_slow_client_is_dropped_and_the_others_get_everything() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("sock/daemon.sock");
+            let server = SocketServer::bind(&path, &hello()).unwrap();
+            let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&path), 0o600);
+            assert_eq!(mode(path.parent().unwrap()), 0o700);
+            let mut slow = UnixStream::connect(&path).await.unwrap();
+            let mut reader = Connection::open(&path).await.unwrap();
+            assert_eq!(reader.hello.window_ns, 1_000_000_000);
+            until("two clients", || server.client_count() == 2).await;
+            let big = "x".repeat(64 << 10);
+            let total = CLIENT_QUEUE + 200;
+            for i in 0..total {
+                // `publish` is not async: it cannot wait for a client.
+                server
+                    .publish(&Message::Decision {
+                        line: format!("{i} {big}"),
+                    })
+                    .unwrap();
+                match reader.next().await.unwrap() {
+                    Some(Message::Decision { line }) => {
+                        assert!(line.starts_with(&format!("{i} ")), "message {i} in order")
+                    }
+                    other => panic!("message {i}: {other:?}"),
+                }
+            }
+            assert_eq!(server.dropped_slow(), 1);
+            assert_eq!(server.client_count(), 1);
+            // The slow client's connection was closed: what was in flight, then the end.
+            let mut rest = Vec::new();
+            let read = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                slow.read_to_end(&mut rest),
+            )
+            .await;
+            assert!(read.is_ok(), "the slow client's connection ends");
+            assert!(rest.len() < total * big.len(), "it did not get everything");
+        });
+    }
+
+    #[test]
+    fn a_live_socket_is_refused_a_stale_one_replaced() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("sock/daemon.sock");
+            let first = SocketServer::bind(&path, &hello()).unwrap();
+            let err = SocketServer::bind(&path, &hello()).err().unwrap();
+            assert!(format!("{err:#}").contains("a daemon already serves"), "{err:#}");
+            drop(first);
+            // A socket file nobody answers on, as a killed daemon leaves it.
+            let stale = std::os::unix::net::UnixListener::bind(&path).unwrap();
+            drop(stale);
+            assert!(path.exists());
+            let _second = SocketServer::bind(&path, &hello()).unwrap();
+            Connection::open(&path).await.unwrap();
+        });
     }
 }
