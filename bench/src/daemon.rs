@@ -63,7 +63,13 @@ pub fn main(args: &[String]) -> Result<()> {
     let span_s = seconds + WARM_UP.as_secs() + 3;
     let recording = scratch.path().join("feed.nsr");
     write_feed(&recording, rate, span_s)?;
-    let report = measure(&nodescope_binary()?, scratch.path(), &recording, rate, seconds)?;
+    let report = measure(
+        &nodescope_binary()?,
+        scratch.path(),
+        &recording,
+        rate,
+        seconds,
+    )?;
     println!(
         "nodescope daemon at {} events/s (simulator events replayed; --record, --openmetrics, \
          one stream --connect client): CPU {:.2} s user + {:.2} s system over {:.1} s = {:.2} % \
@@ -146,7 +152,9 @@ fn measure(
     rate: u64,
     seconds: u64,
 ) -> Result<Report> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let socket = scratch.join("sock/daemon.sock");
     let daemon = Running(
         Command::new(nodescope)

@@ -404,7 +404,10 @@ mod tests {
             let path = dir.path().join("sock/daemon.sock");
             let first = SocketServer::bind(&path, &hello()).unwrap();
             let err = SocketServer::bind(&path, &hello()).err().unwrap();
-            assert!(format!("{err:#}").contains("a daemon already serves"), "{err:#}");
+            assert!(
+                format!("{err:#}").contains("a daemon already serves"),
+                "{err:#}"
+            );
             drop(first);
             // A socket file nobody answers on, as a killed daemon leaves it.
             let stale = std::os::unix::net::UnixListener::bind(&path).unwrap();
