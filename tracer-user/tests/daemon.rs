@@ -2,7 +2,7 @@
 //! `top --connect` in tmux show the very numbers the daemon's OpenMetrics serves at the same
 //! moment; killing one changes nothing for the other; SIGTERM leaves complete recordings and
 //! the original knob values; `stream --connect` prints the lines a replay of the daemon's
-//! recording prints.
+//! recording prints; SIGHUP reopens the log.
 mod common;
 
 use std::{
@@ -295,7 +295,7 @@ fn two_top_clients_show_the_daemons_numbers_and_sigterm_leaves_recordings_and_kn
 }
 
 #[test]
-fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints() {
+fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_sighup_reopens_the_log() {
     let mut daemon = Daemon::start("stream", "android-launch", "4", "100000000");
     let client = Command::new(NODESCOPE)
         .args(["stream", "--json", "--connect"])
@@ -304,8 +304,16 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    sleep(Duration::from_secs(5));
+    sleep(Duration::from_secs(2));
+    // logrotate's way: move the log, SIGHUP; the daemon writes on in a new file.
+    fs::rename(daemon.path("daemon.log"), daemon.path("daemon.log.1")).unwrap();
+    send_signal(&daemon.child.as_ref().unwrap().0, libc::SIGHUP);
+    daemon.wait_for("the reopened log", |d| d.log().contains("daemon: log reopened"));
+    let rotated = fs::read_to_string(daemon.path("daemon.log.1")).unwrap();
+    assert!(rotated.contains("daemon: ready"), "{rotated}");
+    sleep(Duration::from_secs(3));
     daemon.stop();
+    assert!(daemon.log().contains("daemon: stopping (SIGTERM)"));
     let client = client.wait_with_output().unwrap();
     assert!(client.status.success());
     let stderr = String::from_utf8_lossy(&client.stderr);
