@@ -35,6 +35,8 @@ struct Report {
     rss_peak_sampled_kib: u64,
     rss_end_kib: u64,
     vm_hwm_kib: u64,
+    /// VmRSS every 30 s of the measured span: whether it levels off.
+    rss_every_30s_kib: Vec<u64>,
     client_lines: usize,
 }
 
@@ -74,7 +76,7 @@ pub fn main(args: &[String]) -> Result<()> {
         "nodescope daemon at {} events/s (simulator events replayed; --record, --openmetrics, \
          one stream --connect client): CPU {:.2} s user + {:.2} s system over {:.1} s = {:.2} % \
          of one core; RSS {} KiB at the start, {} KiB peak (sampled), {} KiB at the end, \
-         VmHWM {} KiB; the client printed {} window lines",
+         VmHWM {} KiB (every 30 s: {:?} KiB); the client printed {} window lines",
         report.events_per_s,
         report.cpu_user_s,
         report.cpu_system_s,
@@ -84,6 +86,7 @@ pub fn main(args: &[String]) -> Result<()> {
         report.rss_peak_sampled_kib,
         report.rss_end_kib,
         report.vm_hwm_kib,
+        report.rss_every_30s_kib,
         report.client_lines
     );
     if json {
@@ -194,9 +197,16 @@ fn measure(
     let from = Instant::now();
     let mut peak = rss_start;
     let mut next_scrape = Instant::now();
+    let mut next_reading = Instant::now() + Duration::from_secs(30);
+    let mut readings = Vec::new();
     while from.elapsed() < Duration::from_secs(seconds) {
         std::thread::sleep(Duration::from_millis(100));
-        peak = peak.max(status_kib(pid, "VmRSS")?);
+        let rss = status_kib(pid, "VmRSS")?;
+        peak = peak.max(rss);
+        if Instant::now() >= next_reading {
+            readings.push(rss);
+            next_reading += Duration::from_secs(30);
+        }
         if Instant::now() >= next_scrape {
             scrape(port);
             next_scrape += Duration::from_secs(1);
@@ -227,6 +237,7 @@ fn measure(
         rss_peak_sampled_kib: peak,
         rss_end_kib: rss_end,
         vm_hwm_kib: vm_hwm,
+        rss_every_30s_kib: readings,
         client_lines,
     })
 }
