@@ -295,7 +295,8 @@ fn two_top_clients_show_the_daemons_numbers_and_sigterm_leaves_recordings_and_kn
 }
 
 #[test]
-fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_sighup_reopens_the_log() {
+fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_sighup_reopens_the_log(
+) {
     let mut daemon = Daemon::start("stream", "android-launch", "4", "100000000");
     let client = Command::new(NODESCOPE)
         .args(["stream", "--json", "--connect"])
@@ -308,7 +309,9 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_
     // logrotate's way: move the log, SIGHUP; the daemon writes on in a new file.
     fs::rename(daemon.path("daemon.log"), daemon.path("daemon.log.1")).unwrap();
     send_signal(&daemon.child.as_ref().unwrap().0, libc::SIGHUP);
-    daemon.wait_for("the reopened log", |d| d.log().contains("daemon: log reopened"));
+    daemon.wait_for("the reopened log", |d| {
+        d.log().contains("daemon: log reopened")
+    });
     let rotated = fs::read_to_string(daemon.path("daemon.log.1")).unwrap();
     assert!(rotated.contains("daemon: ready"), "{rotated}");
     sleep(Duration::from_secs(3));
