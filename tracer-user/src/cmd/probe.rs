@@ -142,7 +142,11 @@ fn render_accesses(probe: &AccessProbe) -> String {
     let mut out = probe.plan.render();
     for outcome in &probe.outcomes {
         match &outcome.error {
-            None => drop(writeln!(out, "{:<12} attached {}", outcome.what, outcome.target)),
+            None => drop(writeln!(
+                out,
+                "{:<12} attached {}",
+                outcome.what, outcome.target
+            )),
             Some(err) => drop(writeln!(
                 out,
                 "{:<12} NOT attached {}: {err}",

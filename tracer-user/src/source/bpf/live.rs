@@ -90,7 +90,10 @@ impl BpfSource {
             why.push(format!("{}: {error}", failed.target));
         }
         if !lookups {
-            bail!("--accesses: node lookups cannot be traced here: {}", why.join("; "));
+            bail!(
+                "--accesses: node lookups cannot be traced here: {}",
+                why.join("; ")
+            );
         }
         for line in &why {
             log::warn!("--accesses: {line}");

@@ -187,7 +187,10 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
     }
     let node_ino = find(&sbi, "f2fs_sb_info", "node_ino_num")?;
     let s_dev = find(&sb, "super_block", "s_dev")?;
-    for (member, what) in [(&node_ino, "f2fs_sb_info.node_ino_num"), (&s_dev, "super_block.s_dev")] {
+    for (member, what) in [
+        (&node_ino, "f2fs_sb_info.node_ino_num"),
+        (&s_dev, "super_block.s_dev"),
+    ] {
         if !matches!(member.shape, Shape::Int { size: 4, .. }) {
             bail!("{what} is not a 4-byte integer");
         }
@@ -236,7 +239,11 @@ pub fn attach(ebpf: &mut Ebpf, plan: &AccessPlan) -> Result<Vec<AttachOutcome>> 
     }
     if let Some(tracepoint) = &plan.evict_tracepoint {
         let result = attach_evict(ebpf);
-        outcomes.push(outcome("node_evict", format!("tracepoint {tracepoint}"), result));
+        outcomes.push(outcome(
+            "node_evict",
+            format!("tracepoint {tracepoint}"),
+            result,
+        ));
     }
     Ok(outcomes)
 }
@@ -283,7 +290,9 @@ pub fn watch_inode(ebpf: &mut Ebpf, dev: u32, ino: u32) -> Result<()> {
 
 /// Exact counts since attaching: (node lookups, node evictions), summed over the CPUs.
 pub fn counts(ebpf: &Ebpf) -> Result<(u64, u64)> {
-    let map = ebpf.map("ACCESS_COUNTS").context("ACCESS_COUNTS map missing")?;
+    let map = ebpf
+        .map("ACCESS_COUNTS")
+        .context("ACCESS_COUNTS map missing")?;
     let counts: PerCpuArray<_, u64> = PerCpuArray::try_from(map).context("ACCESS_COUNTS type")?;
     let sum = |index| -> Result<u64> {
         Ok(counts

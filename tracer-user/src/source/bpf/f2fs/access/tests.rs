@@ -103,7 +103,10 @@ fn each_missing_fact_is_named_and_evictions_need_lookups() {
         "node_access: the device and node inode need F2FS's BTF: no BTF (/sys/kernel/btf/vmlinux)"
     );
 
-    let narrow = EVICT_FORMAT.replace("field:dev_t s_dev;\toffset:32;\tsize:4", "field:dev_t s_dev;\toffset:32;\tsize:8");
+    let narrow = EVICT_FORMAT.replace(
+        "field:dev_t s_dev;\toffset:32;\tsize:4",
+        "field:dev_t s_dev;\toffset:32;\tsize:8",
+    );
     let plan = super::plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(narrow));
     assert!(plan.lookup_function.is_some());
     assert_eq!(
