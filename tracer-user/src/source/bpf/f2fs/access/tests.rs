@@ -39,9 +39,9 @@ ffffffffc063edf0 t f2fs_get_node_page\t[f2fs]
 ";
 
 #[test]
-fn the_inner_lookup_function_is_chosen_with_btf_offsets_and_format_offsets() {
+fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
     let plan = plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
-    assert_eq!(plan.lookup_function.as_deref(), Some("__get_node_page"));
+    assert_eq!(plan.lookup_function.as_deref(), Some("f2fs_get_node_page"));
     assert_eq!(
         plan.evict_tracepoint.as_deref(),
         Some("filemap:mm_filemap_delete_from_page_cache")
@@ -59,7 +59,7 @@ fn the_inner_lookup_function_is_chosen_with_btf_offsets_and_format_offsets() {
     assert_eq!(plan.layout, expected);
     assert_eq!(
         plan.render(),
-        "node_access  kprobe __get_node_page\n\
+        "node_access  kprobe f2fs_get_node_page\n\
          node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n"
     );
 }
@@ -70,9 +70,8 @@ fn a_partial_clone_is_never_the_lookup_function() {
                     ffffffffc063edf0 T f2fs_get_node_folio\t[f2fs]\n";
     let plan = plan(kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
     assert_eq!(plan.lookup_function.as_deref(), Some("f2fs_get_node_folio"));
-    let folio_kernel = "ffffffffc063daf0 t __get_node_folio\t[f2fs]\n\
-                        ffffffffc063edf0 T f2fs_get_node_folio\t[f2fs]\n";
-    let plan = super::plan(folio_kernel, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    let inner_only = "ffffffffc063daf0 t __get_node_folio\t[f2fs]\n";
+    let plan = super::plan(inner_only, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
     assert_eq!(plan.lookup_function.as_deref(), Some("__get_node_folio"));
 }
 
@@ -92,8 +91,8 @@ fn each_missing_fact_is_named_and_evictions_need_lookups() {
     let plan = super::plan("", true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
     assert_eq!(
         plan.missing[0],
-        "node_access: none of __get_node_page, __get_node_folio, f2fs_get_node_page, \
-         f2fs_get_node_folio in /proc/kallsyms (is f2fs loaded?)"
+        "node_access: none of f2fs_get_node_page, f2fs_get_node_folio, __get_node_page, \
+         __get_node_folio in /proc/kallsyms (is f2fs loaded?)"
     );
 
     let no_btf = Err(anyhow!("no BTF (/sys/kernel/btf/vmlinux)"));
