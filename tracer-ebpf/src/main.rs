@@ -1,6 +1,7 @@
 #![no_std]
 #![no_main]
 
+mod access;
 mod bench;
 mod f2fs;
 mod hello;

@@ -314,3 +314,29 @@ fn a_kernel_without_f2fs_gets_a_note_and_nothing_mapped() {
     // vfs_restore_compressed is the kernel's, not F2FS's: never a restore probe.
     assert_eq!(probes_of(&manifest), "target = \"kernel\"");
 }
+
+/// `--accesses` reads sbi->sb->s_dev and sbi->node_ino_num at offsets BTF gives: the fixture's
+/// split BTF (f2fs_sb_info) on its base (super_block) gives exactly the C layout's.
+#[test]
+fn access_offsets_come_from_split_btf() {
+    use nodescope::source::bpf::{
+        discover::btf::{BtfFiles, KernelBtf},
+        f2fs::access::{struct_offsets, StructOffsets},
+    };
+    let dir = scratch("access-btf");
+    let (base, module) = build_btf(dir.path());
+    let btf = KernelBtf::load(&BtfFiles {
+        base,
+        module: Some(module),
+    })
+    .unwrap();
+    let offsets = struct_offsets(&btf).unwrap();
+    assert_eq!(
+        offsets,
+        StructOffsets {
+            sbi_sb: 0,
+            sb_s_dev: 16,
+            sbi_node_ino: 80,
+        }
+    );
+}

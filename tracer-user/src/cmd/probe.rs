@@ -14,7 +14,11 @@ use crate::{
     source::bpf::{
         self,
         discover::{self, btf::BtfFiles},
-        f2fs::planner,
+        f2fs::{
+            access::{self, AccessPlan},
+            attach::AttachOutcome,
+            planner,
+        },
         manifest::{Manifest, Target, DEFAULT_KERNEL_MANIFEST, PROBE_KINDS},
         rfc,
         selftest::{self, SelfTest},
@@ -101,8 +105,59 @@ pub struct ProbeReport {
     pub rfc_probes: RfcProbes,
     /// Which F2FS probes `stream` and `top` would attach here, and why not the others.
     pub f2fs_plan: planner::Plan,
+    /// What `--accesses` would attach here (node lookups and evictions), and whether it does.
+    pub accesses: AccessProbe,
     /// What is missing, in words, with what it prevents.
     pub missing: Vec<String>,
+}
+
+/// The access traces' plan and, when BPF works, each planned probe tried (attached, then
+/// detached when the object is dropped).
+#[derive(Debug, Serialize)]
+pub struct AccessProbe {
+    pub plan: AccessPlan,
+    pub outcomes: Vec<AttachOutcome>,
+    /// Why nothing was tried, when loading the object failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn access_probe(bpf_works: bool) -> AccessProbe {
+    let plan = access::plan_this_kernel();
+    let tried = bpf_works
+        .then(|| bpf::load(PROBE_RING_BYTES).and_then(|mut ebpf| access::attach(&mut ebpf, &plan)));
+    let (outcomes, error) = match tried {
+        Some(Ok(outcomes)) => (outcomes, None),
+        Some(Err(err)) => (Vec::new(), Some(format!("{err:#}"))),
+        None => (Vec::new(), None),
+    };
+    AccessProbe {
+        plan,
+        outcomes,
+        error,
+    }
+}
+
+fn render_accesses(probe: &AccessProbe) -> String {
+    let mut out = probe.plan.render();
+    for outcome in &probe.outcomes {
+        match &outcome.error {
+            None => drop(writeln!(
+                out,
+                "{:<12} attached {}",
+                outcome.what, outcome.target
+            )),
+            Some(err) => drop(writeln!(
+                out,
+                "{:<12} NOT attached {}: {err}",
+                outcome.what, outcome.target
+            )),
+        }
+    }
+    if let Some(err) = &probe.error {
+        let _ = writeln!(out, "{:<12} not tried: {err}", "");
+    }
+    out
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
@@ -192,6 +247,7 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
         f2fs_devices: system::f2fs_devices(Path::new("/sys/fs/f2fs")),
         rfc_probes: rfc_probes(manifest, bpf)?,
         f2fs_plan: planner::plan_this_kernel(None),
+        accesses: access_probe(bpf),
         missing,
     };
     Ok(with_feature_gaps(report))
@@ -395,6 +451,11 @@ pub fn render_table(report: &ProbeReport) -> String {
         let _ = writeln!(out, "{name:<18} {value}");
     }
     let _ = write!(out, "\nF2FS probe plan:\n{}", report.f2fs_plan.render());
+    let _ = write!(
+        out,
+        "\nAccess traces (--accesses):\n{}",
+        render_accesses(&report.accesses)
+    );
     if !report.missing.is_empty() {
         let _ = writeln!(out, "\nmissing:");
         for line in &report.missing {

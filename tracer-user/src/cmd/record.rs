@@ -94,6 +94,9 @@ async fn record(args: RecordArgs) -> Result<()> {
     let mut recorder = Recorder::create(&args.output, &pipeline, args.force)?;
     let lines = args.json.then_some(origin);
     let stop = capture(&mut pipeline, &mut recorder, lines).await?;
+    if matches!(stop, "SIGTERM" | "interrupted") {
+        drain(&mut pipeline, &mut recorder).await?;
+    }
     let finished_at = end_ns.unwrap_or_else(|| pipeline.now_ns());
     // After a closed stdout the file is still finished; only the lines are left out.
     closed_is_success(print_closed(&pipeline.refresh()?.closed, lines))?;
@@ -106,6 +109,9 @@ async fn record(args: RecordArgs) -> Result<()> {
         bytes,
         bytes as f64 / footer.events.max(1) as f64
     );
+    if let Some(note) = pipeline.closing_note() {
+        eprintln!("nodescope record: {note}");
+    }
     if let Some(trace) = &args.perfetto {
         crate::cmd::export::write_trace(&args.output, None, trace)?;
     }
@@ -162,6 +168,31 @@ async fn capture(
         }
     }
 }
+
+/// After a signal, take what the source already holds (events still in the kernel's ring
+/// buffer), so that a stop right after a burst loses none of it; a quiet source ends it.
+async fn drain(pipeline: &mut Pipeline, recorder: &mut Recorder) -> Result<()> {
+    let mut batch = Vec::new();
+    loop {
+        let waited = tokio::time::timeout(DRAIN_QUIET, pipeline.next_batch(&mut batch)).await;
+        let open = match waited {
+            Ok(more) => more?,
+            Err(_quiet) => return Ok(()),
+        };
+        if batch.is_empty() && !open {
+            return Ok(());
+        }
+        let ended = pipeline.ingest(&mut batch)?;
+        recorder.events(&batch)?;
+        if batch.is_empty() || ended || !open {
+            return Ok(());
+        }
+        batch.clear();
+    }
+}
+
+/// How long `drain` waits for more events before it takes the source as empty.
+const DRAIN_QUIET: Duration = Duration::from_millis(100);
 
 /// Print the windows the model closed, when lines were asked for (`lines` = window origin).
 fn print_closed(closed: &[WindowReport], lines: Option<u64>) -> Result<()> {

@@ -37,6 +37,15 @@ pub struct DeviceReport {
     pub node_writes: u64,
     pub checkpoints: u64,
     pub node_writes_per_checkpoint: Option<f64>,
+    /// Node lookups and node-page evictions (recordings made with `--accesses`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub node_accesses: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub node_evictions: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 #[derive(Debug, Serialize)]
@@ -178,6 +187,18 @@ fn tally(
                 .or_default()
                 .checkpoints += 1
         }
+        Some(EventKind::NodeAccess) => {
+            devices
+                .entry(crate::system::major_minor(event.dev))
+                .or_default()
+                .node_accesses += 1
+        }
+        Some(EventKind::NodeEvict) => {
+            devices
+                .entry(crate::system::major_minor(event.dev))
+                .or_default()
+                .node_evictions += 1
+        }
         _ => {}
     }
 }
@@ -218,11 +239,19 @@ fn render(report: &Report) -> String {
         let per = d
             .node_writes_per_checkpoint
             .map_or_else(|| "-".into(), |v| format!("{v:.1}"));
-        let _ = writeln!(
+        let _ = write!(
             out,
             "device {dev}: checkpoints {} node writes {} per checkpoint {per}",
             d.checkpoints, d.node_writes
         );
+        if d.node_accesses + d.node_evictions > 0 {
+            let _ = write!(
+                out,
+                " node accesses {} node evictions {}",
+                d.node_accesses, d.node_evictions
+            );
+        }
+        out.push('\n');
     }
     let _ = writeln!(
         out,

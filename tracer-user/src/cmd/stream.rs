@@ -84,7 +84,11 @@ pub fn run(args: StreamArgs) -> Result<()> {
     }
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));
     if kernel && args.plan {
-        return closed_is_success(print(&planner::plan_this_kernel(args.node_reads).render()));
+        let mut text = planner::plan_this_kernel(args.node_reads).render();
+        if args.source.accesses {
+            text += &crate::source::bpf::f2fs::access::plan_this_kernel().render();
+        }
+        return closed_is_success(print(&text));
     }
     let plan = if kernel {
         match preflight(args.node_reads) {
@@ -142,7 +146,10 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         return Ok(opened.source);
     };
     let manifest = args.probes.as_deref().map(Manifest::load).transpose()?;
-    let source = BpfSource::start(plan, manifest.as_ref())?;
+    let mut source = BpfSource::start(plan, manifest.as_ref())?;
+    if args.source.accesses {
+        source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel())?;
+    }
     report_attachments(&source, plan);
     Ok(Box::new(source))
 }

@@ -62,7 +62,7 @@ pub struct Opened {
 pub fn open(args: &SourceArgs, default: SourceChoice) -> Result<Opened> {
     match args.source.unwrap_or(default) {
         SourceChoice::Bpf => Ok(Opened {
-            source: open_bpf()?,
+            source: open_bpf(args.accesses)?,
             banner: None,
         }),
         SourceChoice::Sim => Ok(Opened {
@@ -86,7 +86,7 @@ fn open_auto(args: &SourceArgs) -> Result<Opened> {
     let why_not_bpf = bpf_unavailable()?;
     match why_not_bpf {
         None => Ok(Opened {
-            source: open_bpf()?,
+            source: open_bpf(args.accesses)?,
             banner: None,
         }),
         Some(reason) => Ok(Opened {
@@ -110,12 +110,16 @@ fn bpf_unavailable() -> Result<Option<String>> {
     Ok(None)
 }
 
-fn open_bpf() -> Result<Box<dyn Source>> {
+fn open_bpf(accesses: bool) -> Result<Box<dyn Source>> {
     if let Some(reason) = bpf_unavailable()? {
         bail!("the eBPF source cannot run here: {reason}");
     }
     let plan = f2fs::planner::plan_this_kernel(None);
-    Ok(Box::new(BpfSource::start(&plan, None)?))
+    let mut source = BpfSource::start(&plan, None)?;
+    if accesses {
+        source.attach_accesses(&f2fs::access::plan_this_kernel())?;
+    }
+    Ok(Box::new(source))
 }
 
 fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {

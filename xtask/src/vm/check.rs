@@ -292,12 +292,13 @@ pub fn check(
     let tune_steps = check_tune(dir, &mut lines, &mut failures);
     let discover = super::discover::check(dir, &mut lines, &mut failures);
     let daemon = super::daemon::check(dir, &mut lines, &mut failures);
+    let accesses = super::accesses::check(dir, &mut lines, &mut failures);
     for failure in &failures {
         lines.push(format!("  FAILED: {failure}"));
     }
     let pass = failures.is_empty();
     let final_line = format!(
-        "vm-test {label} attributed={attributed} iostat={iostat} cat_pids={cat_pids} readahead={readahead} checkpoints={checkpoints} tune_steps={tune_steps} {churn} {discover} {daemon} {}",
+        "vm-test {label} attributed={attributed} iostat={iostat} cat_pids={cat_pids} readahead={readahead} checkpoints={checkpoints} tune_steps={tune_steps} {churn} {discover} {daemon} {accesses} {}",
         if pass { "PASS" } else { "FAIL" }
     );
     Ok(Verdict {

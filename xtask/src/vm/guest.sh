@@ -209,6 +209,38 @@ daemon_phase() {
   mark daemon_done
 }
 daemon_phase
+# Access traces (issue 13, xtask/src/vm/accesses.rs): nodescope record --accesses over the RFC
+# file-set replay; its node_access events against a kprobe_events hist trigger on the lookup
+# function nodescope chose, armed before nodescope attaches and read after it has stopped. The
+# recording stays in /results for the host's whatif on this disk's image.
+accesses_phase() {
+  nodescope stream --plan --accesses > $R/accesses_plan.txt 2>&1
+  fn=$(sed -n 's/^node_access  *kprobe \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
+  [ -n "$fn" ] || { fail "accesses: no node lookup function (see accesses_plan.txt)"; return 1; }
+  cold
+  echo "p:nodescope_access $fn" >> $T/kprobe_events &&
+    echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger ||
+    { fail "kprobe_events: cannot count $fn"; return 1; }
+  nodescope record --accesses -o $R/accesses.nsr > $R/accesses_record.out 2> $R/accesses_record.err &
+  AP=$!
+  n=0
+  until [ -s $R/accesses.nsr ]; do
+    kill -0 $AP 2>/dev/null || { fail "record --accesses exited early"; break; }
+    n=$((n+1)); [ $n -gt 600 ] && { fail "record --accesses not started after 60 s"; break; }
+    sleep 0.1
+  done
+  mark accesses_start
+  sh /replay-names
+  kill -INT $AP
+  wait $AP
+  echo $? > $R/accesses_record.rc
+  cat $T/events/kprobes/nodescope_access/hist > $R/accesses_hist.txt
+  echo '!hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger
+  echo '-:nodescope_access' >> $T/kprobe_events
+  nodescope report --json $R/accesses.nsr > $R/accesses_report.json 2> $R/accesses_report.err
+  mark accesses_done
+}
+accesses_phase
 # The controller under real memory pressure. The RFC is not applied here, so nodescope tune
 # steers a knob directory of its own (the RFC's defaults, 25 % and 1000 ms) on this kernel's
 # PSI, windows an hour apart (none falls in this phase): only the PSI trigger it arms (root, no

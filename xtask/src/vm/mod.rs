@@ -3,6 +3,7 @@
 //! kernel's own counters (iostat "fs node" reads, debugfs CP count): in every phase the node
 //! reads nodescope attributes to processes must equal iostat's exactly (check.rs). The stream
 //! lines are described in docs/STREAM.md; the guest side is guest.sh.
+mod accesses;
 mod check;
 mod churn;
 mod daemon;
@@ -193,6 +194,8 @@ fn run_kernel(
             .arg(&out),
     )
     .context("the guest left no results archive (see console.log)")?;
+    // Issue 13: the guest's access recording is out.join(accesses::RECORDING); whatif on it
+    // with `disk` belongs here, before a passing run removes the images (see accesses.rs).
     let verdict = check::check(
         spec.label, &out, NDIRS, NFILES, &VARIANTS, sim_line, nodescope,
     )?;

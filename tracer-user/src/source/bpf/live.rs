@@ -9,6 +9,7 @@ use crate::{
         bpf::{
             self,
             f2fs::{
+                access::{self, AccessPlan},
                 attach::{self, AttachOutcome},
                 counters,
                 planner::Plan,
@@ -37,6 +38,8 @@ pub struct BpfSource {
     /// folded into the totals and deleted (`source::exact`).
     counter_peak: usize,
     counters_retired: u64,
+    /// Node lookups and evictions are traced (`--accesses`).
+    accesses: bool,
 }
 
 impl BpfSource {
@@ -69,7 +72,40 @@ impl BpfSource {
             rfc,
             counter_peak: 0,
             counters_retired: 0,
+            accesses: false,
         })
+    }
+
+    /// Also trace every node lookup and node-page eviction (`--accesses`). Fails when node
+    /// lookups cannot be traced, since that is what was asked; a missing eviction probe is
+    /// logged and listed in the outcomes.
+    pub fn attach_accesses(&mut self, plan: &AccessPlan) -> Result<()> {
+        let outcomes = access::attach(&mut self.ebpf, plan)?;
+        let lookups = outcomes
+            .iter()
+            .any(|o| o.what == "node_access" && o.attached);
+        let mut why: Vec<String> = plan.missing.clone();
+        for failed in outcomes.iter().filter(|o| !o.attached) {
+            let error = failed.error.as_deref().unwrap_or("?");
+            why.push(format!("{}: {error}", failed.target));
+        }
+        if !lookups {
+            bail!(
+                "--accesses: node lookups cannot be traced here: {}",
+                why.join("; ")
+            );
+        }
+        for line in &why {
+            log::warn!("--accesses: {line}");
+        }
+        self.outcomes.extend(outcomes);
+        self.accesses = true;
+        Ok(())
+    }
+
+    /// Exact (node lookups, node evictions) counted in the kernel since `attach_accesses`.
+    pub fn access_counts(&self) -> Result<(u64, u64)> {
+        access::counts(&self.ebpf)
     }
 
     /// What the RFC probe manifest attached (None without a manifest).
@@ -166,13 +202,25 @@ impl Source for BpfSource {
     }
 
     fn closing_note(&self) -> Option<String> {
-        Some(format!(
+        let mut note = format!(
             "counter map: peak {} of {} entries; {} entries of exited processes folded into \
              the totals and deleted",
             self.counter_peak,
             counters::NODE_COUNTS_CAPACITY,
             self.counters_retired
-        ))
+        );
+        if self.accesses {
+            match self.access_counts() {
+                Ok((lookups, evictions)) => {
+                    note += &format!(
+                        "; accesses counted in the kernel: {lookups} node lookups, \
+                         {evictions} node evictions"
+                    )
+                }
+                Err(err) => note += &format!("; access counts unreadable: {err:#}"),
+            }
+        }
+        Some(note)
     }
 
     /// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.

@@ -39,6 +39,7 @@ struct f2fs_sb_info {
 	struct super_block *sb;
 	struct list_head node_cache_queues[3];
 	void *node_cache_slab[3];
+	unsigned int node_ino_num;	/* 80: read by --accesses for the eviction filter */
 };
 
 /* The RFC's extended NODE_CACHE entry: payload length, private-slab slot size, CRC of the raw

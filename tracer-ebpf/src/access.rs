@@ -1,0 +1,114 @@
+//! Access traces for `nodescope whatif` (issue #13): every lookup of a node block (a kprobe on
+//! the node lookup function the planner found, e.g. `__get_node_page`) and every node page that
+//! leaves the page cache (`filemap:mm_filemap_delete_from_page_cache` on F2FS's node inode).
+//!
+//! No offset is compiled in: userspace writes an `AccessLayout` into `ACCESS_LAYOUT` with the
+//! struct offsets BTF gives and the tracepoint offsets its format file gives. Each program also
+//! counts what it saw in `ACCESS_COUNTS` (exact even when the ring buffer overflows).
+use aya_ebpf::{
+    helpers::bpf_probe_read_kernel,
+    macros::{kprobe, map, tracepoint},
+    maps::{Array, HashMap, PerCpuArray},
+    programs::{ProbeContext, TracePointContext},
+};
+use tracer_common::{
+    AccessLayout, EventKind, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
+};
+
+use crate::maps::{emit, fill_task};
+
+/// Index 0: the offsets, written by userspace before attaching.
+#[map(name = "ACCESS_LAYOUT")]
+static ACCESS_LAYOUT: Array<AccessLayout> = Array::with_max_entries(1, 0);
+
+/// Device (s_dev) -> its node inode number, learnt from each lookup's `f2fs_sb_info`: the
+/// eviction program keeps only pages of that inode on that device.
+#[map(name = "NODE_INO")]
+static NODE_INO: HashMap<u32, u32> = HashMap::with_max_entries(64, 0);
+
+/// Per-CPU counts, index = `ACCESS_COUNT_*`.
+#[map(name = "ACCESS_COUNTS")]
+static ACCESS_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ACCESS_COUNT_SLOTS, 0);
+
+fn count(index: u32) {
+    if let Some(slot) = ACCESS_COUNTS.get_ptr_mut(index) {
+        // SAFETY: the slot belongs to this CPU and BPF programs are not preempted on it.
+        unsafe { *slot += 1 };
+    }
+}
+
+/// Read a `T` at `base + offset` in kernel memory.
+fn read_at<T>(base: u64, offset: u32) -> Option<T> {
+    if base == 0 {
+        return None;
+    }
+    let address = base.wrapping_add(u64::from(offset)) as *const T;
+    // SAFETY: bpf_probe_read_kernel checks the address and fails cleanly on a bad one.
+    unsafe { bpf_probe_read_kernel(address) }.ok()
+}
+
+/// Entry of the node lookup: `(struct f2fs_sb_info *sbi, pgoff_t nid, ...)` on every variant
+/// (`__get_node_page`, `__get_node_folio`, `f2fs_get_node_page`, `f2fs_get_node_folio`).
+#[kprobe]
+pub fn f2fs_node_access(ctx: ProbeContext) -> u32 {
+    let _ = on_access(&ctx);
+    0
+}
+
+fn on_access(ctx: &ProbeContext) -> Option<()> {
+    let layout = ACCESS_LAYOUT.get(0)?;
+    let sbi: u64 = ctx.arg(0)?;
+    let nid: u64 = ctx.arg(1)?;
+    let sb: u64 = read_at(sbi, layout.sbi_sb)?;
+    let dev: u32 = read_at(sb, layout.sb_s_dev)?;
+    count(ACCESS_COUNT_LOOKUPS);
+    remember_node_ino(sbi, dev, layout);
+    emit(|event| {
+        fill_task(event, EventKind::NodeAccess);
+        event.dev = dev;
+        event.nid = nid as u32;
+    });
+    Some(())
+}
+
+/// Record this device's node inode for the eviction filter, unless it is known already.
+fn remember_node_ino(sbi: u64, dev: u32, layout: &AccessLayout) {
+    let Some(node_ino) = read_at::<u32>(sbi, layout.sbi_node_ino) else {
+        return;
+    };
+    // SAFETY: the value is a plain u32 copied out at once.
+    if unsafe { NODE_INO.get(&dev) }.copied() != Some(node_ino) {
+        let _ = NODE_INO.insert(&dev, &node_ino, 0);
+    }
+}
+
+/// mm_filemap_delete_from_page_cache: a page (folio) left some file's page cache; keep those of
+/// a known F2FS device's node inode, whose page index is the nid.
+#[tracepoint]
+pub fn f2fs_node_evict(ctx: TracePointContext) -> u32 {
+    let _ = on_evict(&ctx);
+    0
+}
+
+fn on_evict(ctx: &TracePointContext) -> Option<()> {
+    let layout = ACCESS_LAYOUT.get(0)?;
+    // SAFETY: bpf_probe_read_kernel copes with any address; the offsets come from this
+    // tracepoint's format file, so they lie inside the record.
+    let dev: u32 = unsafe { ctx.read_at(usize::from(layout.evict_dev)) }.ok()?;
+    // SAFETY: NODE_INO values are plain u32s copied out at once.
+    let node_ino = unsafe { NODE_INO.get(&dev) }.copied()?;
+    // SAFETY: as above, an offset from the format file.
+    let ino: u64 = unsafe { ctx.read_at(usize::from(layout.evict_ino)) }.ok()?;
+    if ino != u64::from(node_ino) {
+        return None;
+    }
+    // SAFETY: as above.
+    let index: u64 = unsafe { ctx.read_at(usize::from(layout.evict_index)) }.ok()?;
+    count(ACCESS_COUNT_EVICTIONS);
+    emit(|event| {
+        fill_task(event, EventKind::NodeEvict);
+        event.dev = dev;
+        event.nid = index as u32;
+    });
+    Some(())
+}

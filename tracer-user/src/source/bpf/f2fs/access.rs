@@ -1,0 +1,311 @@
+//! Access traces (`--accesses`, issue #13): every node lookup, from a kprobe on the node lookup
+//! function this kernel has, and every node page that leaves the page cache, from
+//! `filemap:mm_filemap_delete_from_page_cache` filtered in the kernel to F2FS's node inode.
+//! The programs are tracer-ebpf/src/access.rs.
+//!
+//! Nothing is hard-coded: the device comes from `sbi->sb->s_dev` and the node inode from
+//! `sbi->node_ino_num`, at offsets BTF gives (vmlinux + the f2fs module's split BTF); the
+//! eviction record's fields at the offsets its format file gives. `plan` is pure so tests can
+//! feed it other kernels' facts; `plan_this_kernel` gathers this kernel's.
+use std::fmt::Write as _;
+
+use anyhow::{bail, Context as _, Result};
+use aya::{
+    maps::{Array, PerCpuArray},
+    programs::{KProbe, TracePoint},
+    Ebpf,
+};
+use serde::Serialize;
+use tracer_common::{AccessLayout, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS};
+
+use super::attach::AttachOutcome;
+use crate::{
+    source::bpf::{
+        self,
+        discover::btf::{BtfFiles, KernelBtf, Member, Shape},
+        format::Format,
+    },
+    system,
+};
+
+/// Program names in the eBPF object (tracer-ebpf/src/access.rs).
+pub const PROG_ACCESS: &str = "f2fs_node_access";
+pub const PROG_EVICT: &str = "f2fs_node_evict";
+
+/// The node lookup functions, best first. Each takes `(struct f2fs_sb_info *, pgoff_t nid, ..)`.
+/// The exported wrapper comes first: on Debian's 6.1 and 6.12 GCC inlines the hot part of
+/// `__get_node_page` into `f2fs_get_node_page` (the rest is `__get_node_page.part.0`), so the
+/// exact `__get_node_page` symbol saw 3 calls where the VM test's replay made thousands of
+/// lookups. Not seen by the wrapper: `f2fs_get_node_page_ra` (indirect node blocks of large
+/// files) and, on folio kernels, the inode and xnode lookups. Only exact names: a GCC clone
+/// such as `.part.0` is entered for part of the calls only.
+pub const LOOKUP_FUNCTIONS: [&str; 4] = [
+    "f2fs_get_node_page",
+    "f2fs_get_node_folio",
+    "__get_node_page",
+    "__get_node_folio",
+];
+
+pub const EVICT_CATEGORY: &str = "filemap";
+pub const EVICT_TRACEPOINT: &str = "mm_filemap_delete_from_page_cache";
+
+/// Struct member offsets the lookup program reads through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StructOffsets {
+    pub sbi_sb: u32,
+    pub sb_s_dev: u32,
+    pub sbi_node_ino: u32,
+}
+
+/// What `--accesses` attaches on this kernel, and why not when it cannot.
+#[derive(Clone, Debug, Serialize)]
+pub struct AccessPlan {
+    /// The kprobe's function, when node lookups can be traced.
+    pub lookup_function: Option<String>,
+    /// `filemap:mm_filemap_delete_from_page_cache`, when evictions can be traced.
+    pub evict_tracepoint: Option<String>,
+    /// Why a part is missing, one line each.
+    pub missing: Vec<String>,
+    #[serde(skip)]
+    pub layout: AccessLayout,
+}
+
+impl AccessPlan {
+    /// One line per part, for `nodescope probe` and `stream --plan`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        match &self.lookup_function {
+            Some(function) => drop(writeln!(out, "{:<12} kprobe {function}", "node_access")),
+            None => drop(writeln!(out, "{:<12} not available", "node_access")),
+        }
+        match &self.evict_tracepoint {
+            Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "node_evict")),
+            None => drop(writeln!(out, "{:<12} not available", "node_evict")),
+        }
+        for why in &self.missing {
+            let _ = writeln!(out, "{:<12}   not used: {why}", "");
+        }
+        out
+    }
+}
+
+/// Plan from the kernel's facts: its kallsyms text, whether it has kprobes, F2FS's struct
+/// offsets from BTF, and the eviction tracepoint's format file.
+pub fn plan(
+    kallsyms: &str,
+    kprobes: bool,
+    offsets: Result<StructOffsets>,
+    evict_format: Result<String>,
+) -> AccessPlan {
+    let mut missing = Vec::new();
+    let mut layout = AccessLayout::default();
+    let lookup_function = lookup_function(kallsyms, kprobes).and_then(|function| {
+        let offsets = offsets.context("the device and node inode need F2FS's BTF")?;
+        layout.sbi_sb = offsets.sbi_sb;
+        layout.sb_s_dev = offsets.sb_s_dev;
+        layout.sbi_node_ino = offsets.sbi_node_ino;
+        Ok(function)
+    });
+    let lookup_function = lookup_function
+        .map_err(|err| missing.push(format!("node_access: {err:#}")))
+        .ok();
+    let evict = evict_format.and_then(|text| evict_offsets(&text, &mut layout));
+    let evict_tracepoint = match (&lookup_function, evict) {
+        (Some(_), Ok(())) => Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
+        (None, Ok(())) => {
+            missing.push("node_evict: the node inode is learnt from node lookups".into());
+            None
+        }
+        (_, Err(err)) => {
+            missing.push(format!("node_evict: {err:#}"));
+            None
+        }
+    };
+    AccessPlan {
+        lookup_function,
+        evict_tracepoint,
+        missing,
+        layout,
+    }
+}
+
+/// The first of `LOOKUP_FUNCTIONS` this kernel has under its exact name.
+fn lookup_function(kallsyms: &str, kprobes: bool) -> Result<String> {
+    if !kprobes {
+        bail!("kprobes not available (CONFIG_KPROBES)");
+    }
+    let names: Vec<&str> = kallsyms
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .collect();
+    LOOKUP_FUNCTIONS
+        .iter()
+        .find(|wanted| names.contains(wanted))
+        .map(|name| name.to_string())
+        .with_context(|| {
+            format!(
+                "none of {} in /proc/kallsyms (is f2fs loaded?)",
+                LOOKUP_FUNCTIONS.join(", ")
+            )
+        })
+}
+
+fn evict_offsets(text: &str, layout: &mut AccessLayout) -> Result<()> {
+    let format = Format::parse(text).context("parsing its format file")?;
+    layout.evict_ino = field_offset(&format, "i_ino", 8)?;
+    layout.evict_index = field_offset(&format, "index", 8)?;
+    layout.evict_dev = field_offset(&format, "s_dev", 4)?;
+    Ok(())
+}
+
+/// A field's offset, checked to be `size` bytes (the program reads exactly that many).
+fn field_offset(format: &Format, name: &str, size: u16) -> Result<u16> {
+    let field = format
+        .field(name)
+        .with_context(|| format!("{} has no field `{name}`", format.name))?;
+    if field.size != size {
+        bail!(
+            "{}: field `{name}` is {} bytes, expected {size}",
+            format.name,
+            field.size
+        );
+    }
+    Ok(field.offset)
+}
+
+/// The three offsets from BTF, each checked for the type the program reads.
+pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
+    let sbi = btf.members("f2fs_sb_info");
+    let sb = btf.members("super_block");
+    let find = |members: &[Member], owner: &str, name: &str| {
+        members
+            .iter()
+            .find(|m| m.name == name)
+            .cloned()
+            .with_context(|| format!("BTF has no member {owner}.{name}"))
+    };
+    let sbi_sb = find(&sbi, "f2fs_sb_info", "sb")?;
+    if !sbi_sb.shape.points_to("super_block") {
+        bail!("f2fs_sb_info.sb is not a struct super_block pointer");
+    }
+    let node_ino = find(&sbi, "f2fs_sb_info", "node_ino_num")?;
+    let s_dev = find(&sb, "super_block", "s_dev")?;
+    for (member, what) in [
+        (&node_ino, "f2fs_sb_info.node_ino_num"),
+        (&s_dev, "super_block.s_dev"),
+    ] {
+        if !matches!(member.shape, Shape::Int { size: 4, .. }) {
+            bail!("{what} is not a 4-byte integer");
+        }
+    }
+    Ok(StructOffsets {
+        sbi_sb: sbi_sb.offset,
+        sb_s_dev: s_dev.offset,
+        sbi_node_ino: node_ino.offset,
+    })
+}
+
+/// The plan for the running kernel.
+pub fn plan_this_kernel() -> AccessPlan {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    let offsets = BtfFiles::this_kernel()
+        .context("no BTF (/sys/kernel/btf/vmlinux)")
+        .and_then(|files| KernelBtf::load(&files))
+        .and_then(|btf| struct_offsets(&btf));
+    let evict_format = system::tracefs()
+        .context("tracefs is not mounted")
+        .and_then(|root| {
+            let path = root
+                .join("events")
+                .join(EVICT_CATEGORY)
+                .join(EVICT_TRACEPOINT)
+                .join("format");
+            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+        });
+    plan(&kallsyms, system::has_kprobes(), offsets, evict_format)
+}
+
+/// Write the layout, then attach what the plan chose. Each attachment's outcome is returned;
+/// the caller decides what it cannot live without.
+pub fn attach(ebpf: &mut Ebpf, plan: &AccessPlan) -> Result<Vec<AttachOutcome>> {
+    let map = ebpf
+        .map_mut("ACCESS_LAYOUT")
+        .context("ACCESS_LAYOUT map missing")?;
+    let mut layouts: Array<_, AccessLayout> = Array::try_from(map)?;
+    layouts
+        .set(0, plan.layout, 0)
+        .context("writing ACCESS_LAYOUT")?;
+    let mut outcomes = Vec::new();
+    if let Some(function) = &plan.lookup_function {
+        let result = attach_lookup(ebpf, function);
+        outcomes.push(outcome("node_access", format!("kprobe {function}"), result));
+    }
+    if let Some(tracepoint) = &plan.evict_tracepoint {
+        let result = attach_evict(ebpf);
+        outcomes.push(outcome(
+            "node_evict",
+            format!("tracepoint {tracepoint}"),
+            result,
+        ));
+    }
+    Ok(outcomes)
+}
+
+fn outcome(what: &'static str, target: String, result: Result<()>) -> AttachOutcome {
+    AttachOutcome {
+        what,
+        target,
+        attached: result.is_ok(),
+        error: result.err().map(|e| format!("{e:#}")),
+    }
+}
+
+fn attach_lookup(ebpf: &mut Ebpf, function: &str) -> Result<()> {
+    bpf::arch::ensure_registers_match(&format!("kprobe {function}"))?;
+    let program = ebpf
+        .program_mut(PROG_ACCESS)
+        .with_context(|| format!("program {PROG_ACCESS} missing from the object"))?;
+    let kp: &mut KProbe = program.try_into()?;
+    bpf::load_once(kp.fd().is_ok(), || kp.load())?;
+    kp.attach(function, 0)
+        .with_context(|| format!("attaching kprobe {function}"))?;
+    Ok(())
+}
+
+fn attach_evict(ebpf: &mut Ebpf) -> Result<()> {
+    let program = ebpf
+        .program_mut(PROG_EVICT)
+        .with_context(|| format!("program {PROG_EVICT} missing from the object"))?;
+    let tp: &mut TracePoint = program.try_into()?;
+    bpf::load_once(tp.fd().is_ok(), || tp.load())?;
+    tp.attach(EVICT_CATEGORY, EVICT_TRACEPOINT)
+        .with_context(|| format!("attaching tracepoint {EVICT_CATEGORY}:{EVICT_TRACEPOINT}"))?;
+    Ok(())
+}
+
+/// Watch `ino` on device `dev` (kernel encoding) for evictions before any lookup has named
+/// that device's node inode (tests; a device mounted before the trace started).
+pub fn watch_inode(ebpf: &mut Ebpf, dev: u32, ino: u32) -> Result<()> {
+    let map = ebpf.map_mut("NODE_INO").context("NODE_INO map missing")?;
+    let mut node_ino: aya::maps::HashMap<_, u32, u32> = aya::maps::HashMap::try_from(map)?;
+    node_ino.insert(dev, ino, 0).context("writing NODE_INO")
+}
+
+/// Exact counts since attaching: (node lookups, node evictions), summed over the CPUs.
+pub fn counts(ebpf: &Ebpf) -> Result<(u64, u64)> {
+    let map = ebpf
+        .map("ACCESS_COUNTS")
+        .context("ACCESS_COUNTS map missing")?;
+    let counts: PerCpuArray<_, u64> = PerCpuArray::try_from(map).context("ACCESS_COUNTS type")?;
+    let sum = |index| -> Result<u64> {
+        Ok(counts
+            .get(&index, 0)
+            .context("reading ACCESS_COUNTS")?
+            .iter()
+            .sum())
+    };
+    Ok((sum(ACCESS_COUNT_LOOKUPS)?, sum(ACCESS_COUNT_EVICTIONS)?))
+}
+
+#[cfg(test)]
+mod tests;

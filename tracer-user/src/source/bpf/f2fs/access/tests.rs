@@ -1,0 +1,191 @@
+use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+
+use anyhow::anyhow;
+use aya::{maps::RingBuf, programs::KProbe};
+use tracer_common::{Event, EventKind};
+
+use super::*;
+
+/// The 6.18 format of the eviction tracepoint (this machine's), as tracefs prints it.
+const EVICT_FORMAT: &str = "name: mm_filemap_delete_from_page_cache
+ID: 601
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:unsigned long i_ino;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;
+\tfield:unsigned char order;\toffset:36;\tsize:1;\tsigned:0;
+
+print fmt: \"dev %d:%d ino %lx\", REC->s_dev, REC->s_dev, REC->i_ino
+";
+
+const OFFSETS: StructOffsets = StructOffsets {
+    sbi_sb: 0,
+    sb_s_dev: 16,
+    sbi_node_ino: 1240,
+};
+
+/// The 6.1 kernel's f2fs symbols (shared/reference/kallsyms_f2fs.txt), the lookup part.
+const KALLSYMS_6_1: &str = "\
+ffffffffc063daf0 t __get_node_page.part.0\t[f2fs]
+ffffffffc063de10 t __get_node_page\t[f2fs]
+ffffffffc063ee60 t f2fs_get_node_page_ra\t[f2fs]
+ffffffffc063edf0 t f2fs_get_node_page\t[f2fs]
+";
+
+#[test]
+fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
+    let plan = plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    assert_eq!(plan.lookup_function.as_deref(), Some("f2fs_get_node_page"));
+    assert_eq!(
+        plan.evict_tracepoint.as_deref(),
+        Some("filemap:mm_filemap_delete_from_page_cache")
+    );
+    assert!(plan.missing.is_empty(), "{:?}", plan.missing);
+    let expected = AccessLayout {
+        sbi_sb: 0,
+        sb_s_dev: 16,
+        sbi_node_ino: 1240,
+        evict_ino: 16,
+        evict_index: 24,
+        evict_dev: 32,
+        _pad: 0,
+    };
+    assert_eq!(plan.layout, expected);
+    assert_eq!(
+        plan.render(),
+        "node_access  kprobe f2fs_get_node_page\n\
+         node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n"
+    );
+}
+
+#[test]
+fn a_partial_clone_is_never_the_lookup_function() {
+    let kallsyms = "ffffffffc063daf0 t __get_node_page.part.0\t[f2fs]\n\
+                    ffffffffc063edf0 T f2fs_get_node_folio\t[f2fs]\n";
+    let plan = plan(kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    assert_eq!(plan.lookup_function.as_deref(), Some("f2fs_get_node_folio"));
+    let inner_only = "ffffffffc063daf0 t __get_node_folio\t[f2fs]\n";
+    let plan = super::plan(inner_only, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    assert_eq!(plan.lookup_function.as_deref(), Some("__get_node_folio"));
+}
+
+#[test]
+fn each_missing_fact_is_named_and_evictions_need_lookups() {
+    let plan = plan(KALLSYMS_6_1, false, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    assert_eq!(plan.lookup_function, None);
+    assert_eq!(plan.evict_tracepoint, None);
+    assert_eq!(
+        plan.missing,
+        [
+            "node_access: kprobes not available (CONFIG_KPROBES)",
+            "node_evict: the node inode is learnt from node lookups",
+        ]
+    );
+
+    let plan = super::plan("", true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    assert_eq!(
+        plan.missing[0],
+        "node_access: none of f2fs_get_node_page, f2fs_get_node_folio, __get_node_page, \
+         __get_node_folio in /proc/kallsyms (is f2fs loaded?)"
+    );
+
+    let no_btf = Err(anyhow!("no BTF (/sys/kernel/btf/vmlinux)"));
+    let plan = super::plan(KALLSYMS_6_1, true, no_btf, Ok(EVICT_FORMAT.into()));
+    assert_eq!(
+        plan.missing[0],
+        "node_access: the device and node inode need F2FS's BTF: no BTF (/sys/kernel/btf/vmlinux)"
+    );
+
+    let narrow = EVICT_FORMAT.replace(
+        "field:dev_t s_dev;\toffset:32;\tsize:4",
+        "field:dev_t s_dev;\toffset:32;\tsize:8",
+    );
+    let plan = super::plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(narrow));
+    assert!(plan.lookup_function.is_some());
+    assert_eq!(
+        plan.missing,
+        ["node_evict: mm_filemap_delete_from_page_cache: field `s_dev` is 8 bytes, expected 4"]
+    );
+}
+
+#[test]
+fn the_lookup_program_passes_the_verifier() {
+    if !system::is_root() {
+        eprintln!("SKIPPED the_lookup_program_passes_the_verifier: needs root");
+        return;
+    }
+    let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+    let kp: &mut KProbe = ebpf.program_mut(PROG_ACCESS).unwrap().try_into().unwrap();
+    kp.load().expect("the verifier accepts f2fs_node_access");
+}
+
+/// The kernel's dev_t encoding (MKDEV: major << 20 | minor) of a file's device.
+fn kernel_dev(meta: &std::fs::Metadata) -> u32 {
+    let dev = meta.dev();
+    (libc::major(dev) << 20) | libc::minor(dev)
+}
+
+/// Real evictions on this kernel: pages of a watched inode leave the page cache when the file
+/// is truncated; each is one node_evict (nid = page index) and one count, and a neighbour
+/// file's pages are not.
+#[test]
+fn truncating_a_watched_inode_gives_one_eviction_per_page() {
+    if !system::is_root() {
+        eprintln!("SKIPPED truncating_a_watched_inode_gives_one_eviction_per_page: needs root");
+        return;
+    }
+    let Some(root) = system::tracefs() else {
+        eprintln!("SKIPPED truncating_a_watched_inode_gives_one_eviction_per_page: no tracefs");
+        return;
+    };
+    let format_path = root.join("events/filemap/mm_filemap_delete_from_page_cache/format");
+    let format = std::fs::read_to_string(&format_path).expect("the eviction tracepoint exists");
+    let mut layout = AccessLayout::default();
+    evict_offsets(&format, &mut layout).expect("this kernel's format has the fields");
+    let plan = AccessPlan {
+        lookup_function: None,
+        evict_tracepoint: Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
+        missing: Vec::new(),
+        layout,
+    };
+
+    let dir = tempfile::tempdir_in(std::env::current_dir().unwrap()).unwrap();
+    let watched = std::fs::File::create(dir.path().join("watched")).unwrap();
+    let neighbour = std::fs::File::create(dir.path().join("neighbour")).unwrap();
+    let page = vec![0x5a_u8; 4096];
+    // Pages 0, 2, 4 and 6 apart: four single-page folios.
+    for index in [0u64, 2, 4, 6] {
+        watched.write_at(&page, index * 4096).unwrap();
+        neighbour.write_at(&page, index * 4096).unwrap();
+    }
+    watched.sync_all().unwrap();
+    neighbour.sync_all().unwrap();
+    let meta = watched.metadata().unwrap();
+    let dev = kernel_dev(&meta);
+
+    let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+    let outcomes = attach(&mut ebpf, &plan).unwrap();
+    assert!(outcomes.iter().all(|o| o.attached), "{outcomes:?}");
+    watch_inode(&mut ebpf, dev, meta.ino() as u32).unwrap();
+    watched.set_len(0).unwrap();
+    neighbour.set_len(0).unwrap();
+
+    let (lookups, evictions) = counts(&ebpf).unwrap();
+    assert_eq!((lookups, evictions), (0, 4));
+    let mut ring = RingBuf::try_from(ebpf.take_map("EVENTS").unwrap()).unwrap();
+    let mut nids = Vec::new();
+    while let Some(item) = ring.next() {
+        let event = Event::from_bytes(&item).unwrap();
+        assert_eq!(event.kind(), Some(EventKind::NodeEvict));
+        assert_eq!(event.dev, dev);
+        nids.push(event.nid);
+    }
+    nids.sort_unstable();
+    assert_eq!(nids, [0, 2, 4, 6]);
+}

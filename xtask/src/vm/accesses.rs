@@ -1,0 +1,113 @@
+//! The VM test's access-trace phase (issue 13; guest.sh: accesses_phase). In the guest
+//! `nodescope record --accesses` recorded the RFC file-set replay while a kprobe_events hist
+//! trigger counted calls of the same node lookup function (armed before nodescope attached,
+//! read after it stopped). Here: the recording's node_access events (from `nodescope report
+//! --json`), nodescope's own in-kernel count (record's closing note) and the hist trigger's
+//! count are one number, with no event lost, and the recording is there for whatif.
+use std::{fs, path::Path};
+
+use super::json::Json;
+
+/// The recording the guest leaves in /results, for the host's `nodescope whatif` with the
+/// guest's disk image.
+// TODO(lead, issue 13): once xtask/src/vm/whatif.rs (helper `whatif`) exists, call it from
+// mod.rs with `out.join(RECORDING)` and the guest's disk image (`disk`, work/f2fs.img) before
+// the images are removed, and add its off/on figures to the VM line.
+pub const RECORDING: &str = "accesses.nsr";
+
+/// Check the phase; `accesses=<recorded>/<kernel's hist count>` for the VM line.
+pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -> String {
+    let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let function = read("accesses_plan.txt")
+        .lines()
+        .find_map(|l| l.strip_prefix("node_access").map(str::trim))
+        .unwrap_or("")
+        .to_string();
+    let hist = super::check::hist_hits(&read("accesses_hist.txt"));
+    let record_err = read("accesses_record.err");
+    let (counted, evictions_counted) = kernel_counts(&record_err).unzip();
+    let (recorded, evicted, drops) = match Json::parse(&read("accesses_report.json")) {
+        Ok(report) => recording_counts(&report),
+        Err(err) => {
+            failures.push(format!("accesses: no report of {RECORDING}: {err:#}"));
+            (0, 0, 0)
+        }
+    };
+    lines.push(format!(
+        "  accesses {function}: recorded {recorded} node_access ({drops} lost), counted in the \
+         kernel {counted:?}, kprobe_events hist {hist:?}; node_evict recorded {evicted}, \
+         counted {evictions_counted:?}"
+    ));
+    let rc = read("accesses_record.rc");
+    if rc.trim() != "0" {
+        failures.push(format!("accesses: record exit status {:?}", rc.trim()));
+    }
+    if !function.starts_with("kprobe ") {
+        failures.push(format!("accesses: no lookup kprobe planned: {function:?}"));
+    }
+    if hist.is_none_or(|h| h == 0) || Some(recorded) != hist || counted != hist || drops != 0 {
+        failures.push(format!(
+            "accesses: recorded {recorded} (lost {drops}) and counted {counted:?} must equal \
+             the hist trigger's {hist:?}"
+        ));
+    }
+    if Some(evicted) != evictions_counted {
+        failures.push(format!(
+            "accesses: recorded {evicted} node_evict, counted {evictions_counted:?}"
+        ));
+    }
+    if !dir.join(RECORDING).exists() {
+        failures.push(format!("accesses: {RECORDING} missing"));
+    }
+    format!(
+        "accesses={recorded}/{}",
+        hist.map_or_else(|| "?".into(), |h| h.to_string())
+    )
+}
+
+/// (node lookups, node evictions) from record's closing note: "accesses counted in the kernel:
+/// N node lookups, M node evictions".
+fn kernel_counts(record_err: &str) -> Option<(u64, u64)> {
+    let rest = record_err
+        .lines()
+        .find_map(|l| l.split_once("accesses counted in the kernel: "))?
+        .1;
+    let (lookups, rest) = rest.split_once(" node lookups, ")?;
+    let evictions = rest.split_whitespace().next()?;
+    Some((lookups.parse().ok()?, evictions.parse().ok()?))
+}
+
+/// (node accesses, node evictions, lost events) from `nodescope report --json`.
+fn recording_counts(report: &Json) -> (u64, u64, u64) {
+    let devices = report.get("devices");
+    let (mut accesses, mut evictions) = (0, 0);
+    for dev in devices.keys() {
+        accesses += devices.get(dev).get("node_accesses").u64();
+        evictions += devices.get(dev).get("node_evictions").u64();
+    }
+    (accesses, evictions, report.get("drops").u64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_kernel_counts_from_the_closing_note() {
+        let err = "recorded 9 events\nnodescope record: counter map: peak 3 of 8192 entries; 0 \
+                   entries of exited processes folded into the totals and deleted; accesses \
+                   counted in the kernel: 49412 node lookups, 7 node evictions\n";
+        assert_eq!(kernel_counts(err), Some((49412, 7)));
+        assert_eq!(kernel_counts("recorded 9 events\n"), None);
+    }
+
+    #[test]
+    fn sums_the_report_devices() {
+        let report = Json::parse(
+            r#"{"drops": 2, "devices": {"254:0": {"node_writes": 1, "node_accesses": 40,
+                "node_evictions": 3}, "254:16": {"node_accesses": 2}}}"#,
+        )
+        .unwrap();
+        assert_eq!(recording_counts(&report), (42, 3, 2));
+    }
+}
