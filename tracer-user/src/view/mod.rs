@@ -5,3 +5,5 @@ pub mod perfetto;
 pub mod recorder;
 pub mod stdout;
 pub mod tui;
+pub mod whatif_compressors;
+pub mod whatif_plot;
