@@ -245,10 +245,12 @@ fn lz4_len(block: &[u8]) -> usize {
 
 /// Compress into `out` (room for lz4_flex's bound), returning the payload length.
 fn lz4_compress(block: &[u8], out: &mut [u8]) -> usize {
-    match (<&Block>::try_from(block), <&mut [u8; lz4::MAX_COMPRESSED]>::try_from(&mut *out)) {
+    match (
+        <&Block>::try_from(block),
+        <&mut [u8; lz4::MAX_COMPRESSED]>::try_from(&mut *out),
+    ) {
         (Ok(block), Ok(out)) => lz4::compress_into(block, out),
-        _ => lz4_flex::block::compress_into(block, out)
-            .expect("the output holds lz4_flex's bound"),
+        _ => lz4_flex::block::compress_into(block, out).expect("the output holds lz4_flex's bound"),
     }
 }
 
@@ -288,7 +290,10 @@ impl Codec {
                 dctx: DCtx::create(),
             },
         };
-        Codec { kind, out: Vec::new() }
+        Codec {
+            kind,
+            out: Vec::new(),
+        }
     }
 
     /// Compress `block` into the output buffer; the payload is `payload(len)`.

@@ -79,13 +79,10 @@ fn lz4_row_on_a_real_image_matches_admission() {
                 total += u64::from(clen);
             }
         }
-        assert_eq!(
-            Compressor::Lz4.compressed_len(&block[..]),
-            {
-                let mut out = [0u8; lz4::MAX_COMPRESSED];
-                lz4::compress_into(block, &mut out)
-            }
-        );
+        assert_eq!(Compressor::Lz4.compressed_len(&block[..]), {
+            let mut out = [0u8; lz4::MAX_COMPRESSED];
+            lz4::compress_into(block, &mut out)
+        });
     }
     let expected = SlotMix {
         slot_256: admitted.get(&256).copied().unwrap_or(0),
@@ -105,7 +102,10 @@ fn lz4_row_on_a_real_image_matches_admission() {
     assert!(row.ratio > 4.0, "{row:?}");
     assert_eq!(row.compress_memory_bytes, 8192);
     assert_eq!(row.decompress_memory_bytes, 0);
-    assert!(row.compress_mb_s > 0.0 && row.decompress_mb_s > 0.0, "{row:?}");
+    assert!(
+        row.compress_mb_s > 0.0 && row.decompress_mb_s > 0.0,
+        "{row:?}"
+    );
 }
 
 /// Every zstd level round-trips every node block through an independent decoder

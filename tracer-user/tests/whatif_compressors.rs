@@ -53,7 +53,10 @@ fn json_rows_are_every_setting_measured_on_the_images_node_blocks() {
         "--json",
     ]);
     let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
-    assert_eq!(report["node_blocks"].as_u64().unwrap() as usize, blocks.len());
+    assert_eq!(
+        report["node_blocks"].as_u64().unwrap() as usize,
+        blocks.len()
+    );
     let rows = report["rows"].as_array().unwrap();
     let names: Vec<&str> = rows
         .iter()
@@ -67,8 +70,12 @@ fn json_rows_are_every_setting_measured_on_the_images_node_blocks() {
     let mut lz4_mix = SlotMix::default();
     for block in &blocks {
         match admission::compress(block, 25) {
-            Admission::Admit { slot_bytes: 256, .. } => lz4_mix.slot_256 += 1,
-            Admission::Admit { slot_bytes: 512, .. } => lz4_mix.slot_512 += 1,
+            Admission::Admit {
+                slot_bytes: 256, ..
+            } => lz4_mix.slot_256 += 1,
+            Admission::Admit {
+                slot_bytes: 512, ..
+            } => lz4_mix.slot_512 += 1,
             Admission::Admit { .. } => lz4_mix.slot_1024 += 1,
             Admission::Reject { .. } => lz4_mix.none += 1,
         }
@@ -82,8 +89,15 @@ fn json_rows_are_every_setting_measured_on_the_images_node_blocks() {
             .collect();
         let total: u64 = lengths.iter().map(|l| *l as u64).sum();
         let name = compressor.name();
-        assert_eq!(row["blocks"].as_u64().unwrap() as usize, blocks.len(), "{name}");
-        assert_eq!(row["raw_bytes"].as_u64().unwrap(), 4096 * blocks.len() as u64);
+        assert_eq!(
+            row["blocks"].as_u64().unwrap() as usize,
+            blocks.len(),
+            "{name}"
+        );
+        assert_eq!(
+            row["raw_bytes"].as_u64().unwrap(),
+            4096 * blocks.len() as u64
+        );
         assert_eq!(row["compressed_bytes"].as_u64().unwrap(), total, "{name}");
         assert_eq!(slots(row), SlotMix::of(lengths), "{name}");
         let ratio = row["ratio"].as_f64().unwrap();
@@ -98,7 +112,12 @@ fn json_rows_are_every_setting_measured_on_the_images_node_blocks() {
 #[test]
 fn the_table_has_a_header_and_one_row_per_setting() {
     let image = small_image();
-    let output = nodescope(&["whatif", "--compressors", "--image", image.to_str().unwrap()]);
+    let output = nodescope(&[
+        "whatif",
+        "--compressors",
+        "--image",
+        image.to_str().unwrap(),
+    ]);
     let text = String::from_utf8(output.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2 + 16, "{text}");

@@ -144,14 +144,16 @@ fn load_font() -> Result<PathBuf> {
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
     // Registered fonts live as long as the process: plotters keeps a &'static.
     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-    register_font(FONT, FontStyle::Normal, bytes)
-        .map_err(|_| anyhow!("{} is not a TrueType font plotters can read", path.display()))?;
+    register_font(FONT, FontStyle::Normal, bytes).map_err(|_| {
+        anyhow!(
+            "{} is not a TrueType font plotters can read",
+            path.display()
+        )
+    })?;
     Ok(path)
 }
 
-fn plot_error<E: std::error::Error + Send + Sync>(
-    err: DrawingAreaErrorKind<E>,
-) -> anyhow::Error {
+fn plot_error<E: std::error::Error + Send + Sync>(err: DrawingAreaErrorKind<E>) -> anyhow::Error {
     anyhow!("{err}")
 }
 
@@ -166,7 +168,12 @@ fn coords(point: &PlotPoint) -> (f64, f64) {
 /// The chart on any backend.
 fn draw_on<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, points: &[PlotPoint]) -> Result<()> {
     root.fill(&WHITE).map_err(plot_error)?;
-    let x_max = points.iter().map(|p| mib(p.memory_bytes)).fold(0.0, f64::max) * 1.08 + 0.1;
+    let x_max = points
+        .iter()
+        .map(|p| mib(p.memory_bytes))
+        .fold(0.0, f64::max)
+        * 1.08
+        + 0.1;
     let y_max = points.iter().map(|p| p.node_reads).max().unwrap_or(0) as f64 * 1.08 + 1.0;
     let mut chart = ChartBuilder::on(&root)
         .caption("Node reads against attributed memory", (FONT, 24))
@@ -209,10 +216,7 @@ fn draw_on<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, points: &[PlotPoint
             .legend(move |(x, y)| Circle::new((x, y), 5, style));
     }
     chart
-        .draw_series(LineSeries::new(
-            front_steps(points),
-            BLACK.stroke_width(2),
-        ))
+        .draw_series(LineSeries::new(front_steps(points), BLACK.stroke_width(2)))
         .map_err(plot_error)?
         .label("Pareto front")
         .legend(|(x, y)| PathElement::new(vec![(x - 10, y), (x + 10, y)], BLACK.stroke_width(2)));
@@ -274,7 +278,15 @@ mod tests {
         // 0: (10, 100) front; 1: (20, 50) front; 2: (20, 60) dominated by 1 (same memory);
         // 3: (30, 50) dominated by 1 (same reads, more memory); 4: (5, 200) front;
         // 5: (40, 10) front; 6: (35, 90) dominated by 1.
-        let pairs = [(10, 100), (20, 50), (20, 60), (30, 50), (5, 200), (40, 10), (35, 90)];
+        let pairs = [
+            (10, 100),
+            (20, 50),
+            (20, 60),
+            (30, 50),
+            (5, 200),
+            (40, 10),
+            (35, 90),
+        ];
         assert_eq!(front_of(&pairs), vec![4, 0, 1, 5]);
     }
 
