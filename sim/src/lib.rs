@@ -47,6 +47,7 @@
 //!   budget, the mechanisms and the real LZ4 sizes.
 pub mod accounting;
 pub mod cache;
+pub mod compressors;
 pub mod costs;
 pub mod disk;
 pub mod engine;

@@ -35,6 +35,8 @@ enum Command {
     /// One headless process: source, model, controller (--tune), OpenMetrics, a rolling
     /// recording, and a socket for `top --connect` and `stream --connect`.
     Daemon(cmd::daemon::DaemonArgs),
+    /// What if: compressors (lz4, zstd levels) measured on an image's node blocks.
+    Whatif(cmd::whatif::WhatifArgs),
 }
 
 fn main() {
@@ -57,5 +59,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Tune(args) => cmd::tune::run(args),
         Command::Sim(args) => cmd::sim::run(args),
         Command::Daemon(args) => cmd::daemon::run(args),
+        Command::Whatif(args) => cmd::whatif::run(args),
     }
 }

@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _, Result};
 use crate::util::{self, output};
 
 /// Debian packages the project needs, and why.
-const APT_PACKAGES: [(&str, &str); 16] = [
+const APT_PACKAGES: [(&str, &str); 17] = [
     ("rustc-web", "rustc 1.96 on LLVM 22 for the eBPF build"),
     ("cargo-web", "cargo for the eBPF build"),
     (
@@ -40,6 +40,10 @@ const APT_PACKAGES: [(&str, &str); 16] = [
     (
         "prometheus",
         "the test that scrapes nodescope's OpenMetrics endpoint",
+    ),
+    (
+        "fonts-dejavu-core",
+        "a TrueType font for the labels of the what-if picture (plotters)",
     ),
 ];
 

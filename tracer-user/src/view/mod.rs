@@ -7,3 +7,5 @@ pub mod rolling;
 pub mod socket;
 pub mod stdout;
 pub mod tui;
+pub mod whatif_compressors;
+pub mod whatif_plot;
