@@ -120,6 +120,7 @@ impl LiveSim {
             // No memory time series: nothing reads it in live mode, and kept for a run that
             // never ends it grew by 32 bytes a virtual second (`cargo xtask soak` found it).
             sample_every_ns: 0,
+            accesses: false,
         };
         let mut engine = Engine::new(nodes, KnobSource::Dir(knobs), options);
         let snapshot = engine.snapshot();

@@ -52,10 +52,11 @@ pub const BUDGET_BYTES: u64 = 3 << 20;
 pub struct VmReplayParams {
     pub fileset: VmFileSet,
     pub budget_bytes: u64,
-    /// The worker must do this many passes in a row without a conversion before the cache is
-    /// considered settled.
-    pub settle_quiet_passes: u32,
-    pub settle_max_ns: u64,
+    /// How long the cache thread runs after the sync before pressure comes: the same for
+    /// every knob setting, so that compression off and on share one timeline and a recording
+    /// of one side's accesses replays at the other's settings (`nodescope whatif`). At the
+    /// default knobs the worker has nothing left to convert after 85 s.
+    pub settle_ns: u64,
     /// How long the pressure is held.
     pub pressure_ns: u64,
 }
@@ -65,8 +66,7 @@ impl Default for VmReplayParams {
         VmReplayParams {
             fileset: VmFileSet::default(),
             budget_bytes: BUDGET_BYTES,
-            settle_quiet_passes: 3,
-            settle_max_ns: 900_000_000_000,
+            settle_ns: 120_000_000_000,
             pressure_ns: 1_000_000_000,
         }
     }
@@ -172,7 +172,7 @@ pub fn run_static(params: &VmReplayParams, knobs: Knobs, seed: u64) -> Result<Ru
     mount(&mut engine, &tasks)?;
     populate(&mut engine, &manifest, &tasks, &mut rng)?;
     phases.mark(&engine, "populate");
-    engine.settle(params.settle_quiet_passes, params.settle_max_ns)?;
+    engine.advance_by(params.settle_ns)?;
     phases.mark(&engine, "settle");
     engine.set_pressure(Pressure::Budget {
         bytes: params.budget_bytes,
