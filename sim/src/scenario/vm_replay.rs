@@ -157,13 +157,36 @@ pub fn replay(
 /// "settle" (ends at the equal-node point), "pressure" (ends at the equal-memory point),
 /// "replay".
 pub fn run_static(params: &VmReplayParams, knobs: Knobs, seed: u64) -> Result<RunTotals> {
+    run_with(params, knobs, seed, EngineOptions::default()).map(|(totals, _)| totals)
+}
+
+/// [`run_static`] with its events kept, the access trace included (`NodeAccess`, `NodeEvict`,
+/// the checkpoint): what `nodescope record --accesses` records of this run.
+pub fn run_recorded(
+    params: &VmReplayParams,
+    knobs: Knobs,
+    seed: u64,
+) -> Result<(RunTotals, Vec<tracer_common::Event>)> {
+    let options = EngineOptions {
+        record_events: true,
+        accesses: true,
+        ..EngineOptions::default()
+    };
+    let (totals, mut engine) = run_with(params, knobs, seed, options)?;
+    let mut events = Vec::new();
+    engine.drain_events(&mut events);
+    Ok((totals, events))
+}
+
+fn run_with(
+    params: &VmReplayParams,
+    knobs: Knobs,
+    seed: u64,
+    options: EngineOptions,
+) -> Result<(RunTotals, Engine)> {
     let manifest = params.fileset.manifest();
     let nodes = NodeSet::for_manifest(&manifest)?;
-    let mut engine = Engine::new(
-        nodes.clone(),
-        KnobSource::Static(knobs),
-        EngineOptions::default(),
-    );
+    let mut engine = Engine::new(nodes.clone(), KnobSource::Static(knobs), options);
     let first = engine.snapshot();
     let mut phases = Phases::new(&engine);
     let mut rng = Rng::new(seed);
@@ -182,14 +205,15 @@ pub fn run_static(params: &VmReplayParams, knobs: Knobs, seed: u64) -> Result<Ru
     phases.mark(&engine, "pressure");
     replay(&mut engine, &params.fileset, &nodes, 2000, &mut rng)?;
     phases.mark(&engine, "replay");
-    Ok(RunTotals::new(
+    let totals = RunTotals::new(
         ScenarioName::VmReplay,
         knobs,
         seed,
         &first,
         &engine,
         phases,
-    ))
+    );
+    Ok((totals, engine))
 }
 
 // ---- the RFC-style comparison ----
