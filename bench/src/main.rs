@@ -8,6 +8,8 @@
 //! * `record [--events N]`: what nodescope's recorder costs on top of the model;
 //! * `ringbuf [--json]` (root): the ring buffer's zero-drop ceiling on this kernel;
 //! * `cpu [--json] [--rate N] [--seconds S]`: `top`'s pipeline's CPU at a given event rate.
+//! * `whatif [--json]`: `nodescope whatif`'s replay rate on one core against the baseline
+//!   (LZ4 at every conversion and restore), and its exactness on vm-replay.
 //! * `soak [--hours H]`: a day of the simulated phone through top's, stream's and record's
 //!   code at full speed: memory, descriptors and recording size over time.
 use anyhow::{bail, Context as _, Result};
@@ -21,8 +23,9 @@ mod ringbuf;
 mod sim;
 mod soak;
 mod synthetic;
+mod whatif;
 
-const NAMES: &str = "sim, controller, model, record, soak, ringbuf, cpu";
+const NAMES: &str = "sim, controller, model, record, soak, ringbuf, cpu, whatif";
 
 /// The arguments of `model` and `record`.
 #[derive(Parser)]
@@ -53,6 +56,7 @@ fn main() -> Result<()> {
         "model" => model::main(EventsArgs::parse_after(&name, &args).events),
         "record" => record::main(EventsArgs::parse_after(&name, &args).events),
         "soak" => soak::main(&args),
+        "whatif" => whatif::main(&args),
         other => bail!("unknown benchmark {other:?}; known: {NAMES}"),
     }
 }

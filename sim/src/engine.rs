@@ -419,7 +419,8 @@ impl Engine {
     /// Modify a node: look it up, then dirty it (mtime bump; the inode checksum is recomputed
     /// so the block stays valid).
     pub fn modify(&mut self, task: &Task, nid: u32) -> Result<u64> {
-        let (_, cost) = self.access_for(task, nid, RequestedType::Any, crate::events::ACCESS_DIRTY)?;
+        let (_, cost) =
+            self.access_for(task, nid, RequestedType::Any, crate::events::ACCESS_DIRTY)?;
         let check = self.cache.check;
         let stamp = self.now;
         self.cache
@@ -439,7 +440,8 @@ impl Engine {
     /// access trace knows which node was dirtied, not how): the node is dirty until the next
     /// checkpoint.
     pub fn dirty_untouched(&mut self, task: &Task, nid: u32) -> Result<u64> {
-        let (_, cost) = self.access_for(task, nid, RequestedType::Any, crate::events::ACCESS_DIRTY)?;
+        let (_, cost) =
+            self.access_for(task, nid, RequestedType::Any, crate::events::ACCESS_DIRTY)?;
         self.cache.mark_dirty(nid);
         Ok(cost)
     }

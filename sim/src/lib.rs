@@ -59,6 +59,6 @@ pub mod live;
 pub mod nodes;
 pub mod rng;
 pub mod scenario;
-pub mod whatif;
 #[cfg(test)]
 mod testutil;
+pub mod whatif;

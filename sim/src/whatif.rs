@@ -67,7 +67,9 @@ impl Trace {
                 }
             }
         }
-        let Some(&(dev, _)) = per_dev.iter().max_by_key(|(dev, n)| (*n, std::cmp::Reverse(*dev)))
+        let Some(&(dev, _)) = per_dev
+            .iter()
+            .max_by_key(|(dev, n)| (*n, std::cmp::Reverse(*dev)))
         else {
             bail!("the recording has no node accesses: record with --accesses");
         };
@@ -244,6 +246,73 @@ pub fn replay(
     outcome.total_restores = stats.restores;
     outcome.conversions = stats.conversions;
     Ok(outcome)
+}
+
+/// The three counts the exactness claim is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BudgetCounts {
+    pub node_reads: u64,
+    pub restores: u64,
+    pub retained_nodes: u64,
+}
+
+impl From<&Outcome> for BudgetCounts {
+    fn from(o: &Outcome) -> BudgetCounts {
+        BudgetCounts {
+            node_reads: o.node_reads,
+            restores: o.restores,
+            retained_nodes: o.retained_nodes,
+        }
+    }
+}
+
+/// `vm-replay` recorded with compression off, replayed at the scenario's own settings with
+/// compression on, next to the scenario's on side.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct VmReplayCheck {
+    pub scenario_on: BudgetCounts,
+    pub whatif_lz4: BudgetCounts,
+    pub whatif_sizes: BudgetCounts,
+    /// The recorded (off) run's events, for callers that write them to a recording.
+    #[serde(skip)]
+    pub events: Vec<Event>,
+    #[serde(skip)]
+    pub trace: Trace,
+}
+
+impl VmReplayCheck {
+    pub fn exact(&self) -> bool {
+        self.whatif_lz4 == self.scenario_on && self.whatif_sizes == self.scenario_on
+    }
+}
+
+pub fn vm_replay_check(seed: u64) -> Result<VmReplayCheck> {
+    use crate::{cache::PayloadSizes, scenario::vm_replay};
+    let params = vm_replay::VmReplayParams::default();
+    let (off_knobs, on_knobs) = vm_replay::side_knobs();
+    let (_, events) = vm_replay::run_recorded(&params, off_knobs, seed)?;
+    let trace = Trace::from_events(&events)?;
+    let nodes = vm_replay::rfc_nodes()?;
+    trace.check_nids(&nodes)?;
+    let on = vm_replay::compare(&params, seed)?.equal_memory.on;
+    let settings = Settings {
+        knobs: on_knobs,
+        budget_bytes: params.budget_bytes,
+    };
+    let lz4 = replay(&trace, nodes.clone(), settings, Payload::Lz4)?;
+    let sizes = Payload::Sizes(Arc::new(PayloadSizes::lz4(&nodes)));
+    let sized = replay(&trace, nodes, settings, sizes)?;
+    Ok(VmReplayCheck {
+        scenario_on: BudgetCounts {
+            node_reads: on.node_reads,
+            restores: on.restores,
+            retained_nodes: on.nodes,
+        },
+        whatif_lz4: BudgetCounts::from(&lz4),
+        whatif_sizes: BudgetCounts::from(&sized),
+        events,
+        trace,
+    })
 }
 
 #[cfg(test)]

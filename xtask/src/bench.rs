@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use crate::util;
 
 /// The subcommands of `nodescope-bench`.
-const BENCHES: [&str; 7] = [
+const BENCHES: [&str; 8] = [
     "sim",
     "controller",
     "model",
@@ -14,6 +14,7 @@ const BENCHES: [&str; 7] = [
     "soak",
     "ringbuf",
     "cpu",
+    "whatif",
 ];
 
 pub fn run(name: &str, args: &[String]) -> Result<()> {

@@ -26,8 +26,8 @@ use crate::{
     f2fs::{node::RequestedType, Block, NodeBlock},
 };
 pub use entry::{Compressed, Entry, Repr};
-pub use payload::{Payload, PayloadSizes};
 use list::{Queue, NIL};
+pub use payload::{Payload, PayloadSizes};
 pub use restore::{AllocFaults, NodeCheck};
 
 /// Counters of everything the cache did (monotonic).

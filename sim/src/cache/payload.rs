@@ -39,7 +39,12 @@ impl PayloadSizes {
 
     /// Any compressor's length of every block (`compressed_len(block)`).
     pub fn measure(nodes: &NodeSet, mut compressed_len: impl FnMut(&Block) -> usize) -> Self {
-        let top = nodes.nids().iter().copied().max().map_or(0, |n| n as usize + 1);
+        let top = nodes
+            .nids()
+            .iter()
+            .copied()
+            .max()
+            .map_or(0, |n| n as usize + 1);
         let mut by_nid = vec![ABSENT; top];
         for nid in nodes.nids() {
             let block = nodes.block(*nid).expect("a listed nid has a block");

@@ -164,11 +164,15 @@ impl WorkerPass {
         let admission = match &cache.payload {
             Payload::Sizes(sizes) => match sizes.get(nid) {
                 Some(clen) => admission::admit_size(clen, self.threshold),
-                None => admission::compress(entry.raw().expect("raw list holds raw entries"), self.threshold),
+                None => admission::compress(
+                    entry.raw().expect("raw list holds raw entries"),
+                    self.threshold,
+                ),
             },
-            Payload::Lz4 => {
-                admission::compress(entry.raw().expect("raw list holds raw entries"), self.threshold)
-            }
+            Payload::Lz4 => admission::compress(
+                entry.raw().expect("raw list holds raw entries"),
+                self.threshold,
+            ),
         };
         let sized = matches!(cache.payload, Payload::Sizes(_));
         match admission {

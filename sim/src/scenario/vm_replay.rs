@@ -205,14 +205,7 @@ fn run_with(
     phases.mark(&engine, "pressure");
     replay(&mut engine, &params.fileset, &nodes, 2000, &mut rng)?;
     phases.mark(&engine, "replay");
-    let totals = RunTotals::new(
-        ScenarioName::VmReplay,
-        knobs,
-        seed,
-        &first,
-        &engine,
-        phases,
-    );
+    let totals = RunTotals::new(ScenarioName::VmReplay, knobs, seed, &first, &engine, phases);
     Ok((totals, engine))
 }
 

@@ -48,7 +48,10 @@ fn vm_replay_off_recording_replays_to_the_on_scenario_exactly() {
     assert_eq!(count(Op::Lookup) + count(Op::Modify), off.whole.lookups);
     assert_eq!(count(Op::Create), 16_675);
     assert_eq!(count(Op::Checkpoint), 1);
-    assert_eq!(count(Op::Evict), off.phase("pressure").unwrap().totals.reclaims);
+    assert_eq!(
+        count(Op::Evict),
+        off.phase("pressure").unwrap().totals.reclaims
+    );
 }
 
 #[test]
