@@ -39,7 +39,8 @@ pub fn main(args: &[String]) -> Result<()> {
     let json = match args {
         [] => false,
         [flag] if flag == "--json" => true,
-        _ => bail!("nodescope-bench whatif takes only --json, not {args:?}"),
+        [flag] if flag == "--profile" => return profile(),
+        _ => bail!("nodescope-bench whatif takes only --json (or --profile), not {args:?}"),
     };
     let check = whatif::vm_replay_check(1)?;
     let trace = long_trace(&check.trace);
@@ -90,6 +91,23 @@ pub fn main(args: &[String]) -> Result<()> {
         figures.speedup,
         fast == baseline
     );
+    Ok(())
+}
+
+/// `--profile`: only the fast replay, five times, for `perf record`.
+fn profile() -> Result<()> {
+    let check = whatif::vm_replay_check(1)?;
+    let trace = long_trace(&check.trace);
+    let nodes = vm_replay::rfc_nodes()?;
+    let settings = Settings {
+        knobs: vm_replay::side_knobs().1,
+        budget_bytes: vm_replay::BUDGET_BYTES,
+    };
+    let sizes = Arc::new(PayloadSizes::lz4(&nodes));
+    for _ in 0..5 {
+        let (_, seconds) = timed(&trace, &nodes, settings, Payload::Sizes(sizes.clone()))?;
+        println!("{:.0} accesses/s", trace.accesses as f64 / seconds);
+    }
     Ok(())
 }
 

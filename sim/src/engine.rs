@@ -175,6 +175,15 @@ impl Engine {
         }
     }
 
+    /// How the cache makes and restores payloads; `Sizes` also makes the disk hand out a
+    /// placeholder instead of the image's bytes (nothing reads them then).
+    pub fn set_payload(&mut self, payload: crate::cache::Payload) {
+        if let crate::cache::Payload::Sizes(sizes) = &payload {
+            self.disk.hold_sizes_only(sizes.clone());
+        }
+        self.cache.payload = payload;
+    }
+
     pub fn now(&self) -> u64 {
         self.now
     }

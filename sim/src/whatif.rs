@@ -183,7 +183,7 @@ pub fn replay(
         accesses: false,
     };
     let mut engine = Engine::new(nodes, KnobSource::Static(settings.knobs), options);
-    engine.cache.payload = payload;
+    engine.set_payload(payload);
     let task = Task::process(1, 0, "whatif");
     let budget = Pressure::Budget {
         bytes: settings.budget_bytes,

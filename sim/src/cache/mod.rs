@@ -181,7 +181,11 @@ impl NodeCache {
     }
 
     fn insert_raw(&mut self, nid: u32, block: Arc<Block>, referenced: bool, dirty: bool) -> u32 {
-        let kind = NodeBlock(&block[..]).kind();
+        let kind = match &self.payload {
+            Payload::Sizes(sizes) => sizes.kind(nid),
+            Payload::Lz4 => None,
+        }
+        .unwrap_or_else(|| NodeBlock(&block[..]).kind());
         let entry = Entry {
             nid,
             kind,

@@ -9,10 +9,16 @@
 //!   and a restore takes the block back from the disk, which holds exactly the bytes that were
 //!   compressed. The counts are those of `Lz4` as long as no block is modified in memory,
 //!   which holds for a replayed access trace (it knows which node was dirtied, not how).
+//!   Nothing then reads a block's bytes, so the disk hands out one shared placeholder block
+//!   instead of the image's ([`crate::disk::Disk::hold_sizes_only`]): a lookup no longer
+//!   touches 4 KiB of cold memory per node, which was most of a replay's time.
 use std::sync::Arc;
 
 use super::lz4;
-use crate::{f2fs::Block, nodes::NodeSet};
+use crate::{
+    f2fs::{Block, NodeBlock, NodeKind},
+    nodes::NodeSet,
+};
 
 #[derive(Clone, Default)]
 pub enum Payload {
@@ -28,6 +34,7 @@ const ABSENT: u32 = u32::MAX;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PayloadSizes {
     by_nid: Vec<u32>,
+    kinds: Vec<NodeKind>,
 }
 
 impl PayloadSizes {
@@ -46,11 +53,13 @@ impl PayloadSizes {
             .max()
             .map_or(0, |n| n as usize + 1);
         let mut by_nid = vec![ABSENT; top];
+        let mut kinds = vec![NodeKind::NonInode; top];
         for nid in nodes.nids() {
             let block = nodes.block(*nid).expect("a listed nid has a block");
             by_nid[*nid as usize] = u32::try_from(compressed_len(block)).unwrap_or(ABSENT - 1);
+            kinds[*nid as usize] = NodeBlock(&block[..]).kind();
         }
-        PayloadSizes { by_nid }
+        PayloadSizes { by_nid, kinds }
     }
 
     /// The compressed length of `nid`'s block, when the image has it.
@@ -59,5 +68,10 @@ impl PayloadSizes {
             .get(nid as usize)
             .copied()
             .filter(|len| *len != ABSENT)
+    }
+
+    /// The kind of `nid`'s block (from its footer), when the image has it.
+    pub fn kind(&self, nid: u32) -> Option<NodeKind> {
+        self.get(nid).map(|_| self.kinds[nid as usize])
     }
 }
