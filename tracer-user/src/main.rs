@@ -32,6 +32,8 @@ enum Command {
     Tune(cmd::tune::TuneArgs),
     /// Run the compressed node cache simulator.
     Sim(cmd::sim::SimArgs),
+    /// Replay a recording's node accesses (record with --accesses) through the simulator's cache on a grid of settings
+    Whatif(cmd::whatif::WhatifArgs),
 }
 
 fn main() {
@@ -53,5 +55,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => cmd::export::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Whatif(args) => cmd::whatif::run(args),
     }
 }

@@ -7,6 +7,7 @@ pub mod sim;
 pub mod stream;
 pub mod top;
 pub mod tune;
+pub mod whatif;
 
 use clap::Args;
 

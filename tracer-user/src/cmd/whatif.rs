@@ -1,0 +1,204 @@
+//! `nodescope whatif RECORDING --image IMG`: replay a recording's access trace (record with
+//! `--accesses`) through the simulator's cache (`sim::whatif`, the code `nodescope sim` runs)
+//! on a grid of settings, each node's real block read from the image through the project's
+//! F2FS reader and its LZ4 size computed once. Grid points run in parallel on all cores.
+use std::{path::PathBuf, sync::Arc};
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use sim::{
+    cache::{Payload, PayloadSizes},
+    nodes::NodeSet,
+    whatif::{self, Outcome, Settings, Trace},
+};
+use tracer_common::{knobs::Knobs, Event};
+
+use crate::record::reader::{self, Item};
+
+#[derive(Args)]
+pub struct WhatifArgs {
+    /// A recording made with `--accesses`.
+    recording: PathBuf,
+    /// The recorded device's F2FS image (or the device itself, opened read-only).
+    #[arg(long, value_name = "IMG")]
+    image: PathBuf,
+    /// Attributed-memory budgets held during pressure episodes (comma-separated; KiB/MiB).
+    #[arg(long, default_value = "1MiB,2MiB,3MiB,4MiB,6MiB")]
+    budget: String,
+    /// node_compress_threshold values for compression on (percent, comma-separated).
+    #[arg(long, default_value = "25")]
+    threshold: String,
+    /// node_compress_interval values (ms, comma-separated).
+    #[arg(long, default_value = "1000")]
+    interval: String,
+    /// One JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Point {
+    settings: Settings,
+    compression: bool,
+    outcome: Outcome,
+}
+
+pub fn run(args: WhatifArgs) -> Result<()> {
+    let events = read_events(&args.recording)?;
+    let trace =
+        Trace::from_events(&events).with_context(|| format!("{}", args.recording.display()))?;
+    drop(events);
+    let nodes = Arc::new(
+        NodeSet::load(&args.image)
+            .with_context(|| format!("{} is not a readable F2FS image", args.image.display()))?,
+    );
+    trace.check_nids(&nodes)?;
+    let sizes = Arc::new(PayloadSizes::lz4(&nodes));
+    let grid = grid(&args)?;
+    let points = run_grid(&trace, &nodes, &sizes, &grid)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&points)?);
+    } else {
+        print_table(&trace, &points);
+    }
+    Ok(())
+}
+
+fn read_events(path: &PathBuf) -> Result<Vec<Event>> {
+    let mut reader = reader::open(path)?;
+    let mut events = Vec::new();
+    while let Some(item) = reader.next_item() {
+        match item.with_context(|| format!("reading {}", path.display()))? {
+            Item::Events(batch) => events.extend(batch),
+            _ => continue,
+        }
+    }
+    Ok(events)
+}
+
+fn grid(args: &WhatifArgs) -> Result<Vec<Settings>> {
+    let budgets = list(&args.budget, parse_bytes)?;
+    let thresholds = list(&args.threshold, |s| Ok(s.parse::<u32>()?))?;
+    let intervals = list(&args.interval, |s| Ok(s.parse::<u32>()?))?;
+    let mut grid = Vec::new();
+    for budget_bytes in budgets {
+        grid.push(Settings {
+            knobs: Knobs {
+                threshold: 0,
+                interval_ms: tracer_common::knobs::DEFAULT_INTERVAL_MS,
+            },
+            budget_bytes,
+        });
+        for threshold in &thresholds {
+            for interval_ms in &intervals {
+                grid.push(Settings {
+                    knobs: Knobs {
+                        threshold: *threshold,
+                        interval_ms: *interval_ms,
+                    },
+                    budget_bytes,
+                });
+            }
+        }
+    }
+    Ok(grid)
+}
+
+fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
+    text.split(',')
+        .map(|s| parse(s.trim()).with_context(|| format!("bad grid value {s:?}")))
+        .collect()
+}
+
+/// "3MiB", "512KiB" or bytes.
+fn parse_bytes(text: &str) -> Result<u64> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let scale = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => bail!("unknown unit {other:?} (B, KiB, MiB, GiB)"),
+    };
+    Ok(number.parse::<u64>()? * scale)
+}
+
+/// Every grid point, spread over all cores.
+fn run_grid(
+    trace: &Trace,
+    nodes: &Arc<NodeSet>,
+    sizes: &Arc<PayloadSizes>,
+    grid: &[Settings],
+) -> Result<Vec<Point>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = grid.len().div_ceil(cores).max(1);
+    let results: Vec<Result<Vec<Point>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = grid
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|settings| {
+                            let payload = Payload::Sizes(sizes.clone());
+                            let outcome = whatif::replay(trace, nodes.clone(), *settings, payload)?;
+                            Ok(Point {
+                                settings: *settings,
+                                compression: settings.knobs.threshold > 0,
+                                outcome,
+                            })
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a grid thread panicked"))
+            .collect()
+    });
+    let mut points = Vec::new();
+    for part in results {
+        points.extend(part?);
+    }
+    Ok(points)
+}
+
+fn print_table(trace: &Trace, points: &[Point]) {
+    println!(
+        "whatif: {} accesses, {} node page drops on dev {}:{}",
+        trace.accesses,
+        trace.evictions,
+        trace.dev >> 20,
+        trace.dev & 0xfffff
+    );
+    println!(
+        "{:>10} {:>9} {:>9} {:>14} {:>14} {:>11} {:>9}",
+        "budget",
+        "threshold",
+        "interval",
+        "retained nodes",
+        "retained bytes",
+        "node reads",
+        "restores"
+    );
+    for p in points {
+        let o = &p.outcome;
+        println!(
+            "{:>10} {:>9} {:>9} {:>14} {:>14} {:>11} {:>9}",
+            p.settings.budget_bytes,
+            if p.compression {
+                format!("{}%", p.settings.knobs.threshold)
+            } else {
+                "off".into()
+            },
+            p.settings.knobs.interval_ms,
+            o.retained_nodes,
+            o.retained_bytes,
+            o.node_reads,
+            o.restores
+        );
+    }
+}
