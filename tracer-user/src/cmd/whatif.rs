@@ -2,7 +2,10 @@
 //! `--accesses`) through the simulator's cache (`sim::whatif`, the code `nodescope sim` runs)
 //! on a grid of settings, each node's real block read from the image through the project's
 //! F2FS reader and its LZ4 size computed once. Grid points run in parallel on all cores.
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
@@ -64,7 +67,7 @@ pub fn run(args: WhatifArgs) -> Result<()> {
     Ok(())
 }
 
-fn read_events(path: &PathBuf) -> Result<Vec<Event>> {
+fn read_events(path: &Path) -> Result<Vec<Event>> {
     let mut reader = reader::open(path)?;
     let mut events = Vec::new();
     while let Some(item) = reader.next_item() {
