@@ -10,6 +10,8 @@
 //! * `cpu [--json] [--rate N] [--seconds S]`: `top`'s pipeline's CPU at a given event rate.
 //! * `daemon [--json] [--rate N] [--seconds S]`: the `nodescope daemon` process's CPU and RSS
 //!   at a given event rate, with its views and a client.
+//! * `whatif [--json]`: `nodescope whatif`'s replay rate on one core against the baseline
+//!   (LZ4 at every conversion and restore), and its exactness on vm-replay.
 //! * `soak [--hours H]`: a day of the simulated phone through top's, stream's and record's
 //!   code at full speed: memory, descriptors and recording size over time.
 use anyhow::{bail, Context as _, Result};
@@ -24,8 +26,9 @@ mod ringbuf;
 mod sim;
 mod soak;
 mod synthetic;
+mod whatif;
 
-const NAMES: &str = "sim, controller, model, record, soak, ringbuf, cpu, daemon";
+const NAMES: &str = "sim, controller, model, record, soak, ringbuf, cpu, daemon, whatif";
 
 /// The arguments of `model` and `record`.
 #[derive(Parser)]
@@ -57,6 +60,7 @@ fn main() -> Result<()> {
         "model" => model::main(EventsArgs::parse_after(&name, &args).events),
         "record" => record::main(EventsArgs::parse_after(&name, &args).events),
         "soak" => soak::main(&args),
+        "whatif" => whatif::main(&args),
         other => bail!("unknown benchmark {other:?}; known: {NAMES}"),
     }
 }

@@ -4,11 +4,13 @@ use std::{collections::HashMap, sync::Arc};
 
 use anyhow::{Context as _, Result};
 
-use crate::{f2fs::Block, nodes::NodeSet};
+use crate::{cache::PayloadSizes, f2fs::Block, nodes::NodeSet};
 
 pub struct Disk {
     nodes: Arc<NodeSet>,
     written: HashMap<u32, Arc<Block>>,
+    /// `Payload::Sizes`: which nids exist, and the one block handed out for all of them.
+    sizes_only: Option<(Arc<PayloadSizes>, Arc<Block>)>,
     pub reads: u64,
     pub readahead_reads: u64,
     pub writes: u64,
@@ -19,10 +21,18 @@ impl Disk {
         Disk {
             nodes,
             written: HashMap::new(),
+            sizes_only: None,
             reads: 0,
             readahead_reads: 0,
             writes: 0,
         }
+    }
+
+    /// Serve a shared zero block for every nid of `sizes` instead of the image's bytes: for a
+    /// cache whose payloads are sizes only (`Payload::Sizes`), where no byte is ever read.
+    /// Reads are counted as before; writes keep nothing.
+    pub fn hold_sizes_only(&mut self, sizes: Arc<PayloadSizes>) {
+        self.sizes_only = Some((sizes, Arc::new([0; 4096])));
     }
 
     pub fn nodes(&self) -> &Arc<NodeSet> {
@@ -43,6 +53,9 @@ impl Disk {
 
     /// The current on-disk block, without I/O.
     pub fn peek(&self, nid: u32) -> Option<Arc<Block>> {
+        if let Some((sizes, placeholder)) = &self.sizes_only {
+            return sizes.get(nid).map(|_| placeholder.clone());
+        }
         self.written
             .get(&nid)
             .or_else(|| self.nodes.block(nid))
@@ -51,6 +64,8 @@ impl Disk {
 
     pub fn write(&mut self, nid: u32, block: Arc<Block>) {
         self.writes += 1;
-        self.written.insert(nid, block);
+        if self.sizes_only.is_none() {
+            self.written.insert(nid, block);
+        }
     }
 }

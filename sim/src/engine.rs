@@ -90,6 +90,8 @@ pub struct EngineOptions {
     pub record_events: bool,
     /// Memory sampling period (0 = never).
     pub sample_every_ns: u64,
+    /// Emit the access trace too (`NodeAccess`, `NodeEvict`, checkpoints): `--accesses`.
+    pub accesses: bool,
 }
 
 impl Default for EngineOptions {
@@ -98,6 +100,7 @@ impl Default for EngineOptions {
             dev: DEFAULT_DEV,
             record_events: false,
             sample_every_ns: 1_000_000_000,
+            accesses: false,
         }
     }
 }
@@ -145,10 +148,12 @@ impl Engine {
         // setting or a controller) takes effect from the pass after that due time, because a
         // sysfs write does not move the cache thread's due time.
         let first_pass_at = u64::from(tracer_common::knobs::DEFAULT_INTERVAL_MS) * 1_000_000;
+        let mut em = Emitter::new(options.dev, options.record_events);
+        em.set_accesses(options.accesses);
         Engine {
             cache: NodeCache::new(check),
             disk: Disk::new(nodes),
-            em: Emitter::new(options.dev, options.record_events),
+            em,
             knobs,
             now: 0,
             worker: Worker {
@@ -168,6 +173,15 @@ impl Engine {
             next_sample_at: 0,
             pacer: None,
         }
+    }
+
+    /// How the cache makes and restores payloads; `Sizes` also makes the disk hand out a
+    /// placeholder instead of the image's bytes (nothing reads them then).
+    pub fn set_payload(&mut self, payload: crate::cache::Payload) {
+        if let crate::cache::Payload::Sizes(sizes) = &payload {
+            self.disk.hold_sizes_only(sizes.clone());
+        }
+        self.cache.payload = payload;
     }
 
     pub fn now(&self) -> u64 {
@@ -362,7 +376,19 @@ impl Engine {
 
     /// A node lookup (`__get_node_page`); returns how it was served and its cost.
     pub fn access(&mut self, task: &Task, nid: u32, want: RequestedType) -> Result<(Served, u64)> {
+        self.access_for(task, nid, want, 0)
+    }
+
+    /// A lookup traced with `flags` (0, or `ACCESS_DIRTY` for a modification).
+    fn access_for(
+        &mut self,
+        task: &Task,
+        nid: u32,
+        want: RequestedType,
+        flags: u8,
+    ) -> Result<(Served, u64)> {
         self.enter(task);
+        self.em.node_access(nid, flags);
         let served = self.cache.get(nid, want, &mut self.disk, &mut self.em)?;
         if served.0 != Served::RawHit {
             self.direct_reclaim();
@@ -393,6 +419,7 @@ impl Engine {
             .disk
             .peek(nid)
             .ok_or_else(|| anyhow::anyhow!("nid {nid} is not in the image"))?;
+        self.em.node_access(nid, crate::events::ACCESS_NEW);
         self.cache.create(nid, block);
         self.direct_reclaim();
         Ok(costs::CREATE_NS)
@@ -401,7 +428,8 @@ impl Engine {
     /// Modify a node: look it up, then dirty it (mtime bump; the inode checksum is recomputed
     /// so the block stays valid).
     pub fn modify(&mut self, task: &Task, nid: u32) -> Result<u64> {
-        let (_, cost) = self.access(task, nid, RequestedType::Any)?;
+        let (_, cost) =
+            self.access_for(task, nid, RequestedType::Any, crate::events::ACCESS_DIRTY)?;
         let check = self.cache.check;
         let stamp = self.now;
         self.cache
@@ -411,7 +439,20 @@ impl Engine {
 
     /// Checkpoint: write back every dirty node.
     pub fn checkpoint(&mut self) -> u64 {
-        self.cache.write_back(&mut self.disk)
+        let written = self.cache.write_back(&mut self.disk);
+        self.em.now_ns = self.now;
+        self.em.checkpoint_done();
+        written
+    }
+
+    /// A lookup for a modification that leaves the block's bytes as they are (a replayed
+    /// access trace knows which node was dirtied, not how): the node is dirty until the next
+    /// checkpoint.
+    pub fn dirty_untouched(&mut self, task: &Task, nid: u32) -> Result<u64> {
+        let (_, cost) =
+            self.access_for(task, nid, RequestedType::Any, crate::events::ACCESS_DIRTY)?;
+        self.cache.mark_dirty(nid);
+        Ok(cost)
     }
 
     /// Let background work run until the cache thread has done `quiet_passes` passes in a row

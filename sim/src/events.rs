@@ -55,12 +55,21 @@ pub fn emitted() -> [u64; 16] {
     std::array::from_fn(|kind| EMITTED[kind].load(Ordering::Relaxed))
 }
 
+/// `NodeAccess` flag: the node page was created in memory (a new inode or node page), not
+/// looked up: raw, dirty and referenced. The kernel's lookup probe never sets it; the simulator
+/// does, so that a replay of its accesses (`nodescope whatif`) creates what it created.
+pub const ACCESS_NEW: u8 = 1 << 6;
+/// `NodeAccess` flag: the lookup was for a modification (the page is dirtied).
+pub const ACCESS_DIRTY: u8 = 1 << 7;
+
 /// Builds events, calls hooks, keeps them when recording.
 pub struct Emitter {
     pub dev: u32,
     pub task: Task,
     pub now_ns: u64,
     record: bool,
+    /// Also emit the access trace (`NodeAccess`, `NodeEvict`, checkpoints): `--accesses`.
+    accesses: bool,
     events: Vec<Event>,
 }
 
@@ -71,8 +80,18 @@ impl Emitter {
             task: Task::kthread(1, "init"),
             now_ns: 0,
             record,
+            accesses: false,
             events: Vec::new(),
         }
+    }
+
+    /// Emit the access trace as well (every lookup, raw page drops, checkpoints).
+    pub fn set_accesses(&mut self, accesses: bool) {
+        self.accesses = accesses;
+    }
+
+    pub fn accesses(&self) -> bool {
+        self.accesses
     }
 
     pub fn set_recording(&mut self, record: bool) {
@@ -100,6 +119,29 @@ impl Emitter {
         event.nid = nid;
         fill(&mut event);
         self.events.push(event);
+    }
+
+    /// A node lookup (`flags`: 0, [`ACCESS_NEW`] or [`ACCESS_DIRTY`]), when tracing accesses.
+    pub fn node_access(&mut self, nid: u32, flags: u8) {
+        if self.accesses {
+            self.push(EventKind::NodeAccess, nid, |e| e.flags = flags);
+        }
+    }
+
+    /// A raw node page dropped from memory, when tracing accesses.
+    pub fn node_evict(&mut self, nid: u32) {
+        if self.accesses {
+            self.push(EventKind::NodeEvict, nid, |_| {});
+        }
+    }
+
+    /// A finished checkpoint (every dirty node written back), when tracing accesses.
+    pub fn checkpoint_done(&mut self) {
+        if self.accesses {
+            self.push(EventKind::Checkpoint, 0, |e| {
+                e.queue = tracer_common::CP_PHASE_FINISH_CHECKPOINT
+            });
+        }
     }
 
     pub fn node_read(&mut self, nid: u32, readahead: bool) {

@@ -62,3 +62,4 @@ pub mod rng;
 pub mod scenario;
 #[cfg(test)]
 mod testutil;
+pub mod whatif;

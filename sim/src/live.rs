@@ -104,6 +104,16 @@ impl LiveSim {
     /// Start `scenario` in real time with its knobs in `<knob_root>/vdb/` (created with the
     /// defaults when absent). Builds the scenario's image first when needed.
     pub fn new(scenario: ScenarioName, knob_root: &Path, seed: u64) -> Result<LiveSim> {
+        LiveSim::new_traced(scenario, knob_root, seed, false)
+    }
+
+    /// [`LiveSim::new`], emitting the access trace too when `accesses` (`--accesses`).
+    pub fn new_traced(
+        scenario: ScenarioName,
+        knob_root: &Path,
+        seed: u64,
+        accesses: bool,
+    ) -> Result<LiveSim> {
         let knobs = KnobDir::open(knob_root, DEV_NAME)?;
         let knob_dir = knobs.dir().to_path_buf();
         let nodes = match scenario {
@@ -120,6 +130,7 @@ impl LiveSim {
             // No memory time series: nothing reads it in live mode, and kept for a run that
             // never ends it grew by 32 bytes a virtual second (`cargo xtask soak` found it).
             sample_every_ns: 0,
+            accesses,
         };
         let mut engine = Engine::new(nodes, KnobSource::Dir(knobs), options);
         let snapshot = engine.snapshot();

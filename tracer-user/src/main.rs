@@ -35,7 +35,8 @@ enum Command {
     /// One headless process: source, model, controller (--tune), OpenMetrics, a rolling
     /// recording, and a socket for `top --connect` and `stream --connect`.
     Daemon(cmd::daemon::DaemonArgs),
-    /// What if: compressors (lz4, zstd levels) measured on an image's node blocks.
+    /// What if: replay a recording's node accesses (record with --accesses) through the
+    /// simulator's cache on a grid of settings; or measure compressors on an image.
     Whatif(cmd::whatif::WhatifArgs),
 }
 

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use crate::util;
 
 /// The subcommands of `nodescope-bench`.
-const BENCHES: [&str; 8] = [
+const BENCHES: [&str; 9] = [
     "sim",
     "controller",
     "model",
@@ -15,6 +15,7 @@ const BENCHES: [&str; 8] = [
     "ringbuf",
     "cpu",
     "daemon",
+    "whatif",
 ];
 
 pub fn run(name: &str, args: &[String]) -> Result<()> {

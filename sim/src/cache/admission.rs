@@ -34,16 +34,23 @@ pub fn limit_bytes(threshold_percent: u32) -> u32 {
     (4096 * threshold_percent / 100).min(MAX_SLOT_BYTES)
 }
 
+/// The slot and queue of a payload of `clen` bytes, or `None` when it is not retained.
+pub fn decide(clen: u32, threshold_percent: u32) -> Option<(u32, u8)> {
+    if clen > limit_bytes(threshold_percent) {
+        return None;
+    }
+    Some(slot_for(clen).expect("clen <= 1024 fits a slot"))
+}
+
 /// Compress `block` and decide.
 pub fn compress(block: &Block, threshold_percent: u32) -> Admission {
     let mut scratch = [0u8; lz4::MAX_COMPRESSED];
     let len = lz4::compress_into(block, &mut scratch);
     let payload = &scratch[..len];
     let clen = len as u32;
-    if clen > limit_bytes(threshold_percent) {
+    let Some((slot_bytes, queue)) = decide(clen, threshold_percent) else {
         return Admission::Reject { clen };
-    }
-    let (slot_bytes, queue) = slot_for(clen).expect("clen <= 1024 fits a slot");
+    };
     let mut slot = vec![0u8; slot_bytes as usize].into_boxed_slice();
     slot[..payload.len()].copy_from_slice(payload);
     Admission::Admit {
@@ -52,6 +59,20 @@ pub fn compress(block: &Block, threshold_percent: u32) -> Admission {
         slot_bytes,
         queue,
         crc: f2fs_crc32(&block[..]),
+    }
+}
+
+/// Decide on a known compressed length (`Payload::Sizes`): the same rule, no bytes kept.
+pub fn admit_size(clen: u32, threshold_percent: u32) -> Admission {
+    match decide(clen, threshold_percent) {
+        Some((slot_bytes, queue)) => Admission::Admit {
+            slot: Box::default(),
+            clen,
+            slot_bytes,
+            queue,
+            crc: 0,
+        },
+        None => Admission::Reject { clen },
     }
 }
 

@@ -14,6 +14,22 @@ pub struct Compressed {
     pub slot_bytes: u32,
     pub clen: u32,
     pub crc: u32,
+    /// The bytes attributed memory counts for it: the object's length when it holds the
+    /// payload, the slot size when only the size is modelled (`Payload::Sizes`).
+    pub held_bytes: u32,
+}
+
+impl Compressed {
+    /// What an entry holds once reclaimed: nothing, and no allocation.
+    pub fn gone() -> Compressed {
+        Compressed {
+            slot: Box::default(),
+            slot_bytes: 0,
+            clen: 0,
+            crc: 0,
+            held_bytes: 0,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

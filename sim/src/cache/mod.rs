@@ -8,6 +8,7 @@ pub mod admission;
 pub mod entry;
 pub mod list;
 pub mod lz4;
+pub mod payload;
 pub mod restore;
 pub mod shrinker;
 pub mod worker;
@@ -26,6 +27,7 @@ use crate::{
 };
 pub use entry::{Compressed, Entry, Repr};
 use list::{Queue, NIL};
+pub use payload::{Payload, PayloadSizes};
 pub use restore::{AllocFaults, NodeCheck};
 
 /// Counters of everything the cache did (monotonic).
@@ -76,6 +78,8 @@ pub struct NodeCache {
     pub stats: CacheStats,
     pub alloc: AllocFaults,
     pub check: NodeCheck,
+    /// How compressed payloads are made and restored (real LZ4, or sizes known per node).
+    pub payload: Payload,
     /// Rounding credit of the shrinker's per-queue quotas, in 1/65536 of an entry.
     pub(crate) shrink_credit: [u32; QUEUE_COUNT],
     /// The part of the raw list the running worker pass has still to visit.
@@ -100,6 +104,7 @@ impl NodeCache {
             stats: CacheStats::default(),
             alloc: AllocFaults::default(),
             check,
+            payload: Payload::Lz4,
             shrink_credit: [0; QUEUE_COUNT],
             worker_mark: None,
         }
@@ -176,7 +181,11 @@ impl NodeCache {
     }
 
     fn insert_raw(&mut self, nid: u32, block: Arc<Block>, referenced: bool, dirty: bool) -> u32 {
-        let kind = NodeBlock(&block[..]).kind();
+        let kind = match &self.payload {
+            Payload::Sizes(sizes) => sizes.kind(nid),
+            Payload::Lz4 => None,
+        }
+        .unwrap_or_else(|| NodeBlock(&block[..]).kind());
         let entry = Entry {
             nid,
             kind,
@@ -212,9 +221,9 @@ impl NodeCache {
         self.unlink(slot);
         let entry = &mut self.entries[slot as usize];
         if let Repr::Compressed(c) = &entry.repr {
-            self.slot_bytes -= c.slot.len() as u64;
+            self.slot_bytes -= u64::from(c.held_bytes);
         }
-        entry.repr = Repr::Raw(Arc::new([0; 4096]));
+        entry.repr = Repr::Compressed(Compressed::gone());
         let nid = entry.nid;
         self.index[nid as usize] = NIL;
         self.free_slots.push(slot);
@@ -225,7 +234,7 @@ impl NodeCache {
         self.unlink(slot);
         let entry = &mut self.entries[slot as usize];
         if let Repr::Compressed(c) = &entry.repr {
-            self.slot_bytes -= c.slot.len() as u64;
+            self.slot_bytes -= u64::from(c.held_bytes);
         }
         entry.repr = Repr::Raw(block);
         entry.referenced = referenced;
@@ -295,8 +304,17 @@ impl NodeCache {
         Ok(self.insert_raw(nid, block, false, false))
     }
 
+    /// Mark a cached raw node dirty without changing its bytes (a replayed modification).
+    pub fn mark_dirty(&mut self, nid: u32) -> bool {
+        self.dirty_with(nid, None::<fn(&mut Block)>)
+    }
+
     /// Modify a cached raw node (the caller got it first): dirty until written back.
     pub fn dirty(&mut self, nid: u32, modify: impl FnOnce(&mut Block)) -> bool {
+        self.dirty_with(nid, Some(modify))
+    }
+
+    fn dirty_with(&mut self, nid: u32, modify: Option<impl FnOnce(&mut Block)>) -> bool {
         let Some(slot) = self.slot_of(nid) else {
             return false;
         };
@@ -304,7 +322,9 @@ impl NodeCache {
         let Repr::Raw(block) = &mut entry.repr else {
             return false;
         };
-        modify(Arc::make_mut(block));
+        if let Some(modify) = modify {
+            modify(Arc::make_mut(block));
+        }
         entry.dirty = true;
         entry.referenced = true;
         if entry.converting {
@@ -345,7 +365,7 @@ impl NodeCache {
     /// Publish a finished conversion: the entry now owns only the compressed object.
     fn publish(&mut self, slot: u32, compressed: Compressed, queue: u8) {
         self.unlink(slot);
-        self.slot_bytes += compressed.slot.len() as u64;
+        self.slot_bytes += u64::from(compressed.held_bytes);
         let entry = &mut self.entries[slot as usize];
         entry.repr = Repr::Compressed(compressed);
         entry.converting = false;

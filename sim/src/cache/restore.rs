@@ -138,6 +138,28 @@ extern "C" fn restore_work(ctx: *mut c_void) -> i32 {
 }
 
 impl NodeCache {
+    /// Restore an entry whose payload is only a size (`Payload::Sizes`): the block that was
+    /// compressed is the disk's (only clean blocks are converted and a replay never changes
+    /// bytes), so it comes back from there, without I/O, and validation cannot fail.
+    fn restore_sized(
+        &mut self,
+        slot: u32,
+        nid: u32,
+        clen: u32,
+        queue: u8,
+        disk: &mut Disk,
+        em: &mut Emitter,
+    ) -> Result<(Served, u64)> {
+        let block = disk
+            .peek(nid)
+            .ok_or_else(|| anyhow::anyhow!("nid {nid} has no node block on the simulated disk"))?;
+        let latency = costs::restore_ns(clen);
+        self.make_raw(slot, block, true);
+        self.stats.restores += 1;
+        em.restored(nid, clen, queue, latency);
+        Ok((Served::Restored, latency))
+    }
+
     /// Restore the compressed entry in `slot` for an access wanting `want`.
     pub(super) fn restore(
         &mut self,
@@ -150,6 +172,9 @@ impl NodeCache {
         let (nid, queue) = (entry.nid, entry.queue);
         let compressed = entry.compressed().expect("restore of a compressed entry");
         let (clen, slot_bytes) = (compressed.clen, compressed.slot_bytes);
+        if compressed.slot.is_empty() && matches!(self.payload, super::Payload::Sizes(_)) {
+            return self.restore_sized(slot, nid, clen, queue, disk, em);
+        }
         let mut ctx = RestoreCtx {
             nid,
             want,

@@ -112,6 +112,9 @@ impl NodeCache {
                 self.stats.reclaims[queue as usize] += 1;
                 result.reclaimed[queue as usize] += 1;
                 em.reclaim(nid, queue);
+                if queue == tracer_common::QUEUE_RAW {
+                    em.node_evict(nid);
+                }
             }
         }
     }

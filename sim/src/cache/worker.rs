@@ -17,7 +17,7 @@ use tracer_common::{QUEUE_RAW, SECOND_CHANCE_BY_WORKER};
 use super::{
     admission::{self, Admission},
     list::NIL,
-    Compressed, NodeCache, WorkerMark,
+    Compressed, NodeCache, Payload, WorkerMark,
 };
 use crate::{costs, events::Emitter};
 
@@ -161,8 +161,21 @@ impl WorkerPass {
         }
         self.stats.candidates += 1;
         let nid = entry.nid;
-        let block = entry.raw().expect("raw list holds raw entries").clone();
-        match admission::compress(&block, self.threshold) {
+        let admission = match &cache.payload {
+            Payload::Sizes(sizes) => match sizes.get(nid) {
+                Some(clen) => admission::admit_size(clen, self.threshold),
+                None => admission::compress(
+                    entry.raw().expect("raw list holds raw entries"),
+                    self.threshold,
+                ),
+            },
+            Payload::Lz4 => admission::compress(
+                entry.raw().expect("raw list holds raw entries"),
+                self.threshold,
+            ),
+        };
+        let sized = matches!(cache.payload, Payload::Sizes(_));
+        match admission {
             Admission::Admit {
                 slot: object,
                 clen,
@@ -171,11 +184,17 @@ impl WorkerPass {
                 crc,
             } => {
                 cache.entries[slot as usize].converting = true;
+                let held_bytes = if sized && object.is_empty() {
+                    slot_bytes
+                } else {
+                    object.len() as u32
+                };
                 let compressed = Compressed {
                     slot: object,
                     slot_bytes,
                     clen,
                     crc,
+                    held_bytes,
                 };
                 self.pending = Some(Pending {
                     slot,

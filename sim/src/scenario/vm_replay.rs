@@ -52,10 +52,11 @@ pub const BUDGET_BYTES: u64 = 3 << 20;
 pub struct VmReplayParams {
     pub fileset: VmFileSet,
     pub budget_bytes: u64,
-    /// The worker must do this many passes in a row without a conversion before the cache is
-    /// considered settled.
-    pub settle_quiet_passes: u32,
-    pub settle_max_ns: u64,
+    /// How long the cache thread runs after the sync before pressure comes: the same for
+    /// every knob setting, so that compression off and on share one timeline and a recording
+    /// of one side's accesses replays at the other's settings (`nodescope whatif`). At the
+    /// default knobs the worker has nothing left to convert after 85 s.
+    pub settle_ns: u64,
     /// How long the pressure is held.
     pub pressure_ns: u64,
 }
@@ -65,8 +66,7 @@ impl Default for VmReplayParams {
         VmReplayParams {
             fileset: VmFileSet::default(),
             budget_bytes: BUDGET_BYTES,
-            settle_quiet_passes: 3,
-            settle_max_ns: 900_000_000_000,
+            settle_ns: 120_000_000_000,
             pressure_ns: 1_000_000_000,
         }
     }
@@ -157,13 +157,36 @@ pub fn replay(
 /// "settle" (ends at the equal-node point), "pressure" (ends at the equal-memory point),
 /// "replay".
 pub fn run_static(params: &VmReplayParams, knobs: Knobs, seed: u64) -> Result<RunTotals> {
+    run_with(params, knobs, seed, EngineOptions::default()).map(|(totals, _)| totals)
+}
+
+/// [`run_static`] with its events kept, the access trace included (`NodeAccess`, `NodeEvict`,
+/// the checkpoint): what `nodescope record --accesses` records of this run.
+pub fn run_recorded(
+    params: &VmReplayParams,
+    knobs: Knobs,
+    seed: u64,
+) -> Result<(RunTotals, Vec<tracer_common::Event>)> {
+    let options = EngineOptions {
+        record_events: true,
+        accesses: true,
+        ..EngineOptions::default()
+    };
+    let (totals, mut engine) = run_with(params, knobs, seed, options)?;
+    let mut events = Vec::new();
+    engine.drain_events(&mut events);
+    Ok((totals, events))
+}
+
+fn run_with(
+    params: &VmReplayParams,
+    knobs: Knobs,
+    seed: u64,
+    options: EngineOptions,
+) -> Result<(RunTotals, Engine)> {
     let manifest = params.fileset.manifest();
     let nodes = NodeSet::for_manifest(&manifest)?;
-    let mut engine = Engine::new(
-        nodes.clone(),
-        KnobSource::Static(knobs),
-        EngineOptions::default(),
-    );
+    let mut engine = Engine::new(nodes.clone(), KnobSource::Static(knobs), options);
     let first = engine.snapshot();
     let mut phases = Phases::new(&engine);
     let mut rng = Rng::new(seed);
@@ -172,7 +195,7 @@ pub fn run_static(params: &VmReplayParams, knobs: Knobs, seed: u64) -> Result<Ru
     mount(&mut engine, &tasks)?;
     populate(&mut engine, &manifest, &tasks, &mut rng)?;
     phases.mark(&engine, "populate");
-    engine.settle(params.settle_quiet_passes, params.settle_max_ns)?;
+    engine.advance_by(params.settle_ns)?;
     phases.mark(&engine, "settle");
     engine.set_pressure(Pressure::Budget {
         bytes: params.budget_bytes,
@@ -182,14 +205,8 @@ pub fn run_static(params: &VmReplayParams, knobs: Knobs, seed: u64) -> Result<Ru
     phases.mark(&engine, "pressure");
     replay(&mut engine, &params.fileset, &nodes, 2000, &mut rng)?;
     phases.mark(&engine, "replay");
-    Ok(RunTotals::new(
-        ScenarioName::VmReplay,
-        knobs,
-        seed,
-        &first,
-        &engine,
-        phases,
-    ))
+    let totals = RunTotals::new(ScenarioName::VmReplay, knobs, seed, &first, &engine, phases);
+    Ok((totals, engine))
 }
 
 // ---- the RFC-style comparison ----

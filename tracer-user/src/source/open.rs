@@ -128,6 +128,7 @@ fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {
         args.seed,
         args.sysfs_root.clone(),
         args.speed,
+        args.accesses,
     )?;
     Ok(Box::new(source))
 }

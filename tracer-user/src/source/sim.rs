@@ -33,13 +33,14 @@ impl SimSource {
         seed: u64,
         knob_root: Option<PathBuf>,
         speed: f64,
+        accesses: bool,
     ) -> Result<SimSource> {
         let scenario: ScenarioName = scenario.parse()?;
         let knob_root = match knob_root {
             Some(root) => root,
             None => default_knob_root()?,
         };
-        let sim = LiveSim::new(scenario, &knob_root, seed)
+        let sim = LiveSim::new_traced(scenario, &knob_root, seed, accesses)
             .with_context(|| format!("starting the {scenario} simulator"))?
             .with_speed(speed);
         Ok(SimSource {

@@ -1,0 +1,319 @@
+//! What-if replay: a recorded access trace (every node lookup, node page drops, checkpoints)
+//! run through the simulator's own engine and cache at chosen settings.
+//!
+//! The trace's operations map onto the engine's foreground operations, at the recorded times
+//! (relative to the first event, the engine's mount time):
+//! - a lookup: [`Engine::access`]; flagged `ACCESS_NEW`: [`Engine::create`]; flagged
+//!   `ACCESS_DIRTY`: [`Engine::dirty_untouched`]; a readahead read: [`Engine::readahead`];
+//! - a finished checkpoint: [`Engine::checkpoint`] (every dirty node written back);
+//! - a node page drop: the recorded system was reclaiming. A *pressure episode* begins: the
+//!   engine holds attributed memory to the budget (kswapd ticks and direct reclaim, as
+//!   `Pressure::Budget`) until the next lookup, which ends it. The state at the end of the last
+//!   episode is the **budget point**: its retained nodes and bytes, and the lookups after it
+//!   (node reads, restores), are what a what-if compares, as the vm-replay scenario does.
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use tracer_common::{knobs::Knobs, Event, EventKind, CP_PHASE_FINISH_CHECKPOINT};
+
+use crate::{
+    cache::{CacheStats, Payload},
+    engine::{Engine, EngineOptions, Pressure},
+    events::{Task, ACCESS_DIRTY, ACCESS_NEW},
+    f2fs::node::RequestedType,
+    knobs::KnobSource,
+    nodes::NodeSet,
+};
+
+/// One operation of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Lookup,
+    Create,
+    Modify,
+    Readahead,
+    Evict,
+    Checkpoint,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Nanoseconds since the trace's first event.
+    pub ts_ns: u64,
+    pub nid: u32,
+    pub op: Op,
+}
+
+/// The access trace of one device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    pub dev: u32,
+    pub steps: Vec<Step>,
+    /// Lookups (every op but drops and checkpoints).
+    pub accesses: u64,
+    pub evictions: u64,
+}
+
+impl Trace {
+    /// The trace of the device with the most `NodeAccess` events. Fails when there is none:
+    /// the recording was made without `--accesses`.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event> + Clone) -> Result<Trace> {
+        let mut per_dev: Vec<(u32, u64)> = Vec::new();
+        for event in events.clone() {
+            if event.kind == EventKind::NodeAccess as u8 {
+                match per_dev.iter_mut().find(|(dev, _)| *dev == event.dev) {
+                    Some((_, n)) => *n += 1,
+                    None => per_dev.push((event.dev, 1)),
+                }
+            }
+        }
+        let Some(&(dev, _)) = per_dev
+            .iter()
+            .max_by_key(|(dev, n)| (*n, std::cmp::Reverse(*dev)))
+        else {
+            bail!("the recording has no node accesses: record with --accesses");
+        };
+        let mut trace = Trace {
+            dev,
+            ..Trace::default()
+        };
+        let mut first_ts = None;
+        for event in events {
+            if event.dev != dev && event.kind != EventKind::Checkpoint as u8 {
+                continue;
+            }
+            let Some(op) = op_of(event) else { continue };
+            let first = *first_ts.get_or_insert(event.ts_ns);
+            trace.push(event.ts_ns.saturating_sub(first), event.nid, op);
+        }
+        Ok(trace)
+    }
+
+    pub fn push(&mut self, ts_ns: u64, nid: u32, op: Op) {
+        match op {
+            Op::Evict => self.evictions += 1,
+            Op::Checkpoint => {}
+            _ => self.accesses += 1,
+        }
+        self.steps.push(Step { ts_ns, nid, op });
+    }
+
+    /// Fails, naming the first one, when nodes the trace uses are not in the image.
+    pub fn check_nids(&self, nodes: &NodeSet) -> Result<()> {
+        let missing: Vec<u32> = self
+            .steps
+            .iter()
+            .filter(|s| !matches!(s.op, Op::Evict | Op::Checkpoint))
+            .map(|s| s.nid)
+            .filter(|nid| nodes.block(*nid).is_none())
+            .collect();
+        if let Some(first) = missing.first() {
+            bail!(
+                "nid {first} is not in the image {} ({} of the trace's {} accesses are not): \
+                 is it the recorded device's image?",
+                nodes.image_path.display(),
+                missing.len(),
+                self.accesses
+            );
+        }
+        Ok(())
+    }
+}
+
+fn op_of(event: &Event) -> Option<Op> {
+    let op = match EventKind::from_u8(event.kind)? {
+        EventKind::NodeAccess if event.flags & ACCESS_NEW != 0 => Op::Create,
+        EventKind::NodeAccess if event.flags & ACCESS_DIRTY != 0 => Op::Modify,
+        EventKind::NodeAccess => Op::Lookup,
+        EventKind::NodeEvict => Op::Evict,
+        EventKind::NodeRead if event.is_readahead() => Op::Readahead,
+        EventKind::Checkpoint if event.queue == CP_PHASE_FINISH_CHECKPOINT => Op::Checkpoint,
+        _ => return None,
+    };
+    Some(op)
+}
+
+/// One grid point's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Settings {
+    /// The knob pair (threshold 0 = compression off).
+    pub knobs: Knobs,
+    /// Attributed memory the node cache is held to during pressure episodes.
+    pub budget_bytes: u64,
+}
+
+/// What a replay did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Outcome {
+    pub accesses: u64,
+    pub pressure_episodes: u64,
+    /// Entries and attributed bytes at the budget point (the end of the last pressure episode;
+    /// the end of the trace when there was none).
+    pub retained_nodes: u64,
+    pub retained_bytes: u64,
+    /// After the budget point (the whole trace when there was none).
+    pub node_reads: u64,
+    pub restores: u64,
+    pub raw_hits: u64,
+    /// The whole trace.
+    pub total_node_reads: u64,
+    pub total_restores: u64,
+    pub conversions: u64,
+    pub peak_bytes: u64,
+}
+
+/// Counters at the budget point.
+#[derive(Clone, Copy, Default)]
+struct Mark {
+    reads: u64,
+    stats: CacheStats,
+}
+
+/// Replay `trace` over `nodes` at `settings`, payloads made as `payload` says.
+pub fn replay(
+    trace: &Trace,
+    nodes: Arc<NodeSet>,
+    settings: Settings,
+    payload: Payload,
+) -> Result<Outcome> {
+    let options = EngineOptions {
+        dev: trace.dev,
+        record_events: false,
+        sample_every_ns: 0,
+        accesses: false,
+    };
+    let mut engine = Engine::new(nodes, KnobSource::Static(settings.knobs), options);
+    engine.set_payload(payload);
+    let task = Task::process(1, 0, "whatif");
+    let budget = Pressure::Budget {
+        bytes: settings.budget_bytes,
+    };
+    let mut pressing = false;
+    let mut outcome = Outcome::default();
+    let mut mark = Mark::default();
+    for step in &trace.steps {
+        engine.advance_to(step.ts_ns)?;
+        if pressing && !matches!(step.op, Op::Evict | Op::Checkpoint) {
+            engine.set_pressure(Pressure::None);
+            pressing = false;
+            let memory = engine.cache.memory();
+            outcome.retained_nodes = memory.entries;
+            outcome.retained_bytes = memory.attributed_bytes;
+            mark = Mark {
+                reads: engine.disk.reads,
+                stats: engine.cache.stats,
+            };
+        }
+        match step.op {
+            Op::Lookup => {
+                engine.access(&task, step.nid, RequestedType::Any)?;
+            }
+            Op::Create => {
+                engine.create(&task, step.nid)?;
+            }
+            Op::Modify => {
+                engine.dirty_untouched(&task, step.nid)?;
+            }
+            Op::Readahead => {
+                engine.readahead(&task, &[step.nid])?;
+            }
+            Op::Checkpoint => {
+                engine.checkpoint();
+            }
+            Op::Evict => {
+                if !pressing {
+                    engine.set_pressure(budget);
+                    pressing = true;
+                    outcome.pressure_episodes += 1;
+                }
+            }
+        }
+        outcome.peak_bytes = outcome
+            .peak_bytes
+            .max(engine.cache.memory().attributed_bytes);
+    }
+    if outcome.pressure_episodes == 0 || pressing {
+        let memory = engine.cache.memory();
+        outcome.retained_nodes = memory.entries;
+        outcome.retained_bytes = memory.attributed_bytes;
+    }
+    let stats = engine.cache.stats;
+    outcome.accesses = trace.accesses;
+    outcome.node_reads = engine.disk.reads - mark.reads;
+    outcome.restores = stats.restores - mark.stats.restores;
+    outcome.raw_hits = stats.raw_hits - mark.stats.raw_hits;
+    outcome.total_node_reads = engine.disk.reads;
+    outcome.total_restores = stats.restores;
+    outcome.conversions = stats.conversions;
+    Ok(outcome)
+}
+
+/// The three counts the exactness claim is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BudgetCounts {
+    pub node_reads: u64,
+    pub restores: u64,
+    pub retained_nodes: u64,
+}
+
+impl From<&Outcome> for BudgetCounts {
+    fn from(o: &Outcome) -> BudgetCounts {
+        BudgetCounts {
+            node_reads: o.node_reads,
+            restores: o.restores,
+            retained_nodes: o.retained_nodes,
+        }
+    }
+}
+
+/// `vm-replay` recorded with compression off, replayed at the scenario's own settings with
+/// compression on, next to the scenario's on side.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct VmReplayCheck {
+    pub scenario_on: BudgetCounts,
+    pub whatif_lz4: BudgetCounts,
+    pub whatif_sizes: BudgetCounts,
+    /// The recorded (off) run's events, for callers that write them to a recording.
+    #[serde(skip)]
+    pub events: Vec<Event>,
+    #[serde(skip)]
+    pub trace: Trace,
+}
+
+impl VmReplayCheck {
+    pub fn exact(&self) -> bool {
+        self.whatif_lz4 == self.scenario_on && self.whatif_sizes == self.scenario_on
+    }
+}
+
+pub fn vm_replay_check(seed: u64) -> Result<VmReplayCheck> {
+    use crate::{cache::PayloadSizes, scenario::vm_replay};
+    let params = vm_replay::VmReplayParams::default();
+    let (off_knobs, on_knobs) = vm_replay::side_knobs();
+    let (_, events) = vm_replay::run_recorded(&params, off_knobs, seed)?;
+    let trace = Trace::from_events(&events)?;
+    let nodes = vm_replay::rfc_nodes()?;
+    trace.check_nids(&nodes)?;
+    let on = vm_replay::compare(&params, seed)?.equal_memory.on;
+    let settings = Settings {
+        knobs: on_knobs,
+        budget_bytes: params.budget_bytes,
+    };
+    let lz4 = replay(&trace, nodes.clone(), settings, Payload::Lz4)?;
+    let sizes = Payload::Sizes(Arc::new(PayloadSizes::lz4(&nodes)));
+    let sized = replay(&trace, nodes, settings, sizes)?;
+    Ok(VmReplayCheck {
+        scenario_on: BudgetCounts {
+            node_reads: on.node_reads,
+            restores: on.restores,
+            retained_nodes: on.nodes,
+        },
+        whatif_lz4: BudgetCounts::from(&lz4),
+        whatif_sizes: BudgetCounts::from(&sized),
+        events,
+        trace,
+    })
+}
+
+#[cfg(test)]
+mod tests;

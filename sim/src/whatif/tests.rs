@@ -1,0 +1,64 @@
+//! The what-if replay against the scenario it was recorded from.
+use super::*;
+use crate::{
+    cache::PayloadSizes,
+    scenario::vm_replay::{self, VmReplayParams},
+};
+
+/// vm-replay recorded with compression off, replayed at the scenario's own settings with
+/// compression on: exactly the scenario's on side, with real LZ4 and with sizes per node.
+#[test]
+fn vm_replay_off_recording_replays_to_the_on_scenario_exactly() {
+    let params = VmReplayParams::default();
+    let (off_knobs, on_knobs) = vm_replay::side_knobs();
+    let (off, events) = vm_replay::run_recorded(&params, off_knobs, 1).unwrap();
+    let trace = Trace::from_events(&events).unwrap();
+    let nodes = vm_replay::rfc_nodes().unwrap();
+    trace.check_nids(&nodes).unwrap();
+    let report = vm_replay::compare(&params, 1).unwrap();
+    let on = report.equal_memory.on;
+    let settings = Settings {
+        knobs: on_knobs,
+        budget_bytes: params.budget_bytes,
+    };
+    let sizes = Arc::new(PayloadSizes::lz4(&nodes));
+    for payload in [Payload::Lz4, Payload::Sizes(sizes)] {
+        let got = replay(&trace, nodes.clone(), settings, payload).unwrap();
+        assert_eq!(got.pressure_episodes, 1);
+        assert_eq!(
+            (got.node_reads, got.restores, got.retained_nodes),
+            (on.node_reads, on.restores, on.nodes)
+        );
+        assert_eq!(got.retained_bytes, on.bytes);
+    }
+    // The off side replays to itself too.
+    let settings_off = Settings {
+        knobs: off_knobs,
+        ..settings
+    };
+    let got = replay(&trace, nodes, settings_off, Payload::Lz4).unwrap();
+    let replayed = off.phase("replay").unwrap().totals;
+    assert_eq!(
+        (got.node_reads, got.restores, got.retained_nodes),
+        (replayed.node_reads, 0, report.equal_memory.off.nodes)
+    );
+    // Every lookup of the run is in the trace (mount, parents, modifications, the replay), and
+    // every created node: all 16,676 but the root, which the mount read.
+    let count = |op: Op| trace.steps.iter().filter(|s| s.op == op).count() as u64;
+    assert_eq!(count(Op::Lookup) + count(Op::Modify), off.whole.lookups);
+    assert_eq!(count(Op::Create), 16_675);
+    assert_eq!(count(Op::Checkpoint), 1);
+    assert_eq!(
+        count(Op::Evict),
+        off.phase("pressure").unwrap().totals.reclaims
+    );
+}
+
+#[test]
+fn a_recording_without_accesses_is_refused_with_the_flag_to_use() {
+    let error = Trace::from_events(&[Event::ZERO]).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "the recording has no node accesses: record with --accesses"
+    );
+}

@@ -1,0 +1,78 @@
+//! `nodescope whatif` end to end: vm-replay recorded with compression off (its access trace,
+//! written with the project's recorder) and replayed by the binary at the scenario's own
+//! settings gives exactly the on scenario's node reads, restores and retained nodes.
+use std::{fs::File, io::BufWriter, process::Command};
+
+use nodescope::record::{writer::Writer, Header};
+
+fn nodescope() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nodescope"))
+}
+
+#[test]
+fn whatif_replays_the_vm_replay_recording_to_the_on_scenario_exactly() {
+    let check = sim::whatif::vm_replay_check(1).unwrap();
+    assert!(check.exact(), "{check:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("off.nsrec");
+    let header = Header {
+        source: "sim".into(),
+        window_ns: 1_000_000_000,
+        ..Header::default()
+    };
+    let mut writer = Writer::new(BufWriter::new(File::create(&path).unwrap()), &header).unwrap();
+    for event in &check.events {
+        writer.event(event).unwrap();
+    }
+    let end = check.events.last().unwrap().ts_ns;
+    writer.finish(end).unwrap();
+    let image = sim::scenario::vm_replay::rfc_nodes()
+        .unwrap()
+        .image_path
+        .clone();
+    let out = nodescope()
+        .args([
+            "whatif",
+            path.to_str().unwrap(),
+            "--image",
+            image.to_str().unwrap(),
+        ])
+        .args(["--budget", "3MiB", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let points: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let on = points
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["compression"] == true)
+        .unwrap();
+    let want = check.scenario_on;
+    assert_eq!(on["outcome"]["node_reads"], want.node_reads);
+    assert_eq!(on["outcome"]["restores"], want.restores);
+    assert_eq!(on["outcome"]["retained_nodes"], want.retained_nodes);
+}
+
+#[test]
+fn whatif_refuses_a_recording_without_accesses() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("none.nsrec");
+    let header = Header {
+        window_ns: 1_000_000_000,
+        ..Header::default()
+    };
+    let writer = Writer::new(BufWriter::new(File::create(&path).unwrap()), &header).unwrap();
+    writer.finish(0).unwrap();
+    let out = nodescope()
+        .args(["whatif", path.to_str().unwrap(), "--image", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("record with --accesses"), "{stderr}");
+}
