@@ -2,6 +2,7 @@
 #![no_main]
 
 mod bench;
+mod cpanat;
 mod f2fs;
 mod hello;
 mod maps;
