@@ -32,6 +32,8 @@ enum Command {
     Tune(cmd::tune::TuneArgs),
     /// Run the compressed node cache simulator.
     Sim(cmd::sim::SimArgs),
+    /// A seeded fsstress-like workload (fsstress's default mix, or the metadata mix).
+    Fsstress(cmd::fsstress::FsstressArgs),
 }
 
 fn main() {
@@ -53,5 +55,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => cmd::export::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Sim(args) => cmd::sim::run(args),
+        Command::Fsstress(args) => cmd::fsstress::run(args),
     }
 }

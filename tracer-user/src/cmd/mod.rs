@@ -1,5 +1,6 @@
 //! One module per subcommand. Each parses its own arguments and wires a source to views.
 pub mod export;
+pub mod fsstress;
 pub mod probe;
 pub mod record;
 pub mod report;
