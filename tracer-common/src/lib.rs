@@ -165,7 +165,8 @@ pub const META_AREA_SSA: u8 = 4;
 /// At or past `main_blkaddr`, or before `cp_blkaddr`.
 pub const META_AREA_OTHER: u8 = 5;
 pub const META_AREA_COUNT: usize = 6;
-pub const META_AREA_NAMES: [&str; META_AREA_COUNT] = ["unknown", "cp", "sit", "nat", "ssa", "other"];
+pub const META_AREA_NAMES: [&str; META_AREA_COUNT] =
+    ["unknown", "cp", "sit", "nat", "ssa", "other"];
 
 /// `Event::queue` for `JournalEntry`: F2FS's `NAT_JOURNAL` and `SIT_JOURNAL`.
 pub const JOURNAL_NAT: u8 = 0;

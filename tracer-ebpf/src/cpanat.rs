@@ -14,7 +14,8 @@ use aya_ebpf::{
     programs::{ProbeContext, TracePointContext},
 };
 use tracer_common::{
-    EventKind, MetaAreas, F2FS_BLOCK_BYTES, META_AREA_COUNT, META_AREA_UNKNOWN, TP_SUBMIT_PAGE_WRITE,
+    EventKind, MetaAreas, F2FS_BLOCK_BYTES, META_AREA_COUNT, META_AREA_UNKNOWN,
+    TP_SUBMIT_PAGE_WRITE,
 };
 
 use crate::{

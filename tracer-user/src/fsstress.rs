@@ -148,7 +148,10 @@ impl Mix {
     }
 
     fn total(self) -> u64 {
-        Op::ALL.iter().map(|op| u64::from(self.frequency(*op))).sum()
+        Op::ALL
+            .iter()
+            .map(|op| u64::from(self.frequency(*op)))
+            .sum()
     }
 }
 
@@ -207,7 +210,10 @@ pub fn run(config: &Config) -> Result<Tally> {
             .collect();
         workers
             .into_iter()
-            .map(|w| w.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked"))))
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
+            })
             .collect()
     });
     let mut tally = Tally::default();
@@ -327,7 +333,8 @@ impl Worker {
             Kind::Node => "c",
         };
         self.next_name += 1;
-        self.pick_dir().join(format!("{prefix}{:x}", self.next_name))
+        self.pick_dir()
+            .join(format!("{prefix}{:x}", self.next_name))
     }
 
     fn full(&self, relative: &Path) -> PathBuf {
@@ -444,7 +451,10 @@ impl Worker {
             return false;
         };
         let path = self.full(&self.entries[i].0.clone());
-        let (uid, gid) = (self.rng.range(0, 1 << 16) as u32, self.rng.range(0, 1 << 16) as u32);
+        let (uid, gid) = (
+            self.rng.range(0, 1 << 16) as u32,
+            self.rng.range(0, 1 << 16) as u32,
+        );
         std::os::unix::fs::chown(&path, Some(uid), Some(gid)).is_ok()
     }
 
@@ -575,9 +585,8 @@ impl AlignedBuffer {
         // SAFETY: Page is repr(C) around a byte array with no padding (size 4096 = its
         // alignment), so the vector's memory is `bytes` initialised, contiguous bytes, borrowed
         // mutably for no longer than `self`.
-        let all = unsafe {
-            std::slice::from_raw_parts_mut(self.pages.as_mut_ptr().cast::<u8>(), bytes)
-        };
+        let all =
+            unsafe { std::slice::from_raw_parts_mut(self.pages.as_mut_ptr().cast::<u8>(), bytes) };
         &mut all[..self.len]
     }
 }
@@ -592,7 +601,12 @@ mod tests {
         while let Some(d) = stack.pop() {
             for entry in fs::read_dir(&d).unwrap().flatten() {
                 let meta = fs::symlink_metadata(entry.path()).unwrap();
-                let rel = entry.path().strip_prefix(dir).unwrap().display().to_string();
+                let rel = entry
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .display()
+                    .to_string();
                 let size = if meta.is_file() { meta.len() } else { 0 };
                 out.push(format!("{rel} {size}"));
                 if meta.is_dir() {
@@ -605,7 +619,8 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("nodescope-fsstress-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("nodescope-fsstress-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         dir
     }
@@ -627,7 +642,9 @@ mod tests {
         assert_eq!(Mix::Metadata.frequency(Op::Rename), 5);
         assert_eq!(Mix::Default.frequency(Op::Chown), 3);
         assert_eq!(Mix::Default.total(), 3 + 4 * 4 + 2 * 5 + 10);
-        let picks: Vec<Op> = (0..Mix::Metadata.total()).map(|d| Mix::Metadata.pick(d)).collect();
+        let picks: Vec<Op> = (0..Mix::Metadata.total())
+            .map(|d| Mix::Metadata.pick(d))
+            .collect();
         assert_eq!(picks.iter().filter(|op| **op == Op::Unlink).count(), 5);
         assert!(picks.iter().all(|op| Mix::Metadata.frequency(*op) > 0));
     }
@@ -636,7 +653,13 @@ mod tests {
     fn a_seed_gives_the_same_tree_and_tally_twice_and_another_seed_does_not() {
         let run_once = |name: &str, seed: u64| {
             let dir = scratch(name);
-            let config = Config { dir: dir.clone(), procs: 4, ops: 150, seed, mix: Mix::Default };
+            let config = Config {
+                dir: dir.clone(),
+                procs: 4,
+                ops: 150,
+                seed,
+                mix: Mix::Default,
+            };
             let tally = run(&config).unwrap();
             let shape = tree(&dir);
             fs::remove_dir_all(&dir).unwrap();
@@ -656,7 +679,13 @@ mod tests {
     #[test]
     fn the_metadata_mix_runs_only_its_operations() {
         let dir = scratch("meta");
-        let config = Config { dir: dir.clone(), procs: 2, ops: 200, seed: 1, mix: Mix::Metadata };
+        let config = Config {
+            dir: dir.clone(),
+            procs: 2,
+            ops: 200,
+            seed: 1,
+            mix: Mix::Metadata,
+        };
         let tally = run(&config).unwrap();
         fs::remove_dir_all(&dir).unwrap();
         assert_eq!(tally.total(), 400);

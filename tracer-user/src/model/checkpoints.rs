@@ -14,8 +14,8 @@ use std::collections::VecDeque;
 use serde::Serialize;
 use tracer_common::{
     Event, EventKind, CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT,
-    CP_PHASE_START_BLOCK_OPS, JOURNAL_NAT, JOURNAL_SIT, META_AREA_CP, META_AREA_NAT,
-    META_AREA_SIT, META_AREA_SSA,
+    CP_PHASE_START_BLOCK_OPS, JOURNAL_NAT, JOURNAL_SIT, META_AREA_CP, META_AREA_NAT, META_AREA_SIT,
+    META_AREA_SSA,
 };
 
 /// Completed checkpoints kept for views (top's panel shows the latest few).
@@ -61,7 +61,11 @@ impl Written {
 
     /// Every metadata block, whatever its area.
     pub fn meta_blocks(&self) -> u64 {
-        self.cp_blocks + self.sit_blocks + self.nat_blocks + self.ssa_blocks + self.other_meta_blocks
+        self.cp_blocks
+            + self.sit_blocks
+            + self.nat_blocks
+            + self.ssa_blocks
+            + self.other_meta_blocks
     }
 
     pub fn add(&mut self, other: &Written) {
@@ -239,10 +243,19 @@ mod tests {
         assert_eq!(first.dev, 7);
         let w = first.written;
         assert_eq!(
-            (w.node_blocks, w.nat_blocks, w.sit_blocks, w.ssa_blocks, w.cp_blocks),
+            (
+                w.node_blocks,
+                w.nat_blocks,
+                w.sit_blocks,
+                w.ssa_blocks,
+                w.cp_blocks
+            ),
             (3, 2, 1, 1, 1)
         );
-        assert_eq!((w.other_meta_blocks, w.nat_journal, w.sit_journal), (2, 1, 1));
+        assert_eq!(
+            (w.other_meta_blocks, w.nat_journal, w.sit_journal),
+            (2, 1, 1)
+        );
         assert_eq!(w.meta_blocks(), 7);
         assert_eq!((first.block_ops_ns, first.write_ns), (Some(15), Some(45)));
         assert_eq!(cp.pending().node_blocks, 1);

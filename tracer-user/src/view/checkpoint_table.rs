@@ -128,7 +128,8 @@ mod tests {
             for _ in 0..3 {
                 tracker.ingest(&Event::new(EventKind::NodeWrite, t + 1));
             }
-            tracker.ingest(&Event::new(EventKind::Checkpoint, t + 2).queue(CP_PHASE_START_BLOCK_OPS));
+            tracker
+                .ingest(&Event::new(EventKind::Checkpoint, t + 2).queue(CP_PHASE_START_BLOCK_OPS));
             tracker.ingest(
                 &Event::new(EventKind::Checkpoint, t + 2_000_002).queue(CP_PHASE_FINISH_BLOCK_OPS),
             );
@@ -144,10 +145,15 @@ mod tests {
         assert_eq!(report.nat_journal_per_checkpoint, Some(2.0));
         let text = render(&report);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[1].contains("node num") && lines[1].contains("nodes/cp"), "{text}");
+        assert!(
+            lines[1].contains("node num") && lines[1].contains("nodes/cp"),
+            "{text}"
+        );
         let figures: Vec<&str> = lines[2].split_whitespace().collect();
         assert_eq!(figures, ["6", "2", "3.000", "2", "1.000", "4", "2.000"]);
         assert_eq!(lines.len(), 7, "{text}");
-        assert!(lines[6].split_whitespace().eq(["2", "3", "0", "0", "1", "0", "0", "2", "2.0", "3.0"]));
+        assert!(lines[6]
+            .split_whitespace()
+            .eq(["2", "3", "0", "0", "1", "0", "0", "2", "2.0", "3.0"]));
     }
 }

@@ -291,6 +291,7 @@ pub fn check(
     check_perfetto_export(dir, nodescope, &mut lines, &mut failures);
     let tune_steps = check_tune(dir, &mut lines, &mut failures);
     let discover = super::discover::check(dir, &mut lines, &mut failures);
+    super::cp_anatomy::check(label, dir, nodescope, &mut lines, &mut failures);
     for failure in &failures {
         lines.push(format!("  FAILED: {failure}"));
     }
@@ -309,7 +310,7 @@ pub fn check(
 /// The fields of a stream line, nested ones by path: the schema two lines must share.
 pub fn schema(line: &Json) -> Vec<String> {
     let mut paths: Vec<String> = line.keys().iter().map(|k| k.to_string()).collect();
-    for object in ["totals", "cumulative", "cache"] {
+    for object in ["totals", "cumulative", "cache", "checkpoint"] {
         paths.extend(
             line.get(object)
                 .keys()

@@ -46,20 +46,23 @@ pub fn parse_dev(text: &str) -> Option<u32> {
 /// One mounted F2FS device: its name (as /sys/fs/f2fs calls it), number and node in /dev.
 fn device_of(name: &str) -> Result<(u32, PathBuf)> {
     let sys = Path::new("/sys/class/block").join(name).join("dev");
-    let text = std::fs::read_to_string(&sys).with_context(|| format!("reading {}", sys.display()))?;
-    let dev = parse_dev(&text).with_context(|| format!("{}: {text:?} is not M:m", sys.display()))?;
+    let text =
+        std::fs::read_to_string(&sys).with_context(|| format!("reading {}", sys.display()))?;
+    let dev =
+        parse_dev(&text).with_context(|| format!("{}: {text:?} is not M:m", sys.display()))?;
     Ok((dev, Path::new("/dev").join(name)))
 }
 
 /// Write every mounted F2FS device's areas into `META_AREAS`. Returns one line per device
 /// whose layout could not be read: its metadata writes then count as area "unknown".
 pub fn write_meta_areas(ebpf: &mut Ebpf) -> Result<Vec<String>> {
-    let map = ebpf.map_mut("META_AREAS").context("META_AREAS map missing")?;
+    let map = ebpf
+        .map_mut("META_AREAS")
+        .context("META_AREAS map missing")?;
     let mut map: HashMap<_, u32, MetaAreas> = HashMap::try_from(map)?;
     let mut problems = Vec::new();
     for device in system::f2fs_devices(Path::new("/sys/fs/f2fs")) {
-        let read = device_of(&device.name)
-            .and_then(|(dev, path)| Ok((dev, read_areas(&path)?)));
+        let read = device_of(&device.name).and_then(|(dev, path)| Ok((dev, read_areas(&path)?)));
         match read {
             Ok((dev, areas)) => map
                 .insert(dev, areas, 0)

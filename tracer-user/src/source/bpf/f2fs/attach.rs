@@ -83,8 +83,8 @@ fn attach_one(ebpf: &mut Ebpf, attachment: &Attachment) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::super::planner::{
-        PROG_CHECKPOINT, PROG_JOURNAL_ENTRY, PROG_META_WRITE, PROG_PAGE_BIO, PROG_RA_ENTRY, PROG_RA_RETURN, PROG_READ_BIO,
-        PROG_READ_NODE_ENTRY, PROG_READ_NODE_RETURN, PROG_WRITE,
+        PROG_CHECKPOINT, PROG_JOURNAL_ENTRY, PROG_META_WRITE, PROG_PAGE_BIO, PROG_RA_ENTRY,
+        PROG_RA_RETURN, PROG_READ_BIO, PROG_READ_NODE_ENTRY, PROG_READ_NODE_RETURN, PROG_WRITE,
     };
     use super::*;
     use crate::system;
