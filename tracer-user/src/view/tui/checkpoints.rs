@@ -23,7 +23,13 @@ pub fn lines(report: &CheckpointReport) -> Vec<String> {
         .map_or_else(|| "-".into(), |v| format!("{v:.2}"));
     let mut lines = vec![format!(
         "cps {}  nodes {}  nodes/cp {per}  nat blocks {}  journal {}  sit {} ssa {} cp pack {}",
-        s.count, w.node_blocks, w.nat_blocks, w.nat_journal, w.sit_blocks, w.ssa_blocks, w.cp_blocks
+        s.count,
+        w.node_blocks,
+        w.nat_blocks,
+        w.nat_journal,
+        w.sit_blocks,
+        w.ssa_blocks,
+        w.cp_blocks
     )];
     lines.extend(report.latest.iter().rev().map(|r| {
         let w = &r.written;
@@ -45,6 +51,7 @@ pub fn lines(report: &CheckpointReport) -> Vec<String> {
 
 pub fn draw(frame: &mut Frame, area: Rect, report: &CheckpointReport) {
     let text: Vec<Line> = lines(report).into_iter().map(Line::from).collect();
-    let pane = Paragraph::new(text).block(Block::bordered().title("checkpoints (newest first; block_ops+write ms)"));
+    let pane = Paragraph::new(text)
+        .block(Block::bordered().title("checkpoints (newest first; block_ops+write ms)"));
     frame.render_widget(pane, area);
 }
