@@ -48,10 +48,15 @@ pub const DEFAULT_DEV: u32 = (254 << 20) | 16;
 /// Events emitted per kind (index = `EventKind as usize`) by every engine in this process,
 /// recorded or not: the simulator's own count, which `nodescope sim --via-bpf` sets beside what
 /// eBPF saw of the same run.
-pub static EMITTED: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+pub static EMITTED: [AtomicU64; KIND_SLOTS] = [const { AtomicU64::new(0) }; KIND_SLOTS];
+
+/// Slots of [`EMITTED`]: every `EventKind` value fits (the recording format reserves them up
+/// to 31 today).
+pub const KIND_SLOTS: usize = tracer_common::RFC_KIND_SLOTS as usize;
+const _: () = assert!((EventKind::ALL[EventKind::ALL.len() - 1] as usize) < KIND_SLOTS);
 
 /// A copy of [`EMITTED`].
-pub fn emitted() -> [u64; 16] {
+pub fn emitted() -> [u64; KIND_SLOTS] {
     std::array::from_fn(|kind| EMITTED[kind].load(Ordering::Relaxed))
 }
 

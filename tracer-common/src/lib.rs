@@ -51,10 +51,18 @@ pub enum EventKind {
     NodeAccess = 14,
     /// A node page left the page cache (evicted or truncated). `nid`.
     NodeEvict = 15,
+    /// A metadata block write (F2FS page type META or META_FLUSH) submitted to the block
+    /// layer. `nid` = block address, `queue` = the area it lies in (`META_AREA_*`, from the
+    /// device's superblock), `dev`.
+    MetaWrite = 16,
+    /// An entry put into the current summary's journal by a checkpoint, instead of a NAT or
+    /// SIT block. `queue` = `JOURNAL_NAT` or `JOURNAL_SIT`, `nid` = the nid (NAT) or segment
+    /// number (SIT). The kprobe carries no device: `dev` is 0.
+    JournalEntry = 17,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::NodeRead,
         EventKind::NodeWrite,
         EventKind::Checkpoint,
@@ -70,6 +78,8 @@ impl EventKind {
         EventKind::Hello,
         EventKind::NodeAccess,
         EventKind::NodeEvict,
+        EventKind::MetaWrite,
+        EventKind::JournalEntry,
     ];
 
     pub fn from_u8(value: u8) -> Option<EventKind> {
@@ -94,6 +104,8 @@ impl EventKind {
             EventKind::Hello => "hello",
             EventKind::NodeAccess => "node_access",
             EventKind::NodeEvict => "node_evict",
+            EventKind::MetaWrite => "meta_write",
+            EventKind::JournalEntry => "journal_entry",
         }
     }
 }
@@ -140,6 +152,55 @@ pub const SECOND_CHANCE_BY_RACE: u8 = 3;
 pub const CP_PHASE_START_BLOCK_OPS: u8 = 0;
 pub const CP_PHASE_FINISH_BLOCK_OPS: u8 = 1;
 pub const CP_PHASE_FINISH_CHECKPOINT: u8 = 2;
+
+/// `Event::queue` for `MetaWrite`: the area of the F2FS layout the block lies in. `UNKNOWN`
+/// when the device's layout was not known to the program (no superblock read for it).
+pub const META_AREA_UNKNOWN: u8 = 0;
+/// The checkpoint packs (`cp_blkaddr .. sit_blkaddr`): CP blocks, orphans, compacted summaries.
+pub const META_AREA_CP: u8 = 1;
+pub const META_AREA_SIT: u8 = 2;
+pub const META_AREA_NAT: u8 = 3;
+/// Segment summary area (`ssa_blkaddr .. main_blkaddr`).
+pub const META_AREA_SSA: u8 = 4;
+/// At or past `main_blkaddr`, or before `cp_blkaddr`.
+pub const META_AREA_OTHER: u8 = 5;
+pub const META_AREA_COUNT: usize = 6;
+pub const META_AREA_NAMES: [&str; META_AREA_COUNT] =
+    ["unknown", "cp", "sit", "nat", "ssa", "other"];
+
+/// `Event::queue` for `JournalEntry`: F2FS's `NAT_JOURNAL` and `SIT_JOURNAL`.
+pub const JOURNAL_NAT: u8 = 0;
+pub const JOURNAL_SIT: u8 = 1;
+
+/// The start block of each area of one device's F2FS layout, from its superblock, written by
+/// userspace into the `META_AREAS` map (key = device number as the tracepoints print it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MetaAreas {
+    pub cp_blkaddr: u32,
+    pub sit_blkaddr: u32,
+    pub nat_blkaddr: u32,
+    pub ssa_blkaddr: u32,
+    pub main_blkaddr: u32,
+    pub _pad: u32,
+}
+
+impl MetaAreas {
+    /// The `META_AREA_*` of block `addr`.
+    pub const fn area_of(&self, addr: u32) -> u8 {
+        if addr < self.cp_blkaddr || addr >= self.main_blkaddr {
+            META_AREA_OTHER
+        } else if addr < self.sit_blkaddr {
+            META_AREA_CP
+        } else if addr < self.nat_blkaddr {
+            META_AREA_SIT
+        } else if addr < self.ssa_blkaddr {
+            META_AREA_NAT
+        } else {
+            META_AREA_SSA
+        }
+    }
+}
 
 /// One node-cache event. 64 bytes, the same layout in the kernel, the simulator, recordings.
 #[repr(C)]
@@ -424,7 +485,7 @@ pub const RET_FILTER_LT: u8 = 3;
 pub const RET_FILTER_GE: u8 = 4;
 
 /// Size of the `RFC_SPECS` and `RFC_COUNTS` maps: every `EventKind` value fits.
-pub const RFC_KIND_SLOTS: u32 = 16;
+pub const RFC_KIND_SLOTS: u32 = 32;
 
 impl ValueSpec {
     /// Apply `transform` to a raw value read from a register or memory.
@@ -497,6 +558,7 @@ mod pod {
     unsafe impl aya::Pod for super::ProbeSpec {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::AccessLayout {}
+    unsafe impl aya::Pod for super::MetaAreas {}
 }
 
 #[cfg(test)]
@@ -516,6 +578,29 @@ mod tests {
         }
         assert_eq!(EventKind::from_u8(0), None);
         assert_eq!(EventKind::from_u8(200), None);
+    }
+
+    #[test]
+    fn meta_areas_sort_blocks_by_layout() {
+        // mkfs.f2fs's layout of a 1 GiB image: 2 CP, 2 SIT, 4 NAT segments, SSA, main.
+        let areas = MetaAreas {
+            cp_blkaddr: 512,
+            sit_blkaddr: 1536,
+            nat_blkaddr: 2560,
+            ssa_blkaddr: 4608,
+            main_blkaddr: 5120,
+            _pad: 0,
+        };
+        assert_eq!(areas.area_of(0), META_AREA_OTHER);
+        assert_eq!(areas.area_of(512), META_AREA_CP);
+        assert_eq!(areas.area_of(1535), META_AREA_CP);
+        assert_eq!(areas.area_of(1536), META_AREA_SIT);
+        assert_eq!(areas.area_of(2560), META_AREA_NAT);
+        assert_eq!(areas.area_of(4607), META_AREA_NAT);
+        assert_eq!(areas.area_of(4608), META_AREA_SSA);
+        assert_eq!(areas.area_of(5119), META_AREA_SSA);
+        assert_eq!(areas.area_of(5120), META_AREA_OTHER);
+        assert_eq!(META_AREA_NAMES[META_AREA_NAT as usize], "nat");
     }
 
     #[test]

@@ -121,12 +121,12 @@ fn now_ns() -> u64 {
     unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() }
 }
 
-fn layout(index: u32) -> Option<TracepointLayout> {
+pub(crate) fn layout(index: u32) -> Option<TracepointLayout> {
     TP_LAYOUT.get(index).copied()
 }
 
 /// Read a field at a run-time offset; `None` when the layout says the field is absent.
-fn field<T>(ctx: &TracePointContext, offset: u16) -> Option<T> {
+pub(crate) fn field<T>(ctx: &TracePointContext, offset: u16) -> Option<T> {
     if offset == FIELD_ABSENT {
         return None;
     }

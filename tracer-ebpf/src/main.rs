@@ -3,6 +3,7 @@
 
 mod access;
 mod bench;
+mod cpanat;
 mod f2fs;
 mod hello;
 mod maps;

@@ -6,6 +6,7 @@
 //! benchmarks and the fuzz targets use these modules too.
 pub mod cmd;
 pub mod control;
+pub mod fsstress;
 pub mod model;
 pub mod pipeline;
 pub mod record;

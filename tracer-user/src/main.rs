@@ -38,6 +38,8 @@ enum Command {
     /// What if: replay a recording's node accesses (record with --accesses) through the
     /// simulator's cache on a grid of settings; or measure compressors on an image.
     Whatif(cmd::whatif::WhatifArgs),
+    /// A seeded fsstress-like workload (fsstress's default mix, or the metadata mix).
+    Fsstress(cmd::fsstress::FsstressArgs),
 }
 
 fn main() {
@@ -61,5 +63,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Sim(args) => cmd::sim::run(args),
         Command::Daemon(args) => cmd::daemon::run(args),
         Command::Whatif(args) => cmd::whatif::run(args),
+        Command::Fsstress(args) => cmd::fsstress::run(args),
     }
 }

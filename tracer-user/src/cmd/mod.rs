@@ -1,6 +1,7 @@
 //! One module per subcommand. Each parses its own arguments and wires a source to views.
 pub mod daemon;
 pub mod export;
+pub mod fsstress;
 pub mod probe;
 pub mod record;
 pub mod report;

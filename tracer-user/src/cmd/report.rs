@@ -13,7 +13,10 @@ use tracer_common::{EventKind, QUEUE_1024, QUEUE_256, QUEUE_512};
 
 use crate::{
     model::{AppRow, Counters, Model, Packages, PerQueue},
-    view::stdout::{closed_is_success, print, print_line},
+    view::{
+        checkpoint_table::{self, CheckpointReport},
+        stdout::{closed_is_success, print, print_line},
+    },
 };
 
 /// Notes are listed up to this many bytes of text (a crafted file could hold millions).
@@ -58,6 +61,8 @@ pub struct Report {
     /// Conversions by the slot they went into.
     pub slot_mix: PerQueue,
     pub devices: BTreeMap<String, DeviceReport>,
+    /// Checkpoint anatomy (issue 19): seed 002's table.
+    pub checkpoints: CheckpointReport,
     pub notes: Vec<Note>,
     /// Notes past the first [`MAX_NOTES_SHOWN_BYTES`] of them, counted only.
     pub notes_omitted: u64,
@@ -158,6 +163,7 @@ pub fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages) -> Rep
         apps,
         slot_mix,
         devices,
+        checkpoints: CheckpointReport::from_tracker(model.checkpoints()),
         notes,
         notes_omitted,
         drops: totals.lost,
@@ -253,6 +259,7 @@ fn render(report: &Report) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&checkpoint_table::render(&report.checkpoints));
     let _ = writeln!(
         out,
         "\n{:<32} {:>8} {:>8} {:>9} {:>6} {:>8}",

@@ -89,6 +89,8 @@ impl Counters {
             EventKind::Lost => self.lost += u64::from(event.len),
             // Access traces are what `whatif` replays; the live tables do not count them yet.
             EventKind::Hello | EventKind::NodeAccess | EventKind::NodeEvict => {}
+            // Checkpoint anatomy: counted by `model::checkpoints`, not per process.
+            EventKind::MetaWrite | EventKind::JournalEntry => {}
         }
     }
 

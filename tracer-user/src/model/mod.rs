@@ -6,6 +6,7 @@
 //! windows.
 pub mod apps;
 pub mod cache;
+pub mod checkpoints;
 pub mod counters;
 pub mod eager;
 pub mod exact;
@@ -23,6 +24,7 @@ use self::cache::Population;
 pub use self::{
     apps::{AppKey, Packages},
     cache::CacheGauges,
+    checkpoints::{CheckpointRecord, CheckpointSummary, CheckpointTracker, Written},
     counters::{Counters, PerQueue},
     exact::{DeviceCounts, ExactProcess, ExactWindow, KernelCounts},
 };
@@ -138,6 +140,10 @@ pub struct WindowReport {
     pub eager_restores_total: u64,
     /// The kernel's own exact counts over this window, when the source keeps them.
     pub exact: Option<ExactWindow>,
+    /// Checkpoints completed in this window and the blocks written in it, from the events.
+    pub checkpoint: CheckpointSummary,
+    /// The same since the model started, up to the end of this window.
+    pub checkpoint_total: CheckpointSummary,
 }
 
 /// What the system said about itself, besides events: the knob values in force and the
@@ -179,6 +185,7 @@ pub struct Model {
     history: VecDeque<WindowReport>,
     closed: VecDeque<WindowReport>,
     observed: Observed,
+    checkpoints: CheckpointTracker,
 }
 
 impl Model {
@@ -206,6 +213,7 @@ impl Model {
             history: VecDeque::new(),
             closed: VecDeque::new(),
             observed: Observed::default(),
+            checkpoints: CheckpointTracker::default(),
         }
     }
 
@@ -277,6 +285,7 @@ impl Model {
         self.totals.record(event);
         self.population.apply(event);
         self.record_device(event);
+        self.checkpoints.ingest(event);
         if let Some(age) = self.ages.restored_after(event) {
             if age < self.eager_ns() {
                 self.eager_restores += 1;
@@ -461,6 +470,8 @@ impl Model {
             eager_restores: std::mem::take(&mut self.eager_restores),
             eager_restores_total: self.eager_restores_total,
             exact: self.exact.close(),
+            checkpoint: self.checkpoints.close_window(),
+            checkpoint_total: *self.checkpoints.total(),
         };
         self.apply_exact(&mut report);
         report
@@ -552,6 +563,11 @@ impl Model {
         &self.history
     }
 
+    /// Checkpoint anatomy: the completed checkpoints, what is written since the last one.
+    pub fn checkpoints(&self) -> &CheckpointTracker {
+        &self.checkpoints
+    }
+
     pub fn totals(&self) -> &Counters {
         &self.totals
     }
@@ -615,11 +631,16 @@ impl AppRow {
     }
 }
 
-/// Events that belong to a process. Lost-event markers and self-tests do not.
+/// Events that belong to a process. Lost-event markers and self-tests do not, nor metadata
+/// writes and journal entries (the checkpoint's, counted in `checkpoints`).
 fn attributable(event: &Event) -> bool {
     !matches!(
         event.kind(),
-        Some(EventKind::Lost) | Some(EventKind::Hello) | None
+        Some(EventKind::Lost)
+            | Some(EventKind::Hello)
+            | Some(EventKind::MetaWrite)
+            | Some(EventKind::JournalEntry)
+            | None
     )
 }
 

@@ -4,7 +4,7 @@
 //! checkpoints are the kernel's exact counts (`model::exact`).
 use serde_json::{json, Value};
 
-use crate::model::{Counters, DeviceCounts, ProcessRow, WindowReport};
+use crate::model::{CheckpointSummary, Counters, DeviceCounts, ProcessRow, WindowReport};
 
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
 /// sources); version 2 is one for all.
@@ -59,6 +59,26 @@ fn device(dev: u32, counts: &DeviceCounts) -> Value {
     })
 }
 
+/// Checkpoint anatomy over the window (docs/STREAM.md, `checkpoint`): from the events, for
+/// every source.
+fn checkpoint(summary: &CheckpointSummary) -> Value {
+    let w = &summary.written;
+    json!({
+        "count": summary.count,
+        "node_blocks": w.node_blocks,
+        "nodes_per_checkpoint": summary.nodes_per_checkpoint(),
+        "cp_blocks": w.cp_blocks,
+        "sit_blocks": w.sit_blocks,
+        "nat_blocks": w.nat_blocks,
+        "ssa_blocks": w.ssa_blocks,
+        "other_meta_blocks": w.other_meta_blocks,
+        "nat_journal": w.nat_journal,
+        "sit_journal": w.sit_journal,
+        "block_ops_ms": round_ms(summary.block_ops_ns as f64 / 1e6),
+        "write_ms": round_ms(summary.write_ns as f64 / 1e6),
+    })
+}
+
 /// One line for one closed window. `origin_ns` is the model's window origin.
 pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
     let busy = |row: &&ProcessRow| row.counters.node_reads() + row.counters.restores;
@@ -80,6 +100,7 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
         "drops": window.activity.lost,
         "counter_drops": exact.map_or(0, |e| e.counter_drops),
         "rfc": exact.and_then(|e| e.rfc.as_ref()),
+        "checkpoint": checkpoint(&window.checkpoint),
     })
 }
 

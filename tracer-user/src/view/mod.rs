@@ -1,4 +1,5 @@
 //! Views: what a person or a program reads of the model. A view never reaches into a source.
+pub mod checkpoint_table;
 pub mod jsonline;
 pub mod metrics;
 pub mod perfetto;

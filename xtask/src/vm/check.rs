@@ -293,6 +293,7 @@ pub fn check(
     let discover = super::discover::check(dir, &mut lines, &mut failures);
     let daemon = super::daemon::check(dir, &mut lines, &mut failures);
     let accesses = super::accesses::check(dir, &mut lines, &mut failures);
+    super::cp_anatomy::check(label, dir, nodescope, &mut lines, &mut failures);
     for failure in &failures {
         lines.push(format!("  FAILED: {failure}"));
     }
@@ -311,7 +312,7 @@ pub fn check(
 /// The fields of a stream line, nested ones by path: the schema two lines must share.
 pub fn schema(line: &Json) -> Vec<String> {
     let mut paths: Vec<String> = line.keys().iter().map(|k| k.to_string()).collect();
-    for object in ["totals", "cumulative", "cache"] {
+    for object in ["totals", "cumulative", "cache", "checkpoint"] {
         paths.extend(
             line.get(object)
                 .keys()

@@ -241,6 +241,33 @@ accesses_phase() {
   mark accesses_done
 }
 accesses_phase
+# Checkpoint anatomy (issue 19, xtask/src/vm/cp_anatomy.rs): each of seed 002's fsstress mixes
+# under nodescope record, between snapshots of iostat and debugfs taken on a clean file system.
+cp_anatomy_phase() {
+  for mix in $CPANAT_MIXES; do
+    rm -rf /mnt/fss; sync
+    nodescope record -o $R/cpanat_$mix.nsr > $R/cpanat_$mix.out 2> $R/cpanat_$mix.err &
+    CP=$!
+    n=0
+    until [ -s $R/cpanat_$mix.nsr ]; do
+      kill -0 $CP 2>/dev/null || { fail "cp-anatomy $mix: record exited early"; break; }
+      n=$((n+1)); [ $n -gt 600 ] && { fail "cp-anatomy $mix: record not started after 60 s"; break; }
+      sleep 0.1
+    done
+    snap cpanat_${mix}_before
+    mark cpanat_${mix}_start
+    nodescope fsstress /mnt/fss --mix $mix $CPANAT_ARGS > $R/cpanat_$mix.fsstress 2>&1 ||
+      fail "cp-anatomy $mix: fsstress failed"
+    sync
+    snap cpanat_${mix}_after
+    kill -INT $CP
+    wait $CP
+    echo $? > $R/cpanat_$mix.rc
+    mark cpanat_${mix}_done
+  done
+  rm -rf /mnt/fss; sync
+}
+cp_anatomy_phase
 # The controller under real memory pressure. The RFC is not applied here, so nodescope tune
 # steers a knob directory of its own (the RFC's defaults, 25 % and 1000 ms) on this kernel's
 # PSI, windows an hour apart (none falls in this phase): only the PSI trigger it arms (root, no

@@ -7,6 +7,7 @@ mod accesses;
 mod check;
 mod churn;
 mod daemon;
+mod cp_anatomy;
 mod discover;
 mod initramfs;
 mod json;
@@ -150,9 +151,14 @@ fn run_kernel(
     fs::create_dir_all(&work)?;
     let config = format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
-         HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n",
+         HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n\
+         CPANAT_MIXES=\"{}\"\nCPANAT_ARGS=\"-p {} -n {} -s {}\"\n",
         VARIANTS.join(" "),
-        churn::CHURN
+        churn::CHURN,
+        cp_anatomy::MIXES.join(" "),
+        cp_anatomy::PROCS,
+        cp_anatomy::OPS,
+        cp_anatomy::SEED
     );
     let guest_files = [
         ("init", include_str!("guest.sh").to_string()),

@@ -10,6 +10,7 @@ use crate::{
             self,
             f2fs::{
                 access::{self, AccessPlan},
+                areas,
                 attach::{self, AttachOutcome},
                 counters,
                 planner::Plan,
@@ -48,6 +49,10 @@ impl BpfSource {
     /// be missing, and say so.
     pub fn start(plan: &Plan, manifest: Option<&Manifest>) -> Result<BpfSource> {
         let mut ebpf = bpf::load(RING_BYTES)?;
+        // Before attaching: a metadata write must find its device's layout.
+        for problem in areas::write_meta_areas(&mut ebpf)? {
+            log::warn!("{problem}");
+        }
         let outcomes = attach::attach(&mut ebpf, plan)?;
         let rfc = manifest
             .map(|manifest| rfc::attach(&mut ebpf, manifest, UProbeScope::AllProcesses))

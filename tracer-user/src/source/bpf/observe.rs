@@ -55,7 +55,7 @@ impl Observation {
 /// `EventKind as usize`); it is read before and after.
 pub fn observe<R>(
     work: impl FnOnce() -> R,
-    emitted: impl Fn() -> [u64; 16],
+    emitted: impl Fn() -> [u64; sim::events::KIND_SLOTS],
 ) -> Result<(R, Observation)> {
     let mut ebpf = load(RING_BYTES)?;
     let _logger = init_logger(&mut ebpf);
@@ -198,7 +198,7 @@ mod tests {
             eprintln!("SKIPPED every_hook_call_arrives_through_uprobes: needs root for uprobes");
             return;
         }
-        let counted = std::cell::RefCell::new([0u64; 16]);
+        let counted = std::cell::RefCell::new([0u64; sim::events::KIND_SLOTS]);
         let count = |kind: EventKind| counted.borrow_mut()[kind as usize] += 1;
         let work = || {
             for nid in 0..1000 {

@@ -29,7 +29,11 @@ pub fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
     draw_sparklines(frame, sparks, snapshot);
     draw_memory(frame, memory, snapshot);
     draw_table(frame, table, snapshot, ui);
+    let [decisions, checkpoints] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+            .areas(decisions);
     draw_decisions(frame, decisions, snapshot);
+    super::checkpoints::draw(frame, checkpoints, &snapshot.checkpoints);
     draw_footer(frame, footer, snapshot, ui);
     if ui.help {
         draw_help(frame);

@@ -1,5 +1,6 @@
 //! `nodescope top`'s terminal UI: an event loop over source batches, key presses and a refresh
 //! tick; the model is updated by the loop, the screen is drawn from a snapshot of it.
+mod checkpoints;
 mod draw;
 mod snapshot;
 mod table;

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use crate::{
     model::{AppRow, CacheGauges, Counters, Model},
     source::SourceInfo,
+    view::checkpoint_table::CheckpointReport,
 };
 
 /// How many windows the sparklines show (the widest terminal rarely has more columns).
@@ -31,6 +32,7 @@ pub struct Snapshot {
     pub exited: Counters,
     pub totals: Counters,
     pub decisions: Vec<String>,
+    pub checkpoints: CheckpointReport,
 }
 
 impl Snapshot {
@@ -60,6 +62,7 @@ impl Snapshot {
             exited: *exited,
             totals: *model.totals(),
             decisions: Vec::new(),
+            checkpoints: CheckpointReport::from_tracker(model.checkpoints()),
         }
     }
 

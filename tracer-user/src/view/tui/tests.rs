@@ -4,7 +4,7 @@ use ratatui::{
     crossterm::event::{KeyCode, KeyEvent, KeyModifiers},
     Terminal,
 };
-use tracer_common::{knobs::Knobs, Event, EventKind, QUEUE_512};
+use tracer_common::{knobs::Knobs, Event, EventKind, JOURNAL_NAT, META_AREA_NAT, QUEUE_512};
 
 use super::*;
 use crate::{
@@ -58,6 +58,7 @@ fn sample_model() -> Model {
                 .queue(QUEUE_512)
                 .comm("com.example.video"),
         );
+        ingest_checkpoint(&mut model, ts + 60);
     }
     model.advance_to(5 * SECOND);
     model.observe_knobs(Some(Knobs {
@@ -65,6 +66,19 @@ fn sample_model() -> Model {
         interval_ms: 1000,
     }));
     model
+}
+
+/// Two node writes, a checkpoint that writes a NAT block and journals a NAT entry.
+fn ingest_checkpoint(model: &mut Model, ts: u64) {
+    let writeback = |kind, at| Event::new(kind, at).task(90).comm("f2fs_writeback-254:0");
+    model.ingest(&writeback(EventKind::NodeWrite, ts));
+    model.ingest(&writeback(EventKind::NodeWrite, ts + 1));
+    for (phase, at) in [(0, ts + 2), (1, ts + 2_000_002)] {
+        model.ingest(&writeback(EventKind::Checkpoint, at).queue(phase));
+    }
+    model.ingest(&writeback(EventKind::MetaWrite, ts + 2_000_003).queue(META_AREA_NAT));
+    model.ingest(&writeback(EventKind::JournalEntry, ts + 2_000_004).queue(JOURNAL_NAT));
+    model.ingest(&writeback(EventKind::Checkpoint, ts + 3_000_002).queue(2));
 }
 
 fn info() -> SourceInfo {
@@ -123,6 +137,10 @@ fn every_panel_is_drawn_with_the_model_data() {
         "[f2fs_writeback]",
         "threshold 40 -> 45",
         "q quit",
+        "checkpoints (newest first",
+        "cps 5  nodes 10  nodes/cp 2.00  nat blocks 5  journal 5",
+        "#5 nodes 2 nat 1 journal 1 sit 0 ssa 0 cp 0 | 2.0+1.0 ms",
+        "#4 nodes 2 nat 1",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }

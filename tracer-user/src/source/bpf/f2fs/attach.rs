@@ -83,8 +83,8 @@ fn attach_one(ebpf: &mut Ebpf, attachment: &Attachment) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::super::planner::{
-        PROG_CHECKPOINT, PROG_PAGE_BIO, PROG_RA_ENTRY, PROG_RA_RETURN, PROG_READ_BIO,
-        PROG_READ_NODE_ENTRY, PROG_READ_NODE_RETURN, PROG_WRITE,
+        PROG_CHECKPOINT, PROG_JOURNAL_ENTRY, PROG_META_WRITE, PROG_PAGE_BIO, PROG_RA_ENTRY,
+        PROG_RA_RETURN, PROG_READ_BIO, PROG_READ_NODE_ENTRY, PROG_READ_NODE_RETURN, PROG_WRITE,
     };
     use super::*;
     use crate::system;
@@ -96,7 +96,13 @@ mod tests {
             return;
         }
         let mut ebpf = bpf::load(64 * 1024).expect("load the object");
-        for name in [PROG_PAGE_BIO, PROG_READ_BIO, PROG_WRITE, PROG_CHECKPOINT] {
+        for name in [
+            PROG_PAGE_BIO,
+            PROG_READ_BIO,
+            PROG_WRITE,
+            PROG_CHECKPOINT,
+            PROG_META_WRITE,
+        ] {
             let tp: &mut TracePoint = ebpf.program_mut(name).unwrap().try_into().unwrap();
             tp.load().unwrap_or_else(|e| panic!("{name}: {e:#}"));
         }
@@ -105,6 +111,7 @@ mod tests {
             PROG_READ_NODE_RETURN,
             PROG_RA_ENTRY,
             PROG_RA_RETURN,
+            PROG_JOURNAL_ENTRY,
         ] {
             let kp: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
             kp.load().unwrap_or_else(|e| panic!("{name}: {e:#}"));

@@ -35,10 +35,15 @@ pub(super) const PROG_READ_NODE_ENTRY: &str = "f2fs_read_node_page_entry";
 pub(super) const PROG_READ_NODE_RETURN: &str = "f2fs_read_node_page_return";
 pub(super) const PROG_RA_ENTRY: &str = "f2fs_ra_node_page_entry";
 pub(super) const PROG_RA_RETURN: &str = "f2fs_ra_node_page_return";
+/// Checkpoint anatomy (tracer-ebpf/src/cpanat.rs).
+pub(super) const PROG_META_WRITE: &str = "f2fs_meta_write";
+pub(super) const PROG_JOURNAL_ENTRY: &str = "f2fs_journal_entry";
 
 /// Kernel functions the planner looks for in /proc/kallsyms.
 const SYM_READ_NODE_PAGE: &str = "read_node_page";
 const SYM_RA_NODE_PAGE: &str = "f2fs_ra_node_page";
+/// Called with `alloc = 1` once per NAT or SIT entry a checkpoint puts into the journal.
+const SYM_JOURNAL_IN_CURSUM: &str = "f2fs_lookup_journal_in_cursum";
 /// Present only on kernels whose node reads go through the metadata cache (F2FS dev-test).
 const SYM_METADATA_CACHE: [&str; 2] = ["f2fs_submit_cache_read", "read_node_cache"];
 
@@ -134,7 +139,7 @@ impl KernelView {
 /// The wanted functions in /proc/kallsyms text; GCC may have renamed a static function to
 /// `name.isra.0` and the like, which is the name kprobes need.
 pub fn find_symbols(kallsyms: &str) -> BTreeMap<String, String> {
-    let mut wanted = vec![SYM_READ_NODE_PAGE, SYM_RA_NODE_PAGE];
+    let mut wanted = vec![SYM_READ_NODE_PAGE, SYM_RA_NODE_PAGE, SYM_JOURNAL_IN_CURSUM];
     wanted.extend(SYM_METADATA_CACHE);
     let mut found = BTreeMap::new();
     for line in kallsyms.lines() {
@@ -213,13 +218,23 @@ pub struct Plan {
     pub node_reads: Part,
     pub node_writes: Part,
     pub checkpoints: Part,
+    /// Metadata block writes sorted by area (checkpoint anatomy).
+    pub meta_writes: Part,
+    /// NAT and SIT entries a checkpoint puts into the journal (checkpoint anatomy).
+    pub journal: Part,
     /// REQ_RAHEAD's bit for the kprobe fallback.
     pub rahead_bit: u16,
 }
 
 impl Plan {
-    pub fn parts(&self) -> [&Part; 3] {
-        [&self.node_reads, &self.node_writes, &self.checkpoints]
+    pub fn parts(&self) -> [&Part; 5] {
+        [
+            &self.node_reads,
+            &self.node_writes,
+            &self.checkpoints,
+            &self.meta_writes,
+            &self.journal,
+        ]
     }
 
     /// Human-readable lines, one per part plus one per rejected alternative.
@@ -286,6 +301,10 @@ pub fn plan(view: &KernelView, prefer: Option<NodeReadVariant>) -> Plan {
         checkpoints: plan_tracepoint(view, "checkpoints", "f2fs_write_checkpoint", |f| {
             Ok((TP_WRITE_CHECKPOINT, checkpoint_layout(f)?, PROG_CHECKPOINT))
         }),
+        meta_writes: plan_tracepoint(view, "meta_writes", "f2fs_submit_page_write", |f| {
+            Ok((TP_SUBMIT_PAGE_WRITE, page_write_layout(f)?, PROG_META_WRITE))
+        }),
+        journal: plan_journal(view),
         rahead_bit,
     }
 }
@@ -369,6 +388,35 @@ fn kprobe(program: &'static str, function: &str, ret: bool) -> Attachment {
         Target::Kprobe { function }
     };
     Attachment { program, target }
+}
+
+/// The journal entries' kprobe; where the symbol is missing (inlined, renamed) the checkpoint
+/// table's journal column stays 0, and `probe` and `stream` say why.
+fn plan_journal(view: &KernelView) -> Part {
+    let found = if !view.kprobes {
+        Err("kprobes not available (CONFIG_KPROBES)".to_string())
+    } else {
+        view.symbols
+            .get(SYM_JOURNAL_IN_CURSUM)
+            .ok_or_else(|| format!("{SYM_JOURNAL_IN_CURSUM} not in /proc/kallsyms"))
+    };
+    match found {
+        Ok(function) => Part {
+            what: "journal",
+            chosen: Some(Choice {
+                variant: format!("kprobe {function}"),
+                attachments: vec![kprobe(PROG_JOURNAL_ENTRY, function, false)],
+                layout: None,
+                caveat: Some("device unknown (dev 0)".into()),
+            }),
+            rejected: Vec::new(),
+        },
+        Err(why) => Part {
+            what: "journal",
+            chosen: None,
+            rejected: vec![format!("{why}: NAT/SIT journal entries are not counted")],
+        },
+    }
 }
 
 type LayoutFn = fn(&Format) -> Result<(u32, TracepointLayout, &'static str)>;

@@ -26,7 +26,10 @@ fn debian(version: &str) -> KernelView {
     KernelView {
         formats,
         kprobes: true,
-        symbols: find_symbols("0 t read_node_page\t[f2fs]\n0 t f2fs_ra_node_page\t[f2fs]\n"),
+        symbols: find_symbols(
+            "0 t read_node_page\t[f2fs]\n0 t f2fs_ra_node_page\t[f2fs]\n\
+             0 t f2fs_lookup_journal_in_cursum\t[f2fs]\n",
+        ),
         unreadable: BTreeMap::new(),
     }
 }
@@ -96,8 +99,11 @@ fn newer_kernels_use_the_folio_name_and_the_numeric_phase() {
     let (_, cp) = chosen(&plan.checkpoints).layout.unwrap();
     assert_eq!((cp.phase, cp.msg_loc), (16, FIELD_ABSENT));
     assert!(plan.node_writes.chosen.is_none());
-    assert_eq!(plan.missing().len(), 1);
+    // Node writes and metadata writes need f2fs_submit_page_write; journal entries a kprobe.
+    assert_eq!(plan.missing().len(), 3, "{:?}", plan.missing());
     assert!(plan.missing()[0].contains("f2fs_submit_page_write"));
+    assert!(plan.missing()[1].starts_with("meta_writes: f2fs_submit_page_write"));
+    assert!(plan.missing()[2].starts_with("journal: kprobes not available"));
 }
 
 #[test]
@@ -144,8 +150,12 @@ fn without_tracepoints_kprobes_take_over_and_say_what_they_lack() {
     assert_eq!(plan.rahead_bit, 19);
     assert_eq!(
         plan.missing().len(),
-        2,
-        "writes and checkpoints need their tracepoints"
+        3,
+        "writes, checkpoints and metadata writes need their tracepoints"
+    );
+    assert_eq!(
+        chosen(&plan.journal).attachments[0].target.to_string(),
+        "kprobe f2fs_lookup_journal_in_cursum"
     );
 }
 

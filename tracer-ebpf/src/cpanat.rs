@@ -1,0 +1,99 @@
+//! Checkpoint anatomy (issue 19): the metadata blocks a checkpoint writes, sorted by the area
+//! of the F2FS layout they lie in, and the NAT/SIT entries it puts into the current summary's
+//! journal instead of a block.
+//!
+//! Metadata writes come from the same tracepoint as node writes (f2fs_submit_page_write, its
+//! layout in TP_LAYOUT); a meta page's index is its block address. The areas come from the
+//! device's superblock, written per device by userspace into `META_AREAS`: nothing about the
+//! layout is compiled in. Journal entries come from a kprobe on
+//! `f2fs_lookup_journal_in_cursum(journal, type, val, alloc)`: the NAT and SIT flushes call it
+//! with `alloc = 1` once per entry they put into the journal, and never otherwise.
+use aya_ebpf::{
+    macros::{kprobe, map, tracepoint},
+    maps::{HashMap, PerCpuArray},
+    programs::{ProbeContext, TracePointContext},
+};
+use tracer_common::{
+    EventKind, MetaAreas, F2FS_BLOCK_BYTES, META_AREA_COUNT, META_AREA_UNKNOWN,
+    TP_SUBMIT_PAGE_WRITE,
+};
+
+use crate::{
+    f2fs::{field, layout},
+    maps::{emit, fill_task},
+};
+
+/// F2FS `enum page_type`: META, and META_FLUSH (the checkpoint's commit block).
+const PAGE_TYPE_META: i32 = 2;
+const PAGE_TYPE_META_FLUSH: i32 = 4;
+
+/// Each F2FS device's layout (key = device number as the tracepoints print it).
+#[map(name = "META_AREAS")]
+static META_AREAS: HashMap<u32, MetaAreas> = HashMap::with_max_entries(64, 0);
+
+/// Exact counts, before the ring buffer: index = `META_AREA_*`, then `META_AREA_COUNT +
+/// JOURNAL_*` for journal entries.
+#[map(name = "CPANAT_COUNTS")]
+static CPANAT_COUNTS: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(META_AREA_COUNT as u32 + 2, 0);
+
+fn count(index: u32) {
+    if let Some(slot) = CPANAT_COUNTS.get_ptr_mut(index) {
+        // SAFETY: the slot belongs to this CPU and BPF programs are not preempted on it.
+        unsafe { *slot += 1 };
+    }
+}
+
+/// f2fs_submit_page_write: metadata block writes (type META or META_FLUSH).
+#[tracepoint]
+pub fn f2fs_meta_write(ctx: TracePointContext) -> u32 {
+    let _ = on_meta_write(&ctx);
+    0
+}
+
+fn on_meta_write(ctx: &TracePointContext) -> Option<()> {
+    let layout = layout(TP_SUBMIT_PAGE_WRITE)?;
+    let page_type: i32 = field(ctx, layout.type_)?;
+    if page_type != PAGE_TYPE_META && page_type != PAGE_TYPE_META_FLUSH {
+        return None;
+    }
+    let dev: u32 = field(ctx, layout.dev)?;
+    // A meta page's index is the block address it is written to.
+    let blkaddr: u64 = field(ctx, layout.index).unwrap_or(0);
+    let blkaddr = blkaddr as u32;
+    // SAFETY: the value is copied out at once; userspace writes the map only before attaching.
+    let area = match unsafe { META_AREAS.get(&dev) } {
+        Some(areas) => areas.area_of(blkaddr),
+        None => META_AREA_UNKNOWN,
+    };
+    count(u32::from(area));
+    emit(|event| {
+        fill_task(event, EventKind::MetaWrite);
+        event.dev = dev;
+        event.nid = blkaddr;
+        event.queue = area;
+        event.len = F2FS_BLOCK_BYTES;
+    });
+    Some(())
+}
+
+/// kprobe f2fs_lookup_journal_in_cursum(struct f2fs_journal *, int type, unsigned int val,
+/// int alloc): with `alloc` set, one NAT (type 0) or SIT (type 1) entry goes into the journal.
+#[kprobe]
+pub fn f2fs_journal_entry(ctx: ProbeContext) -> u32 {
+    let journal_type: u64 = ctx.arg(1).unwrap_or(u64::MAX);
+    let value: u64 = ctx.arg(2).unwrap_or(0);
+    let alloc: u64 = ctx.arg(3).unwrap_or(0);
+    // The int arguments: only their low 32 bits are defined.
+    if alloc as u32 == 0 || journal_type as u32 > 1 {
+        return 0;
+    }
+    let journal_type = journal_type as u8;
+    count(META_AREA_COUNT as u32 + u32::from(journal_type));
+    emit(|event| {
+        fill_task(event, EventKind::JournalEntry);
+        event.nid = value as u32;
+        event.queue = journal_type;
+    });
+    0
+}
