@@ -6,8 +6,8 @@
 mod accesses;
 mod check;
 mod churn;
-mod daemon;
 mod cp_anatomy;
+mod daemon;
 mod discover;
 mod initramfs;
 mod json;
