@@ -102,14 +102,15 @@ fn plot_points(points: &[Point]) -> Vec<PlotPoint> {
     points
         .iter()
         .map(|p| PlotPoint {
-            memory_bytes: p.settings.budget_bytes,
+            // Attributed memory is what the cache holds at the budget point, not the budget.
+            memory_bytes: p.outcome.retained_bytes,
             node_reads: p.outcome.node_reads,
             compression: p.compression,
             chosen: p.compression
                 && p.settings.knobs.threshold == tracer_common::knobs::DEFAULT_THRESHOLD
                 && p.settings.knobs.interval_ms == tracer_common::knobs::DEFAULT_INTERVAL_MS,
             label: format!(
-                "{} {} KiB",
+                "{} {} KiB budget",
                 if p.compression { "on" } else { "off" },
                 p.settings.budget_bytes >> 10
             ),
@@ -228,6 +229,9 @@ fn print_table(trace: &Trace, points: &[Point]) {
         trace.dev & 0xfffff
     );
     println!(
+        "* = on the Pareto front: no other point has fewer node reads for no more retained bytes"
+    );
+    println!(
         "{:>10} {:>9} {:>9} {:>14} {:>14} {:>11} {:>9}",
         "budget",
         "threshold",
@@ -237,7 +241,6 @@ fn print_table(trace: &Trace, points: &[Point]) {
         "node reads",
         "restores"
     );
-    println!("(* on the Pareto front of node reads against attributed memory)");
     let front = whatif_plot::pareto_front(&plot_points(points));
     for (index, p) in points.iter().enumerate() {
         let o = &p.outcome;
