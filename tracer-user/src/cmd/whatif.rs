@@ -34,7 +34,7 @@ pub struct WhatifArgs {
     recording: Option<PathBuf>,
     /// The recorded device's F2FS image (or the device itself, opened read-only).
     #[arg(long, value_name = "IMG")]
-    image: PathBuf,
+    image: Option<PathBuf>,
     /// Attributed-memory budgets held during pressure episodes (comma-separated; KiB/MiB).
     #[arg(long, default_value = "1MiB,2MiB,3MiB,4MiB,6MiB")]
     budget: String,
@@ -65,9 +65,12 @@ struct Point {
 }
 
 pub fn run(args: WhatifArgs) -> Result<()> {
+    let Some(image) = &args.image else {
+        bail!("whatif needs --image IMG: the F2FS image (or device) whose node blocks it uses");
+    };
     if args.compressors {
         return closed_is_success(
-            compressors_table(&args.image, args.json).and_then(|table| print(&table)),
+            compressors_table(image, args.json).and_then(|table| print(&table)),
         );
     }
     let Some(recording) = &args.recording else {
@@ -77,8 +80,8 @@ pub fn run(args: WhatifArgs) -> Result<()> {
     let trace = Trace::from_events(&events).with_context(|| format!("{}", recording.display()))?;
     drop(events);
     let nodes = Arc::new(
-        NodeSet::load(&args.image)
-            .with_context(|| format!("{} is not a readable F2FS image", args.image.display()))?,
+        NodeSet::load(image)
+            .with_context(|| format!("{} is not a readable F2FS image", image.display()))?,
     );
     trace.check_nids(&nodes)?;
     let sizes = Arc::new(PayloadSizes::lz4(&nodes));
