@@ -22,7 +22,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::{
     cmd::{top::LiveTuneArgs, WindowArg},
     control::Tuning,
-    model::{ModelConfig, Packages, WindowReport},
+    model::WindowReport,
     pipeline::{Pipeline, Refreshed, SYSFS_ROOT},
     source::{
         knobs::describe,
@@ -115,18 +115,10 @@ async fn daemon(args: DaemonArgs) -> Result<()> {
         log::info!("{banner}");
     }
     let source = opened.source;
-    let packages = Packages::from_file_or(args.packages.as_deref(), source.packages_list())?;
     let knob_root = source
         .knob_root()
         .unwrap_or_else(|| PathBuf::from(SYSFS_ROOT));
-    let pipeline = Pipeline::new(
-        source,
-        ModelConfig {
-            window_ns: (args.window.seconds * 1e9) as u64,
-            packages,
-            ..ModelConfig::default()
-        },
-    )?;
+    let pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
     // Dropping `tuning` (however the daemon ends) puts the original knob values back.
     let tuning = args.tuning.start(&pipeline, &knob_root)?;
     let mut info = pipeline.info().clone();

@@ -81,6 +81,24 @@ pub fn parse_speed(text: &str) -> Result<f64, String> {
     Ok(speed)
 }
 
+/// The one pipeline a live command runs: `source` into a model cut in `window`s, its apps named
+/// by `packages` (a packages.list) or else by the list the source brings.
+pub fn live_pipeline(
+    source: Box<dyn crate::source::Source>,
+    window: &WindowArg,
+    packages: Option<&std::path::Path>,
+) -> anyhow::Result<crate::pipeline::Pipeline> {
+    let packages = crate::model::Packages::from_file_or(packages, source.packages_list())?;
+    crate::pipeline::Pipeline::new(
+        source,
+        crate::model::ModelConfig {
+            window_ns: (window.seconds * 1e9) as u64,
+            packages,
+            ..crate::model::ModelConfig::default()
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
     cmd::WindowArg,
-    model::{Model, ModelConfig, Packages, WindowReport},
+    model::{Model, WindowReport},
     pipeline::Pipeline,
     source::{
         bpf::{
@@ -156,15 +156,7 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
 
 async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     let source = open_source(args, plan)?;
-    let packages = Packages::from_file_or(args.packages.as_deref(), source.packages_list())?;
-    let mut pipeline = Pipeline::new(
-        source,
-        ModelConfig {
-            window_ns: (args.window.seconds * 1e9) as u64,
-            packages,
-            ..ModelConfig::default()
-        },
-    )?;
+    let mut pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
     let exposition: metrics::Exposition = Arc::new(Mutex::new(String::new()));
     let _server = match args.openmetrics {
         Some(addr) => Some(metrics::serve(addr, Arc::clone(&exposition)).await?),

@@ -8,7 +8,6 @@ use clap::Args;
 use crate::{
     cmd::WindowArg,
     control::{Tuning, TuningOptions},
-    model::{ModelConfig, Packages},
     pipeline::{Pipeline, SYSFS_ROOT},
     source::open::{open, SourceArgs, SourceChoice},
     view::tui,
@@ -101,18 +100,10 @@ async fn top(args: TopArgs) -> Result<()> {
     }
     let opened = open(&args.source, SourceChoice::Auto)?;
     let source = opened.source;
-    let packages = Packages::from_file_or(args.packages.as_deref(), source.packages_list())?;
     let knob_root = source
         .knob_root()
         .unwrap_or_else(|| PathBuf::from(SYSFS_ROOT));
-    let pipeline = Pipeline::new(
-        source,
-        ModelConfig {
-            window_ns: (args.window.seconds * 1e9) as u64,
-            packages,
-            ..ModelConfig::default()
-        },
-    )?;
+    let pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
     let frame_every = Duration::from_millis(250);
     // Dropping `tuning` (however `run` ends) puts the original knob values back.
     let mut tuning = args.tuning.start(&pipeline, &knob_root)?;
