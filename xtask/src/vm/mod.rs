@@ -2,7 +2,9 @@
 //! under QEMU, run nodescope against a real F2FS there, and check its attribution against the
 //! kernel's own counters (iostat "fs node" reads, debugfs CP count): in every phase the node
 //! reads nodescope attributes to processes must equal iostat's exactly (check.rs). The stream
-//! lines are described in docs/STREAM.md; the guest side is guest.sh.
+//! lines are described in docs/STREAM.md; the guest side is guest.sh. `--arch arm64` boots
+//! Debian's arm64 kernel instead, with Android's conventions (arm64.rs).
+mod arm64;
 mod check;
 mod churn;
 mod discover;
@@ -56,7 +58,10 @@ pub const TUNE_PSI_GOAL: f64 = 0.1;
 /// 6.12 guest was still in its last phase at 600 s.
 const VM_TIMEOUT: Duration = Duration::from_secs(900);
 
-pub fn run(which: &str) -> Result<()> {
+pub fn run(which: &str, arch: crate::dist::Arch) -> Result<()> {
+    if arch == crate::dist::Arch::Aarch64 {
+        return arm64::run(which);
+    }
     let specs: Vec<&kernel::KernelSpec> = match which {
         "all" => kernel::KERNELS.iter().collect(),
         label => kernel::KERNELS
@@ -146,12 +151,7 @@ fn run_kernel(
     let work = cache.join(format!("run-{}", spec.label));
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work)?;
-    let config = format!(
-        "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
-         HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n",
-        VARIANTS.join(" "),
-        churn::CHURN
-    );
+    let config = guest_config();
     let guest_files = [
         ("init", include_str!("guest.sh").to_string()),
         ("replay-names", replay_script(Replay::Names, NDIRS)),
@@ -174,6 +174,7 @@ fn run_kernel(
     );
     let took = qemu::run(&qemu::Boot {
         label: spec.label,
+        arch: crate::dist::Arch::X86_64,
         vmlinuz: &kernel.vmlinuz,
         initrd: &initrd,
         disk: &disk,
@@ -202,6 +203,16 @@ fn run_kernel(
         }
     }
     Ok(verdict)
+}
+
+/// /etc/vm-test.conf, the guest script's settings.
+fn guest_config() -> String {
+    format!(
+        "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
+         HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n",
+        VARIANTS.join(" "),
+        churn::CHURN
+    )
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
