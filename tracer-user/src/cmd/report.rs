@@ -310,7 +310,11 @@ mod tests {
 
     #[test]
     fn nid_counts_counts_each_kind_and_nid() {
-        let mut writer = Writer::new(Vec::new(), &Header::default()).unwrap();
+        let header = Header {
+            window_ns: 1_000_000_000,
+            ..Header::default()
+        };
+        let mut writer = Writer::new(Vec::new(), &header).unwrap();
         let events = [
             (EventKind::Restore, 7),
             (EventKind::Restore, 7),
