@@ -33,6 +33,10 @@ enum Task {
         /// 6.1, 6.12 or all.
         #[arg(long, default_value = "all")]
         kernel: String,
+        /// The guest's architecture: x86_64 (default) or arm64 (Debian's arm64 kernel under
+        /// qemu-system-aarch64, Android's conventions; 6.1 only).
+        #[arg(long, default_value = "x86_64")]
+        arch: String,
     },
     /// Build a static release nodescope for one architecture (default: this host's) and
     /// print its path, size and what `file` says. aarch64 installs Debian's cross toolchain.
@@ -64,7 +68,7 @@ fn main() -> Result<()> {
             util::run_nodescope("top", &args)
         }
         Task::Bench { name, args } => bench::run(&name, &args),
-        Task::VmTest { kernel } => vm::run(&kernel),
+        Task::VmTest { kernel, arch } => vm::run(&kernel, dist::Arch::parse(Some(&arch))?),
         Task::Soak { args } => soak::run(&args),
         Task::Dist { arch } => dist::run(arch.as_deref()),
     }

@@ -214,3 +214,31 @@ fn pinned_to_host_rust(package: &str) -> Result<String> {
     .with_context(|| format!("{base}:amd64 is not installed: run `cargo xtask setup` first"))?;
     Ok(format!("{package}={}", version.trim()))
 }
+
+/// What `vm-test --arch arm64` needs on top of the arm64 toolchain (whose qemu-user-static
+/// lists the arm64 busybox's applets): qemu-system-arm, Debian's package of
+/// qemu-system-aarch64, which boots the arm64 kernel. Not part of [`run`] either: only the
+/// arm64 VM test needs it.
+pub fn ensure_arm64_vm() -> Result<()> {
+    ensure_arm64_toolchain()?;
+    if is_installed("qemu-system-arm") {
+        return Ok(());
+    }
+    eprintln!("setup: installing qemu-system-arm (qemu-system-aarch64 for the arm64 VM test)");
+    if !util::is_root() {
+        bail!("the arm64 VM test needs root once to install: apt-get install qemu-system-arm");
+    }
+    util::run(Command::new("apt-get").args(["update", "-q"])).context("apt-get update")?;
+    util::run(
+        Command::new("apt-get")
+            .args([
+                "install",
+                "-y",
+                "-q",
+                "--no-install-recommends",
+                "qemu-system-arm",
+            ])
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+    .context("apt-get install qemu-system-arm")
+}

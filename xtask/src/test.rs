@@ -69,7 +69,7 @@ fn vm_tests(totals: &mut Totals) {
         totals.ignored += 1;
         return;
     }
-    match crate::vm::run("all") {
+    match crate::vm::run("all", crate::dist::Arch::X86_64) {
         Ok(()) => totals.passed += 1,
         Err(err) => {
             println!("vm-test FAILED: {err:#}");

@@ -2,7 +2,7 @@
 use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
 
 use crate::record::{
-    reader::{self, Item, Reader},
+    reader::{self, Damage, Item, Reader},
     Note,
 };
 use anyhow::Result;
@@ -32,6 +32,10 @@ pub struct ReportArgs {
     /// Android packages.list for uid -> app names.
     #[arg(long, value_name = "FILE")]
     packages: Option<PathBuf>,
+    /// Instead of the report: events per kind and nid, one `KIND NID COUNT` line each (the
+    /// arm64 VM test compares them with a kprobe_events hist trigger keyed on the nid).
+    #[arg(long, conflicts_with = "json")]
+    nids: bool,
 }
 
 /// Per device: checkpoints and the node writes between them.
@@ -83,6 +87,9 @@ pub struct TimeRange {
 pub fn run(args: ReportArgs) -> Result<()> {
     // Streamed: a recording of any length (or /dev/zero) is read in bounded memory.
     let reader = reader::open(&args.file)?;
+    if args.nids {
+        return print_nid_counts(reader, &args.file);
+    }
     // The packages file's errors name it, not the recording.
     let packages = Packages::from_file_or(
         args.packages.as_deref(),
@@ -170,6 +177,42 @@ pub fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages) -> Rep
         complete: footer.is_some() && damage.is_none(),
         damage: damage.map(|d| d.to_string()),
     }
+}
+
+/// Events per (kind, nid) over the whole recording, sorted by kind then nid.
+pub fn nid_counts<R: std::io::Read>(
+    mut reader: Reader<R>,
+) -> (BTreeMap<(&'static str, u32), u64>, Option<Damage>) {
+    let mut counts = BTreeMap::new();
+    while let Some(item) = reader.next_item() {
+        match item {
+            Ok(Item::Events(events)) => {
+                for event in &events {
+                    let kind = event.kind().map_or("unknown", EventKind::name);
+                    *counts.entry((kind, event.nid)).or_insert(0) += 1;
+                }
+            }
+            Ok(_) => {}
+            Err(damage) => return (counts, Some(damage)),
+        }
+    }
+    (counts, None)
+}
+
+fn print_nid_counts<R: std::io::Read>(reader: Reader<R>, file: &std::path::Path) -> Result<()> {
+    let (counts, damage) = nid_counts(reader);
+    let mut out = String::new();
+    for ((kind, nid), count) in &counts {
+        let _ = writeln!(out, "{kind} {nid} {count}");
+    }
+    closed_is_success(print(&out))?;
+    if let Some(damage) = damage {
+        eprintln!(
+            "warning: {}: {damage}; the counts cover what comes before it",
+            file.display()
+        );
+    }
+    Ok(())
 }
 
 fn tally(
@@ -293,4 +336,43 @@ fn render(report: &Report) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use tracer_common::{Event, EventKind};
+
+    use crate::record::{reader::Reader, writer::Writer, Header};
+
+    #[test]
+    fn nid_counts_counts_each_kind_and_nid() {
+        let header = Header {
+            window_ns: 1_000_000_000,
+            ..Header::default()
+        };
+        let mut writer = Writer::new(Vec::new(), &header).unwrap();
+        let events = [
+            (EventKind::Restore, 7),
+            (EventKind::Restore, 7),
+            (EventKind::Restore, 9),
+            (EventKind::Convert, 7),
+        ];
+        for (i, (kind, nid)) in events.into_iter().enumerate() {
+            writer
+                .event(&Event::new(kind, i as u64 * 1000).nid(nid))
+                .unwrap();
+        }
+        let bytes = writer.finish(10_000).unwrap().0;
+        let (counts, damage) = super::nid_counts(Reader::new(bytes.as_slice()).unwrap());
+        assert!(damage.is_none());
+        let counts: Vec<_> = counts.into_iter().collect();
+        assert_eq!(
+            counts,
+            [
+                (("convert", 7), 1),
+                (("restore", 7), 2),
+                (("restore", 9), 1)
+            ]
+        );
+    }
 }

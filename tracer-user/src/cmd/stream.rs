@@ -55,10 +55,6 @@ pub struct StreamArgs {
     /// Android packages.list, for uid -> app names.
     #[arg(long, value_name = "FILE")]
     packages: Option<std::path::PathBuf>,
-    /// Probe manifest for the RFC's own functions (kprobes; see `nodescope probe`): their
-    /// events are counted per interval under "rfc".
-    #[arg(long, value_name = "FILE")]
-    probes: Option<std::path::PathBuf>,
     /// The source: the kernel (bpf, the default), the simulator, or a recording.
     #[command(flatten)]
     source: SourceArgs,
@@ -145,7 +141,12 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         }
         return Ok(opened.source);
     };
-    let manifest = args.probes.as_deref().map(Manifest::load).transpose()?;
+    let manifest = args
+        .source
+        .probes
+        .as_deref()
+        .map(Manifest::load)
+        .transpose()?;
     let mut source = BpfSource::start(plan, manifest.as_ref())?;
     if args.source.accesses {
         source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel())?;

@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 
 use super::{bpf::live::BpfSource, replay::ReplaySource, sim::SimSource, Source};
 use crate::{
-    source::bpf::f2fs,
+    source::bpf::{f2fs, manifest::Manifest},
     system::{self, Privileges},
 };
 
@@ -50,6 +50,11 @@ pub struct SourceArgs {
     /// more events than node reads.
     #[arg(long)]
     pub accesses: bool,
+    /// Probe manifest for the RFC's own functions (kprobes; see `nodescope probe`): their
+    /// events are counted per window under "rfc" and, in a recording, kept as events. Only
+    /// the kernel source reads it.
+    #[arg(long, value_name = "FILE")]
+    pub probes: Option<PathBuf>,
 }
 
 /// Why `auto` chose what it chose, for the banner.
@@ -60,9 +65,15 @@ pub struct Opened {
 
 /// Open the source the arguments name, or `default` when they name none.
 pub fn open(args: &SourceArgs, default: SourceChoice) -> Result<Opened> {
-    match args.source.unwrap_or(default) {
+    let choice = args.source.unwrap_or(default);
+    if args.probes.is_some() && matches!(choice, SourceChoice::Sim | SourceChoice::Replay) {
+        bail!(
+            "--probes attaches kprobes to this kernel: it needs the kernel source, not {choice:?}"
+        );
+    }
+    match choice {
         SourceChoice::Bpf => Ok(Opened {
-            source: open_bpf(args.accesses)?,
+            source: open_bpf(args)?,
             banner: None,
         }),
         SourceChoice::Sim => Ok(Opened {
@@ -86,9 +97,12 @@ fn open_auto(args: &SourceArgs) -> Result<Opened> {
     let why_not_bpf = bpf_unavailable()?;
     match why_not_bpf {
         None => Ok(Opened {
-            source: open_bpf(args.accesses)?,
+            source: open_bpf(args)?,
             banner: None,
         }),
+        Some(reason) if args.probes.is_some() => {
+            bail!("--probes needs the kernel source, which cannot run here: {reason}")
+        }
         Some(reason) => Ok(Opened {
             source: open_sim(args)?,
             banner: Some(format!("SIMULATOR ({reason})")),
@@ -110,13 +124,14 @@ fn bpf_unavailable() -> Result<Option<String>> {
     Ok(None)
 }
 
-fn open_bpf(accesses: bool) -> Result<Box<dyn Source>> {
+fn open_bpf(args: &SourceArgs) -> Result<Box<dyn Source>> {
     if let Some(reason) = bpf_unavailable()? {
         bail!("the eBPF source cannot run here: {reason}");
     }
+    let manifest = args.probes.as_deref().map(Manifest::load).transpose()?;
     let plan = f2fs::planner::plan_this_kernel(None);
-    let mut source = BpfSource::start(&plan, None)?;
-    if accesses {
+    let mut source = BpfSource::start(&plan, manifest.as_ref())?;
+    if args.accesses {
         source.attach_accesses(&f2fs::access::plan_this_kernel())?;
     }
     Ok(Box::new(source))

@@ -137,13 +137,26 @@ impl Phase {
 fn read_counters(dir: &Path, label: &str) -> Result<(u64, u64)> {
     let iostat = fs::read_to_string(dir.join(format!("iostat_{label}.txt")))
         .with_context(|| format!("no iostat_info copy for {label}"))?;
-    let status = fs::read_to_string(dir.join(format!("status_{label}.txt")))
-        .with_context(|| format!("no debugfs status copy for {label}"))?;
     Ok((
         fs_node_reads(&iostat)
             .with_context(|| format!("no [READ] fs node row in iostat_{label}"))?,
-        cp_count(&status).with_context(|| format!("no CP count in status_{label}"))?,
+        read_cp_count(dir, label)?,
     ))
+}
+
+/// The CP count from the debugfs status copy, or where the guest mounts no debugfs (Android's
+/// convention, the arm64 run) from its copy of /sys/fs/f2fs/<dev>/cp_foreground_calls: the
+/// same counter as debugfs "CP calls" (stat_info's cp_count) on 6.1.
+fn read_cp_count(dir: &Path, label: &str) -> Result<u64> {
+    if let Ok(status) = fs::read_to_string(dir.join(format!("status_{label}.txt"))) {
+        return cp_count(&status).with_context(|| format!("no CP count in status_{label}"));
+    }
+    let sysfs = fs::read_to_string(dir.join(format!("cp_{label}.txt")))
+        .with_context(|| format!("no debugfs status nor sysfs CP count copy for {label}"))?;
+    sysfs
+        .trim()
+        .parse()
+        .with_context(|| format!("cp_{label}.txt: not a count: {:?}", sysfs.trim()))
 }
 
 /// The "fs node:" row of iostat_info's [READ] section, in blocks: its count column when the
@@ -192,6 +205,65 @@ pub fn check(
     sim_line: &Json,
     nodescope: &Path,
 ) -> Result<Verdict> {
+    let mut core = check_core(dir, ndirs, nfiles, variants, sim_line)?;
+    let (lines, failures) = (&mut core.lines, &mut core.failures);
+    check_rfc_probes(dir, lines, failures);
+    let churn = super::churn::check(dir, lines, failures);
+    check_perfetto_export(dir, nodescope, lines, failures);
+    let tune_steps = check_tune(dir, lines, failures);
+    let discover = super::discover::check(dir, lines, failures);
+    let daemon = super::daemon::check(dir, lines, failures);
+    let accesses = super::accesses::check(dir, lines, failures);
+    super::cp_anatomy::check(label, dir, nodescope, lines, failures);
+    Ok(core.verdict(
+        label,
+        &format!("tune_steps={tune_steps} {churn} {discover} {daemon} {accesses}"),
+    ))
+}
+
+/// The checks every architecture's run makes, and the figures of its VM line.
+pub struct Core {
+    pub lines: Vec<String>,
+    pub failures: Vec<String>,
+    attributed: u64,
+    iostat: u64,
+    cat_pids: u64,
+    readahead: u64,
+    checkpoints: u64,
+}
+
+impl Core {
+    /// The failures listed after the lines, and the final line: the core figures, then `more`.
+    pub fn verdict(mut self, label: &str, more: &str) -> Verdict {
+        for failure in &self.failures {
+            self.lines.push(format!("  FAILED: {failure}"));
+        }
+        let pass = self.failures.is_empty();
+        let final_line = format!(
+            "vm-test {label} attributed={} iostat={} cat_pids={} readahead={} checkpoints={} {more} {}",
+            self.attributed,
+            self.iostat,
+            self.cat_pids,
+            self.readahead,
+            self.checkpoints,
+            if pass { "PASS" } else { "FAIL" }
+        );
+        Verdict {
+            lines: self.lines,
+            final_line,
+            pass,
+        }
+    }
+}
+
+/// The schema, the guest's errors, the names, glob and sync phases and the fallback variants.
+pub fn check_core(
+    dir: &Path,
+    ndirs: u64,
+    nfiles: u64,
+    variants: &[&str],
+    sim_line: &Json,
+) -> Result<Core> {
     let mut lines = Vec::new();
     let mut failures = Vec::new();
     check_schema(dir, sim_line, &mut lines, &mut failures);
@@ -286,26 +358,14 @@ pub fn check(
             Err(err) => failures.push(format!("{name}: {err:#}")),
         }
     }
-    check_rfc_probes(dir, &mut lines, &mut failures);
-    let churn = super::churn::check(dir, &mut lines, &mut failures);
-    check_perfetto_export(dir, nodescope, &mut lines, &mut failures);
-    let tune_steps = check_tune(dir, &mut lines, &mut failures);
-    let discover = super::discover::check(dir, &mut lines, &mut failures);
-    let daemon = super::daemon::check(dir, &mut lines, &mut failures);
-    let accesses = super::accesses::check(dir, &mut lines, &mut failures);
-    super::cp_anatomy::check(label, dir, nodescope, &mut lines, &mut failures);
-    for failure in &failures {
-        lines.push(format!("  FAILED: {failure}"));
-    }
-    let pass = failures.is_empty();
-    let final_line = format!(
-        "vm-test {label} attributed={attributed} iostat={iostat} cat_pids={cat_pids} readahead={readahead} checkpoints={checkpoints} tune_steps={tune_steps} {churn} {discover} {daemon} {accesses} {}",
-        if pass { "PASS" } else { "FAIL" }
-    );
-    Ok(Verdict {
+    Ok(Core {
         lines,
-        final_line,
-        pass,
+        failures,
+        attributed,
+        iostat,
+        cat_pids,
+        readahead,
+        checkpoints,
     })
 }
 

@@ -16,8 +16,9 @@ finish() {
   poweroff -f
 }
 mark boot
-mkdir -p /sys/kernel/debug /sys/kernel/tracing
-mount -t debugfs debugfs /sys/kernel/debug
+mkdir -p /sys/kernel/tracing
+# Android mounts no debugfs (ANDROID=1, the arm64 run): its CP count comes from sysfs (snap).
+[ "$ANDROID" = 1 ] || { mkdir -p /sys/kernel/debug; mount -t debugfs debugfs /sys/kernel/debug; }
 mount -t tracefs tracefs /sys/kernel/tracing
 for m in $(cat /lib/modules/load-order); do
   insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
@@ -31,7 +32,8 @@ done
 uname -r > $R/uname.txt
 mark modules_loaded
 
-mkfs.f2fs -f -l vmtest /dev/$DEV > $R/mkfs.txt 2>&1 || { fail mkfs.f2fs; finish; }
+# MKFS_ON_HOST=1: the host formatted the disk (the arm64 guest has no mkfs.f2fs).
+[ "$MKFS_ON_HOST" = 1 ] || mkfs.f2fs -f -l vmtest /dev/$DEV > $R/mkfs.txt 2>&1 || { fail mkfs.f2fs; finish; }
 # No background GC: its reads (by f2fs_gc-*) are real but have nothing to do with the replays,
 # and under a slow TCG run it wakes up in the middle of them.
 mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail mount; finish; }
@@ -61,7 +63,8 @@ mark created
 
 snap() {
   cp /proc/fs/f2fs/$DEV/iostat_info $R/iostat_$1.txt
-  cp /sys/kernel/debug/f2fs/status $R/status_$1.txt
+  if [ "$ANDROID" = 1 ]; then cat $S/cp_foreground_calls > $R/cp_$1.txt
+  else cp /sys/kernel/debug/f2fs/status $R/status_$1.txt; fi
 }
 
 # Start a stream for phase $1 (more arguments go to nodescope) and wait until it counts.
@@ -104,6 +107,8 @@ for v in $VARIANTS; do
   cold
   stream_start variant_$v --node-reads $v && { sh /replay-variant; stream_stop; }
 done
+# A run with phases of its own (the arm64 run: xtask/src/vm/arm64.sh) ends with them.
+[ -n "$OWN_PHASES" ] && { . $OWN_PHASES; finish; }
 # A recording of the kernel source on part of the file set, for the host to report and export
 # to Perfetto (the export's per-app counts must equal the report's, on real kernel events).
 cold

@@ -1,5 +1,6 @@
-//! The guest's initramfs: busybox, mkfs.f2fs, nodescope (with the libraries ldd lists), the
-//! f2fs module closure and the guest script.
+//! The guest's initramfs: busybox, mkfs.f2fs, nodescope (with the libraries ldd lists; a
+//! foreign-arch guest gets its static nodescope alone), the f2fs module closure and the guest
+//! script.
 use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
@@ -18,13 +19,59 @@ use crate::util;
 /// Modules the guest needs; their dependencies are added from each module's .modinfo.
 const ROOT_MODULES: [&str; 4] = ["virtio_pci", "virtio_blk", "f2fs", "crc32"];
 
+/// The guest's programs: a static busybox with its applet list, and whether the guest runs
+/// this host's own (dynamic) binaries.
+pub struct Userland {
+    pub busybox: PathBuf,
+    /// What `busybox --list` printed for that busybox.
+    pub applets: String,
+    /// The host's architecture: nodescope and mkfs.f2fs come with the libraries ldd lists. A
+    /// foreign guest (arm64) gets the static nodescope alone; the host formats its F2FS disk.
+    pub host_arch: bool,
+}
+
+impl Userland {
+    /// This host's busybox-static, mkfs.f2fs and dynamic nodescope.
+    fn host() -> Result<Userland> {
+        let busybox = which("busybox")?;
+        let ldd = util::output("ldd", &[busybox.to_str().unwrap_or_default()]).unwrap_or_default();
+        if ldd.contains("=>") {
+            bail!(
+                "{} is dynamically linked: install busybox-static",
+                busybox.display()
+            );
+        }
+        let applets = util::output(busybox.to_str().unwrap_or_default(), &["--list"])
+            .context("busybox --list")?;
+        Ok(Userland {
+            busybox,
+            applets,
+            host_arch: true,
+        })
+    }
+}
+
 /// Build the archive. `guest_files` are (path in the guest, contents) for scripts and settings.
 pub fn build(kernel: &Kernel, nodescope: &Path, guest_files: &[(&str, String)]) -> Result<Vec<u8>> {
+    build_for(&Userland::host()?, kernel, nodescope, guest_files)
+}
+
+/// [`build`] with the given userland.
+pub fn build_for(
+    userland: &Userland,
+    kernel: &Kernel,
+    nodescope: &Path,
+    guest_files: &[(&str, String)],
+) -> Result<Vec<u8>> {
     let mut archive = Archive::default();
-    add_busybox(&mut archive)?;
-    let mkfs = which("mkfs.f2fs")?;
-    add_binary(&mut archive, &mkfs, "bin/mkfs.f2fs")?;
-    add_binary(&mut archive, nodescope, "bin/nodescope")?;
+    add_busybox(&mut archive, userland)?;
+    if userland.host_arch {
+        let mkfs = which("mkfs.f2fs")?;
+        add_binary(&mut archive, &mkfs, "bin/mkfs.f2fs")?;
+        add_binary(&mut archive, nodescope, "bin/nodescope")?;
+    } else {
+        archive.add("bin/nodescope", read_file(nodescope, true)?);
+    }
     let order = add_modules(&mut archive, kernel)?;
     archive.add("lib/modules/load-order", text_file(order.join("\n") + "\n"));
     archive.add("dev/console", Entry::CharDevice { major: 5, minor: 1 });
@@ -60,20 +107,11 @@ fn which(program: &str) -> Result<PathBuf> {
     bail!("{program} not found on the host: run `cargo xtask setup`")
 }
 
-fn add_busybox(archive: &mut Archive) -> Result<()> {
-    let busybox = which("busybox")?;
-    let ldd = util::output("ldd", &[busybox.to_str().unwrap_or_default()]).unwrap_or_default();
-    if ldd.contains("=>") {
-        bail!(
-            "{} is dynamically linked: install busybox-static",
-            busybox.display()
-        );
-    }
-    archive.add("bin/busybox", read_file(&busybox, true)?);
-    let list = util::output(busybox.to_str().unwrap_or_default(), &["--list"])
-        .context("busybox --list")?;
+fn add_busybox(archive: &mut Archive, userland: &Userland) -> Result<()> {
+    archive.add("bin/busybox", read_file(&userland.busybox, true)?);
     // The list names busybox itself, which must stay the binary.
-    for applet in list
+    for applet in userland
+        .applets
         .lines()
         .map(str::trim)
         .filter(|a| !a.is_empty() && *a != "busybox")

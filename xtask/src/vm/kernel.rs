@@ -32,6 +32,14 @@ pub const KERNELS: [KernelSpec; 2] = [
     },
 ];
 
+/// Debian's arm64 kernel (not the cloud flavour, which has no f2fs), for
+/// `vm-test --arch arm64`: apt resolves it through the arm64 dpkg architecture.
+pub const ARM64_KERNELS: [KernelSpec; 1] = [KernelSpec {
+    label: "6.1",
+    meta: "linux-image-arm64:arm64",
+    version_prefix: "6.1.",
+}];
+
 /// An unpacked kernel: its release string and where its image and modules are.
 pub struct Kernel {
     pub release: String,
@@ -84,7 +92,8 @@ fn depends_of(meta: &str) -> Option<String> {
         .find(|p| {
             p.starts_with("linux-image-") && p.as_bytes().get(12).is_some_and(u8::is_ascii_digit)
         })
-        .map(str::to_string)
+        // A foreign architecture's dependency is spelled `linux-image-6.1.0-57-arm64:arm64`.
+        .map(|p| p.split(':').next().unwrap_or(p).to_string())
 }
 
 fn check_version(spec: &KernelSpec, package: String) -> Result<String> {

@@ -2,8 +2,10 @@
 //! under QEMU, run nodescope against a real F2FS there, and check its attribution against the
 //! kernel's own counters (iostat "fs node" reads, debugfs CP count): in every phase the node
 //! reads nodescope attributes to processes must equal iostat's exactly (check.rs). The stream
-//! lines are described in docs/STREAM.md; the guest side is guest.sh.
+//! lines are described in docs/STREAM.md; the guest side is guest.sh. `--arch arm64` boots
+//! Debian's arm64 kernel instead, with Android's conventions (arm64.rs).
 mod accesses;
+mod arm64;
 mod check;
 mod churn;
 mod cp_anatomy;
@@ -59,7 +61,10 @@ pub const TUNE_PSI_GOAL: f64 = 0.1;
 /// 6.12 guest was still in its last phase at 600 s.
 const VM_TIMEOUT: Duration = Duration::from_secs(900);
 
-pub fn run(which: &str) -> Result<()> {
+pub fn run(which: &str, arch: crate::dist::Arch) -> Result<()> {
+    if arch == crate::dist::Arch::Aarch64 {
+        return arm64::run(which);
+    }
     let specs: Vec<&kernel::KernelSpec> = match which {
         "all" => kernel::KERNELS.iter().collect(),
         label => kernel::KERNELS
@@ -149,17 +154,7 @@ fn run_kernel(
     let work = cache.join(format!("run-{}", spec.label));
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work)?;
-    let config = format!(
-        "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
-         HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n\
-         CPANAT_MIXES=\"{}\"\nCPANAT_ARGS=\"-p {} -n {} -s {}\"\n",
-        VARIANTS.join(" "),
-        churn::CHURN,
-        cp_anatomy::MIXES.join(" "),
-        cp_anatomy::PROCS,
-        cp_anatomy::OPS,
-        cp_anatomy::SEED
-    );
+    let config = guest_config();
     let guest_files = [
         ("init", include_str!("guest.sh").to_string()),
         ("replay-names", replay_script(Replay::Names, NDIRS)),
@@ -182,6 +177,7 @@ fn run_kernel(
     );
     let took = qemu::run(&qemu::Boot {
         label: spec.label,
+        arch: crate::dist::Arch::X86_64,
         vmlinuz: &kernel.vmlinuz,
         initrd: &initrd,
         disk: &disk,
@@ -212,6 +208,21 @@ fn run_kernel(
         }
     }
     Ok(verdict)
+}
+
+/// /etc/vm-test.conf, the guest script's settings.
+fn guest_config() -> String {
+    format!(
+        "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
+         HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n\
+         CPANAT_MIXES=\"{}\"\nCPANAT_ARGS=\"-p {} -n {} -s {}\"\n",
+        VARIANTS.join(" "),
+        churn::CHURN,
+        cp_anatomy::MIXES.join(" "),
+        cp_anatomy::PROCS,
+        cp_anatomy::OPS,
+        cp_anatomy::SEED
+    )
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,529 @@
+//! `cargo xtask vm-test --arch arm64 --kernel 6.1`: nodescope as a phone runs it, without a
+//! phone. Debian's arm64 kernel (kernel.rs, ARM64_KERNELS) boots under qemu-system-aarch64 (TCG)
+//! with the static aarch64 nodescope of `cargo xtask dist --arch aarch64`, whose eBPF object
+//! reads kprobe arguments from arm64's pt_regs, and Debian's arm64 busybox-static. The host
+//! formats the F2FS disk (the guest has no mkfs.f2fs). The guest keeps Android's conventions:
+//! tracefs at /sys/kernel/tracing only (no debugfs: the CP count comes from sysfs),
+//! /data/system/packages.list, readers running as app uids.
+//!
+//! Phases: names, glob, sync and the fallback variants with the x86 run's exact checks
+//! (check.rs, `check_core`), then arm64.sh's own: per-package attribution through `stream` and
+//! `report`, and the RFC probe's nid argument per nid against a kprobe_events hist trigger
+//! keyed on x1 (`rfc=ours/kernel`). The x86 run's record, churn, discover and tune phases are
+//! not run here: they check nothing arch-specific, and TCG emulating arm64 is slow.
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use super::{check, initramfs, json::Json, kernel, qemu, Replay};
+use crate::{
+    dist::{self, Arch},
+    setup, util,
+};
+
+/// Android's packages.list: one package, app id 10123 (uid 10123 for user 0, 1010123 for
+/// user 10).
+const PACKAGES_LIST: &str =
+    "com.example.reader 10123 0 /data/user/0/com.example.reader default:targetSdkVersion=34 3003 0 1\n";
+/// The apps' readers log in through busybox su, which wants them in /etc/passwd (Android's
+/// names for them).
+const PASSWD: &str = "root:x:0:0:root:/:/bin/sh\n\
+                      u0_a123:x:10123:10123::/:/bin/sh\n\
+                      u10_a123:x:1010123:1010123::/:/bin/sh\n";
+/// (uid, the name nodescope gives it from PACKAGES_LIST, first directory it reads).
+const APP_READERS: [(u64, &str, u64); 2] = [
+    (10123, "com.example.reader", 0),
+    (1010123, "com.example.reader (user 10)", 16),
+];
+/// Directories each app reader reads.
+const APP_DIRS: u64 = 16;
+/// TCG emulating arm64 is slower than emulating x86_64.
+const VM_TIMEOUT: Duration = Duration::from_secs(1500);
+
+pub fn run(which: &str) -> Result<()> {
+    let specs: Vec<&kernel::KernelSpec> = kernel::ARM64_KERNELS
+        .iter()
+        .filter(|k| which == "all" || k.label == which)
+        .collect();
+    if specs.is_empty() {
+        bail!("no arm64 kernel {which:?}: the arm64 run has 6.1 only");
+    }
+    setup::ensure_arm64_vm()?;
+    let cache = util::target_dir().join("vm-cache");
+    fs::create_dir_all(&cache)?;
+    // The host's nodescope prints the simulator's line and reports the guest's recordings.
+    let host_nodescope = util::build_nodescope()?;
+    let guest_nodescope = dist::build(Arch::Aarch64)?;
+    let sim_line = super::sim_stream_line(&host_nodescope, &cache)?;
+    let mut failed = false;
+    for spec in specs {
+        let label = format!("arm64-{}", spec.label);
+        let started = Instant::now();
+        let run = Run {
+            label: &label,
+            cache: &cache,
+            host_nodescope: &host_nodescope,
+            guest_nodescope: &guest_nodescope,
+        };
+        let (line, pass) = match run.boot_and_check(spec, &sim_line) {
+            Ok(verdict) => {
+                for l in &verdict.lines {
+                    println!("{l}");
+                }
+                (verdict.final_line, verdict.pass)
+            }
+            Err(err) => {
+                println!("  FAILED: {err:#}");
+                (format!("vm-test {label} FAIL"), false)
+            }
+        };
+        println!("vm-test {label}: {:.1} s", started.elapsed().as_secs_f64());
+        println!("{line}");
+        failed |= !pass;
+    }
+    if failed {
+        bail!("vm-test failed");
+    }
+    Ok(())
+}
+
+struct Run<'a> {
+    label: &'a str,
+    cache: &'a Path,
+    host_nodescope: &'a Path,
+    guest_nodescope: &'a Path,
+}
+
+impl Run<'_> {
+    fn boot_and_check(&self, spec: &kernel::KernelSpec, sim_line: &Json) -> Result<check::Verdict> {
+        let kernel = kernel::prepare(spec, self.cache)?;
+        let work = self.cache.join(format!("run-{}", self.label));
+        let _ = fs::remove_dir_all(&work);
+        fs::create_dir_all(&work)?;
+        let userland = initramfs::Userland {
+            busybox: arm64_busybox(self.cache)?,
+            applets: busybox_applets(&arm64_busybox(self.cache)?)?,
+            host_arch: false,
+        };
+        let initrd = work.join("initramfs.cpio");
+        let archive =
+            initramfs::build_for(&userland, &kernel, self.guest_nodescope, &guest_files())?;
+        fs::write(&initrd, archive)?;
+        let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
+        format_f2fs(&disk, &work)?;
+        super::sparse_file(&results, 64 << 20)?;
+        eprintln!(
+            "vm-test {}: kernel {}, initramfs {} KiB",
+            self.label,
+            kernel.release,
+            fs::metadata(&initrd)?.len() / 1024
+        );
+        let took = qemu::run(&qemu::Boot {
+            label: self.label,
+            arch: Arch::Aarch64,
+            vmlinuz: &kernel.vmlinuz,
+            initrd: &initrd,
+            disk: &disk,
+            results: &results,
+            console_log: &work.join("console.log"),
+            timeout: VM_TIMEOUT,
+        })?;
+        eprintln!("vm-test {}: VM ran {:.1} s", self.label, took.as_secs_f64());
+        let out = work.join("results");
+        fs::create_dir_all(&out)?;
+        util::run(
+            Command::new("tar")
+                .arg("-xf")
+                .arg(&results)
+                .arg("-C")
+                .arg(&out),
+        )
+        .context("the guest left no results archive (see console.log)")?;
+        let mut core = check::check_core(
+            &out,
+            super::NDIRS,
+            super::NFILES,
+            &super::VARIANTS,
+            sim_line,
+        )?;
+        check_apps(
+            &out,
+            self.host_nodescope,
+            &mut core.lines,
+            &mut core.failures,
+        );
+        let rfc = check_rfc_nids(
+            &out,
+            self.host_nodescope,
+            &mut core.lines,
+            &mut core.failures,
+        );
+        let verdict = core.verdict(self.label, &rfc);
+        if verdict.pass {
+            for image in [&disk, &results, &initrd] {
+                let _ = fs::remove_file(image);
+            }
+        }
+        Ok(verdict)
+    }
+}
+
+/// What the guest gets besides busybox, nodescope and the modules.
+fn guest_files() -> Vec<(&'static str, String)> {
+    let config = super::guest_config() + "ANDROID=1\nMKFS_ON_HOST=1\nOWN_PHASES=/arm64-phases.sh\n";
+    let mut files = vec![
+        ("init", include_str!("guest.sh").to_string()),
+        ("arm64-phases.sh", include_str!("arm64.sh").to_string()),
+        (
+            "replay-names",
+            super::replay_script(Replay::Names, super::NDIRS),
+        ),
+        (
+            "replay-glob",
+            super::replay_script(Replay::Glob, super::NDIRS),
+        ),
+        (
+            "replay-variant",
+            super::replay_script(Replay::Names, super::VARIANT_DIRS),
+        ),
+        ("rfc-probes.toml", super::RFC_PROBES.to_string()),
+        ("etc/vm-test.conf", config),
+        ("etc/passwd", PASSWD.to_string()),
+        ("data/system/packages.list", PACKAGES_LIST.to_string()),
+    ];
+    for (index, (_, _, first_dir)) in APP_READERS.iter().enumerate() {
+        let path = ["replay-app-0", "replay-app-1"][index];
+        files.push((path, app_replay(*first_dir)));
+    }
+    files
+}
+
+/// One cat per directory over APP_DIRS directories from `first_dir`, as the names replay has
+/// them (an app's reader cannot write the shell's pid into /results).
+fn app_replay(first_dir: u64) -> String {
+    let mut script = String::from("#!/bin/sh\n");
+    for dir in first_dir..first_dir + APP_DIRS {
+        script.push_str("cat");
+        for file in 0..super::NFILES {
+            script.push_str(&format!(" /mnt/t/d-{dir}/f-{file}"));
+        }
+        script.push_str(" > /dev/null\n");
+    }
+    script
+}
+
+/// Debian's arm64 busybox-static, downloaded (apt-get download: no arm64 package is installed)
+/// and unpacked once under the cache.
+fn arm64_busybox(cache: &Path) -> Result<PathBuf> {
+    let tree = cache.join("busybox-static-arm64");
+    let busybox = tree.join("bin/busybox");
+    if busybox.exists() {
+        return Ok(busybox);
+    }
+    let debs = cache.join("debs");
+    fs::create_dir_all(&debs)?;
+    eprintln!("vm-test: downloading busybox-static:arm64 (the arm64 guest's shell and tools)");
+    util::run(
+        Command::new("apt-get")
+            .args(["download", "-q", "busybox-static:arm64"])
+            .current_dir(&debs),
+    )
+    .context("apt-get download busybox-static:arm64")?;
+    let deb = fs::read_dir(&debs)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("busybox-static_") && n.ends_with("_arm64.deb"))
+        })
+        .context("apt-get download left no busybox-static arm64 .deb")?;
+    let partial = cache.join("busybox-static-arm64.partial");
+    let _ = fs::remove_dir_all(&partial);
+    util::run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&partial))?;
+    let _ = fs::remove_dir_all(&tree);
+    fs::rename(&partial, &tree).context("moving busybox-static:arm64 into place")?;
+    let _ = fs::remove_file(&deb);
+    Ok(busybox)
+}
+
+/// The arm64 busybox's own applet list, through qemu-aarch64-static (installed with the
+/// arm64 toolchain).
+fn busybox_applets(busybox: &Path) -> Result<String> {
+    util::output(
+        "qemu-aarch64-static",
+        &[busybox.to_str().context("non-UTF-8 path")?, "--list"],
+    )
+    .context("qemu-aarch64-static busybox --list (cargo xtask setup installs qemu-user-static)")
+}
+
+/// The guest's F2FS disk, formatted here as the x86 guest formats its own.
+fn format_f2fs(disk: &Path, work: &Path) -> Result<()> {
+    super::sparse_file(disk, 1 << 30)?;
+    let output = Command::new("mkfs.f2fs")
+        .args(["-f", "-l", "vmtest"])
+        .arg(disk)
+        .output()
+        .context("starting mkfs.f2fs (cargo xtask setup installs f2fs-tools)")?;
+    fs::write(work.join("mkfs.txt"), &output.stdout)?;
+    if !output.status.success() {
+        bail!(
+            "mkfs.f2fs {} failed: {}",
+            disk.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Per app reader: its node reads in the stream (by uid, named from packages.list) equal
+/// iostat's over its half of the phase, nothing else read, and the recording's report names
+/// the same apps with the same counts.
+fn check_apps(dir: &Path, nodescope: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) {
+    let phase = match check::Phase::load(dir, "apps") {
+        Ok(phase) => phase,
+        Err(err) => return failures.push(format!("apps: {err:#}")),
+    };
+    lines.push(format!("  apps     {}", phase.summary()));
+    let stream = match stream_reads_by_uid(dir) {
+        Ok(found) => found,
+        Err(err) => return failures.push(format!("apps: {err:#}")),
+    };
+    let iostat = |label: &str| {
+        fs::read_to_string(dir.join(format!("iostat_apps_{label}.txt")))
+            .ok()
+            .and_then(|t| check::fs_node_reads(&t))
+    };
+    let (before, mid, after) = (iostat("before"), iostat("mid"), iostat("after"));
+    let halves = [
+        mid.zip(before).map(|(m, b)| m - b),
+        after.zip(mid).map(|(a, m)| a - m),
+    ];
+    let report = report_apps(dir, nodescope).unwrap_or_else(|err| {
+        failures.push(format!("apps: report: {err:#}"));
+        BTreeMap::new()
+    });
+    for ((uid, name, _), iostat) in APP_READERS.iter().zip(halves) {
+        let (app, reads) = stream.get(uid).cloned().unwrap_or_default();
+        let reported = report.get(*name).copied();
+        lines.push(format!(
+            "  apps     uid {uid}: stream app {app:?} reads {reads}, iostat {iostat:?}, report {reported:?}"
+        ));
+        if app != *name || iostat != Some(reads) || reads == 0 || reported != Some(reads) {
+            failures.push(format!(
+                "apps: uid {uid} must be {name:?} with iostat's {iostat:?} reads in the stream \
+                 and the report: stream {app:?} {reads}, report {reported:?}"
+            ));
+        }
+    }
+    let others = phase.reads()
+        - APP_READERS
+            .iter()
+            .map(|(uid, _, _)| stream.get(uid).map_or(0, |(_, r)| *r))
+            .sum::<u64>();
+    if others != 0 || phase.reads() != phase.iostat_delta || phase.rc != Some(0) {
+        failures.push(format!(
+            "apps: {others} reads by other uids, {} attributed vs iostat {}, stream rc {:?}",
+            phase.reads(),
+            phase.iostat_delta,
+            phase.rc
+        ));
+    }
+    let rc = fs::read_to_string(dir.join("record_apps.rc")).unwrap_or_default();
+    if rc.trim() != "0" {
+        failures.push(format!("apps: record exit status {:?}", rc.trim()));
+    }
+}
+
+/// uid -> (the app name the stream gave it, its node reads over the phase).
+fn stream_reads_by_uid(dir: &Path) -> Result<BTreeMap<u64, (String, u64)>> {
+    let text = fs::read_to_string(dir.join("stream_apps.jsonl")).context("no stream_apps.jsonl")?;
+    let mut found: BTreeMap<u64, (String, u64)> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let value = Json::parse(line).with_context(|| format!("bad stream line {line:?}"))?;
+        for process in value.get("processes").items() {
+            let entry = found.entry(process.get("uid").u64()).or_default();
+            entry.0 = process.get("app").str().to_string();
+            entry.1 +=
+                process.get("node_reads_demand").u64() + process.get("node_reads_readahead").u64();
+        }
+    }
+    Ok(found)
+}
+
+/// App name -> node reads, from `nodescope report --json` of the guest's recording (which
+/// carries the guest's packages.list).
+fn report_apps(dir: &Path, nodescope: &Path) -> Result<BTreeMap<String, u64>> {
+    let output = Command::new(nodescope)
+        .args(["report", "--json"])
+        .arg(dir.join("apps.nsr"))
+        .output()
+        .context("running nodescope report")?;
+    if !output.status.success() {
+        bail!("{}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    let report = Json::parse(String::from_utf8_lossy(&output.stdout).trim())
+        .context("nodescope report --json printed no JSON")?;
+    let mut apps = BTreeMap::new();
+    for row in report.get("apps").items() {
+        let total = row.get("total");
+        apps.insert(
+            row.get("app").get("name").str().to_string(),
+            total.get("node_reads_demand").u64() + total.get("node_reads_readahead").u64(),
+        );
+    }
+    Ok(apps)
+}
+
+/// nodescope's restore (kprobe) and convert (kretprobe) events per nid, from the recording,
+/// equal the hist trigger's hitcount per nid; `rfc=<ours>/<kernel>` (restores / hist hits).
+fn check_rfc_nids(
+    dir: &Path,
+    nodescope: &Path,
+    lines: &mut Vec<String>,
+    failures: &mut Vec<String>,
+) -> String {
+    let hist = fs::read_to_string(dir.join("rfc_nid_hist.txt")).unwrap_or_default();
+    let kernel = hist_by_nid(&hist);
+    let hits = check::hist_hits(&hist);
+    let ours = match report_nids(dir, nodescope) {
+        Ok(ours) => ours,
+        Err(err) => {
+            failures.push(format!("rfc: {err:#}"));
+            BTreeMap::new()
+        }
+    };
+    let of = |kind: &str| -> BTreeMap<u32, u64> {
+        ours.iter()
+            .filter(|((k, _), _)| k == kind)
+            .map(|((_, nid), count)| (*nid, *count))
+            .collect()
+    };
+    let (restores, converts) = (of("restore"), of("convert"));
+    let total = |counts: &BTreeMap<u32, u64>| counts.values().sum::<u64>();
+    lines.push(format!(
+        "  rfc      kprobe f2fs_get_node_page nid=arg1: {} events over {} nids, kretprobe {} over {}; \
+         hist on x1: {} hits over {} nids (Hits: {hits:?}, dropped {:?})",
+        total(&restores),
+        restores.len(),
+        total(&converts),
+        converts.len(),
+        total(&kernel),
+        kernel.len(),
+        hist_dropped(&hist)
+    ));
+    let differing = |ours: &BTreeMap<u32, u64>| {
+        kernel
+            .keys()
+            .chain(ours.keys())
+            .filter(|nid| kernel.get(nid) != ours.get(nid))
+            .take(5)
+            .map(|nid| {
+                format!(
+                    "nid {nid}: ours {:?} kernel {:?}",
+                    ours.get(nid),
+                    kernel.get(nid)
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    for (kind, counts) in [("kprobe", &restores), ("kretprobe", &converts)] {
+        let diff = differing(counts);
+        if !diff.is_empty() || kernel.is_empty() {
+            failures.push(format!(
+                "rfc: {kind} per nid differs from the hist trigger: {diff:?}"
+            ));
+        }
+    }
+    if hits != Some(total(&kernel)) || hist_dropped(&hist) != Some(0) {
+        failures.push(format!(
+            "rfc: the hist trigger's Hits {hits:?} (dropped {:?}) != its entries' sum {}",
+            hist_dropped(&hist),
+            total(&kernel)
+        ));
+    }
+    let rc = fs::read_to_string(dir.join("record_rfc.rc")).unwrap_or_default();
+    if rc.trim() != "0" {
+        failures.push(format!("rfc: record exit status {:?}", rc.trim()));
+    }
+    format!("rfc={}/{}", total(&restores), total(&kernel))
+}
+
+/// (kind, nid) -> events, from `nodescope report --nids` of the guest's rfc recording.
+fn report_nids(dir: &Path, nodescope: &Path) -> Result<BTreeMap<(String, u32), u64>> {
+    let output = Command::new(nodescope)
+        .args(["report", "--nids"])
+        .arg(dir.join("rfc.nsr"))
+        .output()
+        .context("running nodescope report --nids")?;
+    if !output.status.success() {
+        bail!("{}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    let mut counts = BTreeMap::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [kind, nid, count] = fields[..] else {
+            bail!("report --nids: bad line {line:?}");
+        };
+        counts.insert(
+            (kind.to_string(), nid.parse().context("nid")?),
+            count.parse().context("count")?,
+        );
+    }
+    Ok(counts)
+}
+
+/// `{ nid:       1234 } hitcount:          2` lines of a hist trigger keyed on nid.
+fn hist_by_nid(hist: &str) -> BTreeMap<u32, u64> {
+    hist.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("{ nid:")?;
+            let (nid, rest) = rest.split_once('}')?;
+            let count = rest.trim().strip_prefix("hitcount:")?;
+            Some((nid.trim().parse().ok()?, count.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// "Dropped: N" from a hist trigger's totals.
+fn hist_dropped(hist: &str) -> Option<u64> {
+    hist.lines()
+        .find_map(|line| line.trim().strip_prefix("Dropped:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_hist_keyed_on_nid() {
+        let hist =
+            "# trigger info: hist:keys=nid:vals=hitcount:sort=hitcount:size=8192 [active]\n\n\
+                    { nid:          5 } hitcount:          1\n\
+                    { nid:       1234 } hitcount:          3\n\n\
+                    Totals:\n    Hits: 4\n    Entries: 2\n    Dropped: 0\n";
+        assert_eq!(hist_by_nid(hist), BTreeMap::from([(5, 1), (1234, 3)]));
+        assert_eq!(check::hist_hits(hist), Some(4));
+        assert_eq!(hist_dropped(hist), Some(0));
+    }
+
+    #[test]
+    fn app_replays_read_their_own_directories() {
+        let script = app_replay(16);
+        assert_eq!(script.lines().count() as u64, 1 + APP_DIRS);
+        assert!(script
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("cat /mnt/t/d-16/f-0 "));
+        assert!(script.ends_with("/mnt/t/d-31/f-63 > /dev/null\n"));
+        assert!(!script.contains("/results"));
+    }
+}
