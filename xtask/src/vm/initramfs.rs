@@ -20,11 +20,25 @@ const ROOT_MODULES: [&str; 4] = ["virtio_pci", "virtio_blk", "f2fs", "crc32"];
 
 /// Build the archive. `guest_files` are (path in the guest, contents) for scripts and settings.
 pub fn build(kernel: &Kernel, nodescope: &Path, guest_files: &[(&str, String)]) -> Result<Vec<u8>> {
+    build_with_tools(kernel, nodescope, guest_files, &[])
+}
+
+/// [`build`], plus host programs found by name (e.g. `bpftrace`, `bpftool` for `vm-bench`),
+/// each at bin/<name> with its `ldd` closure.
+pub fn build_with_tools(
+    kernel: &Kernel,
+    nodescope: &Path,
+    guest_files: &[(&str, String)],
+    tools: &[&str],
+) -> Result<Vec<u8>> {
     let mut archive = Archive::default();
     add_busybox(&mut archive)?;
     let mkfs = which("mkfs.f2fs")?;
     add_binary(&mut archive, &mkfs, "bin/mkfs.f2fs")?;
     add_binary(&mut archive, nodescope, "bin/nodescope")?;
+    for tool in tools {
+        add_binary(&mut archive, &which(tool)?, &format!("bin/{tool}"))?;
+    }
     let order = add_modules(&mut archive, kernel)?;
     archive.add("lib/modules/load-order", text_file(order.join("\n") + "\n"));
     archive.add("dev/console", Entry::CharDevice { major: 5, minor: 1 });

@@ -3,6 +3,7 @@
 //! kernel's own counters (iostat "fs node" reads, debugfs CP count): in every phase the node
 //! reads nodescope attributes to processes must equal iostat's exactly (check.rs). The stream
 //! lines are described in docs/STREAM.md; the guest side is guest.sh.
+pub mod bench;
 mod check;
 mod churn;
 mod discover;
