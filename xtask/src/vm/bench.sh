@@ -55,15 +55,20 @@ echo 1 > /proc/sys/kernel/bpf_stats_enabled || fail "kernel.bpf_stats_enabled"
 cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 progs() { bpftool -j prog show > $R/progs_$1.json 2>> $R/bpftool.err; }
 
-# Wait (60 s at most) until a perf event on $TRACEPOINT has a BPF program attached.
-wait_attached() {
+# Wait ($4 s at most) until command $2 (pid $1) is ready: $3 is a shell test that says so.
+wait_ready() {
   n=0
-  until bpftool perf list 2>/dev/null | grep -q "tracepoint  *${TRACEPOINT#*:}\$"; do
-    kill -0 $1 2>/dev/null || { fail "$2 exited before attaching"; return 1; }
-    n=$((n+1)); [ $n -gt 600 ] && { fail "$2 not attached after 60 s"; return 1; }
-    sleep 0.1
+  until eval "$3"; do
+    kill -0 $1 2>/dev/null || { fail "$2 exited before it was ready"; return 1; }
+    n=$((n+1)); [ $n -gt $(($4 * 2)) ] && { fail "$2 not ready after $4 s"; return 1; }
+    sleep 0.5
   done
 }
+# nodescope attaches through BPF links, which `bpftool perf list` does not show: it says when
+# it is ready. bpftrace says "Attaching" before it attaches: its perf event is listed after.
+# Under TCG bpftrace takes long to start (it loads LLVM and clang).
+STREAM_READY="grep -q 'nodescope stream: ready' $R/stream.err 2>/dev/null"
+BPFTRACE_READY="bpftool perf list 2>/dev/null | grep -q 'tracepoint  *${TRACEPOINT#*:}\$'"
 
 # One timed cold replay, case $1; bpftool's view of the programs before and after.
 replay() {
@@ -80,7 +85,7 @@ replay none
 cold
 nodescope stream --json --interval 1 > $R/stream.jsonl 2> $R/stream.err &
 SP=$!
-wait_attached $SP "nodescope stream" && {
+wait_ready $SP "nodescope stream" "$STREAM_READY" 60 && {
   replay ours
   kill -INT $SP
 }
@@ -90,7 +95,7 @@ echo $? > $R/stream.rc
 cold
 bpftrace -e "tracepoint:$TRACEPOINT { @[pid] = count(); }" > $R/bpftrace.out 2> $R/bpftrace.err &
 BP=$!
-wait_attached $BP bpftrace && {
+wait_ready $BP bpftrace "$BPFTRACE_READY" 300 && {
   replay bpftrace
   kill -INT $BP
 }
