@@ -157,10 +157,22 @@ async fn capture(
                     return Ok("duration reached");
                 }
             }
-            _ = sigterm.recv() => return Ok("SIGTERM"),
-            _ = sigint.recv() => return Ok("interrupted"),
+            _ = sigterm.recv() => return take_waiting(pipeline, recorder, "SIGTERM").await,
+            _ = sigint.recv() => return take_waiting(pipeline, recorder, "interrupted").await,
         }
     }
+}
+
+/// At a signal, the kernel's events still waiting unread go into the recording too.
+async fn take_waiting(
+    pipeline: &mut Pipeline,
+    recorder: &mut Recorder,
+    stop: &'static str,
+) -> Result<&'static str> {
+    let mut batch = Vec::new();
+    pipeline.take_waiting_kernel_events(&mut batch).await?;
+    recorder.events(&batch)?;
+    Ok(stop)
 }
 
 /// Print the windows the model closed, when lines were asked for (`lines` = window origin).

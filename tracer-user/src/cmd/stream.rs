@@ -162,7 +162,7 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     };
     eprintln!("nodescope stream: ready ({})", pipeline.info().detail);
     run_loop(&mut pipeline, &mut out).await?;
-    drain_kernel_events(&mut pipeline).await?;
+    pipeline.take_waiting_kernel_events(&mut Vec::new()).await?;
     // The kernel's counters keep counting between the last window and the stop: their last,
     // partial window, so that nothing counted is left out.
     let finished = pipeline.finish()?;
@@ -238,22 +238,6 @@ async fn run_loop(pipeline: &mut Pipeline, out: &mut Lines) -> Result<()> {
         }
         let refreshed = pipeline.refresh()?;
         out.publish(&refreshed.closed, pipeline.model())?;
-    }
-    Ok(())
-}
-
-/// The kernel wakes the reader once per batch of F2FS events (tracer-ebpf `emit_batched`), so
-/// at the stop some may wait unread: one last read (at most the reader's drain period) takes
-/// them into the last window. Other sources have nothing waiting and are left alone.
-async fn drain_kernel_events(pipeline: &mut Pipeline) -> Result<()> {
-    if pipeline.info().kind != crate::source::SourceKind::Bpf {
-        return Ok(());
-    }
-    let mut batch = Vec::new();
-    let last_read = pipeline.next_batch(&mut batch);
-    if let Ok(read) = tokio::time::timeout(Duration::from_secs(1), last_read).await {
-        read?;
-        pipeline.ingest(&mut batch)?;
     }
     Ok(())
 }
