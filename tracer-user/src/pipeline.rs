@@ -115,8 +115,7 @@ impl Pipeline {
             return Ok(());
         }
         let last_read = self.next_batch(batch);
-        if let Ok(read) = tokio::time::timeout(std::time::Duration::from_secs(1), last_read).await
-        {
+        if let Ok(read) = tokio::time::timeout(std::time::Duration::from_secs(1), last_read).await {
             read?;
             self.ingest(batch)?;
         }

@@ -63,7 +63,11 @@ pub fn run(which: &str) -> Result<()> {
         console_log: &work.join("console.log"),
         timeout: VM_TIMEOUT,
     })?;
-    eprintln!("vm-bench {}: VM ran {:.1} s", spec.label, took.as_secs_f64());
+    eprintln!(
+        "vm-bench {}: VM ran {:.1} s",
+        spec.label,
+        took.as_secs_f64()
+    );
     let out = work.join("results");
     fs::create_dir_all(&out)?;
     util::run(
@@ -142,7 +146,10 @@ fn check_plan(plan: &str) -> Result<()> {
         .lines()
         .find(|l| l.starts_with("node_reads"))
         .context("stream --plan printed no node_reads line")?;
-    if !node_reads.trim_end().ends_with(&format!("tracepoint {TRACEPOINT}")) {
+    if !node_reads
+        .trim_end()
+        .ends_with(&format!("tracepoint {TRACEPOINT}"))
+    {
         bail!("nodescope's node reads are not on {TRACEPOINT} in this kernel: {node_reads:?}");
     }
     Ok(())
@@ -237,7 +244,13 @@ mod tests {
         let before = programs(LISTING).unwrap();
         let after = programs(&LISTING.replace("5000", "35000").replace(":10}", ":40}")).unwrap();
         let ours = cost(&before, &after, |p| p.name.starts_with(OUR_PROGRAM_PREFIX)).unwrap();
-        assert_eq!(ours, Cost { ns: 30000, runs: 30 });
+        assert_eq!(
+            ours,
+            Cost {
+                ns: 30000,
+                runs: 30
+            }
+        );
         assert_eq!(ours.ns_per_run(), 1000.0);
         assert_eq!(cost(&before, &before, |_| true), None);
     }
