@@ -11,19 +11,20 @@
 //! a count.
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid},
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel_buf},
     macros::{kprobe, kretprobe, map, tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
+    EbpfContext as _,
 };
 use tracer_common::{
-    EventKind, TaskCounts, TaskKey, TracepointLayout, COMM_LEN, CONFIG_RAHEAD_BIT,
-    CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS,
-    F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE, FIELD_ABSENT, FLAG_READAHEAD, FLAG_SYNC, REQ_OP_READ,
-    TP_COUNT, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO, TP_WRITE_CHECKPOINT,
+    EventKind, TaskCounts, TaskKey, TracepointLayout, CONFIG_RAHEAD_BIT, CP_PHASE_FINISH_BLOCK_OPS,
+    CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS, F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE,
+    FIELD_ABSENT, FLAG_READAHEAD, FLAG_SYNC, REQ_OP_READ, TP_COUNT, TP_SUBMIT_PAGE_BIO,
+    TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO, TP_WRITE_CHECKPOINT,
 };
 
-use crate::maps::{config, emit, fill_task};
+use crate::maps::{config, emit, emit_batched, Current};
 
 /// Field offsets per tracepoint (index = `TP_*`), from the format files.
 #[map(name = "TP_LAYOUT")]
@@ -33,6 +34,17 @@ static TP_LAYOUT: Array<TracepointLayout> = Array::with_max_entries(TP_COUNT, 0)
 /// size is modest because every possible CPU gets a copy of every value.
 #[map(name = "NODE_COUNTS")]
 static NODE_COUNTS: PerCpuHashMap<TaskKey, TaskCounts> = PerCpuHashMap::with_max_entries(8192, 0);
+
+/// Bytes of a tracepoint record copied at once: every field these programs read lies in the
+/// first 64 bytes of F2FS's records (f2fs_submit_page_bio's last, `type`, is at 52 on 6.1 and
+/// 6.12); a field beyond is read on its own.
+const RECORD_BYTES: usize = 64;
+
+/// This CPU's copy of the record being handled. One bpf_probe_read_kernel for the whole
+/// record instead of one per field (each a helper call). A map value, not the stack: reading
+/// the stack at a run-time offset needs kernel 5.12, a map value does not.
+#[map(name = "TP_RECORD")]
+static TP_RECORD: PerCpuArray<[u8; RECORD_BYTES]> = PerCpuArray::with_max_entries(1, 0);
 
 /// Increments that found `NODE_COUNTS` full (index 0): shown to the user, never hidden.
 #[map(name = "COUNT_FAILS")]
@@ -70,25 +82,20 @@ fn count_fail() {
     }
 }
 
-fn current_comm() -> [u8; COMM_LEN] {
-    bpf_get_current_comm().unwrap_or([0; COMM_LEN])
-}
-
 /// Add `n` to one counter of the current task on `dev`.
-fn count(dev: u32, counter: Counter, n: u64) {
-    let pid_tgid = bpf_get_current_pid_tgid();
+fn count(dev: u32, counter: Counter, n: u64, current: &Current) {
     let key = TaskKey {
         dev,
-        tgid: (pid_tgid >> 32) as u32,
-        uid: bpf_get_current_uid_gid() as u32,
+        tgid: current.tgid(),
+        uid: current.uid,
         _pad: 0,
     };
-    if bump_existing(&key, counter, n) {
+    if bump_existing(&key, counter, n, current) {
         return;
     }
     let mut fresh = TaskCounts {
-        comm: current_comm(),
-        comm_ns: now_ns(),
+        comm: current.comm,
+        comm_ns: current.ts_ns,
         ..TaskCounts::default()
     };
     bump(&mut fresh, counter, n);
@@ -97,12 +104,12 @@ fn count(dev: u32, counter: Counter, n: u64) {
     if NODE_COUNTS.insert(&key, &fresh, BPF_NOEXIST.into()).is_ok() {
         return;
     }
-    if !bump_existing(&key, counter, n) {
+    if !bump_existing(&key, counter, n, current) {
         count_fail();
     }
 }
 
-fn bump_existing(key: &TaskKey, counter: Counter, n: u64) -> bool {
+fn bump_existing(key: &TaskKey, counter: Counter, n: u64, current: &Current) -> bool {
     let Some(counts) = NODE_COUNTS.get_ptr_mut(key) else {
         return false;
     };
@@ -111,18 +118,50 @@ fn bump_existing(key: &TaskKey, counter: Counter, n: u64) -> bool {
     let counts = unsafe { &mut *counts };
     bump(counts, counter, n);
     // The comm of the thread that did the last I/O: exec changes it (sh -> cat).
-    counts.comm = current_comm();
-    counts.comm_ns = now_ns();
+    counts.comm = current.comm;
+    counts.comm_ns = current.ts_ns;
     true
-}
-
-fn now_ns() -> u64 {
-    // SAFETY: bpf_ktime_get_ns has no preconditions.
-    unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() }
 }
 
 pub(crate) fn layout(index: u32) -> Option<TracepointLayout> {
     TP_LAYOUT.get(index).copied()
+}
+
+/// A tracepoint record: this CPU's copy of its first RECORD_BYTES, if it could be made.
+struct Record<'a> {
+    ctx: &'a TracePointContext,
+    copy: Option<&'a [u8; RECORD_BYTES]>,
+}
+
+impl<'a> Record<'a> {
+    fn copy(ctx: &'a TracePointContext) -> Record<'a> {
+        let copy = TP_RECORD.get_ptr_mut(0).and_then(|slot| {
+            // SAFETY: the slot is this CPU's map value, valid for the program's run, and no
+            // other program runs on this CPU meanwhile; bpf_probe_read_kernel copes with any
+            // source address, and the record lies at the start of the kernel's 8 KiB per-CPU
+            // trace buffer, so RECORD_BYTES from its start are in that buffer.
+            let slot = unsafe { &mut *slot };
+            unsafe { bpf_probe_read_kernel_buf(ctx.as_ptr() as *const u8, slot) }.ok()?;
+            Some(&*slot)
+        });
+        Record { ctx, copy }
+    }
+
+    /// Read a field at a run-time offset; `None` when the layout says the field is absent.
+    fn field<T: Copy>(&self, offset: u16) -> Option<T> {
+        if offset == FIELD_ABSENT {
+            return None;
+        }
+        let at = usize::from(offset);
+        match self.copy {
+            Some(copy) if at + core::mem::size_of::<T>() <= RECORD_BYTES => {
+                // SAFETY: at + size_of::<T>() <= RECORD_BYTES, checked just above; the value is
+                // plain data (integers), valid for any bytes.
+                Some(unsafe { core::ptr::read_unaligned(copy.as_ptr().add(at) as *const T) })
+            }
+            _ => field(self.ctx, offset),
+        }
+    }
 }
 
 /// Read a field at a run-time offset; `None` when the layout says the field is absent.
@@ -149,7 +188,8 @@ fn node_read(dev: u32, nid: u32, op_flags: u32, rahead_bit: u32, sync_bit: u32, 
     } else {
         Counter::Demand
     };
-    count(dev, counter, u64::from(blocks));
+    let current = Current::read();
+    count(dev, counter, u64::from(blocks), &current);
     let mut flags = 0;
     if readahead {
         flags |= FLAG_READAHEAD;
@@ -157,8 +197,8 @@ fn node_read(dev: u32, nid: u32, op_flags: u32, rahead_bit: u32, sync_bit: u32, 
     if bit(op_flags, sync_bit) {
         flags |= FLAG_SYNC;
     }
-    emit(|event| {
-        fill_task(event, EventKind::NodeRead);
+    emit_batched(|event| {
+        current.fill(event, EventKind::NodeRead);
         event.dev = dev;
         event.nid = nid;
         event.flags = flags;
@@ -174,20 +214,21 @@ pub fn f2fs_node_read_page(ctx: TracePointContext) -> u32 {
 }
 
 /// The (op_flags, dev) of a submission that is a node read; None for anything else.
-fn node_read_submission(ctx: &TracePointContext, layout: &TracepointLayout) -> Option<(u32, u32)> {
-    let page_type: i32 = field(ctx, layout.type_)?;
-    let op: u32 = field(ctx, layout.op)?;
+fn node_read_submission(record: &Record, layout: &TracepointLayout) -> Option<(u32, u32)> {
+    let page_type: i32 = record.field(layout.type_)?;
+    let op: u32 = record.field(layout.op)?;
     if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
         return None;
     }
-    Some((field(ctx, layout.op_flags)?, field(ctx, layout.dev)?))
+    Some((record.field(layout.op_flags)?, record.field(layout.dev)?))
 }
 
 fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
     let layout = layout(TP_SUBMIT_PAGE_BIO)?;
-    let (op_flags, dev) = node_read_submission(ctx, &layout)?;
+    let record = Record::copy(ctx);
+    let (op_flags, dev) = node_read_submission(&record, &layout)?;
     // For node pages the page index is the nid.
-    let nid: u64 = field(ctx, layout.index).unwrap_or(0);
+    let nid: u64 = record.field(layout.index).unwrap_or(0);
     let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());
     node_read(dev, nid as u32, op_flags, ra, sync, 1);
     Some(())
@@ -203,8 +244,9 @@ pub fn f2fs_node_read_bio(ctx: TracePointContext) -> u32 {
 
 fn on_read_bio(ctx: &TracePointContext) -> Option<()> {
     let layout = layout(TP_SUBMIT_READ_BIO)?;
-    let (op_flags, dev) = node_read_submission(ctx, &layout)?;
-    let bytes: u32 = field(ctx, layout.size)?;
+    let record = Record::copy(ctx);
+    let (op_flags, dev) = node_read_submission(&record, &layout)?;
+    let bytes: u32 = record.field(layout.size)?;
 
     // iostat counts blocks, so a multi-block bio counts as its blocks.
     let blocks = (bytes / F2FS_BLOCK_BYTES).max(1);
@@ -222,15 +264,17 @@ pub fn f2fs_node_write(ctx: TracePointContext) -> u32 {
 
 fn on_page_write(ctx: &TracePointContext) -> Option<()> {
     let layout = layout(TP_SUBMIT_PAGE_WRITE)?;
-    let page_type: i32 = field(ctx, layout.type_)?;
+    let record = Record::copy(ctx);
+    let page_type: i32 = record.field(layout.type_)?;
     if page_type != F2FS_PAGE_TYPE_NODE {
         return None;
     }
-    let dev: u32 = field(ctx, layout.dev)?;
-    let nid: u64 = field(ctx, layout.index).unwrap_or(0);
-    count(dev, Counter::Write, 1);
-    emit(|event| {
-        fill_task(event, EventKind::NodeWrite);
+    let dev: u32 = record.field(layout.dev)?;
+    let nid: u64 = record.field(layout.index).unwrap_or(0);
+    let current = Current::read();
+    count(dev, Counter::Write, 1, &current);
+    emit_batched(|event| {
+        current.fill(event, EventKind::NodeWrite);
         event.dev = dev;
         event.nid = nid as u32;
         event.len = F2FS_BLOCK_BYTES;
@@ -251,11 +295,12 @@ fn on_checkpoint(ctx: &TracePointContext) -> Option<()> {
     let dev: u32 = field(ctx, layout.dev)?;
     let reason: i32 = field(ctx, layout.reason).unwrap_or(0);
     let phase = checkpoint_phase(ctx, &layout)?;
+    let current = Current::read();
     if phase == CP_PHASE_FINISH_CHECKPOINT {
-        count(dev, Counter::Checkpoint, 1);
+        count(dev, Counter::Checkpoint, 1, &current);
     }
     emit(|event| {
-        fill_task(event, EventKind::Checkpoint);
+        current.fill(event, EventKind::Checkpoint);
         event.dev = dev;
         event.queue = phase;
         event.reason = reason as u8;

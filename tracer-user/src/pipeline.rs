@@ -106,6 +106,22 @@ impl Pipeline {
         self.source.next_batch(out)
     }
 
+    /// At a stop, the kernel source's events still waiting in its ring buffer (the F2FS
+    /// programs wake the reader once per batch, tracer-ebpf `emit_batched`) into the model and
+    /// into `batch`, for a recorder to write them too. One read, a second at most; other
+    /// sources have nothing waiting and are not read.
+    pub async fn take_waiting_kernel_events(&mut self, batch: &mut Vec<Event>) -> Result<()> {
+        if self.info().kind != crate::source::SourceKind::Bpf {
+            return Ok(());
+        }
+        let last_read = self.next_batch(batch);
+        if let Ok(read) = tokio::time::timeout(std::time::Duration::from_secs(1), last_read).await {
+            read?;
+            self.ingest(batch)?;
+        }
+        Ok(())
+    }
+
     /// Put a batch into the model, cut at the end time. Returns whether the end was reached;
     /// `batch` then holds only the events taken (for a recorder to write the same ones).
     pub fn ingest(&mut self, batch: &mut Vec<Event>) -> Result<bool> {

@@ -38,6 +38,13 @@ enum Task {
         #[arg(long, default_value = "x86_64")]
         arch: String,
     },
+    /// What one traced event costs in the kernel, nodescope against bpftrace, on a Debian
+    /// kernel in QEMU (prints `ebpf-cost ours_ns=.. bpftrace_ns=.. ratio=..`; root).
+    VmBench {
+        /// 6.1 or 6.12.
+        #[arg(long, default_value = "6.12")]
+        kernel: String,
+    },
     /// Build a static release nodescope for one architecture (default: this host's) and
     /// print its path, size and what `file` says. aarch64 installs Debian's cross toolchain.
     Dist {
@@ -69,6 +76,7 @@ fn main() -> Result<()> {
         }
         Task::Bench { name, args } => bench::run(&name, &args),
         Task::VmTest { kernel, arch } => vm::run(&kernel, dist::Arch::parse(Some(&arch))?),
+        Task::VmBench { kernel } => vm::bench::run(&kernel),
         Task::Soak { args } => soak::run(&args),
         Task::Dist { arch } => dist::run(arch.as_deref()),
     }

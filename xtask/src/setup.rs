@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _, Result};
 use crate::util::{self, output};
 
 /// Debian packages the project needs, and why.
-const APT_PACKAGES: [(&str, &str); 17] = [
+const APT_PACKAGES: [(&str, &str); 18] = [
     ("rustc-web", "rustc 1.96 on LLVM 22 for the eBPF build"),
     ("cargo-web", "cargo for the eBPF build"),
     (
@@ -15,7 +15,14 @@ const APT_PACKAGES: [(&str, &str); 17] = [
     ),
     ("llvm-22-dev", "bpf-linker links against LLVM 22"),
     ("clang-22", "LLVM 22 toolchain for bpf-linker"),
-    ("bpftool", "inspecting programs and maps"),
+    (
+        "bpftool",
+        "inspecting programs and maps; vm-bench reads run_time_ns/run_cnt with it",
+    ),
+    (
+        "bpftrace",
+        "vm-bench's yardstick: its per-event cost against nodescope's, in the guest",
+    ),
     ("qemu-system-x86", "VM tests on Debian kernels with F2FS"),
     ("busybox-static", "the VM tests' initramfs"),
     (

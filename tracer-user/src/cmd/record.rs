@@ -191,8 +191,10 @@ async fn drain(pipeline: &mut Pipeline, recorder: &mut Recorder) -> Result<()> {
     }
 }
 
-/// How long `drain` waits for more events before it takes the source as empty.
-const DRAIN_QUIET: Duration = Duration::from_millis(100);
+/// How long `drain` waits for more events before it takes the source as empty: longer than
+/// the kernel source's own drain period, since its F2FS programs wake the reader only per
+/// batch.
+const DRAIN_QUIET: Duration = Duration::from_millis(250);
 
 /// Print the windows the model closed, when lines were asked for (`lines` = window origin).
 fn print_closed(closed: &[WindowReport], lines: Option<u64>) -> Result<()> {

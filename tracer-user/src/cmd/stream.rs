@@ -175,6 +175,7 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     };
     eprintln!("nodescope stream: ready ({})", pipeline.info().detail);
     run_loop(&mut pipeline, &mut out).await?;
+    pipeline.take_waiting_kernel_events(&mut Vec::new()).await?;
     // The kernel's counters keep counting between the last window and the stop: their last,
     // partial window, so that nothing counted is left out.
     let finished = pipeline.finish()?;

@@ -112,8 +112,13 @@ impl Run<'_> {
             host_arch: false,
         };
         let initrd = work.join("initramfs.cpio");
-        let archive =
-            initramfs::build_for(&userland, &kernel, self.guest_nodescope, &guest_files())?;
+        let archive = initramfs::build_for(
+            &userland,
+            &kernel,
+            self.guest_nodescope,
+            &guest_files(),
+            &[],
+        )?;
         fs::write(&initrd, archive)?;
         let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
         format_f2fs(&disk, &work)?;

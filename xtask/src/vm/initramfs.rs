@@ -32,7 +32,7 @@ pub struct Userland {
 
 impl Userland {
     /// This host's busybox-static, mkfs.f2fs and dynamic nodescope.
-    fn host() -> Result<Userland> {
+    pub fn host() -> Result<Userland> {
         let busybox = which("busybox")?;
         let ldd = util::output("ldd", &[busybox.to_str().unwrap_or_default()]).unwrap_or_default();
         if ldd.contains("=>") {
@@ -53,15 +53,18 @@ impl Userland {
 
 /// Build the archive. `guest_files` are (path in the guest, contents) for scripts and settings.
 pub fn build(kernel: &Kernel, nodescope: &Path, guest_files: &[(&str, String)]) -> Result<Vec<u8>> {
-    build_for(&Userland::host()?, kernel, nodescope, guest_files)
+    build_for(&Userland::host()?, kernel, nodescope, guest_files, &[])
 }
 
-/// [`build`] with the given userland.
+/// [`build`] with the given userland, plus host programs found by name (e.g. `bpftrace`,
+/// `bpftool` for `vm-bench`; host architecture only), each at bin/<name> with its `ldd`
+/// closure.
 pub fn build_for(
     userland: &Userland,
     kernel: &Kernel,
     nodescope: &Path,
     guest_files: &[(&str, String)],
+    tools: &[&str],
 ) -> Result<Vec<u8>> {
     let mut archive = Archive::default();
     add_busybox(&mut archive, userland)?;
@@ -69,7 +72,14 @@ pub fn build_for(
         let mkfs = which("mkfs.f2fs")?;
         add_binary(&mut archive, &mkfs, "bin/mkfs.f2fs")?;
         add_binary(&mut archive, nodescope, "bin/nodescope")?;
+        for tool in tools {
+            add_binary(&mut archive, &which(tool)?, &format!("bin/{tool}"))?;
+        }
     } else {
+        anyhow::ensure!(
+            tools.is_empty(),
+            "host tools in a foreign-architecture guest"
+        );
         archive.add("bin/nodescope", read_file(nodescope, true)?);
     }
     let order = add_modules(&mut archive, kernel)?;

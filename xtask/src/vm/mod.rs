@@ -6,6 +6,7 @@
 //! Debian's arm64 kernel instead, with Android's conventions (arm64.rs).
 mod accesses;
 mod arm64;
+pub mod bench;
 mod check;
 mod churn;
 mod cp_anatomy;

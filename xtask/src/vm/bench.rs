@@ -1,0 +1,285 @@
+//! `cargo xtask vm-bench --kernel 6.12`: what one traced event costs, nodescope against
+//! bpftrace, in one boot of a Debian kernel (issue 16). The guest (bench.sh) replays the RFC
+//! file set cold three times, as the VM test's names phase does: with nothing attached, under
+//! `nodescope stream` and under bpftrace counting the tracepoint nodescope's node-read
+//! program takes, by pid. With kernel.bpf_stats_enabled=1 the kernel sums each program's
+//! run time and run count; bpftool's JSON before and after each replay gives both per event.
+//! The VM is emulated (TCG), so only the ratio means anything: the goal is ours <= 0.5 x.
+use std::{collections::BTreeMap, fs, path::Path};
+
+use anyhow::{bail, Context as _, Result};
+
+use super::{initramfs, json::Json, kernel, qemu, replay_script, sparse_file, Replay};
+use super::{NDIRS, NFILES, VM_TIMEOUT};
+use crate::util;
+
+/// The tracepoint nodescope's node-read program takes on Debian's 6.1 and 6.12 (the guest's
+/// `stream --plan` is checked against it), and so the one bpftrace counts.
+const TRACEPOINT: &str = "f2fs:f2fs_submit_page_bio";
+/// nodescope's node-read programs (f2fs_node_read_page, f2fs_node_read_bio); the kernel keeps
+/// 15 characters of a program's name.
+const OUR_PROGRAM_PREFIX: &str = "f2fs_node_read";
+const CASES: [&str; 3] = ["none", "ours", "bpftrace"];
+
+pub fn run(which: &str) -> Result<()> {
+    let spec = kernel::KERNELS
+        .iter()
+        .find(|k| k.label == which)
+        .with_context(|| format!("unknown kernel {which:?}: use 6.1 or 6.12"))?;
+    let cache = util::target_dir().join("vm-cache");
+    fs::create_dir_all(&cache)?;
+    let nodescope = util::build_nodescope()?;
+    let kernel = kernel::prepare(spec, &cache)?;
+    let work = cache.join(format!("bench-{}", spec.label));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work)?;
+    let guest_files = [
+        ("init", include_str!("bench.sh").to_string()),
+        ("replay-names", replay_script(Replay::Names, NDIRS)),
+        (
+            "etc/vm-bench.conf",
+            format!("NDIRS={NDIRS}\nNFILES={NFILES}\nTRACEPOINT={TRACEPOINT}\n"),
+        ),
+    ];
+    let initrd = work.join("initramfs.cpio");
+    let archive = initramfs::build_for(
+        &initramfs::Userland::host()?,
+        &kernel,
+        &nodescope,
+        &guest_files,
+        &["bpftrace", "bpftool"],
+    )?;
+    fs::write(&initrd, archive)?;
+    let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
+    sparse_file(&disk, 1 << 30)?;
+    sparse_file(&results, 64 << 20)?;
+    eprintln!(
+        "vm-bench {}: kernel {}, initramfs {} MiB (bpftrace's libraries)",
+        spec.label,
+        kernel.release,
+        fs::metadata(&initrd)?.len() >> 20
+    );
+    let took = qemu::run(&qemu::Boot {
+        label: spec.label,
+        arch: crate::dist::Arch::X86_64,
+        vmlinuz: &kernel.vmlinuz,
+        initrd: &initrd,
+        disk: &disk,
+        results: &results,
+        console_log: &work.join("console.log"),
+        timeout: VM_TIMEOUT,
+    })?;
+    eprintln!(
+        "vm-bench {}: VM ran {:.1} s",
+        spec.label,
+        took.as_secs_f64()
+    );
+    let out = work.join("results");
+    fs::create_dir_all(&out)?;
+    util::run(
+        std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(&results)
+            .arg("-C")
+            .arg(&out),
+    )
+    .context("the guest left no results archive (see console.log)")?;
+    for line in report(spec.label, &out)? {
+        println!("{line}");
+    }
+    for image in [&disk, &results, &initrd] {
+        let _ = fs::remove_file(image);
+    }
+    Ok(())
+}
+
+/// The printed lines, from the guest's results directory.
+fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
+    let errors = fs::read_to_string(dir.join("guest_errors.txt")).unwrap_or_default();
+    if !errors.trim().is_empty() {
+        bail!("the guest failed: {}", errors.trim());
+    }
+    check_plan(&read(dir, "plan.txt")?)?;
+    let walls = wall_times(&read(dir, "marks.txt")?)?;
+    let progs = |case: &str| -> Result<Vec<Program>> {
+        programs(&read(dir, &format!("progs_{case}.json"))?)
+            .with_context(|| format!("progs_{case}.json"))
+    };
+    let baseline_ids: Vec<u64> = progs("none_before")?.iter().map(|p| p.id).collect();
+    let ours = cost(&progs("ours_before")?, &progs("ours_after")?, |p| {
+        p.name.starts_with(OUR_PROGRAM_PREFIX)
+    })
+    .context("nodescope's node-read program did not run during its replay")?;
+    let bpftrace = cost(&progs("bpftrace_before")?, &progs("bpftrace_after")?, |p| {
+        p.kind == "tracepoint" && !baseline_ids.contains(&p.id)
+    })
+    .context("bpftrace's program did not run during its replay")?;
+    let counted = bpftrace_total(&read(dir, "bpftrace.out")?);
+    let none = walls["none"];
+    let slower = |case: &str| 100.0 * (walls[case] / none - 1.0);
+    Ok(vec![
+        format!(
+            "vm-bench {label}: replay wall none={none:.2} s ours={:.2} s ({:+.1} %) \
+             bpftrace={:.2} s ({:+.1} %)",
+            walls["ours"],
+            slower("ours"),
+            walls["bpftrace"],
+            slower("bpftrace")
+        ),
+        format!(
+            "vm-bench {label}: tracepoint {TRACEPOINT} runs in the replay: ours={} bpftrace={} \
+             (bpftrace's map: {counted} by pid)",
+            ours.runs, bpftrace.runs
+        ),
+        format!(
+            "ebpf-cost ours_ns={:.0} bpftrace_ns={:.0} ratio={:.2}",
+            ours.ns_per_run(),
+            bpftrace.ns_per_run(),
+            ours.ns_per_run() / bpftrace.ns_per_run()
+        ),
+    ])
+}
+
+fn read(dir: &Path, name: &str) -> Result<String> {
+    fs::read_to_string(dir.join(name))
+        .with_context(|| format!("the guest wrote no {name} (see console.log)"))
+}
+
+/// nodescope must count node reads on the tracepoint bpftrace counts, or the two costs are
+/// not of the same events.
+fn check_plan(plan: &str) -> Result<()> {
+    let node_reads = plan
+        .lines()
+        .find(|l| l.starts_with("node_reads"))
+        .context("stream --plan printed no node_reads line")?;
+    if !node_reads
+        .trim_end()
+        .ends_with(&format!("tracepoint {TRACEPOINT}"))
+    {
+        bail!("nodescope's node reads are not on {TRACEPOINT} in this kernel: {node_reads:?}");
+    }
+    Ok(())
+}
+
+/// Seconds from `<case>_start` to `<case>_done` in the guest's marks (/proc/uptime).
+fn wall_times(marks: &str) -> Result<BTreeMap<&'static str, f64>> {
+    let at = |name: String| -> Result<f64> {
+        marks
+            .lines()
+            .find_map(|l| l.strip_suffix(&format!(" {name}")))
+            .with_context(|| format!("no mark {name}"))?
+            .parse()
+            .with_context(|| format!("mark {name}"))
+    };
+    let mut walls = BTreeMap::new();
+    for case in CASES {
+        walls.insert(
+            case,
+            at(format!("{case}_done"))? - at(format!("{case}_start"))?,
+        );
+    }
+    Ok(walls)
+}
+
+/// One BPF program as `bpftool -j prog show` lists it.
+#[derive(Debug, PartialEq)]
+struct Program {
+    id: u64,
+    kind: String,
+    name: String,
+    run_time_ns: u64,
+    run_cnt: u64,
+}
+
+fn programs(text: &str) -> Result<Vec<Program>> {
+    let list = Json::parse(text.trim())?;
+    Ok(list
+        .items()
+        .iter()
+        .map(|p| Program {
+            id: p.get("id").u64(),
+            kind: p.get("type").str().to_string(),
+            name: p.get("name").str().to_string(),
+            run_time_ns: p.get("run_time_ns").u64(),
+            run_cnt: p.get("run_cnt").u64(),
+        })
+        .collect())
+}
+
+/// Run time and runs of the chosen programs between two listings.
+#[derive(Debug, PartialEq)]
+struct Cost {
+    ns: u64,
+    runs: u64,
+}
+
+impl Cost {
+    fn ns_per_run(&self) -> f64 {
+        self.ns as f64 / self.runs as f64
+    }
+}
+
+/// The chosen programs' run time and count in `after` less `before`; None if they never ran.
+fn cost(before: &[Program], after: &[Program], chosen: impl Fn(&Program) -> bool) -> Option<Cost> {
+    let mut total = Cost { ns: 0, runs: 0 };
+    for program in after.iter().filter(|p| chosen(p)) {
+        let earlier = before.iter().find(|p| p.id == program.id);
+        total.ns += program.run_time_ns - earlier.map_or(0, |p| p.run_time_ns);
+        total.runs += program.run_cnt - earlier.map_or(0, |p| p.run_cnt);
+    }
+    (total.runs > 0).then_some(total)
+}
+
+/// The sum of bpftrace's `@[pid]: n` lines, printed when it stops.
+fn bpftrace_total(out: &str) -> u64 {
+    out.lines()
+        .filter(|l| l.starts_with("@["))
+        .filter_map(|l| l.rsplit_once(": ")?.1.trim().parse::<u64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LISTING: &str = r#"[{"id":7,"type":"tracepoint","name":"f2fs_node_read_","run_time_ns":5000,"run_cnt":10},
+        {"id":8,"type":"tracepoint","name":"f2fs_node_write","run_time_ns":900,"run_cnt":3}]"#;
+
+    #[test]
+    fn cost_is_the_chosen_programs_difference() {
+        let before = programs(LISTING).unwrap();
+        let after = programs(&LISTING.replace("5000", "35000").replace(":10}", ":40}")).unwrap();
+        let ours = cost(&before, &after, |p| p.name.starts_with(OUR_PROGRAM_PREFIX)).unwrap();
+        assert_eq!(
+            ours,
+            Cost {
+                ns: 30000,
+                runs: 30
+            }
+        );
+        assert_eq!(ours.ns_per_run(), 1000.0);
+        assert_eq!(cost(&before, &before, |_| true), None);
+    }
+
+    #[test]
+    fn walls_and_bpftrace_counts_are_read() {
+        let marks = "1.00 none_start\n11.50 none_done\n12.00 ours_start\n23.00 ours_done\n\
+                     30.00 bpftrace_start\n42.25 bpftrace_done\n";
+        let walls = wall_times(marks).unwrap();
+        assert_eq!(
+            (walls["none"], walls["ours"], walls["bpftrace"]),
+            (10.5, 11.0, 12.25)
+        );
+        assert!(wall_times("1.0 none_start\n").is_err());
+        let out = "Attaching 1 probe...\n\n\n@[301]: 65\n@[302]: 66\n";
+        assert_eq!(bpftrace_total(out), 131);
+    }
+
+    #[test]
+    fn plan_must_name_the_counted_tracepoint() {
+        let plan = "node_reads   tracepoint f2fs:f2fs_submit_page_bio\n  not used: ...\n";
+        assert!(check_plan(plan).is_ok());
+        assert!(check_plan("node_reads   kprobe read_node_page\n").is_err());
+        assert!(check_plan("").is_err());
+    }
+}

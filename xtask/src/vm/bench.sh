@@ -1,0 +1,105 @@
+#!/bin/sh
+# nodescope vm-bench, guest side: /init of the bench's initramfs (xtask/src/vm/bench.rs). The
+# same cold replay of the RFC file set three times: with nothing attached, under
+# `nodescope stream` and under bpftrace counting node-read submissions by pid. With
+# kernel.bpf_stats_enabled=1 the kernel times every BPF program; bpftool's JSON before and
+# after each replay goes to /results, which leaves as a tar on the disk with serial "results".
+export PATH=/bin
+R=/results
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+. /etc/vm-bench.conf
+mark() { read up idle < /proc/uptime; echo "@@ $up $*"; echo "$up $*" >> $R/marks.txt; }
+fail() { echo "@@FAIL $*"; echo "$*" >> $R/guest_errors.txt; }
+finish() {
+  mark finish
+  tar -cf /dev/$RES -C $R . && sync
+  poweroff -f
+}
+mark boot
+mkdir -p /sys/kernel/debug /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tracefs tracefs /sys/kernel/tracing
+for m in $(cat /lib/modules/load-order); do
+  insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
+done
+DEV=; RES=
+for b in /sys/block/*; do
+  case "$(cat $b/serial 2>/dev/null)" in results) RES=${b##*/};; f2fs) DEV=${b##*/};; esac
+done
+[ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
+[ -n "$DEV" ] || { fail "no test disk"; finish; }
+uname -r > $R/uname.txt
+mkfs.f2fs -f -l vmbench /dev/$DEV > $R/mkfs.txt 2>&1 || { fail mkfs.f2fs; finish; }
+# As the VM test: no background GC, whose reads have nothing to do with the replays.
+mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail mount; finish; }
+# Which tracepoint nodescope's node-read program takes here: the host checks it is the one
+# bpftrace counts ($TRACEPOINT).
+nodescope stream --plan > $R/plan.txt 2>&1
+mark mounted
+
+# The RFC's file set, as the VM test makes it: 256 dirs x 64 small files.
+mkdir /mnt/t
+i=0
+while [ $i -lt $NDIRS ]; do
+  mkdir /mnt/t/d-$i
+  j=0
+  while [ $j -lt $NFILES ]; do echo "nodescope $i/$j" > /mnt/t/d-$i/f-$j; j=$((j+1)); done
+  i=$((i+1))
+done
+sync
+mark created
+
+echo 1 > /proc/sys/kernel/bpf_stats_enabled || fail "kernel.bpf_stats_enabled"
+cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+progs() { bpftool -j prog show > $R/progs_$1.json 2>> $R/bpftool.err; }
+
+# Wait ($4 s at most) until command $2 (pid $1) is ready: $3 is a shell test that says so.
+wait_ready() {
+  n=0
+  until eval "$3"; do
+    kill -0 $1 2>/dev/null || { fail "$2 exited before it was ready"; return 1; }
+    n=$((n+1)); [ $n -gt $(($4 * 2)) ] && { fail "$2 not ready after $4 s"; return 1; }
+    sleep 0.5
+  done
+}
+# nodescope attaches through BPF links, which `bpftool perf list` does not show: it says when
+# it is ready. bpftrace says "Attaching" before it attaches: its perf event is listed after.
+# Under TCG bpftrace takes long to start (it loads LLVM and clang).
+STREAM_READY="grep -q 'nodescope stream: ready' $R/stream.err 2>/dev/null"
+BPFTRACE_READY="bpftool perf list 2>/dev/null | grep -q 'tracepoint  *${TRACEPOINT#*:}\$'"
+
+# One timed cold replay, case $1; bpftool's view of the programs before and after.
+replay() {
+  progs $1_before
+  mark $1_start
+  sh /replay-names
+  mark $1_done
+  progs $1_after
+}
+
+cold
+replay none
+
+cold
+nodescope stream --json --interval 1 > $R/stream.jsonl 2> $R/stream.err &
+SP=$!
+wait_ready $SP "nodescope stream" "$STREAM_READY" 60 && {
+  replay ours
+  kill -INT $SP
+}
+wait $SP
+echo $? > $R/stream.rc
+
+cold
+bpftrace -e "tracepoint:$TRACEPOINT { @[pid] = count(); }" > $R/bpftrace.out 2> $R/bpftrace.err &
+BP=$!
+wait_ready $BP bpftrace "$BPFTRACE_READY" 300 && {
+  replay bpftrace
+  kill -INT $BP
+}
+wait $BP
+echo $? > $R/bpftrace.rc
+umount /mnt || fail umount
+finish
