@@ -4,19 +4,28 @@
 //! read after it stopped). Here: the recording's node_access events (from `nodescope report
 //! --json`), nodescope's own in-kernel count (record's closing note) and the hist trigger's
 //! count are one number, with no event lost, and the recording is there for whatif.
-use std::{fs, path::Path};
+use std::{fs, path::Path, process::Command};
+
+use anyhow::{ensure, Context as _, Result};
 
 use super::json::Json;
 
 /// The recording the guest leaves in /results, for the host's `nodescope whatif` with the
 /// guest's disk image.
-// TODO(lead, issue 13): once xtask/src/vm/whatif.rs (helper `whatif`) exists, call it from
-// mod.rs with `out.join(RECORDING)` and the guest's disk image (`disk`, work/f2fs.img) before
-// the images are removed, and add its off/on figures to the VM line.
 pub const RECORDING: &str = "accesses.nsr";
 
-/// Check the phase; `accesses=<recorded>/<kernel's hist count>` for the VM line.
-pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -> String {
+/// The budget of the host's what-if on the guest's recording (issue 13: off vs on at 3 MiB).
+const WHATIF_BUDGET: &str = "3MiB";
+
+/// Check the phase; `accesses=<recorded>/<kernel's hist count>` for the VM line. `disk` is
+/// the guest's F2FS image, which the host's `nodescope whatif` reads the node blocks from.
+pub fn check(
+    dir: &Path,
+    disk: &Path,
+    nodescope: &Path,
+    lines: &mut Vec<String>,
+    failures: &mut Vec<String>,
+) -> String {
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
     let function = read("accesses_plan.txt")
         .lines()
@@ -58,11 +67,76 @@ pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) ->
     }
     if !dir.join(RECORDING).exists() {
         failures.push(format!("accesses: {RECORDING} missing"));
+    } else if let Err(err) = check_whatif(dir, disk, nodescope, recorded, lines) {
+        failures.push(format!("whatif: {err:#}"));
     }
     format!(
         "accesses={recorded}/{}",
         hist.map_or_else(|| "?".into(), |h| h.to_string())
     )
+}
+
+/// `nodescope whatif` on the guest's recording and disk at 3 MiB, compression off and on at
+/// the RFC's defaults: both replay every recorded access, and off restores nothing. The rows
+/// (node reads, restores, retained nodes) go into the VM test's lines.
+fn check_whatif(
+    dir: &Path,
+    disk: &Path,
+    nodescope: &Path,
+    recorded: u64,
+    lines: &mut Vec<String>,
+) -> Result<()> {
+    let output = Command::new(nodescope)
+        .arg("whatif")
+        .arg(dir.join(RECORDING))
+        .arg("--image")
+        .arg(disk)
+        .args(["--budget", WHATIF_BUDGET, "--json"])
+        .output()
+        .context("running nodescope whatif")?;
+    ensure!(
+        output.status.success(),
+        "nodescope whatif: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    let points = Json::parse(String::from_utf8_lossy(&output.stdout).trim())
+        .context("nodescope whatif --json: not JSON")?;
+    let mut seen = (false, false);
+    for point in points.items() {
+        let compression = point.get("compression") == &Json::Bool(true);
+        let outcome = point.get("outcome");
+        let (reads, restores) = (
+            outcome.get("node_reads").u64(),
+            outcome.get("restores").u64(),
+        );
+        lines.push(format!(
+            "  whatif {WHATIF_BUDGET} compression {}: node reads {reads}, restores {restores}, \
+             retained nodes {} ({} bytes), {} accesses",
+            if compression { "on " } else { "off" },
+            outcome.get("retained_nodes").u64(),
+            outcome.get("retained_bytes").u64(),
+            outcome.get("accesses").u64(),
+        ));
+        ensure!(
+            outcome.get("accesses").u64() == recorded,
+            "replayed {} accesses, the recording holds {recorded}",
+            outcome.get("accesses").u64()
+        );
+        ensure!(
+            compression || (restores == 0 && outcome.get("conversions").u64() == 0),
+            "compression off restored {restores} nodes"
+        );
+        if compression {
+            seen.1 = true;
+        } else {
+            seen.0 = true;
+        }
+    }
+    ensure!(
+        seen == (true, true),
+        "want an off and an on point, got {seen:?}"
+    );
+    Ok(())
 }
 
 /// (node lookups, node evictions) from record's closing note: "accesses counted in the kernel:

@@ -213,7 +213,8 @@ pub fn check(
     let tune_steps = check_tune(dir, lines, failures);
     let discover = super::discover::check(dir, lines, failures);
     let daemon = super::daemon::check(dir, lines, failures);
-    let accesses = super::accesses::check(dir, lines, failures);
+    let disk = dir.parent().unwrap_or(dir).join(super::DISK_IMAGE);
+    let accesses = super::accesses::check(dir, &disk, nodescope, lines, failures);
     super::cp_anatomy::check(label, dir, nodescope, lines, failures);
     Ok(core.verdict(
         label,

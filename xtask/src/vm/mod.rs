@@ -167,7 +167,7 @@ fn run_kernel(
     ];
     let initrd = work.join("initramfs.cpio");
     fs::write(&initrd, initramfs::build(&kernel, nodescope, &guest_files)?)?;
-    let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
+    let (disk, results) = (work.join(DISK_IMAGE), work.join("results.img"));
     sparse_file(&disk, 1 << 30)?;
     sparse_file(&results, 64 << 20)?;
     eprintln!(
@@ -197,8 +197,6 @@ fn run_kernel(
             .arg(&out),
     )
     .context("the guest left no results archive (see console.log)")?;
-    // Issue 13: the guest's access recording is out.join(accesses::RECORDING); whatif on it
-    // with `disk` belongs here, before a passing run removes the images (see accesses.rs).
     let verdict = check::check(
         spec.label, &out, NDIRS, NFILES, &VARIANTS, sim_line, nodescope,
     )?;
@@ -210,6 +208,10 @@ fn run_kernel(
     }
     Ok(verdict)
 }
+
+/// The guest's F2FS disk in the run's directory, next to its `results` (the checks read it:
+/// the access phase's what-if takes its node blocks).
+const DISK_IMAGE: &str = "f2fs.img";
 
 /// /etc/vm-test.conf, the guest script's settings.
 fn guest_config() -> String {
