@@ -44,7 +44,11 @@ const RECORD_BYTES: usize = 64;
 /// record instead of one per field (each a helper call). A map value, not the stack: reading
 /// the stack at a run-time offset needs kernel 5.12, a map value does not.
 #[map(name = "TP_RECORD")]
-static TP_RECORD: PerCpuArray<[u8; RECORD_BYTES]> = PerCpuArray::with_max_entries(1, 0);
+static TP_RECORD: PerCpuArray<[u8; RECORD_SLOT]> = PerCpuArray::with_max_entries(1, 0);
+
+/// The copy's slot: RECORD_BYTES and room for an 8-byte read at any offset below
+/// RECORD_BYTES, the bound the verifier sees (see `Record::field`).
+const RECORD_SLOT: usize = RECORD_BYTES + 8;
 
 /// Increments that found `NODE_COUNTS` full (index 0): shown to the user, never hidden.
 #[map(name = "COUNT_FAILS")]
@@ -130,7 +134,7 @@ pub(crate) fn layout(index: u32) -> Option<TracepointLayout> {
 /// A tracepoint record: this CPU's copy of its first RECORD_BYTES, if it could be made.
 struct Record<'a> {
     ctx: &'a TracePointContext,
-    copy: Option<&'a [u8; RECORD_BYTES]>,
+    copy: Option<&'a [u8; RECORD_SLOT]>,
 }
 
 impl<'a> Record<'a> {
@@ -141,7 +145,10 @@ impl<'a> Record<'a> {
             // source address, and the record lies at the start of the kernel's 8 KiB per-CPU
             // trace buffer, so RECORD_BYTES from its start are in that buffer.
             let slot = unsafe { &mut *slot };
-            unsafe { bpf_probe_read_kernel_buf(ctx.as_ptr() as *const u8, slot) }.ok()?;
+            unsafe {
+                bpf_probe_read_kernel_buf(ctx.as_ptr() as *const u8, &mut slot[..RECORD_BYTES])
+            }
+            .ok()?;
             Some(&*slot)
         });
         Record { ctx, copy }
@@ -155,8 +162,14 @@ impl<'a> Record<'a> {
         let at = usize::from(offset);
         match self.copy {
             Some(copy) if at + core::mem::size_of::<T>() <= RECORD_BYTES => {
-                // SAFETY: at + size_of::<T>() <= RECORD_BYTES, checked just above; the value is
-                // plain data (integers), valid for any bytes.
+                // The verifier must see the index bounded: LLVM drops a mask it can prove
+                // redundant after the check above (and 6.1's verifier then rejects the
+                // program, "R1 max value is outside of the allowed memory range"), so the
+                // index goes through a volatile read LLVM cannot see through.
+                // SAFETY: reading a local variable of ours.
+                let at = unsafe { core::ptr::read_volatile(&at) } & (RECORD_BYTES - 1);
+                // SAFETY: at <= RECORD_BYTES - size_of::<T>(), checked above (the mask changes
+                // nothing); the value is plain data (integers), valid for any bytes.
                 Some(unsafe { core::ptr::read_unaligned(copy.as_ptr().add(at) as *const T) })
             }
             _ => field(self.ctx, offset),

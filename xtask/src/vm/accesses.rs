@@ -3,7 +3,10 @@
 //! trigger counted calls of the same node lookup function (armed before nodescope attached,
 //! read after it stopped). Here: the recording's node_access events (from `nodescope report
 //! --json`), nodescope's own in-kernel count (record's closing note) and the hist trigger's
-//! count are one number, with no event lost, and the recording is there for whatif.
+//! count are one number, with no event lost. The recording spans the cold replay of the file
+//! set, a cache drop (every node page evicted: node_evict events) and a second pass over the
+//! last directories, so the host's `nodescope whatif` on it with the guest's disk has memory
+//! pressure to act on: off and on at 3 MiB differ in what the second pass finds cached.
 use std::{fs, path::Path, process::Command};
 
 use anyhow::{ensure, Context as _, Result};
@@ -13,6 +16,14 @@ use super::json::Json;
 /// The recording the guest leaves in /results, for the host's `nodescope whatif` with the
 /// guest's disk image.
 pub const RECORDING: &str = "accesses.nsr";
+
+/// The second pass of the phase, after caches were dropped: the last VARIANT_DIRS
+/// directories of the file set, the most recently read ones, which a cache held to a budget
+/// at the drop would still hold in part (raw) or more of (compressed).
+pub fn tail_replay() -> String {
+    let (all, tail) = (super::NDIRS, super::VARIANT_DIRS);
+    super::replay_dirs(super::Replay::Names, all - tail..all, "tail")
+}
 
 /// The budget of the host's what-if on the guest's recording (issue 13: off vs on at 3 MiB).
 const WHATIF_BUDGET: &str = "3MiB";
@@ -111,16 +122,21 @@ fn check_whatif(
         );
         lines.push(format!(
             "  whatif {WHATIF_BUDGET} compression {}: node reads {reads}, restores {restores}, \
-             retained nodes {} ({} bytes), {} accesses",
+             retained nodes {} ({} bytes), {} accesses, {} pressure episodes",
             if compression { "on " } else { "off" },
             outcome.get("retained_nodes").u64(),
             outcome.get("retained_bytes").u64(),
             outcome.get("accesses").u64(),
+            outcome.get("pressure_episodes").u64(),
         ));
         ensure!(
             outcome.get("accesses").u64() == recorded,
             "replayed {} accesses, the recording holds {recorded}",
             outcome.get("accesses").u64()
+        );
+        ensure!(
+            outcome.get("pressure_episodes").u64() > 0,
+            "no pressure episode: the cache drop's node_evict events are missing"
         );
         ensure!(
             compression || (restores == 0 && outcome.get("conversions").u64() == 0),

@@ -236,6 +236,10 @@ accesses_phase() {
   done
   mark accesses_start
   sh /replay-names
+  # Every node page dropped (node_evict), then the last directories again: the trace whatif
+  # replays on the host has pressure and reuse.
+  cold
+  sh /replay-tail
   kill -INT $AP
   wait $AP
   echo $? > $R/accesses_record.rc

@@ -161,6 +161,7 @@ fn run_kernel(
         ("replay-names", replay_script(Replay::Names, NDIRS)),
         ("replay-glob", replay_script(Replay::Glob, NDIRS)),
         ("replay-variant", replay_script(Replay::Names, VARIANT_DIRS)),
+        ("replay-tail", accesses::tail_replay()),
         ("rfc-probes.toml", RFC_PROBES.to_string()),
         ("discover-hand.toml", discover::HAND_WRITTEN.to_string()),
         ("etc/vm-test.conf", config),
@@ -245,8 +246,13 @@ fn replay_script(replay: Replay, ndirs: u64) -> String {
     } else {
         "names"
     };
+    replay_dirs(replay, 0..ndirs, mode)
+}
+
+/// [`replay_script`] over the directories `dirs`; the shell's pid goes to shell_<mode>.pid.
+fn replay_dirs(replay: Replay, dirs: std::ops::Range<u64>, mode: &str) -> String {
     let mut script = format!("#!/bin/sh\necho $$ > /results/shell_{mode}.pid\n");
-    for dir in 0..ndirs {
+    for dir in dirs {
         script.push_str("cat");
         if replay == Replay::Glob {
             script.push_str(&format!(" /mnt/t/d-{dir}/*"));
