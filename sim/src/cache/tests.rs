@@ -204,7 +204,7 @@ fn weights_give_the_effective_count_and_the_quotas() {
     assert_eq!(r.cache.shrink_count(), 9);
     // Raw's share: 64 x 32 / 132 = 15.5 -> 15, capped at its 2 entries; the other 13 go to the
     // 256 queue: 64 x 100 / 132 = 48.5 -> 48, + 13 = 61.
-    assert_eq!(r.cache.shrink_quotas(64), [2, 61, 0, 0]);
+    assert_eq!(r.cache.shrink_quotas(64)[..4], [2, 61, 0, 0]);
 }
 
 #[test]
@@ -212,7 +212,9 @@ fn rounding_credit_is_carried_across_calls() {
     let mut r = rig(16, 0);
     compress_all(&mut r, 101..116);
     r.load([100]); // 1 raw (weight 16) and 15 compressed (weight 1): shares 16/31 and 15/31
-    let quotas: Vec<[u64; 4]> = (0..4).map(|_| r.cache.shrink_quotas(1)).collect();
+    let quotas: Vec<[u64; 4]> = (0..4)
+        .map(|_| r.cache.shrink_quotas(1)[..4].try_into().unwrap())
+        .collect();
     assert_eq!(
         quotas,
         [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
@@ -221,8 +223,8 @@ fn rounding_credit_is_carried_across_calls() {
     let mut fresh = rig(16, 0);
     compress_all(&mut fresh, 101..116);
     fresh.load([100]);
-    fresh.cache.shrink_credit = [0; 4];
-    assert_eq!(fresh.cache.shrink_quotas(1), [0, 0, 0, 0]);
+    fresh.cache.shrink_credit = [0; crate::cache::CACHE_QUEUES];
+    assert_eq!(fresh.cache.shrink_quotas(1)[..4], [0, 0, 0, 0]);
 }
 
 #[test]
@@ -231,8 +233,8 @@ fn unused_quota_of_a_capped_queue_is_redistributed() {
     compress_all(&mut r, 101..105);
     r.load([100]); // 1 raw, 4 compressed: raw share 10 x 16/20 = 8, capped at 1
     let result = r.cache.shrink_scan(10, &mut r.em);
-    assert_eq!(result.quotas, [1, 4, 0, 0]);
-    assert_eq!(result.reclaimed, [1, 4, 0, 0]);
+    assert_eq!(result.quotas[..4], [1, 4, 0, 0]);
+    assert_eq!(result.reclaimed[..4], [1, 4, 0, 0]);
     assert_eq!(r.cache.memory().entries, 0);
 }
 
