@@ -161,6 +161,9 @@ pub struct Outcome {
     pub total_node_reads: u64,
     pub total_restores: u64,
     pub conversions: u64,
+    /// Entries the shrinker reclaimed over the whole trace: raw, and compressed (any slot).
+    pub reclaimed_raw: u64,
+    pub reclaimed_compressed: u64,
     pub peak_bytes: u64,
 }
 
@@ -248,6 +251,8 @@ pub fn replay(
     outcome.total_node_reads = engine.disk.reads;
     outcome.total_restores = stats.restores;
     outcome.conversions = stats.conversions;
+    outcome.reclaimed_raw = stats.reclaims[tracer_common::QUEUE_RAW as usize];
+    outcome.reclaimed_compressed = stats.reclaims[1..].iter().sum();
     Ok(outcome)
 }
 
