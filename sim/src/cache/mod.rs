@@ -180,7 +180,8 @@ impl NodeCache {
 
     pub fn memory(&self) -> Memory {
         let raw = u64::from(self.queues[QUEUE_RAW as usize].len);
-        let compressed: u64 = self.queues[1..].iter().map(|q| u64::from(q.len)).sum();
+        let used = &self.queues[1..self.config.queue_count()];
+        let compressed: u64 = used.iter().map(|q| u64::from(q.len)).sum();
         Memory::new(raw, compressed, self.slot_bytes)
     }
 

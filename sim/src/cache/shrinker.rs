@@ -71,7 +71,8 @@ impl NodeCache {
             self.shrink_credit[q] = (credit % CREDIT_ONE) as u32;
         }
         let lens = self.cache_queue_lens().map(u64::from);
-        redistribute(&mut quotas, &lens, &weighted);
+        let used = self.config.queue_count();
+        redistribute(&mut quotas[..used], &lens[..used], &weighted[..used]);
         quotas
     }
 
@@ -123,19 +124,19 @@ impl NodeCache {
 /// their cap, in proportion to their weighted population (integer remainders go to the largest
 /// weighted populations first).
 fn redistribute(
-    quotas: &mut [u64; CACHE_QUEUES],
-    lens: &[u64; CACHE_QUEUES],
-    weighted: &[u64; CACHE_QUEUES],
+    quotas: &mut [u64],
+    lens: &[u64],
+    weighted: &[u64],
 ) {
     loop {
         let mut excess = 0;
-        for q in 0..CACHE_QUEUES {
+        for q in 0..quotas.len() {
             if quotas[q] > lens[q] {
                 excess += quotas[q] - lens[q];
                 quotas[q] = lens[q];
             }
         }
-        let open: Vec<usize> = (0..CACHE_QUEUES)
+        let open: Vec<usize> = (0..quotas.len())
             .filter(|q| quotas[*q] < lens[*q] && weighted[*q] > 0)
             .collect();
         if excess == 0 || open.is_empty() {
