@@ -123,11 +123,7 @@ impl NodeCache {
 /// Cap each quota at its queue's population and hand the excess to the queues still below
 /// their cap, in proportion to their weighted population (integer remainders go to the largest
 /// weighted populations first).
-fn redistribute(
-    quotas: &mut [u64],
-    lens: &[u64],
-    weighted: &[u64],
-) {
+fn redistribute(quotas: &mut [u64], lens: &[u64], weighted: &[u64]) {
     loop {
         let mut excess = 0;
         for q in 0..quotas.len() {
