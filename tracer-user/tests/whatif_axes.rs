@@ -267,6 +267,7 @@ fn bad_axis_values_are_one_clear_line() {
         (vec!["--weights", "0:0:0:0"], "all 0"),
         (vec!["--compressor", "gzip"], "not a compressor"),
         (vec!["--threshold", "0"], "1 to 100 percent"),
+        (vec!["--device", "/dev/null"], "not both"),
     ] {
         let out = whatif(&image_arg(), &args);
         assert!(!out.status.success(), "{args:?}");

@@ -43,7 +43,7 @@ pub struct WhatifArgs {
     /// A recording made with `--accesses` (not needed with --compressors).
     recording: Option<PathBuf>,
     /// The recorded device's F2FS image.
-    #[arg(long, value_name = "IMG", conflicts_with = "device")]
+    #[arg(long, value_name = "IMG")]
     image: Option<PathBuf>,
     /// The recorded F2FS block device itself, opened read-only (instead of --image).
     #[arg(long, value_name = "DEV")]
@@ -154,7 +154,8 @@ pub fn run(args: WhatifArgs) -> Result<()> {
     let (source, what) = match (&args.image, &args.device) {
         (Some(image), None) => (image, "image"),
         (None, Some(device)) => (device, "device"),
-        _ => bail!(
+        (Some(_), Some(_)) => bail!("whatif takes --image IMG or --device /dev/X, not both"),
+        (None, None) => bail!(
             "whatif needs --image IMG or --device /dev/X: the F2FS image or device whose node \
              blocks it uses"
         ),
