@@ -177,3 +177,54 @@ pub fn budget_label(bytes: u64) -> String {
         format!("{bytes} B")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(budget_mib: u64, compression: bool, bytes: u64, reads: u64) -> Row {
+        Row {
+            budget_bytes: budget_mib << 20,
+            compression,
+            slots: "256/512/1024".into(),
+            weights: "16:1:2:4".into(),
+            threshold: 25,
+            interval_ms: 1000,
+            compressor: "lz4".into(),
+            retained_nodes: 1,
+            retained_bytes: bytes,
+            node_reads: reads,
+            restores: 0,
+        }
+    }
+
+    #[test]
+    fn budgets_read_in_the_largest_whole_unit() {
+        assert_eq!(budget_label(3 << 20), "3 MiB");
+        assert_eq!(budget_label(1536 << 10), "1536 KiB");
+        assert_eq!(budget_label(1000), "1000 B");
+    }
+
+    #[test]
+    fn a_table_stars_only_its_own_non_dominated_rows() {
+        let rows = [
+            row(1, false, 1000, 50),
+            row(1, true, 400, 40),
+            row(3, false, 3000, 45),
+            row(3, true, 600, 30),
+        ];
+        let table = Table::new(Question::Compressor, "held".into(), vec![0, 1, 2, 3], &rows);
+        assert_eq!(table.pareto, [1, 3]);
+        let text = table.render(&rows);
+        let starred: Vec<&str> = text.lines().filter(|l| l.ends_with('*')).collect();
+        assert_eq!(starred.len(), 2, "{text}");
+        assert!(
+            starred[0].trim_start().starts_with("1 MiB") && starred[0].contains(" 400 "),
+            "{text}"
+        );
+        // Off rows name no axis value.
+        assert!(text
+            .lines()
+            .any(|l| l.trim_start().starts_with("1 MiB") && l.contains("off")));
+    }
+}
