@@ -48,6 +48,7 @@ pub fn main(args: &[String]) -> Result<()> {
     let settings = Settings {
         knobs: vm_replay::side_knobs().1,
         budget_bytes: vm_replay::BUDGET_BYTES,
+        cache: sim::cache::CacheConfig::rfc(),
     };
     let (baseline, baseline_s) = timed(&trace, &nodes, settings, Payload::Lz4)?;
     let started = Instant::now();
@@ -102,6 +103,7 @@ fn profile() -> Result<()> {
     let settings = Settings {
         knobs: vm_replay::side_knobs().1,
         budget_bytes: vm_replay::BUDGET_BYTES,
+        cache: sim::cache::CacheConfig::rfc(),
     };
     let sizes = Arc::new(PayloadSizes::lz4(&nodes));
     for _ in 0..5 {

@@ -25,7 +25,7 @@ use serde::Serialize;
 use zstd::zstd_safe::{self, CCtx, DCtx};
 
 use crate::{
-    cache::{admission::SLOTS, lz4},
+    cache::{lz4, SlotSet},
     f2fs::Block,
 };
 
@@ -86,9 +86,10 @@ impl SlotMix {
     pub fn of(lengths: impl IntoIterator<Item = usize>) -> SlotMix {
         let mut mix = SlotMix::default();
         for len in lengths {
-            let slot = SLOTS
+            let slot = SlotSet::RFC
+                .sizes()
                 .iter()
-                .map(|(bytes, _)| *bytes as usize)
+                .map(|bytes| *bytes as usize)
                 .find(|bytes| len <= *bytes);
             match slot {
                 Some(256) => mix.slot_256 += 1,
@@ -128,8 +129,12 @@ impl Compressor {
         if text.eq_ignore_ascii_case("lz4") {
             return Ok(Compressor::Lz4);
         }
-        let Some(level) = text.strip_prefix("zstd-") else {
-            bail!("{text:?} is not a compressor: lz4 or zstd-1 .. zstd-15");
+        let lower = text.to_ascii_lowercase();
+        let Some(level) = lower
+            .strip_prefix("zstd-")
+            .or_else(|| lower.strip_prefix("zstd"))
+        else {
+            bail!("{text:?} is not a compressor: lz4 or zstd1 .. zstd15 (or zstd-1 .. zstd-15)");
         };
         let level: i32 = level
             .parse()

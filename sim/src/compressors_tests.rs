@@ -67,7 +67,7 @@ fn lz4_row_on_a_real_image_matches_admission() {
     let mut rejected = 0;
     let mut total = 0u64;
     for block in &blocks {
-        match admission::compress(block, 25) {
+        match admission::compress(block, 25, &crate::cache::SlotSet::RFC) {
             Admission::Admit {
                 slot_bytes, clen, ..
             } => {

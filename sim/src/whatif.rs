@@ -17,7 +17,7 @@ use anyhow::{bail, Result};
 use tracer_common::{knobs::Knobs, Event, EventKind, CP_PHASE_FINISH_CHECKPOINT};
 
 use crate::{
-    cache::{CacheStats, Payload},
+    cache::{CacheConfig, CacheStats, Payload},
     engine::{Engine, EngineOptions, Pressure},
     events::{Task, ACCESS_DIRTY, ACCESS_NEW},
     f2fs::node::RequestedType,
@@ -140,6 +140,8 @@ pub struct Settings {
     pub knobs: Knobs,
     /// Attributed memory the node cache is held to during pressure episodes.
     pub budget_bytes: u64,
+    /// Slot sizes and reclaim weights (the RFC's by default).
+    pub cache: CacheConfig,
 }
 
 /// What a replay did.
@@ -159,6 +161,9 @@ pub struct Outcome {
     pub total_node_reads: u64,
     pub total_restores: u64,
     pub conversions: u64,
+    /// Entries the shrinker reclaimed over the whole trace: raw, and compressed (any slot).
+    pub reclaimed_raw: u64,
+    pub reclaimed_compressed: u64,
     pub peak_bytes: u64,
 }
 
@@ -183,6 +188,7 @@ pub fn replay(
         accesses: false,
     };
     let mut engine = Engine::new(nodes, KnobSource::Static(settings.knobs), options);
+    engine.cache.set_config(settings.cache);
     engine.set_payload(payload);
     let task = Task::process(1, 0, "whatif");
     let budget = Pressure::Budget {
@@ -245,6 +251,8 @@ pub fn replay(
     outcome.total_node_reads = engine.disk.reads;
     outcome.total_restores = stats.restores;
     outcome.conversions = stats.conversions;
+    outcome.reclaimed_raw = stats.reclaims[tracer_common::QUEUE_RAW as usize];
+    outcome.reclaimed_compressed = stats.reclaims[1..].iter().sum();
     Ok(outcome)
 }
 
@@ -298,6 +306,7 @@ pub fn vm_replay_check(seed: u64) -> Result<VmReplayCheck> {
     let settings = Settings {
         knobs: on_knobs,
         budget_bytes: params.budget_bytes,
+        cache: CacheConfig::rfc(),
     };
     let lz4 = replay(&trace, nodes.clone(), settings, Payload::Lz4)?;
     let sizes = Payload::Sizes(Arc::new(PayloadSizes::lz4(&nodes)));

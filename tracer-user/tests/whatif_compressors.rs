@@ -69,7 +69,7 @@ fn json_rows_are_every_setting_measured_on_the_images_node_blocks() {
     // lz4: the slot mix admission gives these blocks (threshold 25 %: all a slot holds).
     let mut lz4_mix = SlotMix::default();
     for block in &blocks {
-        match admission::compress(block, 25) {
+        match admission::compress(block, 25, &sim::cache::SlotSet::RFC) {
             Admission::Admit {
                 slot_bytes: 256, ..
             } => lz4_mix.slot_256 += 1,

@@ -1,14 +1,9 @@
 //! Compression and admission: LZ4-compress a raw block; keep the result only when it is within
-//! the threshold (percent of 4096) and the 1024-byte limit, in the smallest slot that holds it.
-use tracer_common::{QUEUE_1024, QUEUE_256, QUEUE_512};
-
-use super::lz4;
+//! the threshold (percent of 4096) and the largest slot (1024 bytes in the RFC's set), in the
+//! smallest slot that holds it. The slot set is the cache's ([`SlotSet`]); queues are the
+//! cache's own numbering (raw 0, then one per slot size).
+use super::{config::SlotSet, lz4};
 use crate::f2fs::{crc::f2fs_crc32, Block};
-
-/// The largest slot: results above it are never retained.
-pub const MAX_SLOT_BYTES: u32 = 1024;
-/// Slot sizes and their queues, smallest first.
-pub const SLOTS: [(u32, u8); 3] = [(256, QUEUE_256), (512, QUEUE_512), (1024, QUEUE_1024)];
 
 /// The outcome of compressing one block.
 pub enum Admission {
@@ -24,31 +19,30 @@ pub enum Admission {
     Reject { clen: u32 },
 }
 
-/// The smallest slot that holds `clen` bytes.
-pub fn slot_for(clen: u32) -> Option<(u32, u8)> {
-    SLOTS.iter().copied().find(|(bytes, _)| clen <= *bytes)
-}
-
-/// The maximum retained payload for a threshold (percent).
-pub fn limit_bytes(threshold_percent: u32) -> u32 {
-    (4096 * threshold_percent / 100).min(MAX_SLOT_BYTES)
+/// The maximum retained payload for a threshold (percent) and a slot set.
+pub fn limit_bytes(threshold_percent: u32, slots: &SlotSet) -> u32 {
+    (4096 * threshold_percent / 100).min(slots.largest())
 }
 
 /// The slot and queue of a payload of `clen` bytes, or `None` when it is not retained.
-pub fn decide(clen: u32, threshold_percent: u32) -> Option<(u32, u8)> {
-    if clen > limit_bytes(threshold_percent) {
+pub fn decide(clen: u32, threshold_percent: u32, slots: &SlotSet) -> Option<(u32, u8)> {
+    if clen > limit_bytes(threshold_percent, slots) {
         return None;
     }
-    Some(slot_for(clen).expect("clen <= 1024 fits a slot"))
+    Some(
+        slots
+            .slot_for(clen)
+            .expect("clen <= the largest slot fits a slot"),
+    )
 }
 
 /// Compress `block` and decide.
-pub fn compress(block: &Block, threshold_percent: u32) -> Admission {
+pub fn compress(block: &Block, threshold_percent: u32, slots: &SlotSet) -> Admission {
     let mut scratch = [0u8; lz4::MAX_COMPRESSED];
     let len = lz4::compress_into(block, &mut scratch);
     let payload = &scratch[..len];
     let clen = len as u32;
-    let Some((slot_bytes, queue)) = decide(clen, threshold_percent) else {
+    let Some((slot_bytes, queue)) = decide(clen, threshold_percent, slots) else {
         return Admission::Reject { clen };
     };
     let mut slot = vec![0u8; slot_bytes as usize].into_boxed_slice();
@@ -63,8 +57,8 @@ pub fn compress(block: &Block, threshold_percent: u32) -> Admission {
 }
 
 /// Decide on a known compressed length (`Payload::Sizes`): the same rule, no bytes kept.
-pub fn admit_size(clen: u32, threshold_percent: u32) -> Admission {
-    match decide(clen, threshold_percent) {
+pub fn admit_size(clen: u32, threshold_percent: u32, slots: &SlotSet) -> Admission {
+    match decide(clen, threshold_percent, slots) {
         Some((slot_bytes, queue)) => Admission::Admit {
             slot: Box::default(),
             clen,
@@ -79,24 +73,39 @@ pub fn admit_size(clen: u32, threshold_percent: u32) -> Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tracer_common::{QUEUE_1024, QUEUE_256, QUEUE_512};
+
+    const RFC: SlotSet = SlotSet::RFC;
 
     #[test]
     fn threshold_and_the_1024_limit_both_bound_admission() {
-        assert_eq!(limit_bytes(0), 0);
-        assert_eq!(limit_bytes(5), 204);
-        assert_eq!(limit_bytes(25), 1024);
-        assert_eq!(limit_bytes(100), 1024);
-        assert_eq!(slot_for(1), Some((256, QUEUE_256)));
-        assert_eq!(slot_for(256), Some((256, QUEUE_256)));
-        assert_eq!(slot_for(257), Some((512, QUEUE_512)));
-        assert_eq!(slot_for(1024), Some((1024, QUEUE_1024)));
-        assert_eq!(slot_for(1025), None);
+        assert_eq!(limit_bytes(0, &RFC), 0);
+        assert_eq!(limit_bytes(5, &RFC), 204);
+        assert_eq!(limit_bytes(25, &RFC), 1024);
+        assert_eq!(limit_bytes(100, &RFC), 1024);
+        assert_eq!(RFC.slot_for(1), Some((256, QUEUE_256)));
+        assert_eq!(RFC.slot_for(256), Some((256, QUEUE_256)));
+        assert_eq!(RFC.slot_for(257), Some((512, QUEUE_512)));
+        assert_eq!(RFC.slot_for(1024), Some((1024, QUEUE_1024)));
+        assert_eq!(RFC.slot_for(1025), None);
+    }
+
+    #[test]
+    fn the_largest_slot_of_another_set_bounds_admission() {
+        let big = SlotSet::parse("512/1024/2048").unwrap();
+        assert_eq!(limit_bytes(25, &big), 1024);
+        assert_eq!(limit_bytes(60, &big), 2048);
+        assert_eq!(decide(100, 25, &big), Some((512, 1)));
+        assert_eq!(decide(1500, 60, &big), Some((2048, 3)));
+        assert_eq!(decide(1500, 25, &big), None);
+        let small = SlotSet::parse("64/128").unwrap();
+        assert_eq!(decide(129, 25, &small), None);
     }
 
     #[test]
     fn zero_block_is_admitted_in_256_and_noise_is_rejected() {
         let zeros = [0u8; 4096];
-        match compress(&zeros, 25) {
+        match compress(&zeros, 25, &RFC) {
             Admission::Admit {
                 slot_bytes, clen, ..
             } => {
@@ -105,9 +114,12 @@ mod tests {
             }
             Admission::Reject { .. } => panic!("zeros must compress"),
         }
-        assert!(matches!(compress(&zeros, 0), Admission::Reject { .. }));
+        assert!(matches!(
+            compress(&zeros, 0, &RFC),
+            Admission::Reject { .. }
+        ));
         let mut noise = [0u8; 4096];
         crate::rng::Rng::new(1).fill(&mut noise);
-        assert!(matches!(compress(&noise, 100), Admission::Reject { clen } if clen > 4096));
+        assert!(matches!(compress(&noise, 100, &RFC), Admission::Reject { clen } if clen > 4096));
     }
 }

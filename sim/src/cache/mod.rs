@@ -1,10 +1,13 @@
 //! The node cache of the RFC: raw entries on the node LRU, compressed entries on three queues
-//! by slot size (256, 512, 1024 bytes), one representation per entry after publication.
+//! by slot size (256, 512, 1024 bytes), one representation per entry after publication. The
+//! slot sizes and reclaim weights are a run-time setting ([`config::CacheConfig`], the RFC's by
+//! default), so a what-if can try other slabs and weights on the same code.
 //!
 //! One module per mechanism: [`admission`] (compress and admit), [`worker`] (the bounded
 //! background pass), [`shrinker`] (weighted, credit-carrying reclaim), [`restore`] (validated
 //! restore with disk fallback). This module holds the entries, the queues and the access path.
 pub mod admission;
+pub mod config;
 pub mod entry;
 pub mod list;
 pub mod lz4;
@@ -16,7 +19,7 @@ pub mod worker;
 use std::sync::Arc;
 
 use anyhow::Result;
-use tracer_common::{QUEUE_COUNT, QUEUE_RAW, QUEUE_SLOT_BYTES, SECOND_CHANCE_BY_RACE};
+use tracer_common::{QUEUE_COUNT, QUEUE_RAW, SECOND_CHANCE_BY_RACE};
 
 use crate::{
     accounting::Memory,
@@ -25,6 +28,7 @@ use crate::{
     events::Emitter,
     f2fs::{node::RequestedType, Block, NodeBlock},
 };
+pub use config::{CacheConfig, SlotSet, Weights, CACHE_QUEUES};
 pub use entry::{Compressed, Entry, Repr};
 use list::{Queue, NIL};
 pub use payload::{Payload, PayloadSizes};
@@ -46,6 +50,7 @@ pub struct CacheStats {
     pub conversions: u64,
     pub convert_rejects: u64,
     pub convert_aborts: u64,
+    /// By event queue (`tracer_common::QUEUE_*`; see [`CacheConfig::event_queue`]).
     pub reclaims: [u64; QUEUE_COUNT],
     pub second_chances_worker: u64,
     pub second_chances_shrinker: u64,
@@ -73,15 +78,18 @@ pub struct NodeCache {
     free_slots: Vec<u32>,
     /// nid -> slot, `NIL` when absent.
     index: Vec<u32>,
-    queues: [Queue; QUEUE_COUNT],
+    /// Raw, then one per slot size of `config` (the rest stay empty).
+    queues: [Queue; CACHE_QUEUES],
     slot_bytes: u64,
+    /// Slot sizes and reclaim weights; set before the first entry ([`NodeCache::set_config`]).
+    pub(crate) config: CacheConfig,
     pub stats: CacheStats,
     pub alloc: AllocFaults,
     pub check: NodeCheck,
     /// How compressed payloads are made and restored (real LZ4, or sizes known per node).
     pub payload: Payload,
     /// Rounding credit of the shrinker's per-queue quotas, in 1/65536 of an entry.
-    pub(crate) shrink_credit: [u32; QUEUE_COUNT],
+    pub(crate) shrink_credit: [u32; CACHE_QUEUES],
     /// The part of the raw list the running worker pass has still to visit.
     pub(crate) worker_mark: Option<WorkerMark>,
 }
@@ -99,15 +107,30 @@ impl NodeCache {
             entries: Vec::new(),
             free_slots: Vec::new(),
             index: Vec::new(),
-            queues: [Queue::default(); QUEUE_COUNT],
+            queues: [Queue::default(); CACHE_QUEUES],
             slot_bytes: 0,
+            config: CacheConfig::rfc(),
             stats: CacheStats::default(),
             alloc: AllocFaults::default(),
             check,
             payload: Payload::Lz4,
-            shrink_credit: [0; QUEUE_COUNT],
+            shrink_credit: [0; CACHE_QUEUES],
             worker_mark: None,
         }
+    }
+
+    /// Use other slot sizes or reclaim weights. Only on an empty cache: entries already on a
+    /// queue belong to the old shape.
+    pub fn set_config(&mut self, config: CacheConfig) {
+        assert!(
+            self.entries.len() == self.free_slots.len(),
+            "the cache's shape changes only while it is empty"
+        );
+        self.config = config;
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
     }
 
     // ---- queries ----
@@ -124,11 +147,23 @@ impl NodeCache {
         self.slot_of(nid).is_some()
     }
 
+    /// Entries on a cache queue (raw 0, then one per slot size).
     pub fn queue_len(&self, queue: u8) -> u32 {
         self.queues[queue as usize].len
     }
 
+    /// Entries by event queue (raw, 256, 512, 1024): each cache queue counts on the queue its
+    /// events carry, so with the RFC's slot set these are the cache's own queues.
     pub fn queue_lens(&self) -> [u32; QUEUE_COUNT] {
+        let mut lens = [0; QUEUE_COUNT];
+        for (queue, q) in self.queues[..self.config.queue_count()].iter().enumerate() {
+            lens[self.config.event_queue(queue as u8) as usize] += q.len;
+        }
+        lens
+    }
+
+    /// Entries on each cache queue (those past the slot set's stay 0).
+    pub fn cache_queue_lens(&self) -> [u32; CACHE_QUEUES] {
         self.queues.map(|q| q.len)
     }
 
@@ -145,7 +180,8 @@ impl NodeCache {
 
     pub fn memory(&self) -> Memory {
         let raw = u64::from(self.queues[QUEUE_RAW as usize].len);
-        let compressed: u64 = self.queues[1..].iter().map(|q| u64::from(q.len)).sum();
+        let used = &self.queues[1..self.config.queue_count()];
+        let compressed: u64 = used.iter().map(|q| u64::from(q.len)).sum();
         Memory::new(raw, compressed, self.slot_bytes)
     }
 
@@ -177,7 +213,7 @@ impl NodeCache {
         self.unlink(slot);
         self.push_tail(slot, queue);
         let nid = self.entries[slot as usize].nid;
-        em.second_chance(nid, queue, by);
+        em.second_chance(nid, self.config.event_queue(queue), by);
     }
 
     fn insert_raw(&mut self, nid: u32, block: Arc<Block>, referenced: bool, dirty: bool) -> u32 {
@@ -388,9 +424,9 @@ impl NodeCache {
         }
     }
 
-    /// Bytes held by a queue's members (raw: 4096 each; compressed: their slots).
-    pub fn queue_slot_bytes(queue: u8) -> u32 {
-        QUEUE_SLOT_BYTES[queue as usize]
+    /// Bytes held by a cache queue's members (raw: 4096 each; compressed: their slots).
+    pub fn queue_slot_bytes(&self, queue: u8) -> u32 {
+        self.config.queue_bytes(queue)
     }
 }
 #[cfg(test)]

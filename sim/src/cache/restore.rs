@@ -14,7 +14,7 @@ use tracer_common::{
     RESTORE_FAIL_NODE_TYPE, RESTORE_FAIL_PAYLOAD_LEN, RESTORE_FAIL_SLOT_SIZE,
 };
 
-use super::{admission::SLOTS, lz4, Compressed, NodeCache, Served};
+use super::{config::SlotSet, lz4, Compressed, NodeCache, Served};
 use crate::{
     costs,
     disk::Disk,
@@ -81,6 +81,8 @@ struct RestoreCtx<'a> {
     compressed: &'a Compressed,
     /// Slot size of the queue the entry sits on.
     queue_slot_bytes: u32,
+    /// The cache's slot sizes: an allocation of any other size is corrupt.
+    slots: SlotSet,
     alloc: &'a mut AllocFaults,
     outcome: Option<Result<Box<Block>, Failure>>,
     panic: Option<Box<dyn Any + Send>>,
@@ -90,7 +92,7 @@ impl RestoreCtx<'_> {
     fn run(&mut self) -> Result<Box<Block>, Failure> {
         let mut raw = self.alloc.allocate().ok_or(Failure::NoMem)?;
         let c = self.compressed;
-        let slot_ok = SLOTS.iter().any(|(bytes, _)| *bytes == c.slot_bytes)
+        let slot_ok = self.slots.sizes().contains(&c.slot_bytes)
             && c.slot.len() == c.slot_bytes as usize
             && c.slot_bytes == self.queue_slot_bytes;
         if !slot_ok {
@@ -156,7 +158,7 @@ impl NodeCache {
         let latency = costs::restore_ns(clen);
         self.make_raw(slot, block, true);
         self.stats.restores += 1;
-        em.restored(nid, clen, queue, latency);
+        em.restored(nid, clen, self.config.event_queue(queue), latency);
         Ok((Served::Restored, latency))
     }
 
@@ -180,7 +182,8 @@ impl NodeCache {
             want,
             check: self.check,
             compressed,
-            queue_slot_bytes: NodeCache::queue_slot_bytes(queue),
+            queue_slot_bytes: self.config.queue_bytes(queue),
+            slots: self.config.slots,
             alloc: &mut self.alloc,
             outcome: None,
             panic: None,
@@ -197,21 +200,22 @@ impl NodeCache {
             outcome.as_ref().map_or_else(|f| f.return_code(), |_| 0)
         );
         let latency = costs::restore_ns(clen);
+        let event_queue = self.config.event_queue(queue);
         match outcome {
             Ok(block) => {
                 self.make_raw(slot, Arc::from(block), true);
                 self.stats.restores += 1;
-                em.restored(nid, clen, queue, latency);
+                em.restored(nid, clen, event_queue, latency);
                 Ok((Served::Restored, latency))
             }
             Err(Failure::NoMem) => {
                 self.stats.restore_nomem += 1;
-                em.restore_nomem(nid, queue);
+                em.restore_nomem(nid, event_queue);
                 Ok((Served::NoMem, latency))
             }
             Err(Failure::Invalid(reason)) => {
                 self.stats.restore_fails += 1;
-                em.restore_fail(nid, reason, clen, queue);
+                em.restore_fail(nid, reason, clen, event_queue);
                 let block = disk.read(nid, false)?;
                 em.node_read(nid, false);
                 self.make_raw(slot, block, true);

@@ -1,7 +1,8 @@
 //! The node shrinker with fixed reclaim weights.
 //!
-//! Weights are the memory an entry holds in 256-byte units: raw 16 (a full block), compressed
-//! 1, 2 and 4 (their slots). The same weights give:
+//! The RFC's weights are the memory an entry holds in 256-byte units: raw 16 (a full block),
+//! compressed 1, 2 and 4 (their slots). They are the cache's setting ([`super::Weights`]), so
+//! a what-if can try others; the raw weight stays the effective count's unit. The weights give:
 //! - the effective count (`count_objects`): the weighted population divided by the raw weight,
 //!   so an all-raw cache counts exactly as it did before the patch, and compressed entries add
 //!   only their fraction of a block (they are retained preferentially);
@@ -12,24 +13,20 @@
 //! Quotas are fixed point (1/65536 of an entry); the fraction a queue did not get is carried to
 //! the next call as rounding credit. A queue whose quota exceeds its population is capped and
 //! the rest is redistributed to the others by the same weights.
-use tracer_common::{QUEUE_COUNT, SECOND_CHANCE_BY_SHRINKER};
+use tracer_common::SECOND_CHANCE_BY_SHRINKER;
 
-use super::{list::NIL, NodeCache};
+use super::{list::NIL, NodeCache, CACHE_QUEUES};
 use crate::events::Emitter;
 
-/// Reclaim weights by queue (raw, 256, 512, 1024).
-pub const WEIGHTS: [u64; QUEUE_COUNT] = [16, 1, 2, 4];
-/// The raw weight: the unit of the effective count.
-pub const WEIGHT_UNIT: u64 = 16;
 /// Fixed-point one entry.
 const CREDIT_ONE: u64 = 1 << 16;
 
-/// What one shrinker call did.
+/// What one shrinker call did, by cache queue (raw, then one per slot size).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ShrinkResult {
-    pub quotas: [u64; QUEUE_COUNT],
-    pub scanned: [u64; QUEUE_COUNT],
-    pub reclaimed: [u64; QUEUE_COUNT],
+    pub quotas: [u64; CACHE_QUEUES],
+    pub scanned: [u64; CACHE_QUEUES],
+    pub reclaimed: [u64; CACHE_QUEUES],
     pub second_chances: u64,
 }
 
@@ -44,9 +41,10 @@ impl ShrinkResult {
 }
 
 impl NodeCache {
-    fn weighted_population(&self) -> [u64; QUEUE_COUNT] {
-        let lens = self.queue_lens();
-        std::array::from_fn(|q| WEIGHTS[q] * u64::from(lens[q]))
+    fn weighted_population(&self) -> [u64; CACHE_QUEUES] {
+        let lens = self.cache_queue_lens();
+        let weights = &self.config.weights;
+        std::array::from_fn(|q| weights.get(q) * u64::from(lens[q]))
     }
 
     /// `count_objects`: the weighted population in raw-entry units, rounded up.
@@ -54,26 +52,27 @@ impl NodeCache {
         self.weighted_population()
             .iter()
             .sum::<u64>()
-            .div_ceil(WEIGHT_UNIT)
+            .div_ceil(self.config.weight_unit())
     }
 
     /// Split `nr_to_scan` into per-queue quotas (updates the carried credit).
-    pub fn shrink_quotas(&mut self, nr_to_scan: u64) -> [u64; QUEUE_COUNT] {
+    pub fn shrink_quotas(&mut self, nr_to_scan: u64) -> [u64; CACHE_QUEUES] {
         let weighted = self.weighted_population();
         let total: u64 = weighted.iter().sum();
-        let mut quotas = [0u64; QUEUE_COUNT];
+        let mut quotas = [0u64; CACHE_QUEUES];
         if total == 0 {
             return quotas;
         }
-        for q in 0..QUEUE_COUNT {
+        for q in 0..self.config.queue_count() {
             let exact = u128::from(nr_to_scan) * u128::from(weighted[q]) * u128::from(CREDIT_ONE)
                 / u128::from(total);
             let credit = u64::from(self.shrink_credit[q]) + exact as u64;
             quotas[q] = credit / CREDIT_ONE;
             self.shrink_credit[q] = (credit % CREDIT_ONE) as u32;
         }
-        let lens = self.queue_lens().map(u64::from);
-        redistribute(&mut quotas, &lens, &weighted);
+        let lens = self.cache_queue_lens().map(u64::from);
+        let used = self.config.queue_count();
+        redistribute(&mut quotas[..used], &lens[..used], &weighted[..used]);
         quotas
     }
 
@@ -86,7 +85,7 @@ impl NodeCache {
             quotas: self.shrink_quotas(nr_to_scan),
             ..ShrinkResult::default()
         };
-        for queue in 0..QUEUE_COUNT {
+        for queue in 0..self.config.queue_count() {
             self.scan_queue(queue as u8, result.quotas[queue], em, &mut result);
         }
         result
@@ -109,9 +108,10 @@ impl NodeCache {
             } else if !(entry.converting || entry.dirty) {
                 let nid = entry.nid;
                 self.remove(slot);
-                self.stats.reclaims[queue as usize] += 1;
+                let event_queue = self.config.event_queue(queue);
+                self.stats.reclaims[event_queue as usize] += 1;
                 result.reclaimed[queue as usize] += 1;
-                em.reclaim(nid, queue);
+                em.reclaim(nid, event_queue);
                 if queue == tracer_common::QUEUE_RAW {
                     em.node_evict(nid);
                 }
@@ -123,20 +123,16 @@ impl NodeCache {
 /// Cap each quota at its queue's population and hand the excess to the queues still below
 /// their cap, in proportion to their weighted population (integer remainders go to the largest
 /// weighted populations first).
-fn redistribute(
-    quotas: &mut [u64; QUEUE_COUNT],
-    lens: &[u64; QUEUE_COUNT],
-    weighted: &[u64; QUEUE_COUNT],
-) {
+fn redistribute(quotas: &mut [u64], lens: &[u64], weighted: &[u64]) {
     loop {
         let mut excess = 0;
-        for q in 0..QUEUE_COUNT {
+        for q in 0..quotas.len() {
             if quotas[q] > lens[q] {
                 excess += quotas[q] - lens[q];
                 quotas[q] = lens[q];
             }
         }
-        let open: Vec<usize> = (0..QUEUE_COUNT)
+        let open: Vec<usize> = (0..quotas.len())
             .filter(|q| quotas[*q] < lens[*q] && weighted[*q] > 0)
             .collect();
         if excess == 0 || open.is_empty() {

@@ -7,12 +7,13 @@ use tracer_common::{
 };
 
 use super::{
+    admission::{self, Admission},
     worker::{PassStats, WorkerPass, WorkerStep},
-    Served,
+    Served, SlotSet,
 };
 use crate::{
     f2fs::node::RequestedType,
-    testutil::{brief, rig, seal, Rig},
+    testutil::{brief, inode_block, rig, seal, Rig},
 };
 
 const CONVERT: u8 = K::Convert as u8;
@@ -204,7 +205,7 @@ fn weights_give_the_effective_count_and_the_quotas() {
     assert_eq!(r.cache.shrink_count(), 9);
     // Raw's share: 64 x 32 / 132 = 15.5 -> 15, capped at its 2 entries; the other 13 go to the
     // 256 queue: 64 x 100 / 132 = 48.5 -> 48, + 13 = 61.
-    assert_eq!(r.cache.shrink_quotas(64), [2, 61, 0, 0]);
+    assert_eq!(r.cache.shrink_quotas(64)[..4], [2, 61, 0, 0]);
 }
 
 #[test]
@@ -212,7 +213,9 @@ fn rounding_credit_is_carried_across_calls() {
     let mut r = rig(16, 0);
     compress_all(&mut r, 101..116);
     r.load([100]); // 1 raw (weight 16) and 15 compressed (weight 1): shares 16/31 and 15/31
-    let quotas: Vec<[u64; 4]> = (0..4).map(|_| r.cache.shrink_quotas(1)).collect();
+    let quotas: Vec<[u64; 4]> = (0..4)
+        .map(|_| r.cache.shrink_quotas(1)[..4].try_into().unwrap())
+        .collect();
     assert_eq!(
         quotas,
         [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
@@ -221,8 +224,8 @@ fn rounding_credit_is_carried_across_calls() {
     let mut fresh = rig(16, 0);
     compress_all(&mut fresh, 101..116);
     fresh.load([100]);
-    fresh.cache.shrink_credit = [0; 4];
-    assert_eq!(fresh.cache.shrink_quotas(1), [0, 0, 0, 0]);
+    fresh.cache.shrink_credit = [0; crate::cache::CACHE_QUEUES];
+    assert_eq!(fresh.cache.shrink_quotas(1)[..4], [0, 0, 0, 0]);
 }
 
 #[test]
@@ -231,8 +234,8 @@ fn unused_quota_of_a_capped_queue_is_redistributed() {
     compress_all(&mut r, 101..105);
     r.load([100]); // 1 raw, 4 compressed: raw share 10 x 16/20 = 8, capped at 1
     let result = r.cache.shrink_scan(10, &mut r.em);
-    assert_eq!(result.quotas, [1, 4, 0, 0]);
-    assert_eq!(result.reclaimed, [1, 4, 0, 0]);
+    assert_eq!(result.quotas[..4], [1, 4, 0, 0]);
+    assert_eq!(result.reclaimed[..4], [1, 4, 0, 0]);
     assert_eq!(r.cache.memory().entries, 0);
 }
 
@@ -382,4 +385,67 @@ fn hooks_see_the_same_events_the_emitter_records() {
     assert!(events
         .iter()
         .all(|e| e.kind == K::NodeRead as u8 && e.flags == 0));
+}
+
+fn shaped_rig(count: u32, slots: &str, weights: &str) -> Rig {
+    let mut r = rig(count, 0);
+    let slots = crate::cache::SlotSet::parse(slots).unwrap();
+    let weights = crate::cache::Weights::parse(weights).unwrap();
+    r.cache
+        .set_config(crate::cache::CacheConfig::new(slots, weights).unwrap());
+    r
+}
+
+#[test]
+fn raw_only_weights_reclaim_only_raw_entries_and_slot_only_weights_only_compressed_ones() {
+    // 4 raw entries and 6 compressed ones (all in the smallest slot), 5 entries to scan.
+    let mut raw_only = shaped_rig(10, "256/512/1024", "1:0:0:0");
+    compress_all(&mut raw_only, 104..110);
+    raw_only.load(100..104);
+    let result = raw_only.cache.shrink_scan(5, &mut raw_only.em);
+    // Raw's quota is capped at its 4 entries; the compressed queues weigh nothing.
+    assert_eq!(result.reclaimed[..4], [4, 0, 0, 0]);
+    assert_eq!(raw_only.cache.stats.reclaims, [4, 0, 0, 0]);
+
+    let mut slot_only = shaped_rig(10, "256/512/1024", "0:1:1:1");
+    compress_all(&mut slot_only, 104..110);
+    slot_only.load(100..104);
+    let result = slot_only.cache.shrink_scan(5, &mut slot_only.em);
+    assert_eq!(result.reclaimed[..4], [0, 5, 0, 0]);
+    assert_eq!(slot_only.cache.stats.reclaims, [0, 5, 0, 0]);
+    // With raw weighing nothing, the effective count is the compressed entries in units of 1.
+    assert_eq!(slot_only.cache.shrink_count(), 1);
+}
+
+#[test]
+fn a_slot_set_below_every_compressed_length_retains_nothing_compressed() {
+    let mut r = shaped_rig(6, "64", "16:1");
+    let clen = match admission::compress(&inode_block(100, 0), 100, &SlotSet::RFC) {
+        Admission::Admit { clen, .. } => clen,
+        Admission::Reject { .. } => panic!("the rig's inodes compress"),
+    };
+    assert!(
+        clen > 64,
+        "the rig's inodes compress to {clen} bytes, within 64"
+    );
+    compress_all(&mut r, 100..106);
+    assert_eq!(r.cache.stats.conversions, 0);
+    assert_eq!(r.cache.stats.convert_rejects, 6);
+    assert_eq!(r.cache.queue_lens(), [6, 0, 0, 0]);
+}
+
+#[test]
+fn a_fourth_slot_size_gets_its_own_queue_and_restores_from_it() {
+    let mut r = shaped_rig(4, "128/256/512/1024", "32:1:2:4:8");
+    compress_all(&mut r, 100..104);
+    let (clen, slot_bytes) = {
+        let c = r.cache.entry(100).unwrap().compressed().unwrap();
+        (c.clen, c.slot_bytes)
+    };
+    let queue = r.cache.config().slots.slot_for(clen).unwrap().1;
+    assert_eq!(r.cache.queue_slot_bytes(queue), slot_bytes);
+    assert_eq!(r.cache.queue_len(queue), 4);
+    assert_eq!(get(&mut r, 100, RequestedType::Any), Served::Restored);
+    assert_eq!(r.cache.queue_len(queue), 3);
+    assert_eq!(r.cache.queue_len(0), 1);
 }

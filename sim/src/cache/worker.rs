@@ -161,17 +161,20 @@ impl WorkerPass {
         }
         self.stats.candidates += 1;
         let nid = entry.nid;
+        let slots = &cache.config.slots;
         let admission = match &cache.payload {
             Payload::Sizes(sizes) => match sizes.get(nid) {
-                Some(clen) => admission::admit_size(clen, self.threshold),
+                Some(clen) => admission::admit_size(clen, self.threshold, slots),
                 None => admission::compress(
                     entry.raw().expect("raw list holds raw entries"),
                     self.threshold,
+                    slots,
                 ),
             },
             Payload::Lz4 => admission::compress(
                 entry.raw().expect("raw list holds raw entries"),
                 self.threshold,
+                slots,
             ),
         };
         let sized = matches!(cache.payload, Payload::Sizes(_));
@@ -230,7 +233,8 @@ impl WorkerPass {
         let (clen, slot_bytes) = (pending.compressed.clen, pending.compressed.slot_bytes);
         cache.publish(pending.slot, pending.compressed, pending.queue);
         self.stats.converted += 1;
-        em.convert(pending.nid, clen, slot_bytes, pending.queue);
+        let queue = cache.config.event_queue(pending.queue);
+        em.convert(pending.nid, clen, slot_bytes, queue);
     }
 
     /// Stop early (the feature was switched off, the simulation ends): drop the pending object.

@@ -40,10 +40,7 @@ impl Image {
     pub fn open(path: &Path) -> Result<Image> {
         let file =
             File::open(path).with_context(|| format!("opening F2FS image {}", path.display()))?;
-        let len = file
-            .metadata()
-            .with_context(|| format!("stat {}", path.display()))?
-            .len();
+        let len = byte_len(&file).with_context(|| format!("stat {}", path.display()))?;
         ensure!(
             len >= 2 * BLOCK_SIZE as u64,
             "{} is {len} bytes: too short to hold an F2FS superblock",
@@ -215,4 +212,16 @@ fn read_superblock(file: &File) -> Result<Superblock> {
     Err(first_error
         .expect("two attempts")
         .context("no valid superblock (primary and backup)"))
+}
+
+/// The bytes a file or block device holds: a block device's metadata says 0, its end does not.
+fn byte_len(file: &File) -> std::io::Result<u64> {
+    use std::{io::Seek as _, os::unix::fs::FileTypeExt as _};
+    if !file.metadata()?.file_type().is_block_device() {
+        return Ok(file.metadata()?.len());
+    }
+    let mut handle = file;
+    let len = handle.seek(std::io::SeekFrom::End(0))?;
+    handle.rewind()?;
+    Ok(len)
 }

@@ -20,6 +20,7 @@ fn vm_replay_off_recording_replays_to_the_on_scenario_exactly() {
     let settings = Settings {
         knobs: on_knobs,
         budget_bytes: params.budget_bytes,
+        cache: crate::cache::CacheConfig::rfc(),
     };
     let sizes = Arc::new(PayloadSizes::lz4(&nodes));
     for payload in [Payload::Lz4, Payload::Sizes(sizes)] {

@@ -1,19 +1,28 @@
-//! `nodescope whatif RECORDING --image IMG`: replay a recording's access trace (record with
-//! `--accesses`) through the simulator's cache (`sim::whatif`, the code `nodescope sim` runs)
-//! on a grid of settings, each node's real block read from the image through the project's
-//! F2FS reader and its LZ4 size computed once. Grid points run in parallel on all cores.
-//! `--plot FILE` draws node reads against attributed memory, the Pareto front marked
-//! (view/whatif_plot.rs); `--compressors --image IMG` measures every compressor setting on the
-//! image's node blocks instead (view/whatif_compressors.rs).
+//! `nodescope whatif RECORDING --image IMG` (or `--device /dev/X`): replay a recording's
+//! access trace (record with `--accesses`) through the simulator's cache (`sim::whatif`, the
+//! code `nodescope sim` runs) on a grid of settings, each node's real block read from the image
+//! through the project's F2FS reader and its compressed size computed once per compressor.
+//! Axes: budget, threshold x interval (and compression off), slot sets, reclaim weights,
+//! compressor. Grid points run in parallel on all cores, a progress bar on stderr when it is a
+//! terminal. One table per RFC question (view/whatif_tables.rs), or `--json`; `--plot FILE`
+//! draws node reads against attributed memory, the Pareto front marked (view/whatif_plot.rs);
+//! `--compressors --image IMG` measures every compressor setting on the image's node blocks
+//! instead (view/whatif_compressors.rs).
 use std::{
+    io::IsTerminal as _,
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
 };
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sim::{
-    cache::{Payload, PayloadSizes},
+    cache::{CacheConfig, Payload, PayloadSizes, SlotSet, Weights},
+    compressors::Compressor,
     nodes::NodeSet,
     whatif::{self, Outcome, Settings, Trace},
 };
@@ -25,6 +34,7 @@ use crate::{
         stdout::{closed_is_success, print},
         whatif_compressors::compressors_table,
         whatif_plot::{self, PlotPoint},
+        whatif_tables::{Question, Row, Table},
     },
 };
 
@@ -32,9 +42,12 @@ use crate::{
 pub struct WhatifArgs {
     /// A recording made with `--accesses` (not needed with --compressors).
     recording: Option<PathBuf>,
-    /// The recorded device's F2FS image (or the device itself, opened read-only).
+    /// The recorded device's F2FS image.
     #[arg(long, value_name = "IMG")]
     image: Option<PathBuf>,
+    /// The recorded F2FS block device itself, opened read-only (instead of --image).
+    #[arg(long, value_name = "DEV")]
+    device: Option<PathBuf>,
     /// Attributed-memory budgets held during pressure episodes (comma-separated; KiB/MiB).
     #[arg(long, default_value = "1MiB,2MiB,3MiB,4MiB,6MiB")]
     budget: String,
@@ -44,11 +57,24 @@ pub struct WhatifArgs {
     /// node_compress_interval values (ms, comma-separated).
     #[arg(long, default_value = "1000")]
     interval: String,
-    /// One JSON object instead of the table.
+    /// Compressed slot-size sets, comma-separated, sizes separated by '/' (e.g.
+    /// 256/512/1024,128/256/512/1024,512/1024/2048). The first is the other tables' setting.
+    #[arg(long, default_value = "256/512/1024")]
+    slots: String,
+    /// Reclaim weights raw:slot queues, comma-separated (e.g. memory,1:1:1:1). `memory` is the
+    /// RFC's rule for any slot set: each entry's bytes in units of the sizes' common divisor
+    /// (16:1:2:4 for 256/512/1024). A list applies to the slot sets it has one number per
+    /// queue for.
+    #[arg(long, default_value = "memory")]
+    weights: String,
+    /// Compressors whose sizes admission uses, comma-separated: lz4, zstd1 .. zstd15.
+    #[arg(long, default_value = "lz4")]
+    compressor: String,
+    /// One JSON array of grid points (every axis named) instead of the tables.
     #[arg(long)]
     json: bool,
     /// Draw node reads against attributed memory, off and on, the Pareto front and the
-    /// RFC's defaults (25 %, 1000 ms) marked, to FILE (.svg or .png).
+    /// RFC's defaults (25 %, 1000 ms) marked, to FILE (.svg or .png): the points of table (c).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
     /// Measure lz4 and zstd levels 1..15 on the image's node blocks instead: ratio, compress
@@ -57,68 +83,129 @@ pub struct WhatifArgs {
     compressors: bool,
 }
 
+/// A weights axis value: the memory rule, or fixed numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WeightChoice {
+    Memory,
+    Fixed(Weights),
+}
+
+impl WeightChoice {
+    /// The weights for `slots`, when this choice fits it.
+    fn for_slots(&self, slots: &SlotSet) -> Option<Weights> {
+        match self {
+            WeightChoice::Memory => Some(memory_weights(slots)),
+            WeightChoice::Fixed(w) => (w.len() == 1 + slots.sizes().len()).then_some(*w),
+        }
+    }
+}
+
+/// Each queue's entry bytes divided by the greatest common divisor of them all (4096 and the
+/// slot sizes): the RFC's 16:1:2:4 for 256/512/1024.
+fn memory_weights(slots: &SlotSet) -> Weights {
+    let bytes: Vec<u64> = std::iter::once(4096)
+        .chain(slots.sizes().iter().map(|b| u64::from(*b)))
+        .collect();
+    let unit = bytes.iter().copied().fold(0, gcd);
+    let weights: Vec<u64> = bytes.iter().map(|b| b / unit).collect();
+    Weights::new(&weights).expect("4096 / 64 fits a weight")
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The grid's axes, each in the order given (its first value is the others' setting).
+struct Axes {
+    budgets: Vec<u64>,
+    thresholds: Vec<u32>,
+    intervals: Vec<u32>,
+    slot_sets: Vec<SlotSet>,
+    weights: Vec<WeightChoice>,
+    compressors: Vec<Compressor>,
+}
+
+/// One grid point: indices into the axes (`knobs` None: compression off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cell {
+    budget: usize,
+    knobs: Option<(usize, usize)>,
+    slots: usize,
+    weights: usize,
+    compressor: usize,
+}
+
 #[derive(serde::Serialize)]
 struct Point {
     settings: Settings,
+    compressor: String,
     compression: bool,
     outcome: Outcome,
+    /// The tables that show this point, and those whose Pareto front it is on.
+    tables: Vec<Question>,
+    pareto: Vec<Question>,
 }
 
 pub fn run(args: WhatifArgs) -> Result<()> {
-    let Some(image) = &args.image else {
-        bail!("whatif needs --image IMG: the F2FS image (or device) whose node blocks it uses");
+    let (source, what) = match (&args.image, &args.device) {
+        (Some(image), None) => (image, "image"),
+        (None, Some(device)) => (device, "device"),
+        (Some(_), Some(_)) => bail!("whatif takes --image IMG or --device /dev/X, not both"),
+        (None, None) => bail!(
+            "whatif needs --image IMG or --device /dev/X: the F2FS image or device whose node \
+             blocks it uses"
+        ),
     };
     if args.compressors {
         return closed_is_success(
-            compressors_table(image, args.json).and_then(|table| print(&table)),
+            compressors_table(source, args.json).and_then(|table| print(&table)),
         );
     }
     let Some(recording) = &args.recording else {
         bail!("whatif needs a recording made with --accesses: nodescope whatif REC --image IMG");
     };
+    let axes = axes(&args)?;
     let events = read_events(recording)?;
     let trace = Trace::from_events(&events).with_context(|| format!("{}", recording.display()))?;
     drop(events);
     let nodes = Arc::new(
-        NodeSet::load(image)
-            .with_context(|| format!("{} is not a readable F2FS image", image.display()))?,
+        NodeSet::load(source)
+            .with_context(|| format!("{} is not a readable F2FS {what}", source.display()))?,
     );
     trace.check_nids(&nodes)?;
-    let sizes = Arc::new(PayloadSizes::lz4(&nodes));
-    let grid = grid(&args)?;
-    let points = run_grid(&trace, &nodes, &sizes, &grid)?;
+    let sizes = payload_sizes(&nodes, &axes.compressors);
+    let cells = cells(&axes);
+    let outcomes = run_grid(&trace, &nodes, &sizes, &axes, &cells)?;
+    let rows: Vec<Row> = cells
+        .iter()
+        .zip(&outcomes)
+        .map(|(cell, outcome)| row(&axes, cell, outcome))
+        .collect();
+    let tables = tables(&axes, &cells, &rows);
     if args.json {
+        let points = json_points(&axes, &cells, outcomes, &tables);
         println!("{}", serde_json::to_string(&points)?);
     } else {
-        print_table(&trace, &points);
+        print_tables(&trace, &tables, &rows);
     }
     if let Some(path) = &args.plot {
-        whatif_plot::draw(&plot_points(&points), path)
-            .with_context(|| format!("drawing {}", path.display()))?;
+        let knobs_table = tables
+            .iter()
+            .find(|t| t.question == Question::ThresholdInterval)
+            .expect("table (c) is always made");
+        let points: Vec<PlotPoint> = knobs_table
+            .rows
+            .iter()
+            .map(|i| rows[*i].plot_point())
+            .collect();
+        whatif_plot::draw(&points, path).with_context(|| format!("drawing {}", path.display()))?;
         eprintln!("whatif: picture written to {}", path.display());
     }
     Ok(())
-}
-
-/// The RFC's own defaults are the settings marked on the picture.
-fn plot_points(points: &[Point]) -> Vec<PlotPoint> {
-    points
-        .iter()
-        .map(|p| PlotPoint {
-            // Attributed memory is what the cache holds at the budget point, not the budget.
-            memory_bytes: p.outcome.retained_bytes,
-            node_reads: p.outcome.node_reads,
-            compression: p.compression,
-            chosen: p.compression
-                && p.settings.knobs.threshold == tracer_common::knobs::DEFAULT_THRESHOLD
-                && p.settings.knobs.interval_ms == tracer_common::knobs::DEFAULT_INTERVAL_MS,
-            label: format!(
-                "{} {} KiB budget",
-                if p.compression { "on" } else { "off" },
-                p.settings.budget_bytes >> 10
-            ),
-        })
-        .collect()
 }
 
 fn read_events(path: &Path) -> Result<Vec<Event>> {
@@ -133,32 +220,33 @@ fn read_events(path: &Path) -> Result<Vec<Event>> {
     Ok(events)
 }
 
-fn grid(args: &WhatifArgs) -> Result<Vec<Settings>> {
-    let budgets = list(&args.budget, parse_bytes)?;
-    let thresholds = list(&args.threshold, |s| Ok(s.parse::<u32>()?))?;
-    let intervals = list(&args.interval, |s| Ok(s.parse::<u32>()?))?;
-    let mut grid = Vec::new();
-    for budget_bytes in budgets {
-        grid.push(Settings {
-            knobs: Knobs {
-                threshold: 0,
-                interval_ms: tracer_common::knobs::DEFAULT_INTERVAL_MS,
-            },
-            budget_bytes,
-        });
-        for threshold in &thresholds {
-            for interval_ms in &intervals {
-                grid.push(Settings {
-                    knobs: Knobs {
-                        threshold: *threshold,
-                        interval_ms: *interval_ms,
-                    },
-                    budget_bytes,
-                });
+fn axes(args: &WhatifArgs) -> Result<Axes> {
+    let axes = Axes {
+        budgets: list(&args.budget, parse_bytes)?,
+        thresholds: list(&args.threshold, |s| Ok(s.parse::<u32>()?))?,
+        intervals: list(&args.interval, |s| Ok(s.parse::<u32>()?))?,
+        slot_sets: list(&args.slots, SlotSet::parse)?,
+        weights: list(&args.weights, |s| match s {
+            "memory" => Ok(WeightChoice::Memory),
+            _ => Ok(WeightChoice::Fixed(Weights::parse(s)?)),
+        })?,
+        compressors: list(&args.compressor, Compressor::parse)?,
+    };
+    if let Some(bad) = axes.thresholds.iter().find(|t| **t == 0 || **t > 100) {
+        bail!("--threshold {bad}: thresholds are 1 to 100 percent (compression off is always run)");
+    }
+    for choice in &axes.weights {
+        if let WeightChoice::Fixed(w) = choice {
+            if !axes.slot_sets.iter().any(|s| choice.for_slots(s).is_some()) {
+                bail!(
+                    "--weights {}: {} numbers fit no slot set given (raw, then one per slot size)",
+                    w.label(),
+                    w.len()
+                );
             }
         }
     }
-    Ok(grid)
+    Ok(axes)
 }
 
 fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
@@ -183,47 +271,252 @@ fn parse_bytes(text: &str) -> Result<u64> {
     Ok(number.parse::<u64>()? * scale)
 }
 
-/// Every grid point, spread over all cores.
-fn run_grid(
-    trace: &Trace,
-    nodes: &Arc<NodeSet>,
-    sizes: &Arc<PayloadSizes>,
-    grid: &[Settings],
-) -> Result<Vec<Point>> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = grid.len().div_ceil(cores).max(1);
-    let results: Vec<Result<Vec<Point>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = grid
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|settings| {
-                            let payload = Payload::Sizes(sizes.clone());
-                            let outcome = whatif::replay(trace, nodes.clone(), *settings, payload)?;
-                            Ok(Point {
-                                settings: *settings,
-                                compression: settings.knobs.threshold > 0,
-                                outcome,
-                            })
-                        })
-                        .collect()
+/// Every node's compressed size under each compressor, once per image (in parallel).
+fn payload_sizes(nodes: &NodeSet, compressors: &[Compressor]) -> Vec<Arc<PayloadSizes>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = compressors
+            .iter()
+            .map(|c| {
+                scope.spawn(move || match c {
+                    Compressor::Lz4 => PayloadSizes::lz4(nodes),
+                    other => PayloadSizes::measure(nodes, |block| other.compressed_len(block)),
                 })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("a grid thread panicked"))
+            .map(|h| Arc::new(h.join().expect("a sizes thread panicked")))
             .collect()
-    });
-    let mut points = Vec::new();
-    for part in results {
-        points.extend(part?);
-    }
-    Ok(points)
+    })
 }
 
-fn print_table(trace: &Trace, points: &[Point]) {
+/// The full product of the axes: per budget, compression off once (the RFC's slots and
+/// weights, lz4: nothing is compressed), then every on setting.
+fn cells(axes: &Axes) -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for budget in 0..axes.budgets.len() {
+        cells.push(Cell {
+            budget,
+            knobs: None,
+            slots: 0,
+            weights: first_weights(axes, 0),
+            compressor: 0,
+        });
+        for slots in 0..axes.slot_sets.len() {
+            for (weights, choice) in axes.weights.iter().enumerate() {
+                if choice.for_slots(&axes.slot_sets[slots]).is_none() {
+                    continue;
+                }
+                for compressor in 0..axes.compressors.len() {
+                    for threshold in 0..axes.thresholds.len() {
+                        for interval in 0..axes.intervals.len() {
+                            cells.push(Cell {
+                                budget,
+                                knobs: Some((threshold, interval)),
+                                slots,
+                                weights,
+                                compressor,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    cells
+}
+
+/// The first weights choice that fits slot set `slots` (the tables' setting for it).
+fn first_weights(axes: &Axes, slots: usize) -> usize {
+    axes.weights
+        .iter()
+        .position(|c| c.for_slots(&axes.slot_sets[slots]).is_some())
+        .unwrap_or(0)
+}
+
+fn settings(axes: &Axes, cell: &Cell) -> Settings {
+    let knobs = match cell.knobs {
+        Some((t, i)) => Knobs {
+            threshold: axes.thresholds[t],
+            interval_ms: axes.intervals[i],
+        },
+        None => Knobs {
+            threshold: 0,
+            interval_ms: tracer_common::knobs::DEFAULT_INTERVAL_MS,
+        },
+    };
+    let (slots, weights) = match cell.knobs {
+        Some(_) => {
+            let slots = axes.slot_sets[cell.slots];
+            let weights = axes.weights[cell.weights]
+                .for_slots(&slots)
+                .expect("cells pair weights with the slot sets they fit");
+            (slots, weights)
+        }
+        None => (SlotSet::RFC, Weights::RFC),
+    };
+    Settings {
+        knobs,
+        budget_bytes: axes.budgets[cell.budget],
+        cache: CacheConfig::new(slots, weights).expect("weights checked against their slots"),
+    }
+}
+
+/// Every grid point, spread over all cores (each thread takes the next point not yet taken).
+fn run_grid(
+    trace: &Trace,
+    nodes: &Arc<NodeSet>,
+    sizes: &[Arc<PayloadSizes>],
+    axes: &Axes,
+    cells: &[Cell],
+) -> Result<Vec<Outcome>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Outcome>>>> =
+        Mutex::new((0..cells.len()).map(|_| None).collect());
+    let progress = progress_bar(cells.len());
+    std::thread::scope(|scope| {
+        for _ in 0..cores.min(cells.len()) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(cell) = cells.get(index) else { break };
+                let payload = Payload::Sizes(sizes[cell.compressor].clone());
+                let outcome = whatif::replay(trace, nodes.clone(), settings(axes, cell), payload);
+                results.lock().expect("no thread panics holding it")[index] = Some(outcome);
+                progress.inc(1);
+            });
+        }
+    });
+    progress.finish_and_clear();
+    results
+        .into_inner()
+        .expect("no thread panicked holding it")
+        .into_iter()
+        .map(|r| r.expect("every point ran"))
+        .collect()
+}
+
+/// Grids of more than a few points show their progress on stderr, when it is a terminal.
+fn progress_bar(points: usize) -> ProgressBar {
+    const SHOWN_FROM: usize = 12;
+    if points < SHOWN_FROM || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let style =
+        ProgressStyle::with_template("whatif {bar:40} {pos}/{len} points, {elapsed} ({eta} left)")
+            .expect("a valid template");
+    ProgressBar::with_draw_target(Some(points as u64), ProgressDrawTarget::stderr())
+        .with_style(style)
+}
+
+fn row(axes: &Axes, cell: &Cell, outcome: &Outcome) -> Row {
+    let settings = settings(axes, cell);
+    Row {
+        budget_bytes: settings.budget_bytes,
+        compression: cell.knobs.is_some(),
+        slots: settings.cache.slots.label(),
+        weights: settings.cache.weights.label(),
+        threshold: settings.knobs.threshold,
+        interval_ms: settings.knobs.interval_ms,
+        compressor: axes.compressors[cell.compressor].name(),
+        retained_nodes: outcome.retained_nodes,
+        retained_bytes: outcome.retained_bytes,
+        node_reads: outcome.node_reads,
+        restores: outcome.restores,
+    }
+}
+
+/// One table per question: per budget, the off point, then the on points that differ from the
+/// first value of every axis in the question's axis only.
+fn tables(axes: &Axes, cells: &[Cell], rows: &[Row]) -> Vec<Table> {
+    let varied = |q: Question| match q {
+        Question::Slots => axes.slot_sets.len() > 1,
+        Question::Weights => {
+            (0..axes.weights.len())
+                .filter(|w| axes.weights[*w].for_slots(&axes.slot_sets[0]).is_some())
+                .count()
+                > 1
+        }
+        Question::ThresholdInterval => true,
+        Question::Compressor => axes.compressors.len() > 1,
+    };
+    Question::ALL
+        .into_iter()
+        .filter(|q| varied(*q))
+        .map(|q| {
+            let members: Vec<usize> = (0..cells.len())
+                .filter(|i| in_table(axes, q, &cells[*i]))
+                .collect();
+            Table::new(q, held(axes, q), members, rows)
+        })
+        .collect()
+}
+
+/// Whether a point belongs to question `q`'s table.
+fn in_table(axes: &Axes, q: Question, cell: &Cell) -> bool {
+    let Some((threshold, interval)) = cell.knobs else {
+        return true;
+    };
+    let knobs = q == Question::ThresholdInterval || (threshold, interval) == (0, 0);
+    let slots = q == Question::Slots || cell.slots == 0;
+    let weights = match q {
+        Question::Weights => true,
+        _ => cell.weights == first_weights(axes, cell.slots),
+    };
+    let compressor = q == Question::Compressor || cell.compressor == 0;
+    knobs && slots && weights && compressor
+}
+
+/// "threshold 25%, interval 1000 ms, ..." for the axes a table does not vary.
+fn held(axes: &Axes, q: Question) -> String {
+    let mut parts = Vec::new();
+    if q != Question::ThresholdInterval {
+        parts.push(format!(
+            "threshold {}%, interval {} ms",
+            axes.thresholds[0], axes.intervals[0]
+        ));
+    }
+    if q != Question::Slots {
+        parts.push(format!("slots {}", axes.slot_sets[0].label()));
+    }
+    if q != Question::Weights && q != Question::Slots {
+        let weights = axes.weights[first_weights(axes, 0)]
+            .for_slots(&axes.slot_sets[0])
+            .expect("the first fitting choice fits");
+        parts.push(format!("weights {}", weights.label()));
+    }
+    if q != Question::Compressor {
+        parts.push(axes.compressors[0].name());
+    }
+    format!("held at: {}; off = compression off", parts.join(", "))
+}
+
+fn json_points(
+    axes: &Axes,
+    cells: &[Cell],
+    outcomes: Vec<Outcome>,
+    tables: &[Table],
+) -> Vec<Point> {
+    cells
+        .iter()
+        .zip(outcomes)
+        .enumerate()
+        .map(|(index, (cell, outcome))| {
+            let showing = |t: &&Table| t.rows.contains(&index);
+            let on_front = |t: &&Table| t.pareto.contains(&index);
+            Point {
+                settings: settings(axes, cell),
+                compressor: axes.compressors[cell.compressor].name(),
+                compression: cell.knobs.is_some(),
+                outcome,
+                tables: tables.iter().filter(showing).map(|t| t.question).collect(),
+                pareto: tables.iter().filter(on_front).map(|t| t.question).collect(),
+            }
+        })
+        .collect()
+}
+
+fn print_tables(trace: &Trace, tables: &[Table], rows: &[Row]) {
     println!(
         "whatif: {} accesses, {} node page drops on dev {}:{}",
         trace.accesses,
@@ -232,35 +525,78 @@ fn print_table(trace: &Trace, points: &[Point]) {
         trace.dev & 0xfffff
     );
     println!(
-        "* = on the Pareto front: no other point has fewer node reads for no more retained bytes"
+        "* = on the table's Pareto front: no other row has fewer node reads for no more \
+         retained bytes"
     );
-    println!(
-        "{:>10} {:>9} {:>9} {:>14} {:>14} {:>11} {:>9}",
-        "budget",
-        "threshold",
-        "interval",
-        "retained nodes",
-        "retained bytes",
-        "node reads",
-        "restores"
-    );
-    let front = whatif_plot::pareto_front(&plot_points(points));
-    for (index, p) in points.iter().enumerate() {
-        let o = &p.outcome;
-        println!(
-            "{:>10} {:>9} {:>9} {:>14} {:>14} {:>11} {:>9}{}",
-            p.settings.budget_bytes,
-            if p.compression {
-                format!("{}%", p.settings.knobs.threshold)
-            } else {
-                "off".into()
-            },
-            p.settings.knobs.interval_ms,
-            o.retained_nodes,
-            o.retained_bytes,
-            o.node_reads,
-            o.restores,
-            if front.contains(&index) { " *" } else { "" }
+    for table in tables {
+        println!();
+        print!("{}", table.render(rows));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn axes_of(slots: &str, weights: &str, compressors: &str) -> Axes {
+        let args = WhatifArgs {
+            recording: None,
+            image: None,
+            device: None,
+            budget: "1MiB,3MiB".into(),
+            threshold: "25,50".into(),
+            interval: "1000".into(),
+            slots: slots.into(),
+            weights: weights.into(),
+            compressor: compressors.into(),
+            json: false,
+            plot: None,
+            compressors: false,
+        };
+        axes(&args).unwrap()
+    }
+
+    #[test]
+    fn the_memory_rule_is_the_rfcs_weights_for_its_set_and_scales_to_others() {
+        let label = |s: &str| memory_weights(&SlotSet::parse(s).unwrap()).label();
+        assert_eq!(label("256/512/1024"), "16:1:2:4");
+        assert_eq!(label("128/256/512/1024"), "32:1:2:4:8");
+        assert_eq!(label("512/1024/2048"), "8:1:2:4");
+        assert_eq!(label("384/768"), "32:3:6");
+    }
+
+    #[test]
+    fn cells_pair_each_slot_set_with_the_weights_that_fit_it() {
+        let axes = axes_of(
+            "256/512/1024,128/256/512/1024",
+            "memory,1:1:1:1",
+            "lz4,zstd1",
         );
+        let cells = cells(&axes);
+        // Per budget: off, then (2 weights for the 3-slot set + 1 for the 4-slot set) x 2
+        // compressors x 2 thresholds.
+        assert_eq!(cells.len(), 2 * (1 + 3 * 2 * 2));
+        assert!(cells
+            .iter()
+            .all(|c| c.slots == 0 || c.weights == 0 || c.knobs.is_none()));
+        let off: Vec<&Cell> = cells.iter().filter(|c| c.knobs.is_none()).collect();
+        assert_eq!(off.len(), 2);
+        assert_eq!(settings(&axes, off[0]).cache, CacheConfig::rfc());
+    }
+
+    #[test]
+    fn each_table_holds_the_other_axes_at_their_first_value() {
+        let axes = axes_of(
+            "256/512/1024,128/256/512/1024",
+            "memory,1:1:1:1",
+            "lz4,zstd1",
+        );
+        let cells = cells(&axes);
+        let count = |q: Question| cells.iter().filter(|c| in_table(&axes, q, c)).count();
+        // 2 budgets x (off + the axis's values).
+        assert_eq!(count(Question::Slots), 2 * (1 + 2));
+        assert_eq!(count(Question::Weights), 2 * (1 + 2));
+        assert_eq!(count(Question::ThresholdInterval), 2 * (1 + 2));
+        assert_eq!(count(Question::Compressor), 2 * (1 + 2));
     }
 }

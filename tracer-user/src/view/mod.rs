@@ -10,3 +10,4 @@ pub mod stdout;
 pub mod tui;
 pub mod whatif_compressors;
 pub mod whatif_plot;
+pub mod whatif_tables;

@@ -1,0 +1,230 @@
+//! The what-if tables: one per question the RFC's cover letter asks, each over one grid axis
+//! with the other axes held at their first value (the RFC's unless given otherwise):
+//! (a) slot sets, (b) reclaim weights, (c) threshold x interval, and the compressor. Every
+//! table has the compression-off point of each budget as its baseline and marks its own
+//! Pareto front (node reads against retained bytes, among the table's rows). A table is printed
+//! when its axis has more than one value; (c) always.
+use std::fmt::Write as _;
+
+use super::whatif_plot::{pareto_front, PlotPoint};
+
+/// Which question a table answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Question {
+    Slots,
+    Weights,
+    ThresholdInterval,
+    Compressor,
+}
+
+impl Question {
+    pub const ALL: [Question; 4] = [
+        Question::Slots,
+        Question::Weights,
+        Question::ThresholdInterval,
+        Question::Compressor,
+    ];
+
+    fn title(self) -> &'static str {
+        match self {
+            Question::Slots => "(a) are 256/512/1024 the right slab boundaries? (slot sets)",
+            Question::Weights => "(b) are fixed reclaim weights reasonable? (raw:slot queues)",
+            Question::ThresholdInterval => {
+                "(c) are threshold and interval enough control? (at each budget)"
+            }
+            Question::Compressor => "compressor: lz4 as in the RFC, or zstd",
+        }
+    }
+
+    /// The columns naming the axis values of a row.
+    fn axis_columns(self) -> &'static [&'static str] {
+        match self {
+            Question::Slots => &["slots", "weights"],
+            Question::Weights => &["weights"],
+            Question::ThresholdInterval => &["threshold", "interval"],
+            Question::Compressor => &["compressor"],
+        }
+    }
+}
+
+/// One grid point as the tables see it.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub budget_bytes: u64,
+    pub compression: bool,
+    pub slots: String,
+    pub weights: String,
+    pub threshold: u32,
+    pub interval_ms: u32,
+    pub compressor: String,
+    pub retained_nodes: u64,
+    pub retained_bytes: u64,
+    pub node_reads: u64,
+    pub restores: u64,
+}
+
+impl Row {
+    fn axis_cells(&self, question: Question) -> Vec<String> {
+        if !self.compression {
+            return question
+                .axis_columns()
+                .iter()
+                .map(|_| "off".into())
+                .collect();
+        }
+        match question {
+            Question::Slots => vec![self.slots.clone(), self.weights.clone()],
+            Question::Weights => vec![self.weights.clone()],
+            Question::ThresholdInterval => {
+                vec![
+                    format!("{}%", self.threshold),
+                    format!("{} ms", self.interval_ms),
+                ]
+            }
+            Question::Compressor => vec![self.compressor.clone()],
+        }
+    }
+
+    pub fn plot_point(&self) -> PlotPoint {
+        PlotPoint {
+            // Attributed memory is what the cache holds at the budget point, not the budget.
+            memory_bytes: self.retained_bytes,
+            node_reads: self.node_reads,
+            compression: self.compression,
+            chosen: self.compression
+                && self.threshold == tracer_common::knobs::DEFAULT_THRESHOLD
+                && self.interval_ms == tracer_common::knobs::DEFAULT_INTERVAL_MS,
+            label: format!(
+                "{} {} budget",
+                if self.compression { "on" } else { "off" },
+                budget_label(self.budget_bytes)
+            ),
+        }
+    }
+}
+
+/// One table: the indices (into the grid's points) of its rows, in order, and of its Pareto
+/// points.
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub question: Question,
+    /// What the other axes are held at.
+    pub held: String,
+    pub rows: Vec<usize>,
+    pub pareto: Vec<usize>,
+}
+
+impl Table {
+    /// A table over `rows` (indices into `points`, in display order).
+    pub fn new(question: Question, held: String, rows: Vec<usize>, points: &[Row]) -> Table {
+        let plot: Vec<PlotPoint> = rows.iter().map(|i| points[*i].plot_point()).collect();
+        let pareto = pareto_front(&plot).into_iter().map(|k| rows[k]).collect();
+        Table {
+            question,
+            held,
+            rows,
+            pareto,
+        }
+    }
+
+    pub fn render(&self, points: &[Row]) -> String {
+        let mut header: Vec<&str> = vec!["budget"];
+        header.extend(self.question.axis_columns());
+        header.extend(["retained nodes", "retained bytes", "node reads", "restores"]);
+        let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+        for index in &self.rows {
+            let p = &points[*index];
+            let mut line = vec![budget_label(p.budget_bytes)];
+            line.extend(p.axis_cells(self.question));
+            line.extend([
+                p.retained_nodes.to_string(),
+                p.retained_bytes.to_string(),
+                p.node_reads.to_string(),
+                p.restores.to_string(),
+            ]);
+            if self.pareto.contains(index) {
+                line.push("*".into());
+            }
+            cells.push(line);
+        }
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| cells.iter().map(|l| l[c].len()).max().unwrap_or(0))
+            .collect();
+        let mut out = format!("{}\n  {}\n", self.question.title(), self.held);
+        for line in &cells {
+            let mut text = String::new();
+            for (c, cell) in line.iter().enumerate() {
+                match widths.get(c) {
+                    Some(width) => write!(text, "{cell:>width$}  ").unwrap(),
+                    None => text.push_str(cell),
+                }
+            }
+            out.push_str(text.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// "3 MiB", "512 KiB", or bytes.
+pub fn budget_label(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(budget_mib: u64, compression: bool, bytes: u64, reads: u64) -> Row {
+        Row {
+            budget_bytes: budget_mib << 20,
+            compression,
+            slots: "256/512/1024".into(),
+            weights: "16:1:2:4".into(),
+            threshold: 25,
+            interval_ms: 1000,
+            compressor: "lz4".into(),
+            retained_nodes: 1,
+            retained_bytes: bytes,
+            node_reads: reads,
+            restores: 0,
+        }
+    }
+
+    #[test]
+    fn budgets_read_in_the_largest_whole_unit() {
+        assert_eq!(budget_label(3 << 20), "3 MiB");
+        assert_eq!(budget_label(1536 << 10), "1536 KiB");
+        assert_eq!(budget_label(1000), "1000 B");
+    }
+
+    #[test]
+    fn a_table_stars_only_its_own_non_dominated_rows() {
+        let rows = [
+            row(1, false, 1000, 50),
+            row(1, true, 400, 40),
+            row(3, false, 3000, 45),
+            row(3, true, 600, 30),
+        ];
+        let table = Table::new(Question::Compressor, "held".into(), vec![0, 1, 2, 3], &rows);
+        assert_eq!(table.pareto, [1, 3]);
+        let text = table.render(&rows);
+        let starred: Vec<&str> = text.lines().filter(|l| l.ends_with('*')).collect();
+        assert_eq!(starred.len(), 2, "{text}");
+        assert!(
+            starred[0].trim_start().starts_with("1 MiB") && starred[0].contains(" 400 "),
+            "{text}"
+        );
+        // Off rows name no axis value.
+        assert!(text
+            .lines()
+            .any(|l| l.trim_start().starts_with("1 MiB") && l.contains("off")));
+    }
+}
