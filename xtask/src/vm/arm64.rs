@@ -129,7 +129,7 @@ impl Run<'_> {
             kernel.release,
             fs::metadata(&initrd)?.len() / 1024
         );
-        let took = qemu::run(&qemu::Boot {
+        let boot = qemu::Boot {
             label: self.label,
             arch: Arch::Aarch64,
             vmlinuz: &kernel.vmlinuz,
@@ -138,18 +138,8 @@ impl Run<'_> {
             results: &results,
             console_log: &work.join("console.log"),
             timeout: VM_TIMEOUT,
-        })?;
-        eprintln!("vm-test {}: VM ran {:.1} s", self.label, took.as_secs_f64());
-        let out = work.join("results");
-        fs::create_dir_all(&out)?;
-        util::run(
-            Command::new("tar")
-                .arg("-xf")
-                .arg(&results)
-                .arg("-C")
-                .arg(&out),
-        )
-        .context("the guest left no results archive (see console.log)")?;
+        };
+        let out = super::boot_and_unpack(&boot, &work)?;
         let mut core = check::check_core(
             &out,
             super::NDIRS,

@@ -177,7 +177,7 @@ fn run_kernel(
         kernel.release,
         fs::metadata(&initrd)?.len() / 1024
     );
-    let took = qemu::run(&qemu::Boot {
+    let boot = qemu::Boot {
         label: spec.label,
         arch: crate::dist::Arch::X86_64,
         vmlinuz: &kernel.vmlinuz,
@@ -186,18 +186,8 @@ fn run_kernel(
         results: &results,
         console_log: &work.join("console.log"),
         timeout: VM_TIMEOUT,
-    })?;
-    eprintln!("vm-test {}: VM ran {:.1} s", spec.label, took.as_secs_f64());
-    let out = work.join("results");
-    fs::create_dir_all(&out)?;
-    util::run(
-        std::process::Command::new("tar")
-            .arg("-xf")
-            .arg(&results)
-            .arg("-C")
-            .arg(&out),
-    )
-    .context("the guest left no results archive (see console.log)")?;
+    };
+    let out = boot_and_unpack(&boot, &work)?;
     let verdict = check::check(
         spec.label, &out, NDIRS, NFILES, &VARIANTS, sim_line, nodescope,
     )?;
@@ -208,6 +198,23 @@ fn run_kernel(
         }
     }
     Ok(verdict)
+}
+
+/// Boot the guest, then unpack the results archive it left into `work`/results; that directory.
+fn boot_and_unpack(boot: &qemu::Boot, work: &Path) -> Result<std::path::PathBuf> {
+    let took = qemu::run(boot)?;
+    eprintln!("vm-test {}: VM ran {:.1} s", boot.label, took.as_secs_f64());
+    let out = work.join("results");
+    fs::create_dir_all(&out)?;
+    util::run(
+        std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(boot.results)
+            .arg("-C")
+            .arg(&out),
+    )
+    .context("the guest left no results archive (see console.log)")?;
+    Ok(out)
 }
 
 /// The guest's F2FS disk in the run's directory, next to its `results` (the checks read it:
