@@ -5,20 +5,24 @@
 //! offset is compiled in: userspace parses each tracepoint's `format` file and writes a
 //! `TracepointLayout` per tracepoint into `TP_LAYOUT` before attaching.
 //!
-//! Every event is counted twice on purpose: exactly, in the per-CPU `NODE_COUNTS` map (no
-//! atomics needed, userspace sums the CPUs), and individually through the `EVENTS` ring buffer
-//! for the detailed stream, where a full buffer costs an event (counted in `DROPS`) but never
-//! a count.
+//! Every event is counted exactly, in the per-CPU `NODE_COUNTS` map (no atomics needed,
+//! userspace sums the CPUs). Node writes and checkpoints are also sent individually through the
+//! `EVENTS` ring buffer, node reads only when userspace asks (`CONFIG_NODE_READ_EVENTS`:
+//! `record` does); a full buffer costs an event (counted in `DROPS`) but never a count.
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel_buf},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid, bpf_ktime_get_ns,
+        bpf_probe_read_kernel_buf,
+    },
     macros::{kprobe, kretprobe, map, tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
     EbpfContext as _,
 };
 use tracer_common::{
-    EventKind, TaskCounts, TaskKey, TracepointLayout, CONFIG_RAHEAD_BIT, CP_PHASE_FINISH_BLOCK_OPS,
+    EventKind, TaskCounts, TaskKey, TracepointLayout, COMM_LEN, CONFIG_NODE_READ_EVENTS,
+    CONFIG_RAHEAD_BIT, CP_PHASE_FINISH_BLOCK_OPS,
     CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS, F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE,
     FIELD_ABSENT, FLAG_READAHEAD, FLAG_SYNC, REQ_OP_READ, TP_COUNT, TP_SUBMIT_PAGE_BIO,
     TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO, TP_WRITE_CHECKPOINT,
@@ -82,20 +86,92 @@ fn count_fail() {
     }
 }
 
+/// The current task as its counter needs it: pid/tgid and uid are read per event (they are
+/// the key), the comm and the time only when an entry is new or a task was renamed since the
+/// entry's comm was read (one helper call each, per event they were most of the counter's
+/// cost).
+pub(crate) struct Task {
+    pid_tgid: u64,
+    uid: u32,
+    named: Option<([u8; COMM_LEN], u64)>,
+}
+
+impl Task {
+    #[inline(always)]
+    pub(crate) fn read() -> Task {
+        Task {
+            pid_tgid: bpf_get_current_pid_tgid(),
+            uid: bpf_get_current_uid_gid() as u32,
+            named: None,
+        }
+    }
+
+    /// From a full [`Current`] (the event path has read everything already).
+    #[inline(always)]
+    pub(crate) fn of(current: &Current) -> Task {
+        Task {
+            pid_tgid: current.pid_tgid,
+            uid: current.uid,
+            named: Some((current.comm, current.ts_ns)),
+        }
+    }
+
+    /// The comm and the time, read on first use.
+    #[inline(always)]
+    fn named(&mut self) -> ([u8; COMM_LEN], u64) {
+        if let Some(named) = self.named {
+            return named;
+        }
+        let comm = bpf_get_current_comm().unwrap_or([0; COMM_LEN]);
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        let named = (comm, unsafe { bpf_ktime_get_ns() });
+        self.named = Some(named);
+        named
+    }
+}
+
+/// When a task was last renamed (index 0, CLOCK_MONOTONIC ns; 0: none since the programs were
+/// loaded): exec and prctl(PR_SET_NAME) change a task's comm, and the counters read a comm
+/// again only when this value differs from the one they read it at. A time, not a count: the
+/// BPF target has no atomic add here, and two renames racing on two CPUs would lose one
+/// increment of a shared count, while two times differ unless both fell on the same ns.
+#[map(name = "RENAMES")]
+static RENAMES: Array<u64> = Array::with_max_entries(1, 0);
+
+fn last_rename() -> u64 {
+    RENAMES.get(0).copied().unwrap_or(0)
+}
+
+/// task:task_rename (every comm change: exec's and prctl's). It fires before the kernel
+/// copies the new comm; the renamed task is the current one for exec and PR_SET_NAME, so its
+/// next I/O (which reads the comm again) comes after the copy.
+#[tracepoint]
+pub fn f2fs_task_rename(_ctx: TracePointContext) -> u32 {
+    if let Some(slot) = RENAMES.get_ptr_mut(0) {
+        // SAFETY: the slot is a valid u64 of the map for the program's run; a plain store, so
+        // racing renames leave one of their times, each different from any earlier one.
+        unsafe { *slot = bpf_ktime_get_ns() };
+    }
+    0
+}
+
 /// Add `n` to one counter of the current task on `dev`.
-fn count(dev: u32, counter: Counter, n: u64, current: &Current) {
+fn count(dev: u32, counter: Counter, n: u64, task: &mut Task) {
     let key = TaskKey {
         dev,
-        tgid: current.tgid(),
-        uid: current.uid,
+        tgid: (task.pid_tgid >> 32) as u32,
+        uid: task.uid,
         _pad: 0,
     };
-    if bump_existing(&key, counter, n, current) {
+    let generation = last_rename();
+    if bump_existing(&key, counter, n, task, generation) {
         return;
     }
+    let (comm, comm_ns) = task.named();
     let mut fresh = TaskCounts {
-        comm: current.comm,
-        comm_ns: current.ts_ns,
+        comm,
+        comm_ns,
+        comm_gen: generation,
         ..TaskCounts::default()
     };
     bump(&mut fresh, counter, n);
@@ -104,12 +180,18 @@ fn count(dev: u32, counter: Counter, n: u64, current: &Current) {
     if NODE_COUNTS.insert(&key, &fresh, BPF_NOEXIST.into()).is_ok() {
         return;
     }
-    if !bump_existing(&key, counter, n, current) {
+    if !bump_existing(&key, counter, n, task, generation) {
         count_fail();
     }
 }
 
-fn bump_existing(key: &TaskKey, counter: Counter, n: u64, current: &Current) -> bool {
+fn bump_existing(
+    key: &TaskKey,
+    counter: Counter,
+    n: u64,
+    task: &mut Task,
+    generation: u64,
+) -> bool {
     let Some(counts) = NODE_COUNTS.get_ptr_mut(key) else {
         return false;
     };
@@ -117,9 +199,14 @@ fn bump_existing(key: &TaskKey, counter: Counter, n: u64, current: &Current) -> 
     // other program touches this CPU's copy while we run.
     let counts = unsafe { &mut *counts };
     bump(counts, counter, n);
-    // The comm of the thread that did the last I/O: exec changes it (sh -> cat).
-    counts.comm = current.comm;
-    counts.comm_ns = current.ts_ns;
+    // exec changes the comm within a thread group (sh -> cat): read it again after any
+    // rename. A fresh per-CPU value has comm_gen 0 and no comm, so it is read then too.
+    if counts.comm_gen != generation || counts.comm_ns == 0 {
+        let (comm, comm_ns) = task.named();
+        counts.comm = comm;
+        counts.comm_ns = comm_ns;
+        counts.comm_gen = generation;
+    }
     true
 }
 
@@ -188,8 +275,12 @@ fn node_read(dev: u32, nid: u32, op_flags: u32, rahead_bit: u32, sync_bit: u32, 
     } else {
         Counter::Demand
     };
+    if config(CONFIG_NODE_READ_EVENTS) == 0 {
+        count(dev, counter, u64::from(blocks), &mut Task::read());
+        return;
+    }
     let current = Current::read();
-    count(dev, counter, u64::from(blocks), &current);
+    count(dev, counter, u64::from(blocks), &mut Task::of(&current));
     let mut flags = 0;
     if readahead {
         flags |= FLAG_READAHEAD;
@@ -272,7 +363,7 @@ fn on_page_write(ctx: &TracePointContext) -> Option<()> {
     let dev: u32 = record.field(layout.dev)?;
     let nid: u64 = record.field(layout.index).unwrap_or(0);
     let current = Current::read();
-    count(dev, Counter::Write, 1, &current);
+    count(dev, Counter::Write, 1, &mut Task::of(&current));
     emit_batched(|event| {
         current.fill(event, EventKind::NodeWrite);
         event.dev = dev;
@@ -297,7 +388,7 @@ fn on_checkpoint(ctx: &TracePointContext) -> Option<()> {
     let phase = checkpoint_phase(ctx, &layout)?;
     let current = Current::read();
     if phase == CP_PHASE_FINISH_CHECKPOINT {
-        count(dev, Counter::Checkpoint, 1, &current);
+        count(dev, Counter::Checkpoint, 1, &mut Task::of(&current));
     }
     emit(|event| {
         current.fill(event, EventKind::Checkpoint);
