@@ -316,13 +316,62 @@ fn node_read_submission(record: &Record, layout: &TracepointLayout) -> Option<(u
 
 fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
     let layout = layout(TP_SUBMIT_PAGE_BIO)?;
-    let record = Record::copy(ctx);
-    let (op_flags, dev) = node_read_submission(&record, &layout)?;
-    // For node pages the page index is the nid.
-    let nid: u64 = record.field(layout.index).unwrap_or(0);
+    let (op_flags, dev, nid) = if is_mainline_page_bio(&layout) {
+        mainline_node_read(ctx)?
+    } else {
+        let record = Record::copy(ctx);
+        let (op_flags, dev) = node_read_submission(&record, &layout)?;
+        // For node pages the page index is the nid.
+        let nid: u64 = record.field(layout.index).unwrap_or(0);
+        (op_flags, dev, nid)
+    };
     let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());
     node_read(dev, nid as u32, op_flags, ra, sync, 1);
     Some(())
+}
+
+/// f2fs_submit_page_bio's field offsets on 6.1 .. 6.12 (their format files: dev 8, index 24,
+/// op 40, op_flags 44, type 52). When the layout userspace parsed from this kernel's format
+/// file is this one, the program reads the fields straight from the record at these constant
+/// offsets (plain loads the verifier checks against the tracepoint's context) instead of
+/// copying the record with bpf_probe_read_kernel; any other layout takes the copy.
+const MAINLINE_DEV: u16 = 8;
+const MAINLINE_INDEX: u16 = 24;
+const MAINLINE_OP: u16 = 40;
+const MAINLINE_OP_FLAGS: u16 = 44;
+const MAINLINE_TYPE: u16 = 52;
+
+fn is_mainline_page_bio(layout: &TracepointLayout) -> bool {
+    layout.dev == MAINLINE_DEV
+        && layout.index == MAINLINE_INDEX
+        && layout.op == MAINLINE_OP
+        && layout.op_flags == MAINLINE_OP_FLAGS
+        && layout.type_ == MAINLINE_TYPE
+}
+
+/// The (op_flags, dev, nid) of a mainline-layout submission that is a node read.
+#[inline(always)]
+fn mainline_node_read(ctx: &TracePointContext) -> Option<(u32, u32, u64)> {
+    let page_type: i32 = record_at::<i32, { MAINLINE_TYPE as usize }>(ctx);
+    let op: u32 = record_at::<u32, { MAINLINE_OP as usize }>(ctx);
+    if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
+        return None;
+    }
+    Some((
+        record_at::<u32, { MAINLINE_OP_FLAGS as usize }>(ctx),
+        record_at::<u32, { MAINLINE_DEV as usize }>(ctx),
+        record_at::<u64, { MAINLINE_INDEX as usize }>(ctx),
+    ))
+}
+
+/// The record's field at a constant offset, loaded directly from the context.
+#[inline(always)]
+fn record_at<T: Copy, const OFFSET: usize>(ctx: &TracePointContext) -> T {
+    // SAFETY: a tracepoint program's context is its record, which the verifier lets it read at
+    // constant, size-aligned offsets from 8 up (it rejects the program otherwise); the callers'
+    // offsets are aligned to T and lie in the record (the layout matched them). Volatile: one
+    // load of exactly this size at exactly this constant offset, as the verifier requires.
+    unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(OFFSET) as *const T) }
 }
 
 /// f2fs_submit_read_bio: kernels whose node reads go through the metadata cache (dev-test)

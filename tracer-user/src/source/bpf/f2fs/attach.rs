@@ -148,4 +148,39 @@ mod tests {
             kp.load().unwrap_or_else(|e| panic!("{name}: {e:#}"));
         }
     }
+
+    /// The rename program runs on this kernel (no F2FS needed): every comm change stamps
+    /// RENAMES with a new time, which is what makes the counters read a comm again.
+    #[test]
+    fn a_rename_stamps_renames_with_a_new_time() {
+        if !system::is_root() {
+            eprintln!("SKIPPED a_rename_stamps_renames_with_a_new_time: needs root");
+            return;
+        }
+        let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+        let outcome = attach_rename(&mut ebpf);
+        assert!(outcome.attached, "{outcome:?}");
+        assert_eq!(outcome.target, "task:task_rename");
+        let stamp = |ebpf: &Ebpf| -> u64 {
+            let renames: Array<_, u64> = Array::try_from(ebpf.map("RENAMES").unwrap()).unwrap();
+            renames.get(&0, 0).unwrap()
+        };
+        let rename = |name: &std::ffi::CStr| {
+            // A thread of its own: the test runner's threads keep their names.
+            let name = name.to_owned();
+            std::thread::spawn(move || {
+                // SAFETY: PR_SET_NAME reads a NUL-terminated string that outlives the call.
+                let rc = unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+                assert_eq!(rc, 0);
+            })
+            .join()
+            .unwrap();
+        };
+        rename(c"ns-rename-1");
+        let first = stamp(&ebpf);
+        assert_ne!(first, 0, "no rename seen");
+        rename(c"ns-rename-2");
+        let second = stamp(&ebpf);
+        assert!(second > first, "second rename {second} not after {first}");
+    }
 }
