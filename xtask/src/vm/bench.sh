@@ -1,7 +1,8 @@
 #!/bin/sh
 # nodescope vm-bench, guest side: /init of the bench's initramfs (xtask/src/vm/bench.rs). The
-# same cold replay of the RFC file set three times: with nothing attached, under
-# `nodescope stream` and under bpftrace counting node-read submissions by pid. With
+# same cold replay of the RFC file set four times: with nothing attached, under
+# `nodescope stream`, under bpftrace counting node-read submissions by pid, and under both
+# at once. With
 # kernel.bpf_stats_enabled=1 the kernel times every BPF program; bpftool's JSON before and
 # after each replay goes to /results, which leaves as a tar on the disk with serial "results".
 export PATH=/bin
@@ -67,7 +68,8 @@ wait_ready() {
 # nodescope attaches through BPF links, which `bpftool perf list` does not show: it says when
 # it is ready. bpftrace says "Attaching" before it attaches: its perf event is listed after.
 # Under TCG bpftrace takes long to start (it loads LLVM and clang).
-STREAM_READY="grep -q 'nodescope stream: ready' $R/stream.err 2>/dev/null"
+stream_ready() { echo "grep -q 'nodescope stream: ready' $R/$1 2>/dev/null"; }
+STREAM_READY=$(stream_ready stream.err)
 BPFTRACE_READY="bpftool perf list 2>/dev/null | grep -q 'tracepoint  *${TRACEPOINT#*:}\$'"
 
 # One timed cold replay, case $1; bpftool's view of the programs before and after.
@@ -101,5 +103,18 @@ wait_ready $BP bpftrace "$BPFTRACE_READY" 300 && {
 }
 wait $BP
 echo $? > $R/bpftrace.rc
+# Both at once on the same replay: the two programs run on the same events under the same
+# host load, so their ratio does not move with what else the (shared, emulating) host does
+# between two replays.
+cold
+nodescope stream --json --interval 1 > $R/stream_both.jsonl 2> $R/stream_both.err &
+SP=$!
+bpftrace -e "tracepoint:$TRACEPOINT { @[pid] = count(); }" > $R/bpftrace_both.out 2> $R/bpftrace_both.err &
+BP=$!
+wait_ready $SP "nodescope stream (both)" "$(stream_ready stream_both.err)" 60 &&
+  wait_ready $BP "bpftrace (both)" "$BPFTRACE_READY" 300 && replay both
+kill -INT $SP $BP
+wait $SP
+wait $BP
 umount /mnt || fail umount
 finish
