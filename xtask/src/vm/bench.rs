@@ -134,7 +134,19 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
     let counted_both = bpftrace_total(&read(dir, "bpftrace_both.out")?);
     let none = walls["none"];
     let slower = |case: &str| 100.0 * (walls[case] / none - 1.0);
+    let clocksource = read(dir, "clocksource.txt").unwrap_or_default();
+    let sched_clock = read(dir, "clock_dmesg.txt").unwrap_or_default();
+    let sched_clock = sched_clock
+        .lines()
+        .filter(|l| l.contains("sched_clock") || l.contains("tsc"))
+        .map(|l| l.split_once("] ").map_or(l, |(_, text)| text).trim())
+        .collect::<Vec<_>>()
+        .join(" | ");
     Ok(vec![
+        format!(
+            "vm-bench {label}: clocksource {}; {sched_clock}",
+            clocksource.trim()
+        ),
         format!(
             "vm-bench {label}: both at once: wall={:.2} s ({:+.1} %), runs ours={} bpftrace={} \
              (bpftrace's map: {counted_both} by pid)",

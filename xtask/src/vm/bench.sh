@@ -32,6 +32,10 @@ done
 [ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
 [ -n "$DEV" ] || { fail "no test disk"; finish; }
 uname -r > $R/uname.txt
+# What the kernel times BPF programs with (bpf_stats: sched_clock around each run): a coarse
+# clock would make ns per event a sample, not a measurement.
+cat /sys/devices/system/clocksource/clocksource0/current_clocksource > $R/clocksource.txt 2>&1
+dmesg | grep -i -E 'sched_clock|tsc|clocksource' > $R/clock_dmesg.txt 2>&1
 mkfs.f2fs -f -l vmbench /dev/$DEV > $R/mkfs.txt 2>&1 || { fail mkfs.f2fs; finish; }
 # As the VM test: no background GC, whose reads have nothing to do with the replays.
 mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail mount; finish; }
