@@ -132,6 +132,7 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
     })
     .context("bpftrace's program did not run during the replay under both")?;
     let counted_both = bpftrace_total(&read(dir, "bpftrace_both.out")?);
+    let floor = floor_line(dir, &baseline_ids);
     let none = walls["none"];
     let slower = |case: &str| 100.0 * (walls[case] / none - 1.0);
     let clocksource = read(dir, "clocksource.txt").unwrap_or_default();
@@ -161,6 +162,7 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
             bpftrace_both.ns_per_run(),
             ours_both.ns_per_run() / bpftrace_both.ns_per_run()
         ),
+        floor,
         format!(
             "vm-bench {label}: replay wall none={none:.2} s ours={:.2} s ({:+.1} %) \
              bpftrace={:.2} s ({:+.1} %)",
@@ -181,6 +183,27 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
             ours.ns_per_run() / bpftrace.ns_per_run()
         ),
     ])
+}
+
+/// What an empty program (bpftrace's `{ }`) costs per event on the same tracepoint, when the
+/// guest could measure it.
+fn floor_line(dir: &Path, baseline_ids: &[u64]) -> String {
+    let measured = || -> Result<Cost> {
+        let before = programs(&read(dir, "progs_floor_before.json")?)?;
+        let after = programs(&read(dir, "progs_floor_after.json")?)?;
+        cost(&before, &after, |p| {
+            p.kind == "tracepoint" && !baseline_ids.contains(&p.id)
+        })
+        .context("the empty program did not run")
+    };
+    match measured() {
+        Ok(floor) => format!(
+            "ebpf-floor empty_program_ns={:.0} runs={}",
+            floor.ns_per_run(),
+            floor.runs
+        ),
+        Err(err) => format!("ebpf-floor not measured: {err:#}"),
+    }
 }
 
 fn read(dir: &Path, name: &str) -> Result<String> {

@@ -120,5 +120,20 @@ wait_ready $SP "nodescope stream (both)" "$(stream_ready stream_both.err)" 60 &&
 kill -INT $SP $BP
 wait $SP
 wait $BP
+# The floor: a program that does nothing, on the same tracepoint (bpftrace with an empty
+# action). What it costs per event is what every program pays here (the tracepoint's call
+# into BPF, bpf_stats' own clock reads) before doing anything. Not fatal: no figure if not.
+cold
+bpftrace -e "tracepoint:$TRACEPOINT { }" > $R/floor.out 2> $R/floor.err &
+BP=$!
+n=0
+until eval "$BPFTRACE_READY"; do
+  kill -0 $BP 2>/dev/null || break
+  n=$((n+1)); [ $n -gt 600 ] && break
+  sleep 0.5
+done
+eval "$BPFTRACE_READY" && replay floor
+kill -INT $BP
+wait $BP
 umount /mnt || fail umount
 finish
