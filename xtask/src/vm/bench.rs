@@ -20,7 +20,7 @@ const TRACEPOINT: &str = "f2fs:f2fs_submit_page_bio";
 /// nodescope's node-read programs (f2fs_node_read_page, f2fs_node_read_bio); the kernel keeps
 /// 15 characters of a program's name.
 const OUR_PROGRAM_PREFIX: &str = "f2fs_node_read";
-const CASES: [&str; 4] = ["none", "ours", "bpftrace", "both"];
+const CASES: [&str; 5] = ["none", "ours", "bpftrace", "both", "rev"];
 
 pub fn run(which: &str) -> Result<()> {
     let spec = kernel::KERNELS
@@ -122,15 +122,23 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
         .filter(|p| !baseline_ids.contains(&p.id))
         .map(|p| p.name)
         .collect();
-    let (both_before, both_after) = (progs("both_before")?, progs("both_after")?);
-    let ours_both = cost(&both_before, &both_after, |p| {
-        p.name.starts_with(OUR_PROGRAM_PREFIX)
-    })
-    .context("nodescope's node-read program did not run during the replay under both")?;
-    let bpftrace_both = cost(&both_before, &both_after, |p| {
-        p.kind == "tracepoint" && !baseline_ids.contains(&p.id) && !ours_names.contains(&p.name)
-    })
-    .context("bpftrace's program did not run during the replay under both")?;
+    let together = |case: &str| -> Result<(Cost, Cost)> {
+        let (before, after) = (
+            progs(&format!("{case}_before"))?,
+            progs(&format!("{case}_after"))?,
+        );
+        let ours = cost(&before, &after, |p| p.name.starts_with(OUR_PROGRAM_PREFIX))
+            .with_context(|| format!("nodescope's node-read program did not run in {case}"))?;
+        let bpftrace = cost(&before, &after, |p| {
+            p.kind == "tracepoint" && !baseline_ids.contains(&p.id) && !ours_names.contains(&p.name)
+        })
+        .with_context(|| format!("bpftrace's program did not run in {case}"))?;
+        Ok((ours, bpftrace))
+    };
+    let (ours_both, bpftrace_both) = together("both")?;
+    let (ours_rev, bpftrace_rev) = together("rev")?;
+    let ratio_both = ours_both.ns_per_run() / bpftrace_both.ns_per_run();
+    let ratio_rev = ours_rev.ns_per_run() / bpftrace_rev.ns_per_run();
     let counted_both = bpftrace_total(&read(dir, "bpftrace_both.out")?);
     let floor = floor_line(dir, &baseline_ids);
     let none = walls["none"];
@@ -157,10 +165,17 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
             bpftrace_both.runs
         ),
         format!(
-            "ebpf-cost-together ours_ns={:.0} bpftrace_ns={:.0} ratio={:.2}",
+            "ebpf-cost-together ours_first: ours_ns={:.0} bpftrace_ns={:.0} ratio={ratio_both:.2}; \
+             bpftrace_first (wall {:.2} s, runs ours={} bpftrace={}): ours_ns={:.0} \
+             bpftrace_ns={:.0} ratio={ratio_rev:.2}; mean ratio={:.2}",
             ours_both.ns_per_run(),
             bpftrace_both.ns_per_run(),
-            ours_both.ns_per_run() / bpftrace_both.ns_per_run()
+            walls["rev"],
+            ours_rev.runs,
+            bpftrace_rev.runs,
+            ours_rev.ns_per_run(),
+            bpftrace_rev.ns_per_run(),
+            (ratio_both + ratio_rev) / 2.0
         ),
         floor,
         format!(
@@ -330,10 +345,16 @@ mod tests {
     #[test]
     fn walls_and_bpftrace_counts_are_read() {
         let marks = "1.00 none_start\n11.50 none_done\n12.00 ours_start\n23.00 ours_done\n\
-                     30.00 bpftrace_start\n42.25 bpftrace_done\n50.00 both_start\n63.50 both_done\n";
+                     30.00 bpftrace_start\n42.25 bpftrace_done\n50.00 both_start\n63.50 both_done\n\
+                     70.00 rev_start\n80.00 rev_done\n";
         let walls = wall_times(marks).unwrap();
         assert_eq!(
-            (walls["none"], walls["ours"], walls["bpftrace"], walls["both"]),
+            (
+                walls["none"],
+                walls["ours"],
+                walls["bpftrace"],
+                walls["both"]
+            ),
             (10.5, 11.0, 12.25, 13.5)
         );
         assert!(wall_times("1.0 none_start\n").is_err());

@@ -120,6 +120,23 @@ wait_ready $SP "nodescope stream (both)" "$(stream_ready stream_both.err)" 60 &&
 kill -INT $SP $BP
 wait $SP
 wait $BP
+# Both again, bpftrace attached first: a tracepoint runs its programs in the order they were
+# attached, and under TCG the first one pays for what the second then finds warm (the emulated
+# TLB's refills of the record, the task, the stack); each order gives one of them that edge.
+cold
+bpftrace -e "tracepoint:$TRACEPOINT { @[pid] = count(); }" > $R/bpftrace_rev.out 2> $R/bpftrace_rev.err &
+BP=$!
+wait_ready $BP "bpftrace (bpftrace first)" "$BPFTRACE_READY" 300 && {
+  nodescope stream --json --interval 1 > $R/stream_rev.jsonl 2> $R/stream_rev.err &
+  SP=$!
+  wait_ready $SP "nodescope stream (bpftrace first)" "$(stream_ready stream_rev.err)" 60 &&
+    replay rev
+  kill -INT $SP
+  wait $SP
+}
+kill -INT $BP
+wait $BP
+
 # The floor: a program that does nothing, on the same tracepoint (bpftrace with an empty
 # action). What it costs per event is what every program pays here (the tracepoint's call
 # into BPF, bpf_stats' own clock reads) before doing anything. Not fatal: no figure if not.
