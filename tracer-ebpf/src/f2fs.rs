@@ -43,12 +43,16 @@ static NODE_COUNTS: PerCpuHashMap<TaskKey, TaskCounts> = PerCpuHashMap::with_max
 /// first 64 bytes of F2FS's records (f2fs_submit_page_bio's last, `type`, is at 52 on 6.1 and
 /// 6.12); a field beyond is read on its own.
 const RECORD_BYTES: usize = 64;
+/// Bytes after the copy in its map value, never written: a field read at an offset masked
+/// to below RECORD_BYTES stays inside the value whatever the verifier knows of the offset.
+const RECORD_SLACK: usize = 8;
 
 /// This CPU's copy of the record being handled. One bpf_probe_read_kernel for the whole
 /// record instead of one per field (each a helper call). A map value, not the stack: reading
 /// the stack at a run-time offset needs kernel 5.12, a map value does not.
 #[map(name = "TP_RECORD")]
-static TP_RECORD: PerCpuArray<[u8; RECORD_BYTES]> = PerCpuArray::with_max_entries(1, 0);
+static TP_RECORD: PerCpuArray<[u8; RECORD_BYTES + RECORD_SLACK]> =
+    PerCpuArray::with_max_entries(1, 0);
 
 /// Increments that found `NODE_COUNTS` full (index 0): shown to the user, never hidden.
 #[map(name = "COUNT_FAILS")]
@@ -217,7 +221,7 @@ pub(crate) fn layout(index: u32) -> Option<TracepointLayout> {
 /// A tracepoint record: this CPU's copy of its first RECORD_BYTES, if it could be made.
 struct Record<'a> {
     ctx: &'a TracePointContext,
-    copy: Option<&'a [u8; RECORD_BYTES]>,
+    copy: Option<&'a [u8; RECORD_BYTES + RECORD_SLACK]>,
 }
 
 impl<'a> Record<'a> {
@@ -228,7 +232,10 @@ impl<'a> Record<'a> {
             // source address, and the record lies at the start of the kernel's 8 KiB per-CPU
             // trace buffer, so RECORD_BYTES from its start are in that buffer.
             let slot = unsafe { &mut *slot };
-            unsafe { bpf_probe_read_kernel_buf(ctx.as_ptr() as *const u8, slot) }.ok()?;
+            unsafe {
+                bpf_probe_read_kernel_buf(ctx.as_ptr() as *const u8, &mut slot[..RECORD_BYTES])
+            }
+            .ok()?;
             Some(&*slot)
         });
         Record { ctx, copy }
@@ -242,8 +249,14 @@ impl<'a> Record<'a> {
         let at = usize::from(offset);
         match self.copy {
             Some(copy) if at + core::mem::size_of::<T>() <= RECORD_BYTES => {
-                // SAFETY: at + size_of::<T>() <= RECORD_BYTES, checked just above; the value is
-                // plain data (integers), valid for any bytes.
+                // The check above is the truth; the mask (a no-op after it) is for the
+                // verifier: the compiler may check one register and read with another filled
+                // from the same stack slot, whose bound 6.1's verifier does not know (it
+                // rejected f2fs_node_write so). Opaque, so that the compiler keeps it.
+                let at = core::hint::black_box(at) & (RECORD_BYTES - 1);
+                // SAFETY: at < RECORD_BYTES and size_of::<T>() <= RECORD_SLACK (fields are
+                // integers of at most 8 bytes), so the read stays in the map value; the value
+                // is plain data, valid for any bytes.
                 Some(unsafe { core::ptr::read_unaligned(copy.as_ptr().add(at) as *const T) })
             }
             _ => field(self.ctx, offset),
