@@ -161,3 +161,30 @@ fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {
     )?;
     Ok(Box::new(source))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        source: SourceArgs,
+    }
+
+    fn wants(args: &[&str]) -> bool {
+        let cli = Cli::try_parse_from(std::iter::once("nodescope").chain(args.iter().copied()))
+            .expect("valid arguments");
+        cli.source.wants_node_read_events()
+    }
+
+    #[test]
+    fn node_read_events_only_when_asked_or_the_rfc_probes_need_them() {
+        assert!(!wants(&[]));
+        assert!(!wants(&["--source", "bpf", "--accesses"]));
+        assert!(wants(&["--node-read-events"]));
+        assert!(wants(&["--probes", "rfc.toml"]));
+    }
+}
