@@ -359,9 +359,14 @@ pub struct TaskCounts {
     pub checkpoints: u64,
     /// The last comm seen for this tgid (the thread that submitted the last I/O).
     pub comm: [u8; COMM_LEN],
-    /// When `comm` was written (CLOCK_MONOTONIC ns): values are per CPU, and the newest CPU's
+    /// When `comm` was read (CLOCK_MONOTONIC ns): values are per CPU, and the newest CPU's
     /// comm is the process's current one.
     pub comm_ns: u64,
+    /// The `RENAMES` value (the time of the last rename anywhere) `comm` was read at: the
+    /// programs read the comm again only when an entry is new or some task was renamed since
+    /// (exec, prctl(PR_SET_NAME)), not per event. Kernel-side bookkeeping; userspace ignores
+    /// it.
+    pub comm_gen: u64,
 }
 
 impl TaskCounts {
@@ -411,6 +416,11 @@ pub const CONFIG_COUNT: u32 = 4;
 /// `CONFIG` index: bit number of REQ_RAHEAD in `op_flags` for the kprobe fallback, which has no
 /// format file to read it from (userspace takes it from another format file, else 19).
 pub const CONFIG_RAHEAD_BIT: u32 = 1;
+/// `CONFIG` index: nonzero = send every node read through the ring buffer as an event too.
+/// Zero (the default) = counts only: node reads go to `NODE_COUNTS` and nowhere else, which
+/// is all `top`, `stream` and `daemon` need (their node-read figures are the kernel's exact
+/// counters); `record` sets it (a recording is its events).
+pub const CONFIG_NODE_READ_EVENTS: u32 = 2;
 
 /// F2FS `enum page_type` values the programs filter on (stable across 6.1 .. 6.12+).
 pub const F2FS_PAGE_TYPE_NODE: i32 = 1;

@@ -5,23 +5,27 @@
 //! offset is compiled in: userspace parses each tracepoint's `format` file and writes a
 //! `TracepointLayout` per tracepoint into `TP_LAYOUT` before attaching.
 //!
-//! Every event is counted twice on purpose: exactly, in the per-CPU `NODE_COUNTS` map (no
-//! atomics needed, userspace sums the CPUs), and individually through the `EVENTS` ring buffer
-//! for the detailed stream, where a full buffer costs an event (counted in `DROPS`) but never
-//! a count.
+//! Every event is counted exactly, in the per-CPU `NODE_COUNTS` map (no atomics needed,
+//! userspace sums the CPUs). Node writes and checkpoints are also sent individually through the
+//! `EVENTS` ring buffer, node reads only when userspace asks (`CONFIG_NODE_READ_EVENTS`:
+//! `record` does); a full buffer costs an event (counted in `DROPS`) but never a count.
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel_buf},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid, bpf_ktime_get_ns,
+        bpf_probe_read_kernel_buf,
+    },
     macros::{kprobe, kretprobe, map, tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
     EbpfContext as _,
 };
 use tracer_common::{
-    EventKind, TaskCounts, TaskKey, TracepointLayout, CONFIG_RAHEAD_BIT, CP_PHASE_FINISH_BLOCK_OPS,
-    CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS, F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE,
-    FIELD_ABSENT, FLAG_READAHEAD, FLAG_SYNC, REQ_OP_READ, TP_COUNT, TP_SUBMIT_PAGE_BIO,
-    TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO, TP_WRITE_CHECKPOINT,
+    EventKind, TaskCounts, TaskKey, TracepointLayout, COMM_LEN, CONFIG_NODE_READ_EVENTS,
+    CONFIG_RAHEAD_BIT, CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT,
+    CP_PHASE_START_BLOCK_OPS, F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE, FIELD_ABSENT, FLAG_READAHEAD,
+    FLAG_SYNC, REQ_OP_READ, TP_COUNT, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO,
+    TP_WRITE_CHECKPOINT,
 };
 
 use crate::maps::{config, emit, emit_batched, Current};
@@ -39,16 +43,16 @@ static NODE_COUNTS: PerCpuHashMap<TaskKey, TaskCounts> = PerCpuHashMap::with_max
 /// first 64 bytes of F2FS's records (f2fs_submit_page_bio's last, `type`, is at 52 on 6.1 and
 /// 6.12); a field beyond is read on its own.
 const RECORD_BYTES: usize = 64;
+/// Bytes after the copy in its map value, never written: a field read at an offset masked
+/// to below RECORD_BYTES stays inside the value whatever the verifier knows of the offset.
+const RECORD_SLACK: usize = 8;
 
 /// This CPU's copy of the record being handled. One bpf_probe_read_kernel for the whole
 /// record instead of one per field (each a helper call). A map value, not the stack: reading
 /// the stack at a run-time offset needs kernel 5.12, a map value does not.
 #[map(name = "TP_RECORD")]
-static TP_RECORD: PerCpuArray<[u8; RECORD_SLOT]> = PerCpuArray::with_max_entries(1, 0);
-
-/// The copy's slot: RECORD_BYTES and room for an 8-byte read at any offset below
-/// RECORD_BYTES, the bound the verifier sees (see `Record::field`).
-const RECORD_SLOT: usize = RECORD_BYTES + 8;
+static TP_RECORD: PerCpuArray<[u8; RECORD_BYTES + RECORD_SLACK]> =
+    PerCpuArray::with_max_entries(1, 0);
 
 /// Increments that found `NODE_COUNTS` full (index 0): shown to the user, never hidden.
 #[map(name = "COUNT_FAILS")]
@@ -86,20 +90,92 @@ fn count_fail() {
     }
 }
 
+/// The current task as its counter needs it: pid/tgid and uid are read per event (they are
+/// the key), the comm and the time only when an entry is new or a task was renamed since the
+/// entry's comm was read (one helper call each, per event they were most of the counter's
+/// cost).
+pub(crate) struct Task {
+    pid_tgid: u64,
+    uid: u32,
+    named: Option<([u8; COMM_LEN], u64)>,
+}
+
+impl Task {
+    #[inline(always)]
+    pub(crate) fn read() -> Task {
+        Task {
+            pid_tgid: bpf_get_current_pid_tgid(),
+            uid: bpf_get_current_uid_gid() as u32,
+            named: None,
+        }
+    }
+
+    /// From a full [`Current`] (the event path has read everything already).
+    #[inline(always)]
+    pub(crate) fn of(current: &Current) -> Task {
+        Task {
+            pid_tgid: current.pid_tgid,
+            uid: current.uid,
+            named: Some((current.comm, current.ts_ns)),
+        }
+    }
+
+    /// The comm and the time, read on first use.
+    #[inline(always)]
+    fn named(&mut self) -> ([u8; COMM_LEN], u64) {
+        if let Some(named) = self.named {
+            return named;
+        }
+        let comm = bpf_get_current_comm().unwrap_or([0; COMM_LEN]);
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        let named = (comm, unsafe { bpf_ktime_get_ns() });
+        self.named = Some(named);
+        named
+    }
+}
+
+/// When a task was last renamed (index 0, CLOCK_MONOTONIC ns; 0: none since the programs were
+/// loaded): exec and prctl(PR_SET_NAME) change a task's comm, and the counters read a comm
+/// again only when this value differs from the one they read it at. A time, not a count: the
+/// BPF target has no atomic add here, and two renames racing on two CPUs would lose one
+/// increment of a shared count, while two times differ unless both fell on the same ns.
+#[map(name = "RENAMES")]
+static RENAMES: Array<u64> = Array::with_max_entries(1, 0);
+
+fn last_rename() -> u64 {
+    RENAMES.get(0).copied().unwrap_or(0)
+}
+
+/// task:task_rename (every comm change: exec's and prctl's). It fires before the kernel
+/// copies the new comm; the renamed task is the current one for exec and PR_SET_NAME, so its
+/// next I/O (which reads the comm again) comes after the copy.
+#[tracepoint]
+pub fn f2fs_task_rename(_ctx: TracePointContext) -> u32 {
+    if let Some(slot) = RENAMES.get_ptr_mut(0) {
+        // SAFETY: the slot is a valid u64 of the map for the program's run; a plain store, so
+        // racing renames leave one of their times, each different from any earlier one.
+        unsafe { *slot = bpf_ktime_get_ns() };
+    }
+    0
+}
+
 /// Add `n` to one counter of the current task on `dev`.
-fn count(dev: u32, counter: Counter, n: u64, current: &Current) {
+fn count(dev: u32, counter: Counter, n: u64, task: &mut Task) {
     let key = TaskKey {
         dev,
-        tgid: current.tgid(),
-        uid: current.uid,
+        tgid: (task.pid_tgid >> 32) as u32,
+        uid: task.uid,
         _pad: 0,
     };
-    if bump_existing(&key, counter, n, current) {
+    let generation = last_rename();
+    if bump_existing(&key, counter, n, task, generation) {
         return;
     }
+    let (comm, comm_ns) = task.named();
     let mut fresh = TaskCounts {
-        comm: current.comm,
-        comm_ns: current.ts_ns,
+        comm,
+        comm_ns,
+        comm_gen: generation,
         ..TaskCounts::default()
     };
     bump(&mut fresh, counter, n);
@@ -108,12 +184,18 @@ fn count(dev: u32, counter: Counter, n: u64, current: &Current) {
     if NODE_COUNTS.insert(&key, &fresh, BPF_NOEXIST.into()).is_ok() {
         return;
     }
-    if !bump_existing(&key, counter, n, current) {
+    if !bump_existing(&key, counter, n, task, generation) {
         count_fail();
     }
 }
 
-fn bump_existing(key: &TaskKey, counter: Counter, n: u64, current: &Current) -> bool {
+fn bump_existing(
+    key: &TaskKey,
+    counter: Counter,
+    n: u64,
+    task: &mut Task,
+    generation: u64,
+) -> bool {
     let Some(counts) = NODE_COUNTS.get_ptr_mut(key) else {
         return false;
     };
@@ -121,9 +203,14 @@ fn bump_existing(key: &TaskKey, counter: Counter, n: u64, current: &Current) -> 
     // other program touches this CPU's copy while we run.
     let counts = unsafe { &mut *counts };
     bump(counts, counter, n);
-    // The comm of the thread that did the last I/O: exec changes it (sh -> cat).
-    counts.comm = current.comm;
-    counts.comm_ns = current.ts_ns;
+    // exec changes the comm within a thread group (sh -> cat): read it again after any
+    // rename. A fresh per-CPU value has comm_gen 0 and no comm, so it is read then too.
+    if counts.comm_gen != generation || counts.comm_ns == 0 {
+        let (comm, comm_ns) = task.named();
+        counts.comm = comm;
+        counts.comm_ns = comm_ns;
+        counts.comm_gen = generation;
+    }
     true
 }
 
@@ -134,7 +221,7 @@ pub(crate) fn layout(index: u32) -> Option<TracepointLayout> {
 /// A tracepoint record: this CPU's copy of its first RECORD_BYTES, if it could be made.
 struct Record<'a> {
     ctx: &'a TracePointContext,
-    copy: Option<&'a [u8; RECORD_SLOT]>,
+    copy: Option<&'a [u8; RECORD_BYTES + RECORD_SLACK]>,
 }
 
 impl<'a> Record<'a> {
@@ -162,14 +249,14 @@ impl<'a> Record<'a> {
         let at = usize::from(offset);
         match self.copy {
             Some(copy) if at + core::mem::size_of::<T>() <= RECORD_BYTES => {
-                // The verifier must see the index bounded: LLVM drops a mask it can prove
-                // redundant after the check above (and 6.1's verifier then rejects the
-                // program, "R1 max value is outside of the allowed memory range"), so the
-                // index goes through a volatile read LLVM cannot see through.
-                // SAFETY: reading a local variable of ours.
-                let at = unsafe { core::ptr::read_volatile(&at) } & (RECORD_BYTES - 1);
-                // SAFETY: at <= RECORD_BYTES - size_of::<T>(), checked above (the mask changes
-                // nothing); the value is plain data (integers), valid for any bytes.
+                // The check above is the truth; the mask (a no-op after it) is for the
+                // verifier: the compiler may check one register and read with another filled
+                // from the same stack slot, whose bound 6.1's verifier does not know (it
+                // rejected f2fs_node_write so). Opaque, so that the compiler keeps it.
+                let at = core::hint::black_box(at) & (RECORD_BYTES - 1);
+                // SAFETY: at < RECORD_BYTES and size_of::<T>() <= RECORD_SLACK (fields are
+                // integers of at most 8 bytes), so the read stays in the map value; the value
+                // is plain data, valid for any bytes.
                 Some(unsafe { core::ptr::read_unaligned(copy.as_ptr().add(at) as *const T) })
             }
             _ => field(self.ctx, offset),
@@ -201,8 +288,12 @@ fn node_read(dev: u32, nid: u32, op_flags: u32, rahead_bit: u32, sync_bit: u32, 
     } else {
         Counter::Demand
     };
+    if config(CONFIG_NODE_READ_EVENTS) == 0 {
+        count(dev, counter, u64::from(blocks), &mut Task::read());
+        return;
+    }
     let current = Current::read();
-    count(dev, counter, u64::from(blocks), &current);
+    count(dev, counter, u64::from(blocks), &mut Task::of(&current));
     let mut flags = 0;
     if readahead {
         flags |= FLAG_READAHEAD;
@@ -238,13 +329,62 @@ fn node_read_submission(record: &Record, layout: &TracepointLayout) -> Option<(u
 
 fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
     let layout = layout(TP_SUBMIT_PAGE_BIO)?;
-    let record = Record::copy(ctx);
-    let (op_flags, dev) = node_read_submission(&record, &layout)?;
-    // For node pages the page index is the nid.
-    let nid: u64 = record.field(layout.index).unwrap_or(0);
+    let (op_flags, dev, nid) = if is_mainline_page_bio(&layout) {
+        mainline_node_read(ctx)?
+    } else {
+        let record = Record::copy(ctx);
+        let (op_flags, dev) = node_read_submission(&record, &layout)?;
+        // For node pages the page index is the nid.
+        let nid: u64 = record.field(layout.index).unwrap_or(0);
+        (op_flags, dev, nid)
+    };
     let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());
     node_read(dev, nid as u32, op_flags, ra, sync, 1);
     Some(())
+}
+
+/// f2fs_submit_page_bio's field offsets on 6.1 .. 6.12 (their format files: dev 8, index 24,
+/// op 40, op_flags 44, type 52). When the layout userspace parsed from this kernel's format
+/// file is this one, the program reads the fields straight from the record at these constant
+/// offsets (plain loads the verifier checks against the tracepoint's context) instead of
+/// copying the record with bpf_probe_read_kernel; any other layout takes the copy.
+const MAINLINE_DEV: u16 = 8;
+const MAINLINE_INDEX: u16 = 24;
+const MAINLINE_OP: u16 = 40;
+const MAINLINE_OP_FLAGS: u16 = 44;
+const MAINLINE_TYPE: u16 = 52;
+
+fn is_mainline_page_bio(layout: &TracepointLayout) -> bool {
+    layout.dev == MAINLINE_DEV
+        && layout.index == MAINLINE_INDEX
+        && layout.op == MAINLINE_OP
+        && layout.op_flags == MAINLINE_OP_FLAGS
+        && layout.type_ == MAINLINE_TYPE
+}
+
+/// The (op_flags, dev, nid) of a mainline-layout submission that is a node read.
+#[inline(always)]
+fn mainline_node_read(ctx: &TracePointContext) -> Option<(u32, u32, u64)> {
+    let page_type: i32 = record_at::<i32, { MAINLINE_TYPE as usize }>(ctx);
+    let op: u32 = record_at::<u32, { MAINLINE_OP as usize }>(ctx);
+    if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
+        return None;
+    }
+    Some((
+        record_at::<u32, { MAINLINE_OP_FLAGS as usize }>(ctx),
+        record_at::<u32, { MAINLINE_DEV as usize }>(ctx),
+        record_at::<u64, { MAINLINE_INDEX as usize }>(ctx),
+    ))
+}
+
+/// The record's field at a constant offset, loaded directly from the context.
+#[inline(always)]
+fn record_at<T: Copy, const OFFSET: usize>(ctx: &TracePointContext) -> T {
+    // SAFETY: a tracepoint program's context is its record, which the verifier lets it read at
+    // constant, size-aligned offsets from 8 up (it rejects the program otherwise); the callers'
+    // offsets are aligned to T and lie in the record (the layout matched them). Volatile: one
+    // load of exactly this size at exactly this constant offset, as the verifier requires.
+    unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(OFFSET) as *const T) }
 }
 
 /// f2fs_submit_read_bio: kernels whose node reads go through the metadata cache (dev-test)
@@ -285,7 +425,7 @@ fn on_page_write(ctx: &TracePointContext) -> Option<()> {
     let dev: u32 = record.field(layout.dev)?;
     let nid: u64 = record.field(layout.index).unwrap_or(0);
     let current = Current::read();
-    count(dev, Counter::Write, 1, &current);
+    count(dev, Counter::Write, 1, &mut Task::of(&current));
     emit_batched(|event| {
         current.fill(event, EventKind::NodeWrite);
         event.dev = dev;
@@ -310,7 +450,7 @@ fn on_checkpoint(ctx: &TracePointContext) -> Option<()> {
     let phase = checkpoint_phase(ctx, &layout)?;
     let current = Current::read();
     if phase == CP_PHASE_FINISH_CHECKPOINT {
-        count(dev, Counter::Checkpoint, 1, &current);
+        count(dev, Counter::Checkpoint, 1, &mut Task::of(&current));
     }
     emit(|event| {
         current.fill(event, EventKind::Checkpoint);

@@ -110,7 +110,12 @@ fn redirect_stderr(path: &Path) -> Result<()> {
 }
 
 async fn daemon(args: DaemonArgs) -> Result<()> {
-    let opened = open(&args.source, SourceChoice::Auto)?;
+    // The rolling recording keeps events: with it, every node read must be one.
+    let source_args = SourceArgs {
+        node_read_events: args.source.node_read_events || args.record.is_some(),
+        ..args.source.clone()
+    };
+    let opened = open(&source_args, SourceChoice::Auto)?;
     if let Some(banner) = &opened.banner {
         log::info!("{banner}");
     }

@@ -75,7 +75,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
 }
 
 async fn record(args: RecordArgs) -> Result<()> {
-    let opened = open(&args.source, SourceChoice::Auto)?;
+    // A recording is its events: every node read must be one.
+    let source_args = SourceArgs {
+        node_read_events: true,
+        ..args.source.clone()
+    };
+    let opened = open(&source_args, SourceChoice::Auto)?;
     if let Some(banner) = &opened.banner {
         eprintln!("{banner}");
     }

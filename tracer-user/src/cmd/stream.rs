@@ -147,7 +147,11 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         .as_deref()
         .map(Manifest::load)
         .transpose()?;
-    let mut source = BpfSource::start(plan, manifest.as_ref())?;
+    let mut source = BpfSource::start(
+        plan,
+        manifest.as_ref(),
+        args.source.wants_node_read_events(),
+    )?;
     if args.source.accesses {
         source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel())?;
     }

@@ -55,6 +55,20 @@ pub struct SourceArgs {
     /// the kernel source reads it.
     #[arg(long, value_name = "FILE")]
     pub probes: Option<PathBuf>,
+    /// Kernel source: also send every node read through the ring buffer as an event. Node-read
+    /// counts come from the kernel's exact counters either way; without this flag the kernel
+    /// only counts them (a fraction of the cost per read). `record`, `daemon --record` and
+    /// `--probes` (the cache's population follows node reads) turn it on themselves.
+    #[arg(long)]
+    pub node_read_events: bool,
+}
+
+impl SourceArgs {
+    /// Whether the kernel source must send node reads as events: when asked, and when the
+    /// RFC's probes are attached (the cache's raw entries are counted from node-read events).
+    pub fn wants_node_read_events(&self) -> bool {
+        self.node_read_events || self.probes.is_some()
+    }
 }
 
 /// Why `auto` chose what it chose, for the banner.
@@ -130,7 +144,7 @@ fn open_bpf(args: &SourceArgs) -> Result<Box<dyn Source>> {
     }
     let manifest = args.probes.as_deref().map(Manifest::load).transpose()?;
     let plan = f2fs::planner::plan_this_kernel(None);
-    let mut source = BpfSource::start(&plan, manifest.as_ref())?;
+    let mut source = BpfSource::start(&plan, manifest.as_ref(), args.wants_node_read_events())?;
     if args.accesses {
         source.attach_accesses(&f2fs::access::plan_this_kernel())?;
     }
@@ -146,4 +160,31 @@ fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {
         args.accesses,
     )?;
     Ok(Box::new(source))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        source: SourceArgs,
+    }
+
+    fn wants(args: &[&str]) -> bool {
+        let cli = Cli::try_parse_from(std::iter::once("nodescope").chain(args.iter().copied()))
+            .expect("valid arguments");
+        cli.source.wants_node_read_events()
+    }
+
+    #[test]
+    fn node_read_events_only_when_asked_or_the_rfc_probes_need_them() {
+        assert!(!wants(&[]));
+        assert!(!wants(&["--source", "bpf", "--accesses"]));
+        assert!(wants(&["--node-read-events"]));
+        assert!(wants(&["--probes", "rfc.toml"]));
+    }
 }

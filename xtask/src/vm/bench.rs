@@ -1,8 +1,9 @@
 //! `cargo xtask vm-bench --kernel 6.12`: what one traced event costs, nodescope against
 //! bpftrace, in one boot of a Debian kernel (issue 16). The guest (bench.sh) replays the RFC
-//! file set cold three times, as the VM test's names phase does: with nothing attached, under
-//! `nodescope stream` and under bpftrace counting the tracepoint nodescope's node-read
-//! program takes, by pid. With kernel.bpf_stats_enabled=1 the kernel sums each program's
+//! file set cold four times, as the VM test's names phase does: with nothing attached, under
+//! `nodescope stream`, under bpftrace counting the tracepoint nodescope's node-read program
+//! takes, by pid, and under both at once (the same events, the same host load: the steadier
+//! ratio, `ebpf-cost-together`). With kernel.bpf_stats_enabled=1 the kernel sums each program's
 //! run time and run count; bpftool's JSON before and after each replay gives both per event.
 //! The VM is emulated (TCG), so only the ratio means anything: the goal is ours <= 0.5 x.
 use std::{collections::BTreeMap, fs, path::Path};
@@ -19,7 +20,7 @@ const TRACEPOINT: &str = "f2fs:f2fs_submit_page_bio";
 /// nodescope's node-read programs (f2fs_node_read_page, f2fs_node_read_bio); the kernel keeps
 /// 15 characters of a program's name.
 const OUR_PROGRAM_PREFIX: &str = "f2fs_node_read";
-const CASES: [&str; 3] = ["none", "ours", "bpftrace"];
+const CASES: [&str; 5] = ["none", "ours", "bpftrace", "both", "rev"];
 
 pub fn run(which: &str) -> Result<()> {
     let spec = kernel::KERNELS
@@ -115,9 +116,68 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
     })
     .context("bpftrace's program did not run during its replay")?;
     let counted = bpftrace_total(&read(dir, "bpftrace.out")?);
+    // Both at once: nodescope's programs are those its own replay added, by name.
+    let ours_names: Vec<String> = progs("ours_after")?
+        .into_iter()
+        .filter(|p| !baseline_ids.contains(&p.id))
+        .map(|p| p.name)
+        .collect();
+    let together = |case: &str| -> Result<(Cost, Cost)> {
+        let (before, after) = (
+            progs(&format!("{case}_before"))?,
+            progs(&format!("{case}_after"))?,
+        );
+        let ours = cost(&before, &after, |p| p.name.starts_with(OUR_PROGRAM_PREFIX))
+            .with_context(|| format!("nodescope's node-read program did not run in {case}"))?;
+        let bpftrace = cost(&before, &after, |p| {
+            p.kind == "tracepoint" && !baseline_ids.contains(&p.id) && !ours_names.contains(&p.name)
+        })
+        .with_context(|| format!("bpftrace's program did not run in {case}"))?;
+        Ok((ours, bpftrace))
+    };
+    let (ours_both, bpftrace_both) = together("both")?;
+    let (ours_rev, bpftrace_rev) = together("rev")?;
+    let ratio_both = ours_both.ns_per_run() / bpftrace_both.ns_per_run();
+    let ratio_rev = ours_rev.ns_per_run() / bpftrace_rev.ns_per_run();
+    let counted_both = bpftrace_total(&read(dir, "bpftrace_both.out")?);
+    let floor = floor_line(dir, &baseline_ids);
     let none = walls["none"];
     let slower = |case: &str| 100.0 * (walls[case] / none - 1.0);
+    let clocksource = read(dir, "clocksource.txt").unwrap_or_default();
+    let sched_clock = read(dir, "clock_dmesg.txt").unwrap_or_default();
+    let sched_clock = sched_clock
+        .lines()
+        .filter(|l| l.contains("sched_clock") || l.contains("tsc"))
+        .map(|l| l.split_once("] ").map_or(l, |(_, text)| text).trim())
+        .collect::<Vec<_>>()
+        .join(" | ");
     Ok(vec![
+        format!(
+            "vm-bench {label}: clocksource {}; {sched_clock}",
+            clocksource.trim()
+        ),
+        format!(
+            "vm-bench {label}: both at once: wall={:.2} s ({:+.1} %), runs ours={} bpftrace={} \
+             (bpftrace's map: {counted_both} by pid)",
+            walls["both"],
+            slower("both"),
+            ours_both.runs,
+            bpftrace_both.runs
+        ),
+        format!(
+            "ebpf-cost-together ours_first: ours_ns={:.0} bpftrace_ns={:.0} ratio={ratio_both:.2}; \
+             bpftrace_first (wall {:.2} s, runs ours={} bpftrace={}): ours_ns={:.0} \
+             bpftrace_ns={:.0} ratio={ratio_rev:.2}; mean ratio={:.2}",
+            ours_both.ns_per_run(),
+            bpftrace_both.ns_per_run(),
+            walls["rev"],
+            ours_rev.runs,
+            bpftrace_rev.runs,
+            ours_rev.ns_per_run(),
+            bpftrace_rev.ns_per_run(),
+            (ratio_both + ratio_rev) / 2.0
+        ),
+        floor,
         format!(
             "vm-bench {label}: replay wall none={none:.2} s ours={:.2} s ({:+.1} %) \
              bpftrace={:.2} s ({:+.1} %)",
@@ -138,6 +198,27 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
             ours.ns_per_run() / bpftrace.ns_per_run()
         ),
     ])
+}
+
+/// What an empty program (bpftrace's `{ }`) costs per event on the same tracepoint, when the
+/// guest could measure it.
+fn floor_line(dir: &Path, baseline_ids: &[u64]) -> String {
+    let measured = || -> Result<Cost> {
+        let before = programs(&read(dir, "progs_floor_before.json")?)?;
+        let after = programs(&read(dir, "progs_floor_after.json")?)?;
+        cost(&before, &after, |p| {
+            p.kind == "tracepoint" && !baseline_ids.contains(&p.id)
+        })
+        .context("the empty program did not run")
+    };
+    match measured() {
+        Ok(floor) => format!(
+            "ebpf-floor empty_program_ns={:.0} runs={}",
+            floor.ns_per_run(),
+            floor.runs
+        ),
+        Err(err) => format!("ebpf-floor not measured: {err:#}"),
+    }
 }
 
 fn read(dir: &Path, name: &str) -> Result<String> {
@@ -264,11 +345,17 @@ mod tests {
     #[test]
     fn walls_and_bpftrace_counts_are_read() {
         let marks = "1.00 none_start\n11.50 none_done\n12.00 ours_start\n23.00 ours_done\n\
-                     30.00 bpftrace_start\n42.25 bpftrace_done\n";
+                     30.00 bpftrace_start\n42.25 bpftrace_done\n50.00 both_start\n63.50 both_done\n\
+                     70.00 rev_start\n80.00 rev_done\n";
         let walls = wall_times(marks).unwrap();
         assert_eq!(
-            (walls["none"], walls["ours"], walls["bpftrace"]),
-            (10.5, 11.0, 12.25)
+            (
+                walls["none"],
+                walls["ours"],
+                walls["bpftrace"],
+                walls["both"]
+            ),
+            (10.5, 11.0, 12.25, 13.5)
         );
         assert!(wall_times("1.0 none_start\n").is_err());
         let out = "Attaching 1 probe...\n\n\n@[301]: 65\n@[302]: 66\n";

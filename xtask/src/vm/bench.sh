@@ -1,7 +1,8 @@
 #!/bin/sh
 # nodescope vm-bench, guest side: /init of the bench's initramfs (xtask/src/vm/bench.rs). The
-# same cold replay of the RFC file set three times: with nothing attached, under
-# `nodescope stream` and under bpftrace counting node-read submissions by pid. With
+# same cold replay of the RFC file set four times: with nothing attached, under
+# `nodescope stream`, under bpftrace counting node-read submissions by pid, and under both
+# at once. With
 # kernel.bpf_stats_enabled=1 the kernel times every BPF program; bpftool's JSON before and
 # after each replay goes to /results, which leaves as a tar on the disk with serial "results".
 export PATH=/bin
@@ -31,6 +32,10 @@ done
 [ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
 [ -n "$DEV" ] || { fail "no test disk"; finish; }
 uname -r > $R/uname.txt
+# What the kernel times BPF programs with (bpf_stats: sched_clock around each run): a coarse
+# clock would make ns per event a sample, not a measurement.
+cat /sys/devices/system/clocksource/clocksource0/current_clocksource > $R/clocksource.txt 2>&1
+dmesg | grep -i -E 'sched_clock|tsc|clocksource' > $R/clock_dmesg.txt 2>&1
 mkfs.f2fs -f -l vmbench /dev/$DEV > $R/mkfs.txt 2>&1 || { fail mkfs.f2fs; finish; }
 # As the VM test: no background GC, whose reads have nothing to do with the replays.
 mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail mount; finish; }
@@ -67,7 +72,8 @@ wait_ready() {
 # nodescope attaches through BPF links, which `bpftool perf list` does not show: it says when
 # it is ready. bpftrace says "Attaching" before it attaches: its perf event is listed after.
 # Under TCG bpftrace takes long to start (it loads LLVM and clang).
-STREAM_READY="grep -q 'nodescope stream: ready' $R/stream.err 2>/dev/null"
+stream_ready() { echo "grep -q 'nodescope stream: ready' $R/$1 2>/dev/null"; }
+STREAM_READY=$(stream_ready stream.err)
 BPFTRACE_READY="bpftool perf list 2>/dev/null | grep -q 'tracepoint  *${TRACEPOINT#*:}\$'"
 
 # One timed cold replay, case $1; bpftool's view of the programs before and after.
@@ -101,5 +107,50 @@ wait_ready $BP bpftrace "$BPFTRACE_READY" 300 && {
 }
 wait $BP
 echo $? > $R/bpftrace.rc
+# Both at once on the same replay: the two programs run on the same events under the same
+# host load, so their ratio does not move with what else the (shared, emulating) host does
+# between two replays.
+cold
+nodescope stream --json --interval 1 > $R/stream_both.jsonl 2> $R/stream_both.err &
+SP=$!
+bpftrace -e "tracepoint:$TRACEPOINT { @[pid] = count(); }" > $R/bpftrace_both.out 2> $R/bpftrace_both.err &
+BP=$!
+wait_ready $SP "nodescope stream (both)" "$(stream_ready stream_both.err)" 60 &&
+  wait_ready $BP "bpftrace (both)" "$BPFTRACE_READY" 300 && replay both
+kill -INT $SP $BP
+wait $SP
+wait $BP
+# Both again, bpftrace attached first: a tracepoint runs its programs in the order they were
+# attached, and under TCG the first one pays for what the second then finds warm (the emulated
+# TLB's refills of the record, the task, the stack); each order gives one of them that edge.
+cold
+bpftrace -e "tracepoint:$TRACEPOINT { @[pid] = count(); }" > $R/bpftrace_rev.out 2> $R/bpftrace_rev.err &
+BP=$!
+wait_ready $BP "bpftrace (bpftrace first)" "$BPFTRACE_READY" 300 && {
+  nodescope stream --json --interval 1 > $R/stream_rev.jsonl 2> $R/stream_rev.err &
+  SP=$!
+  wait_ready $SP "nodescope stream (bpftrace first)" "$(stream_ready stream_rev.err)" 60 &&
+    replay rev
+  kill -INT $SP
+  wait $SP
+}
+kill -INT $BP
+wait $BP
+
+# The floor: a program that does nothing, on the same tracepoint (bpftrace with an empty
+# action). What it costs per event is what every program pays here (the tracepoint's call
+# into BPF, bpf_stats' own clock reads) before doing anything. Not fatal: no figure if not.
+cold
+bpftrace -e "tracepoint:$TRACEPOINT { }" > $R/floor.out 2> $R/floor.err &
+BP=$!
+n=0
+until eval "$BPFTRACE_READY"; do
+  kill -0 $BP 2>/dev/null || break
+  n=$((n+1)); [ $n -gt 600 ] && break
+  sleep 0.5
+done
+eval "$BPFTRACE_READY" && replay floor
+kill -INT $BP
+wait $BP
 umount /mnt || fail umount
 finish

@@ -46,14 +46,21 @@ pub struct BpfSource {
 impl BpfSource {
     /// Load the object and attach what `plan` chose, and the RFC probes `manifest` names. Fails
     /// when node reads could not be attached at all (nothing useful would come); other parts may
-    /// be missing, and say so.
-    pub fn start(plan: &Plan, manifest: Option<&Manifest>) -> Result<BpfSource> {
+    /// be missing, and say so. `node_read_events`: every node read is also an event in the
+    /// ring buffer (`record` needs them); without, node reads are only counted in the kernel,
+    /// which is what the model's node-read figures come from anyway, at a fraction of the
+    /// per-read cost (docs/PERFORMANCE.md).
+    pub fn start(
+        plan: &Plan,
+        manifest: Option<&Manifest>,
+        node_read_events: bool,
+    ) -> Result<BpfSource> {
         let mut ebpf = bpf::load(RING_BYTES)?;
         // Before attaching: a metadata write must find its device's layout.
         for problem in areas::write_meta_areas(&mut ebpf)? {
             log::warn!("{problem}");
         }
-        let outcomes = attach::attach(&mut ebpf, plan)?;
+        let outcomes = attach::attach(&mut ebpf, plan, node_read_events)?;
         let rfc = manifest
             .map(|manifest| rfc::attach(&mut ebpf, manifest, UProbeScope::AllProcesses))
             .transpose()?;

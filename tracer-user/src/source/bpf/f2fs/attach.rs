@@ -7,7 +7,7 @@ use aya::{
     Ebpf,
 };
 use serde::Serialize;
-use tracer_common::{TracepointLayout, CONFIG_RAHEAD_BIT};
+use tracer_common::{TracepointLayout, CONFIG_NODE_READ_EVENTS, CONFIG_RAHEAD_BIT};
 
 use super::planner::{Attachment, Plan, Target};
 use crate::source::bpf;
@@ -22,11 +22,18 @@ pub struct AttachOutcome {
     pub error: Option<String>,
 }
 
-/// Write the layouts and settings, then load and attach every chosen program. An attachment
-/// that fails is reported, not fatal: the caller decides what it can live without.
-pub fn attach(ebpf: &mut Ebpf, plan: &Plan) -> Result<Vec<AttachOutcome>> {
+/// The program that tells the counters a comm changed (exec, prctl(PR_SET_NAME)), and where.
+pub const PROG_TASK_RENAME: &str = "f2fs_task_rename";
+const RENAME_TRACEPOINT: (&str, &str) = ("task", "task_rename");
+
+/// Write the layouts and settings, then load and attach every chosen program, and the rename
+/// program the counters' comms rely on. An attachment that fails is reported, not fatal: the
+/// caller decides what it can live without. `node_read_events`: node reads also go through
+/// the ring buffer as events (else they are counted only).
+pub fn attach(ebpf: &mut Ebpf, plan: &Plan, node_read_events: bool) -> Result<Vec<AttachOutcome>> {
     write_layouts(ebpf, plan)?;
-    let mut outcomes = Vec::new();
+    write_config(ebpf, CONFIG_NODE_READ_EVENTS, u32::from(node_read_events))?;
+    let mut outcomes = vec![attach_rename(ebpf)];
     for part in plan.parts() {
         let Some(choice) = &part.chosen else {
             continue;
@@ -52,11 +59,34 @@ fn write_layouts(ebpf: &mut Ebpf, plan: &Plan) -> Result<()> {
             layouts.set(slot, layout, 0).context("writing TP_LAYOUT")?;
         }
     }
+    write_config(ebpf, CONFIG_RAHEAD_BIT, u32::from(plan.rahead_bit))
+}
+
+fn write_config(ebpf: &mut Ebpf, index: u32, value: u32) -> Result<()> {
     let map = ebpf.map_mut("CONFIG").context("CONFIG map missing")?;
     let mut config: Array<_, u32> = Array::try_from(map)?;
-    config
-        .set(CONFIG_RAHEAD_BIT, u32::from(plan.rahead_bit), 0)
-        .context("writing CONFIG")
+    config.set(index, value, 0).context("writing CONFIG")
+}
+
+/// Without it a process's comm in the counters stays the one it had at its first I/O on each
+/// CPU (`sh`, not the `cat` it exec'd): reported, like any other attachment.
+fn attach_rename(ebpf: &mut Ebpf) -> AttachOutcome {
+    let (category, name) = RENAME_TRACEPOINT;
+    let result = (|| -> Result<()> {
+        let program = ebpf
+            .program_mut(PROG_TASK_RENAME)
+            .with_context(|| format!("program {PROG_TASK_RENAME} missing from the object"))?;
+        let tp: &mut TracePoint = program.try_into()?;
+        bpf::load_once(tp.fd().is_ok(), || tp.load())?;
+        tp.attach(category, name)?;
+        Ok(())
+    })();
+    AttachOutcome {
+        what: "comm_renames",
+        target: format!("{category}:{name}"),
+        attached: result.is_ok(),
+        error: result.err().map(|e| format!("{e:#}")),
+    }
 }
 
 fn attach_one(ebpf: &mut Ebpf, attachment: &Attachment) -> Result<()> {
@@ -102,6 +132,7 @@ mod tests {
             PROG_WRITE,
             PROG_CHECKPOINT,
             PROG_META_WRITE,
+            PROG_TASK_RENAME,
         ] {
             let tp: &mut TracePoint = ebpf.program_mut(name).unwrap().try_into().unwrap();
             tp.load().unwrap_or_else(|e| panic!("{name}: {e:#}"));
@@ -116,5 +147,40 @@ mod tests {
             let kp: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
             kp.load().unwrap_or_else(|e| panic!("{name}: {e:#}"));
         }
+    }
+
+    /// The rename program runs on this kernel (no F2FS needed): every comm change stamps
+    /// RENAMES with a new time, which is what makes the counters read a comm again.
+    #[test]
+    fn a_rename_stamps_renames_with_a_new_time() {
+        if !system::is_root() {
+            eprintln!("SKIPPED a_rename_stamps_renames_with_a_new_time: needs root");
+            return;
+        }
+        let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+        let outcome = attach_rename(&mut ebpf);
+        assert!(outcome.attached, "{outcome:?}");
+        assert_eq!(outcome.target, "task:task_rename");
+        let stamp = |ebpf: &Ebpf| -> u64 {
+            let renames: Array<_, u64> = Array::try_from(ebpf.map("RENAMES").unwrap()).unwrap();
+            renames.get(&0, 0).unwrap()
+        };
+        let rename = |name: &std::ffi::CStr| {
+            // A thread of its own: the test runner's threads keep their names.
+            let name = name.to_owned();
+            std::thread::spawn(move || {
+                // SAFETY: PR_SET_NAME reads a NUL-terminated string that outlives the call.
+                let rc = unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+                assert_eq!(rc, 0);
+            })
+            .join()
+            .unwrap();
+        };
+        rename(c"ns-rename-1");
+        let first = stamp(&ebpf);
+        assert_ne!(first, 0, "no rename seen");
+        rename(c"ns-rename-2");
+        let second = stamp(&ebpf);
+        assert!(second > first, "second rename {second} not after {first}");
     }
 }
