@@ -37,6 +37,8 @@ struct Report {
     vm_hwm_kib: u64,
     /// VmRSS every 30 s of the measured span: whether it levels off.
     rss_every_30s_kib: Vec<u64>,
+    /// CPU over each 30 s of the measured span: whether the cost levels off.
+    cpu_percent_every_30s: Vec<f64>,
     client_lines: usize,
 }
 
@@ -76,7 +78,8 @@ pub fn main(args: &[String]) -> Result<()> {
         "nodescope daemon at {} events/s (simulator events replayed; --record, --openmetrics, \
          one stream --connect client): CPU {:.2} s user + {:.2} s system over {:.1} s = {:.2} % \
          of one core; RSS {} KiB at the start, {} KiB peak (sampled), {} KiB at the end, \
-         VmHWM {} KiB (every 30 s: {:?} KiB); the client printed {} window lines",
+         VmHWM {} KiB (every 30 s: {:?} KiB); CPU every 30 s: {:.1?} %; the client printed {} \
+         window lines",
         report.events_per_s,
         report.cpu_user_s,
         report.cpu_system_s,
@@ -87,6 +90,7 @@ pub fn main(args: &[String]) -> Result<()> {
         report.rss_end_kib,
         report.vm_hwm_kib,
         report.rss_every_30s_kib,
+        report.cpu_percent_every_30s,
         report.client_lines
     );
     if json {
@@ -199,12 +203,17 @@ fn measure(
     let mut next_scrape = Instant::now();
     let mut next_reading = Instant::now() + Duration::from_secs(30);
     let mut readings = Vec::new();
+    // CPU per 30 s span, to tell a cost that levels off from one that keeps growing.
+    let (mut cpu_spans, mut ticks_before) = (Vec::new(), user0 + system0);
     while from.elapsed() < Duration::from_secs(seconds) {
         std::thread::sleep(Duration::from_millis(100));
         let rss = status_kib(pid, "VmRSS")?;
         peak = peak.max(rss);
         if Instant::now() >= next_reading {
             readings.push(rss);
+            let (user, system) = cpu_ticks(pid)?;
+            cpu_spans.push(percent_of_one_core(user + system - ticks_before, 30.0));
+            ticks_before = user + system;
             next_reading += Duration::from_secs(30);
         }
         if Instant::now() >= next_scrape {
@@ -238,8 +247,16 @@ fn measure(
         rss_end_kib: rss_end,
         vm_hwm_kib: vm_hwm,
         rss_every_30s_kib: readings,
+        cpu_percent_every_30s: cpu_spans,
         client_lines,
     })
+}
+
+/// Clock ticks of CPU over `seconds` of wall time, as a percentage of one core.
+fn percent_of_one_core(ticks: u64, seconds: f64) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks as f64 / per_second / seconds * 100.0
 }
 
 /// utime and stime (clock ticks) from /proc/PID/stat.

@@ -44,6 +44,9 @@ pub const MAX_IDLE_WINDOWS: u64 = 10_000;
 /// The device number the per-device counts of devices past [`MAX_DEVICES`] go under.
 pub const OTHER_DEVICES: u32 = u32::MAX;
 
+/// A full process table retires 1/EVICT_FRACTION of itself, the least recently active.
+const EVICT_FRACTION: usize = 8;
+
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
     pub window_ns: u64,
@@ -51,7 +54,8 @@ pub struct ModelConfig {
     pub history: usize,
     /// A process with no events for this many windows is aged out into the exited row.
     pub idle_windows: u64,
-    /// At most this many live processes are tracked; the least recently active go first.
+    /// At most this many live processes are tracked; when full, the least recently active
+    /// eighth goes at once (into the exited row).
     pub max_processes: usize,
     pub packages: Packages,
     /// A restore this soon after its conversion is eager, whatever the interval (restores
@@ -423,13 +427,20 @@ impl Model {
         })
     }
 
+    /// Retire the least recently active eighth of the table at once. One at a time, every new
+    /// process of a full table scanned all of them: with thousands of short-lived processes
+    /// that scan was most of the daemon's CPU; in bulk it is paid once per eighth.
     fn evict_least_recent(&mut self) {
-        let oldest = self
+        let mut by_age: Vec<(u64, u32)> = self
             .processes
             .values()
-            .min_by_key(|p| (p.window_index, p.tgid))
-            .map(|p| p.tgid);
-        if let Some(tgid) = oldest {
+            .map(|p| (p.window_index, p.tgid))
+            .collect();
+        let batch = (self.config.max_processes / EVICT_FRACTION).clamp(1, by_age.len().max(1));
+        if by_age.len() > batch {
+            by_age.select_nth_unstable(batch - 1);
+        }
+        for &(_, tgid) in by_age.iter().take(batch) {
             self.retire(tgid);
         }
     }

@@ -191,9 +191,12 @@ fn the_process_table_is_bounded() {
     for tgid in 0..1000 {
         model.ingest(&read(u64::from(tgid), tgid, "burst", false));
     }
+    // Full at 100, the 12 least recent go at once: 1000 = 100 + 12 x 75; live ones are the
+    // latest.
     assert_eq!(model.process_count(), 100);
     let (count, exited) = model.exited();
     assert_eq!((count, exited.node_reads()), (900, 900));
+    assert!(model.processes.contains_key(&999) && !model.processes.contains_key(&899));
 }
 
 #[test]
