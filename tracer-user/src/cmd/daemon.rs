@@ -9,7 +9,7 @@
 //! footer, the knobs their original values. SIGHUP reopens `--log`.
 use std::{
     fs::OpenOptions,
-    os::fd::AsRawFd as _,
+    os::{fd::AsRawFd as _, unix::fs::OpenOptionsExt as _},
     path::{Path, PathBuf},
     sync::{Arc, Mutex},
     time::Duration,
@@ -94,9 +94,12 @@ pub fn run(args: DaemonArgs) -> Result<()> {
 /// Point stderr (the log and every message) at `path`, appending: called at the start and on
 /// SIGHUP, so a rotated log is let go of.
 fn redirect_stderr(path: &Path) -> Result<()> {
+    // No symlink followed: run as root, the daemon must not append to whatever file another
+    // user pointed a link at the log's path.
     let file = OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .with_context(|| format!("opening the log {}", path.display()))?;
     // SAFETY: dup2 on two valid descriptors (the file's, open for the call; stderr's) has no
