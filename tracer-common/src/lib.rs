@@ -377,6 +377,69 @@ impl TaskCounts {
     }
 }
 
+/// Slots per CPU in the `COUNT_SLOTS` table. A power of two (a task's slot is its tgid's low
+/// bits) whose table fits the kernel's 32 KiB limit on a per-CPU map value.
+pub const COUNT_SLOTS: usize = 256;
+
+/// One slot of the per-CPU counter table: one task's counts on one CPU, kept in a plain array
+/// so that the common case (the task that counted last in this slot counts again) needs no
+/// hashing. A slot is a task's from the first count it makes there (when the slot is free)
+/// until userspace, having read its final value after the task exited, hands it back
+/// (`SLOT_GRANTS`); a task whose slot is another's counts in `NODE_COUNTS` instead.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CountSlot {
+    /// Which occupancy this is: 0 = never used; each claim writes the previous value + 1, after
+    /// the key and counts, so a reader that sees a new number knows the slot changed hands.
+    pub gen: u64,
+    pub key: TaskKey,
+    pub counts: TaskCounts,
+}
+
+impl CountSlot {
+    pub const EMPTY: CountSlot = CountSlot {
+        gen: 0,
+        key: TaskKey {
+            dev: 0,
+            tgid: 0,
+            uid: 0,
+            _pad: 0,
+        },
+        counts: TaskCounts {
+            node_reads_demand: 0,
+            node_reads_readahead: 0,
+            node_writes: 0,
+            checkpoints: 0,
+            comm: [0; COMM_LEN],
+            comm_ns: 0,
+            comm_gen: 0,
+        },
+    };
+}
+
+/// The value of the per-CPU `COUNT_SLOTS` map (one entry): the settings the node-read program
+/// needs on every event, next to the slots it counts in (one map value, so one lookup and one
+/// memory page per event), written by userspace once before attaching.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotTable {
+    /// Nonzero: f2fs_submit_page_bio has the mainline layout
+    /// ([`TracepointLayout::is_mainline_page_bio`]) and node reads are counted only, so the
+    /// node-read program reads the record at those offsets and looks nothing else up.
+    pub fast_node_reads: u32,
+    /// Bit number of REQ_RAHEAD in f2fs_submit_page_bio's op_flags (the fast path's).
+    pub rahead_bit: u32,
+    pub slots: [CountSlot; COUNT_SLOTS],
+}
+
+impl SlotTable {
+    pub const EMPTY: SlotTable = SlotTable {
+        fast_node_reads: 0,
+        rahead_bit: 0,
+        slots: [CountSlot::EMPTY; COUNT_SLOTS],
+    };
+}
+
 /// Tracepoint field offsets, read from the format files at run time and handed to the programs
 /// through the `TP_LAYOUT` array map (index = `TP_*`). An offset of `FIELD_ABSENT` means the
 /// field does not exist in this kernel's variant.
@@ -403,6 +466,38 @@ pub struct TracepointLayout {
 }
 
 pub const FIELD_ABSENT: u16 = u16::MAX;
+
+impl TracepointLayout {
+    /// f2fs_submit_page_bio's field offsets on 6.1 .. 6.12 (their format files: dev 8, index
+    /// 24, op 40, op_flags 44, type 52): when the layout parsed from this kernel's format file
+    /// is this one, the node-read program reads those fields at constant offsets, straight
+    /// from the record.
+    pub const MAINLINE_PAGE_BIO: TracepointLayout = TracepointLayout {
+        dev: 8,
+        ino: FIELD_ABSENT,
+        index: 24,
+        op: 40,
+        op_flags: 44,
+        type_: 52,
+        reason: FIELD_ABSENT,
+        phase: FIELD_ABSENT,
+        msg_loc: FIELD_ABSENT,
+        rahead_bit: 0,
+        sync_bit: 0,
+        _pad: 0,
+        size: FIELD_ABSENT,
+    };
+
+    /// Whether the five fields the node-read program reads sit at the mainline offsets.
+    pub fn is_mainline_page_bio(&self) -> bool {
+        let m = &Self::MAINLINE_PAGE_BIO;
+        self.dev == m.dev
+            && self.index == m.index
+            && self.op == m.op
+            && self.op_flags == m.op_flags
+            && self.type_ == m.type_
+    }
+}
 
 pub const TP_SUBMIT_PAGE_BIO: u32 = 0;
 pub const TP_SUBMIT_READ_BIO: u32 = 1;
@@ -562,6 +657,10 @@ mod pod {
     unsafe impl aya::Pod for super::TaskKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::TaskCounts {}
+    // SAFETY: as above (CountSlot's fields are all 8-byte aligned, no implicit padding).
+    unsafe impl aya::Pod for super::CountSlot {}
+    // SAFETY: as above: two u32 then 8-byte aligned slots, no implicit padding.
+    unsafe impl aya::Pod for super::SlotTable {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::TracepointLayout {}
     // SAFETY: as above.
@@ -579,6 +678,27 @@ mod tests {
     fn event_is_64_bytes_without_implicit_padding() {
         assert_eq!(core::mem::size_of::<Event>(), 64);
         assert_eq!(core::mem::align_of::<Event>(), 8);
+    }
+
+    #[test]
+    fn slot_table_fits_a_per_cpu_value_without_implicit_padding() {
+        assert_eq!(core::mem::size_of::<CountSlot>(), 8 + 16 + 64);
+        assert_eq!(
+            core::mem::size_of::<SlotTable>(),
+            8 + COUNT_SLOTS * core::mem::size_of::<CountSlot>()
+        );
+        // The kernel refuses per-CPU values above PCPU_MIN_UNIT_SIZE (32 KiB).
+        assert!(core::mem::size_of::<SlotTable>() <= 32 * 1024);
+        assert!(COUNT_SLOTS.is_power_of_two());
+    }
+
+    #[test]
+    fn the_mainline_page_bio_layout_is_recognised_by_its_five_fields() {
+        let mut layout = TracepointLayout::MAINLINE_PAGE_BIO;
+        layout.rahead_bit = 19;
+        assert!(layout.is_mainline_page_bio());
+        layout.type_ = 56;
+        assert!(!layout.is_mainline_page_bio());
     }
 
     #[test]

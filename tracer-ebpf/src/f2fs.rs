@@ -21,11 +21,11 @@ use aya_ebpf::{
     EbpfContext as _,
 };
 use tracer_common::{
-    EventKind, TaskCounts, TaskKey, TracepointLayout, COMM_LEN, CONFIG_NODE_READ_EVENTS,
-    CONFIG_RAHEAD_BIT, CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT,
-    CP_PHASE_START_BLOCK_OPS, F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE, FIELD_ABSENT, FLAG_READAHEAD,
-    FLAG_SYNC, REQ_OP_READ, TP_COUNT, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO,
-    TP_WRITE_CHECKPOINT,
+    CountSlot, EventKind, SlotTable, TaskCounts, TaskKey, TracepointLayout, COMM_LEN,
+    CONFIG_NODE_READ_EVENTS, CONFIG_RAHEAD_BIT, COUNT_SLOTS, CP_PHASE_FINISH_BLOCK_OPS,
+    CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS, F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE,
+    FIELD_ABSENT, FLAG_READAHEAD, FLAG_SYNC, REQ_OP_READ, TP_COUNT, TP_SUBMIT_PAGE_BIO,
+    TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO, TP_WRITE_CHECKPOINT,
 };
 
 use crate::maps::{config, emit, emit_batched, Current};
@@ -38,6 +38,17 @@ static TP_LAYOUT: Array<TracepointLayout> = Array::with_max_entries(TP_COUNT, 0)
 /// size is modest because every possible CPU gets a copy of every value.
 #[map(name = "NODE_COUNTS")]
 static NODE_COUNTS: PerCpuHashMap<TaskKey, TaskCounts> = PerCpuHashMap::with_max_entries(8192, 0);
+
+/// This CPU's counter slots and the node-read program's settings (one entry): a task counts
+/// in the slot its tgid's low bits name while the slot is its own, with no hashing, and in
+/// `NODE_COUNTS` when another task holds the slot. Userspace sums both.
+#[map(name = "COUNT_SLOTS")]
+static COUNT_SLOTS_MAP: PerCpuArray<SlotTable> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per slot, this CPU's occupancy number userspace handed back (0: none): it read that
+/// occupancy's final counts after its task exited, so the slot may change hands.
+#[map(name = "SLOT_GRANTS")]
+static SLOT_GRANTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNT_SLOTS as u32, 0);
 
 /// Bytes of a tracepoint record copied at once: every field these programs read lies in the
 /// first 64 bytes of F2FS's records (f2fs_submit_page_bio's last, `type`, is at 52 on 6.1 and
@@ -159,15 +170,95 @@ pub fn f2fs_task_rename(_ctx: TracePointContext) -> u32 {
     0
 }
 
+/// This CPU's slot table.
+#[inline(always)]
+fn slot_table() -> Option<&'static mut SlotTable> {
+    // SAFETY: the value is this CPU's copy, valid while the program runs, and no other program
+    // runs on this CPU meanwhile (tracepoint and kprobe programs do not nest).
+    COUNT_SLOTS_MAP
+        .get_ptr_mut(0)
+        .map(|table| unsafe { &mut *table })
+}
+
 /// Add `n` to one counter of the current task on `dev`.
 fn count(dev: u32, counter: Counter, n: u64, task: &mut Task) {
-    let key = TaskKey {
+    match slot_table() {
+        Some(table) => count_in(table, dev, counter, n, task),
+        None => count_in_map(&task_key(dev, task), counter, n, task, last_rename()),
+    }
+}
+
+#[inline(always)]
+fn task_key(dev: u32, task: &Task) -> TaskKey {
+    TaskKey {
         dev,
         tgid: (task.pid_tgid >> 32) as u32,
         uid: task.uid,
         _pad: 0,
-    };
+    }
+}
+
+/// [`count`] with this CPU's slot table in hand: the task's slot when it holds it or may claim
+/// it, else `NODE_COUNTS`.
+#[inline(always)]
+fn count_in(table: &mut SlotTable, dev: u32, counter: Counter, n: u64, task: &mut Task) {
+    let key = task_key(dev, task);
     let generation = last_rename();
+    let index = key.tgid as usize & (COUNT_SLOTS - 1);
+    let slot = &mut table.slots[index];
+    if slot.gen != 0 && slot.key == key {
+        bump(&mut slot.counts, counter, n);
+        if slot.counts.comm_gen != generation {
+            let (comm, comm_ns) = task.named();
+            slot.counts.comm = comm;
+            slot.counts.comm_ns = comm_ns;
+            slot.counts.comm_gen = generation;
+        }
+        return;
+    }
+    if slot.gen == 0 || granted(index) == slot.gen {
+        claim(slot, key, counter, n, task, generation);
+        return;
+    }
+    count_in_map(&key, counter, n, task, generation);
+}
+
+/// The occupancy number userspace handed slot `index` back at on this CPU (0: none).
+#[inline(always)]
+fn granted(index: usize) -> u64 {
+    SLOT_GRANTS.get(index as u32).copied().unwrap_or(0)
+}
+
+/// Make a free slot the task's, counting `n`. The occupancy number is written last, so a
+/// reader that sees the new number sees the new key and counts with it (userspace also reads
+/// a changed slot twice before it believes it).
+#[inline(always)]
+fn claim(
+    slot: &mut CountSlot,
+    key: TaskKey,
+    counter: Counter,
+    n: u64,
+    task: &mut Task,
+    generation: u64,
+) {
+    let (comm, comm_ns) = task.named();
+    let next = slot.gen + 1;
+    slot.key = key;
+    slot.counts = TaskCounts {
+        comm,
+        comm_ns,
+        comm_gen: generation,
+        ..TaskCounts::default()
+    };
+    bump(&mut slot.counts, counter, n);
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+    // SAFETY: the slot is a valid, aligned map value field for the program's run.
+    unsafe { core::ptr::write_volatile(&mut slot.gen, next) };
+}
+
+/// Add `n` to one counter of the task's `NODE_COUNTS` entry, making the entry if need be.
+fn count_in_map(key: &TaskKey, counter: Counter, n: u64, task: &mut Task, generation: u64) {
+    let key = *key;
     if bump_existing(&key, counter, n, task, generation) {
         return;
     }
@@ -328,8 +419,13 @@ fn node_read_submission(record: &Record, layout: &TracepointLayout) -> Option<(u
 }
 
 fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
+    if let Some(table) = slot_table() {
+        if table.fast_node_reads != 0 {
+            return fast_node_read(ctx, table);
+        }
+    }
     let layout = layout(TP_SUBMIT_PAGE_BIO)?;
-    let (op_flags, dev, nid) = if is_mainline_page_bio(&layout) {
+    let (op_flags, dev, nid) = if layout.is_mainline_page_bio() {
         mainline_node_read(ctx)?
     } else {
         let record = Record::copy(ctx);
@@ -343,24 +439,38 @@ fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
     Some(())
 }
 
-/// f2fs_submit_page_bio's field offsets on 6.1 .. 6.12 (their format files: dev 8, index 24,
-/// op 40, op_flags 44, type 52). When the layout userspace parsed from this kernel's format
-/// file is this one, the program reads the fields straight from the record at these constant
-/// offsets (plain loads the verifier checks against the tracepoint's context) instead of
-/// copying the record with bpf_probe_read_kernel; any other layout takes the copy.
-const MAINLINE_DEV: u16 = 8;
-const MAINLINE_INDEX: u16 = 24;
-const MAINLINE_OP: u16 = 40;
-const MAINLINE_OP_FLAGS: u16 = 44;
-const MAINLINE_TYPE: u16 = 52;
-
-fn is_mainline_page_bio(layout: &TracepointLayout) -> bool {
-    layout.dev == MAINLINE_DEV
-        && layout.index == MAINLINE_INDEX
-        && layout.op == MAINLINE_OP
-        && layout.op_flags == MAINLINE_OP_FLAGS
-        && layout.type_ == MAINLINE_TYPE
+/// The node-read program's common case (`SlotTable::fast_node_reads`: the mainline layout,
+/// counts only): the record's fields at constant offsets, two task helpers, this CPU's slot.
+/// No other map is looked up and nothing is copied, so it touches few memory pages, which is
+/// most of what an event costs (issue 16's vm-bench).
+#[inline(always)]
+fn fast_node_read(ctx: &TracePointContext, table: &mut SlotTable) -> Option<()> {
+    let page_type: i32 = record_at::<i32, { MAINLINE_TYPE as usize }>(ctx);
+    let op: u32 = record_at::<u32, { MAINLINE_OP as usize }>(ctx);
+    if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
+        return None;
+    }
+    let op_flags = record_at::<u32, { MAINLINE_OP_FLAGS as usize }>(ctx);
+    let dev = record_at::<u32, { MAINLINE_DEV as usize }>(ctx);
+    let counter = if bit(op_flags, table.rahead_bit) {
+        Counter::Readahead
+    } else {
+        Counter::Demand
+    };
+    count_in(table, dev, counter, 1, &mut Task::read());
+    Some(())
 }
+
+/// f2fs_submit_page_bio's field offsets on 6.1 .. 6.12 (`TracepointLayout::MAINLINE_PAGE_BIO`).
+/// When the layout userspace parsed from this kernel's format file is this one, the program
+/// reads the fields straight from the record at these constant offsets (plain loads the
+/// verifier checks against the tracepoint's context) instead of copying the record with
+/// bpf_probe_read_kernel; any other layout takes the copy.
+const MAINLINE_DEV: u16 = TracepointLayout::MAINLINE_PAGE_BIO.dev;
+const MAINLINE_INDEX: u16 = TracepointLayout::MAINLINE_PAGE_BIO.index;
+const MAINLINE_OP: u16 = TracepointLayout::MAINLINE_PAGE_BIO.op;
+const MAINLINE_OP_FLAGS: u16 = TracepointLayout::MAINLINE_PAGE_BIO.op_flags;
+const MAINLINE_TYPE: u16 = TracepointLayout::MAINLINE_PAGE_BIO.type_;
 
 /// The (op_flags, dev, nid) of a mainline-layout submission that is a node read.
 #[inline(always)]

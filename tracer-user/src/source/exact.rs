@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use tracer_common::{TaskCounts, TaskKey};
 
-use super::bpf::live::BpfSource;
+use super::bpf::{f2fs::counters::merge, live::BpfSource};
 use crate::model::KernelCounts;
 
 impl BpfSource {
@@ -32,17 +32,17 @@ impl BpfSource {
         })
     }
 
-    /// Take the entries of thread groups that no longer exist out of NODE_COUNTS (a phone
-    /// starts thousands of short-lived processes a day; a full map would lose every new
-    /// process's counts), replacing their reading in `tasks` by their final value. Returns
-    /// their keys: the model keeps their counts and forgets the keys.
+    /// Take the entries of thread groups that no longer exist out of NODE_COUNTS and hand
+    /// their counter slots back (a phone starts thousands of short-lived processes a day; a
+    /// full map would lose every new process's counts, full slots would send every count to
+    /// the map), replacing their reading in `tasks` by their final value. Returns their keys:
+    /// the model keeps their counts and forgets the keys.
     ///
-    /// No increment is lost: a program increments only the entry of the task running it, a
-    /// group with no task left runs nothing, and lookup-and-delete returns exactly the value
-    /// it removes. A tgid reused in between (pid numbers wrap only after pid_max) is the one
+    /// No increment is lost: a program increments only the entry or slot of the task running
+    /// it, a group with no task left runs nothing, lookup-and-delete returns exactly the value
+    /// it removes, and the slots are read after the exits were seen. A tgid reused in between (pid numbers wrap only after pid_max) is the one
     /// case left; it is checked for after the delete and logged.
-    fn retire_exited(&mut self, tasks: &mut [(TaskKey, TaskCounts)]) -> Result<Vec<TaskKey>> {
-        self.note_counter_population(tasks.len());
+    fn retire_exited(&mut self, tasks: &mut Vec<(TaskKey, TaskCounts)>) -> Result<Vec<TaskKey>> {
         let exited: BTreeSet<u32> = tasks
             .iter()
             .map(|(key, _)| key.tgid)
@@ -51,10 +51,25 @@ impl BpfSource {
             .filter(|&tgid| !alive(tgid))
             .collect();
         let mut retired = Vec::new();
-        for (key, counts) in tasks.iter_mut().filter(|(k, _)| exited.contains(&k.tgid)) {
-            if let Some(last) = self.take_counts(key)? {
-                *counts = last;
+        if exited.is_empty() {
+            self.note_retired(0);
+            return Ok(retired);
+        }
+        // An exited group's counts are in NODE_COUNTS, in counter slots, or both: its final
+        // value is the sum of what each holds now.
+        let slot_finals = self.retire_slots(&exited)?;
+        for (key, _) in &slot_finals {
+            if !tasks.iter().any(|(k, _)| k == key) {
+                // Only in a slot this reading had not confirmed yet: final all the same.
+                tasks.push((*key, TaskCounts::default()));
             }
+        }
+        for (key, counts) in tasks.iter_mut().filter(|(k, _)| exited.contains(&k.tgid)) {
+            let mut last = self.take_counts(key)?.unwrap_or_default();
+            if let Some((_, in_slots)) = slot_finals.iter().find(|(k, _)| k == key) {
+                merge(&mut last, in_slots);
+            }
+            *counts = last;
             retired.push(*key);
         }
         for tgid in exited.iter().filter(|&&tgid| alive(tgid)) {

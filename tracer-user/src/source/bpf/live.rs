@@ -1,5 +1,7 @@
 //! The kernel as a source: F2FS programs attached as the planner chose, events from the ring
 //! buffer, lost events reported in-band, and the exact in-kernel counters on the side.
+use std::collections::BTreeSet;
+
 use anyhow::{bail, Context as _, Result};
 use aya::{programs::uprobe::UProbeScope, Ebpf};
 use tracer_common::{Event, EventKind, TaskCounts, TaskKey};
@@ -14,6 +16,7 @@ use crate::{
                 attach::{self, AttachOutcome},
                 counters,
                 planner::Plan,
+                slots::SlotTracker,
             },
             manifest::Manifest,
             rfc::{self, AttachReport},
@@ -41,6 +44,21 @@ pub struct BpfSource {
     counters_retired: u64,
     /// Node lookups and evictions are traced (`--accesses`).
     accesses: bool,
+    /// Who holds each CPU's counter slots, and what they counted there.
+    slots: SlotTracker,
+}
+
+/// Add `more` to `tasks`, summing the counts of a key both hold.
+pub fn add_counts(
+    tasks: &mut Vec<(TaskKey, TaskCounts)>,
+    more: impl IntoIterator<Item = (TaskKey, TaskCounts)>,
+) {
+    for (key, counts) in more {
+        match tasks.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, total)) => counters::merge(total, &counts),
+            None => tasks.push((key, counts)),
+        }
+    }
 }
 
 impl BpfSource {
@@ -85,6 +103,7 @@ impl BpfSource {
             counter_peak: 0,
             counters_retired: 0,
             accesses: false,
+            slots: SlotTracker::default(),
         })
     }
 
@@ -135,9 +154,28 @@ impl BpfSource {
         &self.outcomes
     }
 
-    /// Exact counters per (device, tgid, uid) since the programs were attached.
-    pub fn counts(&self) -> Result<Vec<(TaskKey, TaskCounts)>> {
-        counters::read_counts(&self.ebpf)
+    /// Exact counters per (device, tgid, uid) since the programs were attached: NODE_COUNTS
+    /// and the counter slots, summed per key. NODE_COUNTS is read first: a task's counts move
+    /// between the two only by growing in one of them.
+    pub fn counts(&mut self) -> Result<Vec<(TaskKey, TaskCounts)>> {
+        let mut tasks = counters::read_counts(&self.ebpf)?;
+        self.note_counter_population(tasks.len());
+        let first = counters::read_slots(&self.ebpf)?;
+        let ebpf = &self.ebpf;
+        self.slots.observe(&first, || counters::read_slots(ebpf))?;
+        add_counts(&mut tasks, self.slots.live());
+        Ok(tasks)
+    }
+
+    /// The final counts, per key, that the slots of the thread groups in `exited` hold (read
+    /// now, after the exits: nothing can add to them any more), and hand those slots back.
+    pub fn retire_slots(&mut self, exited: &BTreeSet<u32>) -> Result<Vec<(TaskKey, TaskCounts)>> {
+        let tables = counters::read_slots(&self.ebpf)?;
+        let (finals, changed) = self.slots.retire(&tables, exited);
+        for index in changed {
+            counters::write_grants(&mut self.ebpf, index, self.slots.grants(index))?;
+        }
+        Ok(finals)
     }
 
     /// Take one entry out of NODE_COUNTS with its final value.

@@ -7,9 +7,14 @@ use aya::{
     Ebpf,
 };
 use serde::Serialize;
-use tracer_common::{TracepointLayout, CONFIG_NODE_READ_EVENTS, CONFIG_RAHEAD_BIT};
+use tracer_common::{
+    TracepointLayout, CONFIG_NODE_READ_EVENTS, CONFIG_RAHEAD_BIT, TP_SUBMIT_PAGE_BIO,
+};
 
-use super::planner::{Attachment, Plan, Target};
+use super::{
+    counters,
+    planner::{Attachment, Plan, Target},
+};
 use crate::source::bpf;
 
 /// What happened when one attachment was tried.
@@ -33,6 +38,10 @@ const RENAME_TRACEPOINT: (&str, &str) = ("task", "task_rename");
 pub fn attach(ebpf: &mut Ebpf, plan: &Plan, node_read_events: bool) -> Result<Vec<AttachOutcome>> {
     write_layouts(ebpf, plan)?;
     write_config(ebpf, CONFIG_NODE_READ_EVENTS, u32::from(node_read_events))?;
+    let page_bio = page_bio_layout(plan);
+    let fast = !node_read_events && page_bio.is_some_and(|l| l.is_mainline_page_bio());
+    let rahead_bit = page_bio.map_or(u32::from(plan.rahead_bit), |l| u32::from(l.rahead_bit));
+    counters::init_slots(ebpf, fast, rahead_bit)?;
     let mut outcomes = vec![attach_rename(ebpf)];
     for part in plan.parts() {
         let Some(choice) = &part.chosen else {
@@ -49,6 +58,15 @@ pub fn attach(ebpf: &mut Ebpf, plan: &Plan, node_read_events: bool) -> Result<Ve
         }
     }
     Ok(outcomes)
+}
+
+/// f2fs_submit_page_bio's layout, when the plan takes node reads from it.
+fn page_bio_layout(plan: &Plan) -> Option<TracepointLayout> {
+    plan.parts()
+        .iter()
+        .filter_map(|part| part.chosen.as_ref().and_then(|c| c.layout))
+        .find(|(slot, _)| *slot == TP_SUBMIT_PAGE_BIO)
+        .map(|(_, layout)| layout)
 }
 
 fn write_layouts(ebpf: &mut Ebpf, plan: &Plan) -> Result<()> {

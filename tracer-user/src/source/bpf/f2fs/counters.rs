@@ -4,10 +4,10 @@ use std::os::fd::{AsFd as _, AsRawFd as _};
 
 use anyhow::{bail, Context as _, Result};
 use aya::{
-    maps::{Map, PerCpuArray, PerCpuHashMap},
+    maps::{Map, PerCpuArray, PerCpuHashMap, PerCpuValues},
     Ebpf,
 };
-use tracer_common::{TaskCounts, TaskKey};
+use tracer_common::{SlotTable, TaskCounts, TaskKey};
 
 /// The in-kernel counters, summed over CPUs: one entry per (device, tgid, uid).
 pub fn read_counts(ebpf: &Ebpf) -> Result<Vec<(TaskKey, TaskCounts)>> {
@@ -31,8 +31,7 @@ pub fn take(ebpf: &Ebpf, key: &TaskKey) -> Result<Option<TaskCounts>> {
     let Some(Map::PerCpuHashMap(data)) = ebpf.map("NODE_COUNTS") else {
         bail!("NODE_COUNTS map missing or not a per-CPU hash map");
     };
-    let cpus = aya::util::nr_cpus()
-        .map_err(|(path, err)| anyhow::Error::new(err).context(format!("reading {path}")))?;
+    let cpus = nr_cpus()?;
     // The kernel copies one value per possible CPU, each rounded up to 8 bytes: TaskCounts
     // is already a multiple of 8, so that is a plain array.
     const _: () = assert!(std::mem::size_of::<TaskCounts>().is_multiple_of(8));
@@ -80,17 +79,62 @@ struct ElemAttr {
 fn sum_cpus<'a>(values: impl Iterator<Item = &'a TaskCounts>) -> TaskCounts {
     let mut total = TaskCounts::default();
     for v in values {
-        total.node_reads_demand += v.node_reads_demand;
-        total.node_reads_readahead += v.node_reads_readahead;
-        total.node_writes += v.node_writes;
-        total.checkpoints += v.checkpoints;
-        // Each CPU has its own copy of the comm: the newest one is the process's name now.
-        if v.comm[0] != 0 && (total.comm[0] == 0 || v.comm_ns > total.comm_ns) {
-            total.comm = v.comm;
-            total.comm_ns = v.comm_ns;
-        }
+        merge(&mut total, v);
     }
     total
+}
+
+/// Add one CPU's (or one slot's) counts of a task to its total.
+pub fn merge(total: &mut TaskCounts, v: &TaskCounts) {
+    total.node_reads_demand += v.node_reads_demand;
+    total.node_reads_readahead += v.node_reads_readahead;
+    total.node_writes += v.node_writes;
+    total.checkpoints += v.checkpoints;
+    // Each CPU has its own copy of the comm: the newest one is the process's name now.
+    if v.comm[0] != 0 && (total.comm[0] == 0 || v.comm_ns > total.comm_ns) {
+        total.comm = v.comm;
+        total.comm_ns = v.comm_ns;
+    }
+}
+
+/// Every CPU's counter slots (`COUNT_SLOTS`), one table per possible CPU.
+pub fn read_slots(ebpf: &Ebpf) -> Result<Vec<SlotTable>> {
+    let map = ebpf.map("COUNT_SLOTS").context("COUNT_SLOTS map missing")?;
+    let tables: PerCpuArray<_, SlotTable> = PerCpuArray::try_from(map)?;
+    let values = tables.get(&0, 0).context("reading COUNT_SLOTS")?;
+    Ok(values.iter().copied().collect())
+}
+
+/// Set up every CPU's slot table before the programs attach: all slots free, and the
+/// node-read program's settings.
+pub fn init_slots(ebpf: &mut Ebpf, fast_node_reads: bool, rahead_bit: u32) -> Result<()> {
+    let map = ebpf
+        .map_mut("COUNT_SLOTS")
+        .context("COUNT_SLOTS map missing")?;
+    let mut tables: PerCpuArray<_, SlotTable> = PerCpuArray::try_from(map)?;
+    let mut table = SlotTable::EMPTY;
+    table.fast_node_reads = u32::from(fast_node_reads);
+    table.rahead_bit = rahead_bit;
+    let values = PerCpuValues::try_from(vec![table; nr_cpus()?]).context("slot tables")?;
+    tables.set(0, values, 0).context("writing COUNT_SLOTS")
+}
+
+/// Hand slot `index` back on the CPUs whose `grants` entry names its occupancy.
+pub fn write_grants(ebpf: &mut Ebpf, index: usize, grants: Vec<u64>) -> Result<()> {
+    let map = ebpf
+        .map_mut("SLOT_GRANTS")
+        .context("SLOT_GRANTS map missing")?;
+    let mut map: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
+    let mut grants = grants;
+    grants.resize(nr_cpus()?, 0);
+    let values = PerCpuValues::try_from(grants).context("slot grants")?;
+    map.set(index as u32, values, 0)
+        .context("writing SLOT_GRANTS")
+}
+
+fn nr_cpus() -> Result<usize> {
+    aya::util::nr_cpus()
+        .map_err(|(path, err)| anyhow::Error::new(err).context(format!("reading {path}")))
 }
 
 /// Increments the kernel side could not make because NODE_COUNTS was full.

@@ -7,3 +7,4 @@ pub mod areas;
 pub mod attach;
 pub mod counters;
 pub mod planner;
+pub mod slots;
