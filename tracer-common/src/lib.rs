@@ -429,6 +429,10 @@ pub struct SlotTable {
     pub fast_node_reads: u32,
     /// Bit number of REQ_RAHEAD in f2fs_submit_page_bio's op_flags (the fast path's).
     pub rahead_bit: u32,
+    /// Nonzero: commit_creds is hooked (every credential change stamps `TASK_CHANGES`), so a
+    /// slot's uid holds until the stamp moves and the programs need not read it per event.
+    pub uid_follows_creds: u32,
+    pub _pad: u32,
     pub slots: [CountSlot; COUNT_SLOTS],
 }
 
@@ -436,6 +440,8 @@ impl SlotTable {
     pub const EMPTY: SlotTable = SlotTable {
         fast_node_reads: 0,
         rahead_bit: 0,
+        uid_follows_creds: 0,
+        _pad: 0,
         slots: [CountSlot::EMPTY; COUNT_SLOTS],
     };
 }
@@ -659,7 +665,7 @@ mod pod {
     unsafe impl aya::Pod for super::TaskCounts {}
     // SAFETY: as above (CountSlot's fields are all 8-byte aligned, no implicit padding).
     unsafe impl aya::Pod for super::CountSlot {}
-    // SAFETY: as above: two u32 then 8-byte aligned slots, no implicit padding.
+    // SAFETY: as above: four u32 then 8-byte aligned slots, no implicit padding.
     unsafe impl aya::Pod for super::SlotTable {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::TracepointLayout {}
@@ -685,7 +691,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<CountSlot>(), 8 + 16 + 64);
         assert_eq!(
             core::mem::size_of::<SlotTable>(),
-            8 + COUNT_SLOTS * core::mem::size_of::<CountSlot>()
+            16 + COUNT_SLOTS * core::mem::size_of::<CountSlot>()
         );
         // The kernel refuses per-CPU values above PCPU_MIN_UNIT_SIZE (32 KiB).
         assert!(core::mem::size_of::<SlotTable>() <= 32 * 1024);

@@ -101,13 +101,13 @@ fn count_fail() {
     }
 }
 
-/// The current task as its counter needs it: pid/tgid and uid are read per event (they are
-/// the key), the comm and the time only when an entry is new or a task was renamed since the
-/// entry's comm was read (one helper call each, per event they were most of the counter's
-/// cost).
+/// The current task as its counter needs it: pid/tgid per event; the uid when the counter's
+/// key needs it (a task's slot keeps it until some task's credentials change); the comm and
+/// the time only when an entry is new or a task was renamed since the entry's comm was read
+/// (one helper call each: per event they were most of the counter's cost).
 pub(crate) struct Task {
     pid_tgid: u64,
-    uid: u32,
+    uid: Option<u32>,
     named: Option<([u8; COMM_LEN], u64)>,
 }
 
@@ -116,7 +116,7 @@ impl Task {
     pub(crate) fn read() -> Task {
         Task {
             pid_tgid: bpf_get_current_pid_tgid(),
-            uid: bpf_get_current_uid_gid() as u32,
+            uid: None,
             named: None,
         }
     }
@@ -126,9 +126,25 @@ impl Task {
     pub(crate) fn of(current: &Current) -> Task {
         Task {
             pid_tgid: current.pid_tgid,
-            uid: current.uid,
+            uid: Some(current.uid),
             named: Some((current.comm, current.ts_ns)),
         }
+    }
+
+    #[inline(always)]
+    fn tgid(&self) -> u32 {
+        (self.pid_tgid >> 32) as u32
+    }
+
+    /// The uid, read on first use.
+    #[inline(always)]
+    fn uid(&mut self) -> u32 {
+        if let Some(uid) = self.uid {
+            return uid;
+        }
+        let uid = bpf_get_current_uid_gid() as u32;
+        self.uid = Some(uid);
+        uid
     }
 
     /// The comm and the time, read on first use.
@@ -145,16 +161,25 @@ impl Task {
     }
 }
 
-/// When a task was last renamed (index 0, CLOCK_MONOTONIC ns; 0: none since the programs were
-/// loaded): exec and prctl(PR_SET_NAME) change a task's comm, and the counters read a comm
-/// again only when this value differs from the one they read it at. A time, not a count: the
-/// BPF target has no atomic add here, and two renames racing on two CPUs would lose one
-/// increment of a shared count, while two times differ unless both fell on the same ns.
-#[map(name = "RENAMES")]
-static RENAMES: Array<u64> = Array::with_max_entries(1, 0);
+/// When some task last changed its comm or its credentials (index 0, CLOCK_MONOTONIC ns; 0:
+/// none since the programs were loaded): exec and prctl(PR_SET_NAME) change a comm, setuid
+/// and its kin the uid, and a counter reads a comm (and a slot its task's uid) again only
+/// when this value differs from the one it read them at. A time, not a count: the BPF target
+/// has no atomic add here, and two changes racing on two CPUs would lose one increment of a
+/// shared count, while two times differ unless both fell on the same ns.
+#[map(name = "TASK_CHANGES")]
+static TASK_CHANGES: Array<u64> = Array::with_max_entries(1, 0);
 
-fn last_rename() -> u64 {
-    RENAMES.get(0).copied().unwrap_or(0)
+fn last_task_change() -> u64 {
+    TASK_CHANGES.get(0).copied().unwrap_or(0)
+}
+
+fn stamp_task_change() {
+    if let Some(slot) = TASK_CHANGES.get_ptr_mut(0) {
+        // SAFETY: the slot is a valid u64 of the map for the program's run; a plain store, so
+        // racing changes leave one of their times, each different from any earlier one.
+        unsafe { *slot = bpf_ktime_get_ns() };
+    }
 }
 
 /// task:task_rename (every comm change: exec's and prctl's). It fires before the kernel
@@ -162,11 +187,17 @@ fn last_rename() -> u64 {
 /// next I/O (which reads the comm again) comes after the copy.
 #[tracepoint]
 pub fn f2fs_task_rename(_ctx: TracePointContext) -> u32 {
-    if let Some(slot) = RENAMES.get_ptr_mut(0) {
-        // SAFETY: the slot is a valid u64 of the map for the program's run; a plain store, so
-        // racing renames leave one of their times, each different from any earlier one.
-        unsafe { *slot = bpf_ktime_get_ns() };
-    }
+    stamp_task_change();
+    0
+}
+
+/// Entry of commit_creds, through which every credential change of a task goes (setuid,
+/// setreuid, setresuid, their 32-bit compat forms, exec). It changes the current task's
+/// credentials only, after this stamp, so that task's next I/O sees the stamp and reads its
+/// uid again. Reads no argument: the same object serves every architecture.
+#[kprobe]
+pub fn f2fs_commit_creds(_ctx: ProbeContext) -> u32 {
+    stamp_task_change();
     0
 }
 
@@ -185,54 +216,61 @@ fn slot_table() -> Option<&'static mut SlotTable> {
 /// and the slot's are not both on the verifier's deepest call chain (6.1 counts 512 bytes).
 #[inline(always)]
 fn count(dev: u32, counter: Counter, n: u64, task: &mut Task) {
-    let key = task_key(dev, task);
-    let generation = last_rename();
+    let generation = last_task_change();
     let counted = match slot_table() {
-        Some(table) => count_in_slot(table, &key, counter, n, task, generation),
+        Some(table) => count_in_slot(table, dev, counter, n, task, generation),
         None => false,
     };
     if !counted {
-        count_in_map(&key, counter, n, task, generation);
+        count_in_map(&task_key(dev, task), counter, n, task, generation);
     }
 }
 
 #[inline(always)]
-fn task_key(dev: u32, task: &Task) -> TaskKey {
+fn task_key(dev: u32, task: &mut Task) -> TaskKey {
     TaskKey {
         dev,
-        tgid: (task.pid_tgid >> 32) as u32,
-        uid: task.uid,
+        tgid: task.tgid(),
+        uid: task.uid(),
         _pad: 0,
     }
 }
 
 /// Count in the task's slot of this CPU's table if it holds it or may claim it; false when
-/// another task holds it.
+/// another task holds it. While no task changed its comm or credentials since the slot's
+/// were read (and commit_creds is hooked: `SlotTable::uid_follows_creds`), the slot's uid is
+/// the task's and nothing but the pid/tgid is read.
 #[inline(always)]
 fn count_in_slot(
     table: &mut SlotTable,
-    key: &TaskKey,
+    dev: u32,
     counter: Counter,
     n: u64,
     task: &mut Task,
     generation: u64,
 ) -> bool {
-    let index = key.tgid as usize & (COUNT_SLOTS - 1);
+    let tgid = task.tgid();
+    let index = tgid as usize & (COUNT_SLOTS - 1);
+    let uid_follows_creds = table.uid_follows_creds != 0;
     let slot = &mut table.slots[index];
-    if slot.gen != 0 && slot.key == *key {
-        bump(&mut slot.counts, counter, n);
-        if slot.counts.comm_gen != generation {
-            let (comm, comm_ns) = task.named();
-            slot.counts.comm = comm;
-            slot.counts.comm_ns = comm_ns;
-            slot.counts.comm_gen = generation;
+    if slot.gen != 0 && slot.key.tgid == tgid && slot.key.dev == dev {
+        let fresh = slot.counts.comm_gen == generation;
+        if fresh && uid_follows_creds || slot.key.uid == task.uid() {
+            bump(&mut slot.counts, counter, n);
+            if !fresh {
+                let (comm, comm_ns) = task.named();
+                slot.counts.comm = comm;
+                slot.counts.comm_ns = comm_ns;
+                slot.counts.comm_gen = generation;
+            }
+            return true;
         }
-        return true;
     }
     if slot.gen != 0 && granted(index) != slot.gen {
         return false;
     }
-    claim(slot, key, task, generation);
+    let key = task_key(dev, task);
+    claim(slot, &key, task, generation);
     bump(&mut slot.counts, counter, n);
     true
 }
@@ -468,10 +506,9 @@ fn fast_node_read(ctx: &TracePointContext, table: &mut SlotTable) -> Option<()> 
         Counter::Demand
     };
     let mut task = Task::read();
-    let key = task_key(dev, &task);
-    let generation = last_rename();
-    if !count_in_slot(table, &key, counter, 1, &mut task, generation) {
-        count_in_map(&key, counter, 1, &mut task, generation);
+    let generation = last_task_change();
+    if !count_in_slot(table, dev, counter, 1, &mut task, generation) {
+        count_in_map(&task_key(dev, &mut task), counter, 1, &mut task, generation);
     }
     Some(())
 }

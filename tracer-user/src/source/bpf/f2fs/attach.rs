@@ -31,6 +31,11 @@ pub struct AttachOutcome {
 pub const PROG_TASK_RENAME: &str = "f2fs_task_rename";
 const RENAME_TRACEPOINT: (&str, &str) = ("task", "task_rename");
 
+/// The program that tells the counters some task's credentials changed (setuid and its kin,
+/// exec), and where.
+pub const PROG_COMMIT_CREDS: &str = "f2fs_commit_creds";
+const CREDS_FUNCTION: &str = "commit_creds";
+
 /// Write the layouts and settings, then load and attach every chosen program, and the rename
 /// program the counters' comms rely on. An attachment that fails is reported, not fatal: the
 /// caller decides what it can live without. `node_read_events`: node reads also go through
@@ -41,8 +46,12 @@ pub fn attach(ebpf: &mut Ebpf, plan: &Plan, node_read_events: bool) -> Result<Ve
     let page_bio = page_bio_layout(plan);
     let fast = !node_read_events && page_bio.is_some_and(|l| l.is_mainline_page_bio());
     let rahead_bit = page_bio.map_or(u32::from(plan.rahead_bit), |l| u32::from(l.rahead_bit));
-    counters::init_slots(ebpf, fast, rahead_bit)?;
-    let mut outcomes = vec![attach_rename(ebpf)];
+    let renames = attach_rename(ebpf);
+    // Before the slot tables say so: a slot may keep its task's uid only while every
+    // credential change is seen.
+    let creds = attach_creds(ebpf);
+    counters::init_slots(ebpf, fast, rahead_bit, creds.attached)?;
+    let mut outcomes = vec![renames, creds];
     for part in plan.parts() {
         let Some(choice) = &part.chosen else {
             continue;
@@ -102,6 +111,26 @@ fn attach_rename(ebpf: &mut Ebpf) -> AttachOutcome {
     AttachOutcome {
         what: "comm_renames",
         target: format!("{category}:{name}"),
+        attached: result.is_ok(),
+        error: result.err().map(|e| format!("{e:#}")),
+    }
+}
+
+/// Without it the programs read the task's uid at every count (`SlotTable::uid_follows_creds`
+/// stays 0): the counts are the same, each costs one more helper call.
+fn attach_creds(ebpf: &mut Ebpf) -> AttachOutcome {
+    let result = (|| -> Result<()> {
+        let program = ebpf
+            .program_mut(PROG_COMMIT_CREDS)
+            .with_context(|| format!("program {PROG_COMMIT_CREDS} missing from the object"))?;
+        let kp: &mut KProbe = program.try_into()?;
+        bpf::load_once(kp.fd().is_ok(), || kp.load())?;
+        kp.attach(CREDS_FUNCTION, 0)?;
+        Ok(())
+    })();
+    AttachOutcome {
+        what: "uid_changes",
+        target: format!("kprobe:{CREDS_FUNCTION}"),
         attached: result.is_ok(),
         error: result.err().map(|e| format!("{e:#}")),
     }
@@ -180,7 +209,8 @@ mod tests {
         assert!(outcome.attached, "{outcome:?}");
         assert_eq!(outcome.target, "task:task_rename");
         let stamp = |ebpf: &Ebpf| -> u64 {
-            let renames: Array<_, u64> = Array::try_from(ebpf.map("RENAMES").unwrap()).unwrap();
+            let renames: Array<_, u64> =
+                Array::try_from(ebpf.map("TASK_CHANGES").unwrap()).unwrap();
             renames.get(&0, 0).unwrap()
         };
         let rename = |name: &std::ffi::CStr| {
@@ -200,5 +230,38 @@ mod tests {
         rename(c"ns-rename-2");
         let second = stamp(&ebpf);
         assert!(second > first, "second rename {second} not after {first}");
+    }
+    /// The credentials program runs on this kernel too: a thread that changes its effective
+    /// uid (a raw setresuid: this thread only) stamps TASK_CHANGES, which is what makes a
+    /// counter slot read its task's uid again.
+    #[test]
+    fn a_credential_change_stamps_task_changes() {
+        if !system::is_root() {
+            eprintln!("SKIPPED a_credential_change_stamps_task_changes: needs root");
+            return;
+        }
+        let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+        let outcome = attach_creds(&mut ebpf);
+        assert!(outcome.attached, "{outcome:?}");
+        assert_eq!(outcome.target, "kprobe:commit_creds");
+        let stamp = |ebpf: &Ebpf| -> u64 {
+            let changes: Array<_, u64> =
+                Array::try_from(ebpf.map("TASK_CHANGES").unwrap()).unwrap();
+            changes.get(&0, 0).unwrap()
+        };
+        let before = stamp(&ebpf);
+        std::thread::spawn(|| {
+            // SAFETY: setresuid takes three integers; -1 keeps the real and saved uids. The raw
+            // syscall changes this thread only, and the thread ends right after.
+            let rc = unsafe { libc::syscall(libc::SYS_setresuid, -1i32, 65534i32, -1i32) };
+            assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        })
+        .join()
+        .unwrap();
+        let after = stamp(&ebpf);
+        assert!(
+            after > before,
+            "setresuid did not stamp: {before} -> {after}"
+        );
     }
 }

@@ -107,7 +107,12 @@ pub fn read_slots(ebpf: &Ebpf) -> Result<Vec<SlotTable>> {
 
 /// Set up every CPU's slot table before the programs attach: all slots free, and the
 /// node-read program's settings.
-pub fn init_slots(ebpf: &mut Ebpf, fast_node_reads: bool, rahead_bit: u32) -> Result<()> {
+pub fn init_slots(
+    ebpf: &mut Ebpf,
+    fast_node_reads: bool,
+    rahead_bit: u32,
+    uid_follows_creds: bool,
+) -> Result<()> {
     let map = ebpf
         .map_mut("COUNT_SLOTS")
         .context("COUNT_SLOTS map missing")?;
@@ -115,6 +120,7 @@ pub fn init_slots(ebpf: &mut Ebpf, fast_node_reads: bool, rahead_bit: u32) -> Re
     let mut table = SlotTable::EMPTY;
     table.fast_node_reads = u32::from(fast_node_reads);
     table.rahead_bit = rahead_bit;
+    table.uid_follows_creds = u32::from(uid_follows_creds);
     let values = PerCpuValues::try_from(vec![table; nr_cpus()?]).context("slot tables")?;
     tables.set(0, values, 0).context("writing COUNT_SLOTS")
 }
