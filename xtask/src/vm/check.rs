@@ -213,12 +213,13 @@ pub fn check(
     let tune_steps = check_tune(dir, lines, failures);
     let discover = super::discover::check(dir, lines, failures);
     let daemon = super::daemon::check(dir, lines, failures);
+    let uids = super::uidswitch::check(dir, lines, failures);
     let disk = dir.parent().unwrap_or(dir).join(super::DISK_IMAGE);
     let accesses = super::accesses::check(dir, &disk, nodescope, lines, failures);
     super::cp_anatomy::check(label, dir, nodescope, lines, failures);
     Ok(core.verdict(
         label,
-        &format!("tune_steps={tune_steps} {churn} {discover} {daemon} {accesses}"),
+        &format!("tune_steps={tune_steps} {churn} {discover} {daemon} {uids} {accesses}"),
     ))
 }
 

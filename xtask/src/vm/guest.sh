@@ -214,6 +214,17 @@ daemon_phase() {
   mark daemon_done
 }
 daemon_phase
+# A uid change without exec (xtask/src/vm/uidswitch.rs): one process reads a cold directory as
+# root, changes its uid with a raw setresuid and reads another; each half must be counted under
+# its own uid (the counter slots keep a uid until commit_creds says some task's changed).
+uid_phase() {
+  cold
+  stream_start uid || return 1
+  uidswitch $UID_SWITCH /proc/fs/f2fs/$DEV/iostat_info $R/iostat_uid_mid.txt /mnt/t/d-1 /mnt/t/d-2
+  echo $? > $R/uidswitch.rc
+  stream_stop
+}
+uid_phase
 # Access traces (issue 13, xtask/src/vm/accesses.rs): nodescope record --accesses over the RFC
 # file-set replay; its node_access events against a kprobe_events hist trigger on the lookup
 # function nodescope chose, armed before nodescope attaches and read after it has stopped. The

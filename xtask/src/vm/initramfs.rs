@@ -52,8 +52,25 @@ impl Userland {
 }
 
 /// Build the archive. `guest_files` are (path in the guest, contents) for scripts and settings.
-pub fn build(kernel: &Kernel, nodescope: &Path, guest_files: &[(&str, String)]) -> Result<Vec<u8>> {
-    build_for(&Userland::host()?, kernel, nodescope, guest_files, &[])
+/// `helpers`: programs built for the test, each at bin/<its file name> with its `ldd` closure.
+pub fn build(
+    kernel: &Kernel,
+    nodescope: &Path,
+    guest_files: &[(&str, String)],
+    helpers: &[&Path],
+) -> Result<Vec<u8>> {
+    let mut archive = archive_for(&Userland::host()?, kernel, nodescope, guest_files, &[])?;
+    for helper in helpers {
+        let name = helper
+            .file_name()
+            .with_context(|| format!("{} has no file name", helper.display()))?;
+        add_binary(
+            &mut archive,
+            helper,
+            &format!("bin/{}", name.to_string_lossy()),
+        )?;
+    }
+    Ok(archive.to_bytes())
 }
 
 /// [`build`] with the given userland, plus host programs found by name (e.g. `bpftrace`,
@@ -66,6 +83,16 @@ pub fn build_for(
     guest_files: &[(&str, String)],
     tools: &[&str],
 ) -> Result<Vec<u8>> {
+    Ok(archive_for(userland, kernel, nodescope, guest_files, tools)?.to_bytes())
+}
+
+fn archive_for(
+    userland: &Userland,
+    kernel: &Kernel,
+    nodescope: &Path,
+    guest_files: &[(&str, String)],
+    tools: &[&str],
+) -> Result<Archive> {
     let mut archive = Archive::default();
     add_busybox(&mut archive, userland)?;
     if userland.host_arch {
@@ -97,7 +124,7 @@ pub fn build_for(
             },
         );
     }
-    Ok(archive.to_bytes())
+    Ok(archive)
 }
 
 fn text_file(text: String) -> Entry {

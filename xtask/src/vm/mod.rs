@@ -17,6 +17,7 @@ mod json;
 mod kernel;
 mod newc;
 mod qemu;
+mod uidswitch;
 
 use std::{
     fs,
@@ -167,7 +168,11 @@ fn run_kernel(
         ("etc/vm-test.conf", config),
     ];
     let initrd = work.join("initramfs.cpio");
-    fs::write(&initrd, initramfs::build(&kernel, nodescope, &guest_files)?)?;
+    let uidswitch = uidswitch::build(&work)?;
+    fs::write(
+        &initrd,
+        initramfs::build(&kernel, nodescope, &guest_files, &[&uidswitch])?,
+    )?;
     let (disk, results) = (work.join(DISK_IMAGE), work.join("results.img"));
     sparse_file(&disk, 1 << 30)?;
     sparse_file(&results, 64 << 20)?;
@@ -226,13 +231,14 @@ fn guest_config() -> String {
     format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
          HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n\
-         CPANAT_MIXES=\"{}\"\nCPANAT_ARGS=\"-p {} -n {} -s {}\"\n",
+         CPANAT_MIXES=\"{}\"\nCPANAT_ARGS=\"-p {} -n {} -s {}\"\nUID_SWITCH={}\n",
         VARIANTS.join(" "),
         churn::CHURN,
         cp_anatomy::MIXES.join(" "),
         cp_anatomy::PROCS,
         cp_anatomy::OPS,
-        cp_anatomy::SEED
+        cp_anatomy::SEED,
+        uidswitch::UID
     )
 }
 

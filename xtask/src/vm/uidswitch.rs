@@ -1,0 +1,116 @@
+//! The VM test's uid phase (guest.sh: uid_phase): one process reads a cold directory as root,
+//! changes its uid with a raw setresuid (no exec, no rename), waits past a stream interval and
+//! reads a second one. The counter slots keep a task's uid until some task's credentials
+//! change (the commit_creds kprobe), so this is the case that would leave the second half on
+//! uid 0 if a change went unseen. Here: the stream's rows for the helper give each half to its
+//! uid, each exactly iostat's node reads over that half.
+use std::{collections::BTreeMap, fs, path::Path};
+
+use anyhow::{Context as _, Result};
+
+use super::{check, json::Json};
+
+/// The uid the helper takes for its second half.
+pub const UID: u64 = 10124;
+/// The helper's comm, as the stream names it.
+const COMM: &str = "uidswitch";
+/// Its C source, built by the host's cc for the guest (it runs with the host's libraries).
+const SOURCE: &str = include_str!("uidswitch.c");
+
+/// Build the helper into `dir`; its path.
+pub fn build(dir: &Path) -> Result<std::path::PathBuf> {
+    let source = dir.join("uidswitch.c");
+    let binary = dir.join(COMM);
+    fs::write(&source, SOURCE).with_context(|| format!("writing {}", source.display()))?;
+    crate::util::run(
+        std::process::Command::new("cc")
+            .args(["-O2", "-Wall", "-o"])
+            .arg(&binary)
+            .arg(&source),
+    )
+    .context("building the uid phase's helper with cc")?;
+    Ok(binary)
+}
+
+/// Check the phase; returns the VM line's `uids=<root reads>+<uid reads>/<iostat>` part.
+pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -> String {
+    match check_phase(dir, lines) {
+        Ok((summary, problems)) => {
+            failures.extend(problems.into_iter().map(|p| format!("uid: {p}")));
+            summary
+        }
+        Err(err) => {
+            failures.push(format!("uid: {err:#}"));
+            "uids=?".to_string()
+        }
+    }
+}
+
+fn check_phase(dir: &Path, lines: &mut Vec<String>) -> Result<(String, Vec<String>)> {
+    let phase = check::Phase::load(dir, "uid")?;
+    lines.push(format!("  uid      {}", phase.summary()));
+    let by_uid = helper_reads_by_uid(dir)?;
+    let iostat = |label: &str| -> Result<u64> {
+        let path = dir.join(format!("iostat_uid_{label}.txt"));
+        let text = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+        check::fs_node_reads(&text).with_context(|| format!("no fs node reads in {label}"))
+    };
+    let (before, mid, after) = (iostat("before")?, iostat("mid")?, iostat("after")?);
+    let halves = [(0, mid - before), (UID, after - mid)];
+    let mut problems = Vec::new();
+    for (uid, expected) in halves {
+        let got = by_uid.get(&uid).copied().unwrap_or(0);
+        lines.push(format!(
+            "  uid      {COMM} as uid {uid}: {got} node reads, iostat {expected}"
+        ));
+        if got != expected || got == 0 {
+            problems.push(format!(
+                "{COMM} as uid {uid}: {got} node reads in the stream, iostat counted {expected}"
+            ));
+        }
+    }
+    let others: Vec<u64> = by_uid
+        .keys()
+        .copied()
+        .filter(|u| *u != 0 && *u != UID)
+        .collect();
+    if !others.is_empty() {
+        problems.push(format!("{COMM} counted under uids {others:?} too"));
+    }
+    if phase.reads() != phase.iostat_delta || phase.rc != Some(0) {
+        problems.push(format!(
+            "{} node reads attributed vs iostat {}, stream rc {:?}",
+            phase.reads(),
+            phase.iostat_delta,
+            phase.rc
+        ));
+    }
+    let rc = fs::read_to_string(dir.join("uidswitch.rc")).unwrap_or_default();
+    if rc.trim() != "0" {
+        problems.push(format!("the helper's exit status {:?}", rc.trim()));
+    }
+    let root = by_uid.get(&0).copied().unwrap_or(0);
+    let switched = by_uid.get(&UID).copied().unwrap_or(0);
+    Ok((
+        format!("uids={root}+{switched}/{}", after - before),
+        problems,
+    ))
+}
+
+/// The helper's node reads per uid, from the stream's process rows (one uid per row and
+/// window: the halves are three seconds apart, the windows one).
+fn helper_reads_by_uid(dir: &Path) -> Result<BTreeMap<u64, u64>> {
+    let text = fs::read_to_string(dir.join("stream_uid.jsonl")).context("no stream_uid.jsonl")?;
+    let mut found = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let value = Json::parse(line).with_context(|| format!("bad stream line {line:?}"))?;
+        for process in value.get("processes").items() {
+            if process.get("comm").str() == COMM {
+                *found.entry(process.get("uid").u64()).or_default() +=
+                    process.get("node_reads_demand").u64()
+                        + process.get("node_reads_readahead").u64();
+            }
+        }
+    }
+    Ok(found)
+}
