@@ -1,6 +1,6 @@
 //! The kernel as a source: F2FS programs attached as the planner chose, events from the ring
 //! buffer, lost events reported in-band, and the exact in-kernel counters on the side.
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use anyhow::{bail, Context as _, Result};
 use aya::{programs::uprobe::UProbeScope, Ebpf};
@@ -48,15 +48,24 @@ pub struct BpfSource {
     slots: SlotTracker,
 }
 
-/// Add `more` to `tasks`, summing the counts of a key both hold.
-pub fn add_counts(
+/// Add `more` to `tasks`, summing the counts of a key both hold. Indexed: a phone's reading
+/// holds thousands of map entries and up to 256 slots per CPU.
+fn add_counts(
     tasks: &mut Vec<(TaskKey, TaskCounts)>,
     more: impl IntoIterator<Item = (TaskKey, TaskCounts)>,
 ) {
+    let mut at: HashMap<TaskKey, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| (*key, i))
+        .collect();
     for (key, counts) in more {
-        match tasks.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, total)) => counters::merge(total, &counts),
-            None => tasks.push((key, counts)),
+        match at.get(&key) {
+            Some(&i) => counters::merge(&mut tasks[i].1, &counts),
+            None => {
+                at.insert(key, tasks.len());
+                tasks.push((key, counts));
+            }
         }
     }
 }
@@ -283,5 +292,41 @@ impl Source for BpfSource {
         // exists on Linux.
         unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
         (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(demand: u64) -> TaskCounts {
+        TaskCounts {
+            node_reads_demand: demand,
+            ..TaskCounts::default()
+        }
+    }
+
+    #[test]
+    fn slot_counts_add_to_the_same_key_and_new_keys_are_appended() {
+        let key = |tgid| TaskKey {
+            dev: 1,
+            tgid,
+            uid: 0,
+            _pad: 0,
+        };
+        let mut tasks = vec![(key(1), counts(5)), (key(2), counts(1))];
+        add_counts(
+            &mut tasks,
+            [
+                (key(2), counts(3)),
+                (key(3), counts(4)),
+                (key(3), counts(1)),
+            ],
+        );
+        let demand: Vec<(u32, u64)> = tasks
+            .iter()
+            .map(|(k, c)| (k.tgid, c.node_reads_demand))
+            .collect();
+        assert_eq!(demand, vec![(1, 5), (2, 4), (3, 5)]);
     }
 }
