@@ -58,12 +58,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &Plan, node_read_events: bool) -> Result<Ve
         };
         for attachment in &choice.attachments {
             let result = attach_one(ebpf, attachment);
-            outcomes.push(AttachOutcome {
-                what: part.what,
-                target: attachment.target.to_string(),
-                attached: result.is_ok(),
-                error: result.err().map(|e| format!("{e:#}")),
-            });
+            outcomes.push(outcome(part.what, attachment.target.to_string(), result));
         }
     }
     Ok(outcomes)
@@ -99,48 +94,43 @@ fn write_config(ebpf: &mut Ebpf, index: u32, value: u32) -> Result<()> {
 /// CPU (`sh`, not the `cat` it exec'd): reported, like any other attachment.
 fn attach_rename(ebpf: &mut Ebpf) -> AttachOutcome {
     let (category, name) = RENAME_TRACEPOINT;
-    let result = (|| -> Result<()> {
-        let program = ebpf
-            .program_mut(PROG_TASK_RENAME)
-            .with_context(|| format!("program {PROG_TASK_RENAME} missing from the object"))?;
+    let result = program(ebpf, PROG_TASK_RENAME).and_then(|program| {
         let tp: &mut TracePoint = program.try_into()?;
         bpf::load_once(tp.fd().is_ok(), || tp.load())?;
         tp.attach(category, name)?;
         Ok(())
-    })();
-    AttachOutcome {
-        what: "comm_renames",
-        target: format!("{category}:{name}"),
-        attached: result.is_ok(),
-        error: result.err().map(|e| format!("{e:#}")),
-    }
+    });
+    outcome("comm_renames", format!("{category}:{name}"), result)
 }
 
 /// Without it the programs read the task's uid at every count (`SlotTable::uid_follows_creds`
 /// stays 0): the counts are the same, each costs one more helper call.
 fn attach_creds(ebpf: &mut Ebpf) -> AttachOutcome {
-    let result = (|| -> Result<()> {
-        let program = ebpf
-            .program_mut(PROG_COMMIT_CREDS)
-            .with_context(|| format!("program {PROG_COMMIT_CREDS} missing from the object"))?;
+    let result = program(ebpf, PROG_COMMIT_CREDS).and_then(|program| {
         let kp: &mut KProbe = program.try_into()?;
         bpf::load_once(kp.fd().is_ok(), || kp.load())?;
         kp.attach(CREDS_FUNCTION, 0)?;
         Ok(())
-    })();
+    });
+    outcome("uid_changes", format!("kprobe:{CREDS_FUNCTION}"), result)
+}
+
+fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program> {
+    ebpf.program_mut(name)
+        .with_context(|| format!("program {name} missing from the object"))
+}
+
+fn outcome(what: &'static str, target: String, result: Result<()>) -> AttachOutcome {
     AttachOutcome {
-        what: "uid_changes",
-        target: format!("kprobe:{CREDS_FUNCTION}"),
+        what,
+        target,
         attached: result.is_ok(),
         error: result.err().map(|e| format!("{e:#}")),
     }
 }
 
 fn attach_one(ebpf: &mut Ebpf, attachment: &Attachment) -> Result<()> {
-    let name = attachment.program;
-    let program = ebpf
-        .program_mut(name)
-        .with_context(|| format!("program {name} missing from the object"))?;
+    let program = program(ebpf, attachment.program)?;
     match &attachment.target {
         Target::Tracepoint { category, name } => {
             let tp: &mut TracePoint = program.try_into()?;
