@@ -189,11 +189,11 @@ mod tests {
     }
 
     /// The rename program runs on this kernel (no F2FS needed): every comm change stamps
-    /// RENAMES with a new time, which is what makes the counters read a comm again.
+    /// TASK_CHANGES with a new time, which is what makes the counters read a comm again.
     #[test]
-    fn a_rename_stamps_renames_with_a_new_time() {
+    fn a_rename_stamps_task_changes_with_a_new_time() {
         if !system::is_root() {
-            eprintln!("SKIPPED a_rename_stamps_renames_with_a_new_time: needs root");
+            eprintln!("SKIPPED a_rename_stamps_task_changes_with_a_new_time: needs root");
             return;
         }
         let mut ebpf = bpf::load(64 * 1024).expect("load the object");
@@ -201,9 +201,9 @@ mod tests {
         assert!(outcome.attached, "{outcome:?}");
         assert_eq!(outcome.target, "task:task_rename");
         let stamp = |ebpf: &Ebpf| -> u64 {
-            let renames: Array<_, u64> =
+            let changes: Array<_, u64> =
                 Array::try_from(ebpf.map("TASK_CHANGES").unwrap()).unwrap();
-            renames.get(&0, 0).unwrap()
+            changes.get(&0, 0).unwrap()
         };
         let rename = |name: &std::ffi::CStr| {
             // A thread of its own: the test runner's threads keep their names.
