@@ -1,6 +1,6 @@
 //! The kernel source's exact counters as one reading for the model (`model::exact`).
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     path::Path,
 };
 
@@ -40,8 +40,9 @@ impl BpfSource {
     ///
     /// No increment is lost: a program increments only the entry or slot of the task running
     /// it, a group with no task left runs nothing, lookup-and-delete returns exactly the value
-    /// it removes, and the slots are read after the exits were seen. A tgid reused in between (pid numbers wrap only after pid_max) is the one
-    /// case left; it is checked for after the delete and logged.
+    /// it removes, and the slots are read after the exits were seen. A tgid reused in between
+    /// (pid numbers wrap only after pid_max) is the one case left; it is checked for after the
+    /// delete and logged.
     fn retire_exited(&mut self, tasks: &mut Vec<(TaskKey, TaskCounts)>) -> Result<Vec<TaskKey>> {
         let exited: BTreeSet<u32> = tasks
             .iter()
@@ -57,16 +58,16 @@ impl BpfSource {
         }
         // An exited group's counts are in NODE_COUNTS, in counter slots, or both: its final
         // value is the sum of what each holds now.
-        let slot_finals = self.retire_slots(&exited)?;
-        for (key, _) in &slot_finals {
-            if !tasks.iter().any(|(k, _)| k == key) {
-                // Only in a slot this reading had not confirmed yet: final all the same.
-                tasks.push((*key, TaskCounts::default()));
-            }
+        let slot_finals: HashMap<TaskKey, TaskCounts> =
+            self.retire_slots(&exited)?.into_iter().collect();
+        let read: HashSet<TaskKey> = tasks.iter().map(|(key, _)| *key).collect();
+        for key in slot_finals.keys().filter(|key| !read.contains(key)) {
+            // Only in a slot this reading had not confirmed yet: final all the same.
+            tasks.push((*key, TaskCounts::default()));
         }
         for (key, counts) in tasks.iter_mut().filter(|(k, _)| exited.contains(&k.tgid)) {
             let mut last = self.take_counts(key)?.unwrap_or_default();
-            if let Some((_, in_slots)) = slot_finals.iter().find(|(k, _)| k == key) {
+            if let Some(in_slots) = slot_finals.get(key) {
                 merge(&mut last, in_slots);
             }
             *counts = last;

@@ -138,9 +138,16 @@ pub fn write_grants(ebpf: &mut Ebpf, index: usize, grants: Vec<u64>) -> Result<(
         .context("writing SLOT_GRANTS")
 }
 
+/// The possible CPUs (a per-CPU value has one copy each), read once: the retirement path asks
+/// for it per exited entry and per handed-back slot.
 fn nr_cpus() -> Result<usize> {
-    aya::util::nr_cpus()
-        .map_err(|(path, err)| anyhow::Error::new(err).context(format!("reading {path}")))
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if let Some(cpus) = CPUS.get() {
+        return Ok(*cpus);
+    }
+    let cpus = aya::util::nr_cpus()
+        .map_err(|(path, err)| anyhow::Error::new(err).context(format!("reading {path}")))?;
+    Ok(*CPUS.get_or_init(|| cpus))
 }
 
 /// Increments the kernel side could not make because NODE_COUNTS was full.
