@@ -216,8 +216,14 @@ fn slot_table() -> Option<&'static mut SlotTable> {
 /// and the slot's are not both on the verifier's deepest call chain (6.1 counts 512 bytes).
 #[inline(always)]
 fn count(dev: u32, counter: Counter, n: u64, task: &mut Task) {
+    count_with(slot_table(), dev, counter, n, task);
+}
+
+/// `count` with this CPU's slot table already looked up (None: the map alone).
+#[inline(always)]
+fn count_with(table: Option<&mut SlotTable>, dev: u32, counter: Counter, n: u64, task: &mut Task) {
     let generation = last_task_change();
-    let counted = match slot_table() {
+    let counted = match table {
         Some(table) => count_in_slot(table, dev, counter, n, task, generation),
         None => false,
     };
@@ -493,23 +499,13 @@ fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
 /// most of what an event costs (issue 16's vm-bench).
 #[inline(always)]
 fn fast_node_read(ctx: &TracePointContext, table: &mut SlotTable) -> Option<()> {
-    let page_type: i32 = record_at::<i32, { MAINLINE_TYPE as usize }>(ctx);
-    let op: u32 = record_at::<u32, { MAINLINE_OP as usize }>(ctx);
-    if page_type != F2FS_PAGE_TYPE_NODE || op != REQ_OP_READ {
-        return None;
-    }
-    let op_flags = record_at::<u32, { MAINLINE_OP_FLAGS as usize }>(ctx);
-    let dev = record_at::<u32, { MAINLINE_DEV as usize }>(ctx);
+    let (op_flags, dev, _nid) = mainline_node_read(ctx)?;
     let counter = if bit(op_flags, table.rahead_bit) {
         Counter::Readahead
     } else {
         Counter::Demand
     };
-    let mut task = Task::read();
-    let generation = last_task_change();
-    if !count_in_slot(table, dev, counter, 1, &mut task, generation) {
-        count_in_map(&task_key(dev, &mut task), counter, 1, &mut task, generation);
-    }
+    count_with(Some(table), dev, counter, 1, &mut Task::read());
     Some(())
 }
 

@@ -145,10 +145,13 @@ async fn daemon(args: DaemonArgs) -> Result<()> {
             tuning: tuning.is_some(),
         },
     )?;
-    let exposition: metrics::Exposition = Arc::new(Mutex::new(String::new()));
-    let _server = match args.openmetrics {
-        Some(addr) => Some(metrics::serve(addr, Arc::clone(&exposition)).await?),
-        None => None,
+    // Rendered at each refresh only when something serves it.
+    let exposition: Option<metrics::Exposition> = args
+        .openmetrics
+        .map(|_| Arc::new(Mutex::new(String::new())));
+    let _server = match (args.openmetrics, &exposition) {
+        (Some(addr), Some(text)) => Some(metrics::serve(addr, Arc::clone(text)).await?),
+        _ => None,
     };
     let recording = args
         .record
@@ -186,7 +189,7 @@ struct Daemon {
     pipeline: Pipeline,
     tuning: Option<Tuning>,
     socket: SocketServer,
-    exposition: metrics::Exposition,
+    exposition: Option<metrics::Exposition>,
     recording: Option<RollingRecorder>,
     pane: DecisionsPane,
 }
@@ -241,7 +244,7 @@ impl Daemon {
             }
         }
         self.publish_windows(&refreshed.closed)?;
-        if let Ok(mut text) = self.exposition.lock() {
+        if let Some(Ok(mut text)) = self.exposition.as_ref().map(|text| text.lock()) {
             *text = metrics::render(self.pipeline.model(), &self.device);
         }
         // Nobody connected: nothing to copy or encode (a new client waits one refresh at most).

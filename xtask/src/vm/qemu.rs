@@ -111,7 +111,11 @@ pub fn run(boot: &Boot) -> Result<Duration> {
         .arg("-initrd")
         .arg(boot.initrd)
         .arg("-append")
-        .arg(format!("console={console} panic=-1 quiet rdinit=/init"))
+        // loglevel=5, not quiet: a soft lockup's or RCU stall's stack is printed at the
+        // default level (4), which quiet hides; one 6.1 run hung with only the headline.
+        .arg(format!(
+            "console={console} panic=-1 loglevel=5 rdinit=/init"
+        ))
         .args(drive(boot.disk, "d0", "f2fs"))
         .args(drive(boot.results, "d1", "results"))
         .stdin(Stdio::null())
