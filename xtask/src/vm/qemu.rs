@@ -152,9 +152,11 @@ pub fn run(boot: &Boot) -> Result<Duration> {
         if started.elapsed() > boot.timeout {
             let _ = child.kill();
             let _ = child.wait();
+            let _ = echo.join();
             bail!(
-                "the VM did not power off within {} s",
-                boot.timeout.as_secs()
+                "the VM did not power off within {} s{}",
+                boot.timeout.as_secs(),
+                hang_context(boot.console_log)
             );
         }
         thread::sleep(Duration::from_millis(100));
@@ -165,4 +167,66 @@ pub fn run(boot: &Boot) -> Result<Duration> {
         bail!("qemu failed ({status}): {}", qemu_errors.trim());
     }
     Ok(started.elapsed())
+}
+
+/// What the console says about a guest that never powered off: the last phase it marked and
+/// the first kernel complaint (a soft lockup, an RCU stall, a BUG, a panic), whose stack
+/// follows it in the console log.
+fn hang_context(console_log: &Path) -> String {
+    let text = std::fs::read_to_string(console_log).unwrap_or_default();
+    describe_hang(&text, console_log)
+}
+
+fn describe_hang(text: &str, console_log: &Path) -> String {
+    let last_mark = text.lines().filter(|l| l.starts_with("@@ ")).last();
+    let complaint = text.lines().find(|l| {
+        [
+            "soft lockup",
+            "self-detected stall",
+            "detected stalls",
+            "BUG:",
+            "Kernel panic",
+        ]
+        .iter()
+        .any(|k| l.contains(k))
+    });
+    let mut context = String::new();
+    if let Some(mark) = last_mark {
+        context += &format!("; last mark: {}", mark.trim_start_matches("@@ "));
+    }
+    if let Some(line) = complaint {
+        context += &format!(
+            "; the guest kernel reported: {} (stack in {})",
+            line.trim(),
+            console_log.display()
+        );
+    }
+    context
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hang_names_its_last_mark_and_first_complaint() {
+        let console = "[    2.1] tsc: Unable to calibrate against PIT\n@@ 20.1 names_start\n\
+            @@ 39.9 names_done\n[   68.2] watchdog: BUG: soft lockup - CPU#1 stuck for 26s! [exe:708]\n\
+            [   70.0] rcu: INFO: rcu_sched detected stalls on CPUs/tasks:\n";
+        let said = describe_hang(console, Path::new("run/console.log"));
+        assert_eq!(
+            said,
+            "; last mark: 39.9 names_done; the guest kernel reported: [   68.2] watchdog: BUG: \
+             soft lockup - CPU#1 stuck for 26s! [exe:708] (stack in run/console.log)"
+        );
+    }
+
+    #[test]
+    fn a_quiet_hang_says_only_its_last_mark() {
+        assert_eq!(
+            describe_hang("@@ 3.2 boot\n", Path::new("c")),
+            "; last mark: 3.2 boot"
+        );
+        assert_eq!(describe_hang("", Path::new("c")), "");
+    }
 }
