@@ -178,7 +178,7 @@ fn hang_context(console_log: &Path) -> String {
 }
 
 fn describe_hang(text: &str, console_log: &Path) -> String {
-    let last_mark = text.lines().filter(|l| l.starts_with("@@ ")).last();
+    let last_mark = text.lines().rfind(|l| l.starts_with("@@ "));
     let complaint = text.lines().find(|l| {
         [
             "soft lockup",
