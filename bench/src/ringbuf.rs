@@ -140,6 +140,8 @@ fn attach(ebpf: &mut Ebpf) -> Result<()> {
     )?;
     settings.set(0, std::process::id(), 0)?;
     settings.set(1, BURST, 0)?;
+    // Attaching a tracepoint needs tracefs, which a fresh machine may not have mounted.
+    nodescope::system::ensure_tracefs().context("tracefs is needed for the tracepoint")?;
     let program: &mut TracePoint = ebpf
         .program_mut("bench_burst")
         .context("program bench_burst missing")?

@@ -142,6 +142,11 @@ fn open_bpf(args: &SourceArgs) -> Result<Box<dyn Source>> {
     if let Some(reason) = bpf_unavailable()? {
         bail!("the eBPF source cannot run here: {reason}");
     }
+    // A fresh machine often has tracefs unmounted: without it the planner sees no tracepoint
+    // and the comm-change hook cannot attach. We may trace here, so we may mount it.
+    if let Err(err) = system::ensure_tracefs() {
+        log::warn!("tracefs: {err:#}; planning without tracepoints");
+    }
     let manifest = args.probes.as_deref().map(Manifest::load).transpose()?;
     let plan = f2fs::planner::plan_this_kernel(None);
     let mut source = BpfSource::start(&plan, manifest.as_ref(), args.wants_node_read_events())?;

@@ -196,6 +196,8 @@ mod tests {
             eprintln!("SKIPPED a_rename_stamps_task_changes_with_a_new_time: needs root");
             return;
         }
+        // A fresh machine may have it unmounted; the sources mount it too (source::open).
+        system::ensure_tracefs().expect("tracefs mounted");
         let mut ebpf = bpf::load(64 * 1024).expect("load the object");
         let outcome = attach_rename(&mut ebpf);
         assert!(outcome.attached, "{outcome:?}");
