@@ -145,13 +145,14 @@ async fn daemon(args: DaemonArgs) -> Result<()> {
             tuning: tuning.is_some(),
         },
     )?;
-    // Rendered at each refresh only when something serves it.
-    let exposition: Option<metrics::Exposition> = args
-        .openmetrics
-        .map(|_| Arc::new(Mutex::new(String::new())));
-    let _server = match (args.openmetrics, &exposition) {
-        (Some(addr), Some(text)) => Some(metrics::serve(addr, Arc::clone(text)).await?),
-        _ => None,
+    // The exposition exists, and is rendered at each refresh, only when something serves it.
+    let (exposition, _server) = match args.openmetrics {
+        Some(addr) => {
+            let text: metrics::Exposition = Arc::new(Mutex::new(String::new()));
+            let server = metrics::serve(addr, Arc::clone(&text)).await?;
+            (Some(text), Some(server))
+        }
+        None => (None, None),
     };
     let recording = args
         .record
