@@ -38,6 +38,18 @@ enum Task {
         #[arg(long, default_value = "x86_64")]
         arch: String,
     },
+    /// The reference module (kmod/: the RFC's mechanism as a patch to Debian's F2FS) in the
+    /// stock Debian kernel under QEMU: the cover letter's two tables from the module's own
+    /// counters, every failure path, fsck and checksums (root).
+    VmKmod {
+        #[arg(long, default_value = "6.12")]
+        kernel: String,
+        /// Use these builds instead of `cargo xtask kmod`'s (development).
+        #[arg(long, requires = "patched")]
+        stock: Option<std::path::PathBuf>,
+        #[arg(long, requires = "stock")]
+        patched: Option<std::path::PathBuf>,
+    },
     /// What one traced event costs in the kernel, nodescope against bpftrace, on a Debian
     /// kernel in QEMU (prints `ebpf-cost ours_ns=.. bpftrace_ns=.. ratio=..`; root).
     VmBench {
@@ -77,6 +89,20 @@ fn main() -> Result<()> {
         Task::Bench { name, args } => bench::run(&name, &args),
         Task::VmTest { kernel, arch } => vm::run(&kernel, dist::Arch::parse(Some(&arch))?),
         Task::VmBench { kernel } => vm::bench::run(&kernel),
+        Task::VmKmod {
+            kernel,
+            stock,
+            patched,
+        } => {
+            let (Some(stock), Some(patched)) = (stock, patched) else {
+                anyhow::bail!("--stock and --patched are needed until `cargo xtask kmod` lands");
+            };
+            let modules = vm::kmod_phase::Modules {
+                stock: &stock,
+                patched: &patched,
+            };
+            vm::kmod_phase::run(&kernel, &modules)
+        }
         Task::Soak { args } => soak::run(&args),
         Task::Dist { arch } => dist::run(arch.as_deref()),
     }

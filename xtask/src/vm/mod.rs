@@ -15,6 +15,7 @@ mod discover;
 mod initramfs;
 mod json;
 mod kernel;
+pub mod kmod_phase;
 mod newc;
 mod qemu;
 mod uidswitch;

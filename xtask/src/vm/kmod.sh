@@ -1,0 +1,202 @@
+#!/bin/sh
+# nodescope vm-test, the reference module's phase (xtask/src/vm/kmod.rs): runs as /init. The
+# stock build of Debian's F2FS makes the file set; the patched build (our reconstruction of the
+# RFC's compressed node cache) then runs the cover letter's two measurements and every failure
+# path, and the files are checked against their checksums before and after fsck and a remount.
+# Counters come from the module's own <debugfs>/f2fs/<dev>/node_cache; settings:
+# /etc/vm-test.conf. The host reads /results (kmod.rs).
+export PATH=/bin
+R=/results
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+. /etc/vm-test.conf
+mark() { read up idle < /proc/uptime; echo "@@ $up $*"; echo "$up $*" >> $R/marks.txt; }
+fail() { echo "@@FAIL $*"; echo "$*" >> $R/guest_errors.txt; }
+finish() {
+  mark finish
+  tar -cf /dev/$RES -C $R . && sync
+  poweroff -f
+}
+mark boot
+mkdir -p /sys/kernel/debug
+mount -t debugfs debugfs /sys/kernel/debug
+for m in $(cat /lib/modules/load-order); do
+  case $m in f2fs.ko) continue;; esac
+  insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
+done
+DEV=; RES=
+for b in /sys/block/*; do
+  case "$(cat $b/serial 2>/dev/null)" in results) RES=${b##*/};; f2fs) DEV=${b##*/};; esac
+done
+[ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
+[ -n "$DEV" ] || { fail "no test disk"; finish; }
+uname -r > $R/uname.txt
+S=/sys/fs/f2fs/$DEV
+D=/sys/kernel/debug/f2fs/$DEV
+
+# Inode checksums on, so that restore's inode-checksum validation has something to check.
+mkfs.f2fs -f -l vmtest -O extra_attr,inode_checksum /dev/$DEV > $R/mkfs.txt 2>&1 ||
+  { fail mkfs.f2fs; finish; }
+
+# The stock build: no knobs; it writes the file set the patched build then reads.
+insmod /lib/modules/f2fs-stock.ko 2>> $R/insmod.txt || { fail "insmod stock"; finish; }
+mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail "mount stock"; finish; }
+[ -e $S/node_compress_threshold ] && echo present > $R/stock_knobs.txt || echo absent > $R/stock_knobs.txt
+mark stock_mounted
+mkdir /mnt/t /mnt/shaped
+i=0
+while [ $i -lt $NDIRS ]; do
+  mkdir /mnt/t/d-$i
+  j=0
+  while [ $j -lt $NFILES ]; do echo "nodescope $i/$j" > /mnt/t/d-$i/f-$j; j=$((j+1)); done
+  i=$((i+1))
+done
+for n in 1 32 80 128 192 256 384 512; do
+  for k in 0 1 2 3; do dd if=/dev/zero of=/mnt/shaped/b-$n-$k bs=4096 count=$n 2>/dev/null; done
+done
+echo "nodescope vm-test sentinel" > /mnt/sentinel
+sync
+# Checksums of every file as written, the reference of every later check.
+sh /sums > /sums.md5
+umount /mnt
+rmmod f2fs || { fail "rmmod stock"; finish; }
+mark created
+
+insmod /lib/modules/f2fs.ko 2>> $R/insmod.txt || { fail "insmod patched"; finish; }
+mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail "mount patched"; finish; }
+echo 1 > $S/iostat_enable || fail iostat_enable
+mark mounted
+
+# The knobs: present, defaults, and the range checks (the write must fail).
+{
+  echo "threshold_default $(cat $S/node_compress_threshold)"
+  echo "interval_default $(cat $S/node_compress_interval)"
+  for v in 101 1000 -1 abc; do
+    echo $v > $S/node_compress_threshold 2>/dev/null && echo "threshold_accepted $v"
+  done
+  for v in 99 30001 0 abc; do
+    echo $v > $S/node_compress_interval 2>/dev/null && echo "interval_accepted $v"
+  done
+  for v in 100 0; do
+    echo $v > $S/node_compress_threshold || echo "threshold_refused $v"
+  done
+  for v in 100 30000 1000; do
+    echo $v > $S/node_compress_interval || echo "interval_refused $v"
+  done
+  echo "threshold_final $(cat $S/node_compress_threshold)"
+  echo "interval_final $(cat $S/node_compress_interval)"
+} > $R/knobs.txt 2>&1
+
+# snap NAME: the module's counters and iostat's node reads now.
+snap() {
+  cat $D/node_cache > $R/nc_$1.txt
+  cp /proc/fs/f2fs/$DEV/iostat_info $R/iostat_$1.txt
+}
+# cold: page cache and every shrinker, so the node cache starts empty (the shrinker reclaims it).
+cold() { sync; echo 3 > /proc/sys/vm/drop_caches; echo 3 > /proc/sys/vm/drop_caches; }
+# settle: wait until the worker stops converting (two passes in a row without a conversion).
+# Second chances count too: a first pass over a just-read cache only hands those out.
+settle() {
+  last=-1; still=0; n=0
+  while [ $still -lt 3 ] && [ $n -lt $1 ]; do
+    sleep 1
+    now=$(grep -E '^(conversions|second_chance_worker) ' $D/node_cache | cut -d' ' -f2 | tr '\n' ' ')
+    if [ "$now" = "$last" ]; then still=$((still+1)); else still=0; fi
+    last=$now; n=$((n+1))
+  done
+}
+threshold() { echo $1 > $S/node_compress_threshold || fail "threshold $1"; }
+interval() { echo $1 > $S/node_compress_interval || fail "interval $1"; }
+
+# 1. Equal node count: the whole file set in the cache, all raw, then compressed.
+threshold 0; interval 100; echo 0 > $D/node_cache_budget
+cold
+snap equal_start
+sh /replay-all
+snap equal_off
+threshold $THRESHOLD
+settle 120
+snap equal_on
+mark equal_done
+
+# 2. About 3 MiB of attributed memory: the file set populates the cache under the budget
+# (compression off, then on at the RFC's threshold), then one replay of the 16,384 small files
+# in manifest order, at the RFC's interval. The population runs the worker every 100 ms: at
+# 1000 ms it converts at most 256 blocks a second, and a cat replay brings in 16,676 nodes in
+# about ten seconds here, so the budget would hold mostly raw entries. Before the replay the
+# page cache is dropped (not the node cache): every file's read then looks up its inode.
+for mode in off on; do
+  threshold 0; interval 100
+  cold
+  echo $BUDGET > $D/node_cache_budget
+  [ $mode = on ] && threshold $THRESHOLD
+  sh /replay-all
+  [ $mode = on ] && settle 60
+  interval $INTERVAL
+  sync; echo 1 > /proc/sys/vm/drop_caches
+  snap budget_${mode}_before
+  sh /replay-names
+  snap budget_${mode}_after
+  mark budget_${mode}_done
+done
+echo 0 > $D/node_cache_budget
+
+# 3. Every failure path. Conversion faults tamper with the block a conversion compresses
+# (its CRC then matches, the node checks do not); restore faults with the stored object.
+threshold 0; interval 100
+cold
+sh /replay-all
+for f in footer inode_checksum node_type; do
+  echo "$f 1" > $D/node_cache_fault || fail "arm $f"
+  threshold $THRESHOLD
+  n=0
+  until grep -q '^none' $D/node_cache_fault || [ $n -gt 100 ]; do sleep 0.2; n=$((n+1)); done
+  threshold 0
+done
+threshold $THRESHOLD
+settle 120
+snap faults_converted
+# A restore of each kind: drop the page cache only (data pages, not the node cache), then
+# read one file of a directory, whose inode block is compressed now.
+d=0
+for f in slot_size payload_len payload truncate crc; do
+  echo 1 > /proc/sys/vm/drop_caches
+  echo "$f 1" > $D/node_cache_fault || fail "arm $f"
+  cat /mnt/t/d-$d/f-0 > /dev/null || fail "read after $f fault"
+  d=$((d+1))
+done
+# nomem: the raw buffer cannot be had; the read fails, the compressed copy stays, a retry
+# restores it. The first read that fails is the one whose inode block was compressed.
+echo 1 > /proc/sys/vm/drop_caches
+echo "nomem 1" > $D/node_cache_fault || fail "arm nomem"
+j=1; failed=
+while [ $j -lt $NFILES ] && [ -z "$failed" ]; do
+  cat /mnt/t/d-$d/f-$j > /dev/null 2>> $R/nomem_read.txt || failed=/mnt/t/d-$d/f-$j
+  j=$((j+1))
+done
+echo "${failed:-none}" > $R/nomem_failed.txt
+grep '^restores ' $D/node_cache > $R/nomem_restores_before.txt
+[ -n "$failed" ] && cat $failed > /dev/null 2>> $R/nomem_read.txt && echo ok > $R/nomem_retry.txt ||
+  echo failed > $R/nomem_retry.txt
+grep '^restores ' $D/node_cache > $R/nomem_restores_after.txt
+# Every directory listed (a directory's inode block holds its inline dentries) and every file
+# against its checksum, read through restores (conversion faults included).
+echo 1 > /proc/sys/vm/drop_caches
+ls -laR /mnt > $R/ls_mounted.txt 2>&1 || fail "ls -R"
+md5sum -c /sums.md5 > $R/md5_mounted.txt 2>&1 && echo ok > $R/files_mounted.txt || echo bad > $R/files_mounted.txt
+snap faults_done
+mark faults_done
+
+# 4. Unmount, fsck, remount, and the checksums once more, from disk.
+threshold 0
+umount /mnt || fail umount
+fsck.f2fs -f /dev/$DEV > $R/fsck.txt 2>&1
+echo $? > $R/fsck.rc
+mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail remount; finish; }
+md5sum -c /sums.md5 > $R/md5_remounted.txt 2>&1 && echo ok > $R/files_remounted.txt || echo bad > $R/files_remounted.txt
+umount /mnt
+rmmod f2fs 2>> $R/insmod.txt && echo ok > $R/rmmod.txt || echo failed > $R/rmmod.txt
+dmesg > $R/dmesg.txt
+mark done
+finish

@@ -1,0 +1,404 @@
+//! `cargo xtask vm-kmod [--kernel 6.12]`: the reference module (kmod/, our reconstruction of the
+//! RFC's compressed node cache as a patch to Debian's F2FS) in the stock Debian kernel. The
+//! guest (kmod.sh) writes the RFC's file set with the stock build, then loads the patched build
+//! and runs the cover letter's two measurements (equal node count, about 3 MiB of attributed
+//! memory) and every failure path; here the results become the two tables and one verdict line,
+//! every number from the module's own counters (`<debugfs>/f2fs/<dev>/node_cache`) or iostat.
+use std::{collections::BTreeMap, fs, path::Path, time::Duration};
+
+use anyhow::{bail, Context as _, Result};
+
+use super::{check, initramfs, kernel, newc, qemu, NDIRS, NFILES};
+use crate::util;
+
+/// The RFC's settings for compression on (the controller's defaults agree).
+const THRESHOLD: u32 = 25;
+const INTERVAL_MS: u32 = 1000;
+/// "An approximately 3 MiB attributed node-cache budget": the RFC's off row had 3,199,800.
+const BUDGET_BYTES: u64 = 3_200_000;
+/// The RFC's figures, beside ours in the tables.
+const RFC_EQUAL: (u64, u64, u64) = (16_676, 69_792_344, 6_008_152);
+const RFC_BUDGET_OFF: (u64, u64, u64, u64) = (3_199_800, 760, 15_668, 0);
+const RFC_BUDGET_ON: (u64, u64, u64, u64) = (3_207_992, 9_208, 7_209, 9_175);
+/// Restore failure reasons, in the order restore validates (the module's names).
+const FAIL_REASONS: [&str; 7] = [
+    "slot_size",
+    "payload_len",
+    "lz4_len",
+    "crc",
+    "footer",
+    "inode_checksum",
+    "node_type",
+];
+const VM_TIMEOUT: Duration = Duration::from_secs(1200);
+
+/// The two module files the guest loads.
+pub struct Modules<'a> {
+    pub stock: &'a Path,
+    pub patched: &'a Path,
+}
+
+pub fn run(label: &str, modules: &Modules) -> Result<()> {
+    let spec = kernel::KERNELS
+        .iter()
+        .find(|k| k.label == label)
+        .with_context(|| format!("unknown kernel {label:?}: use 6.12"))?;
+    let cache = util::target_dir().join("vm-cache");
+    let kernel = kernel::prepare(spec, &cache)?;
+    let nodescope = util::build_nodescope()?;
+    let work = cache.join(format!("run-kmod-{label}"));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work)?;
+    let initrd = work.join("initramfs.cpio");
+    fs::write(&initrd, initramfs_for(&kernel, &nodescope, modules)?)?;
+    let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
+    super::sparse_file(&disk, 1 << 30)?;
+    super::sparse_file(&results, 64 << 20)?;
+    let boot = qemu::Boot {
+        label: &format!("kmod-{label}"),
+        arch: crate::dist::Arch::X86_64,
+        vmlinuz: &kernel.vmlinuz,
+        initrd: &initrd,
+        disk: &disk,
+        results: &results,
+        console_log: &work.join("console.log"),
+        timeout: VM_TIMEOUT,
+    };
+    let out = super::boot_and_unpack(&boot, &work)?;
+    let verdict = verdict(label, &out)?;
+    for line in &verdict.lines {
+        println!("{line}");
+    }
+    println!("{}", verdict.final_line);
+    if !verdict.pass {
+        bail!("vm-kmod {label} failed (results in {})", out.display());
+    }
+    for image in [&disk, &results, &initrd] {
+        let _ = fs::remove_file(image);
+    }
+    Ok(())
+}
+
+/// The VM test's initramfs with kmod.sh as init, fsck.f2fs, and the two builds appended as a
+/// second archive (the kernel unpacks both; later files win): lib/modules/f2fs.ko is the
+/// patched build, lib/modules/f2fs-stock.ko the stock one.
+fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -> Result<Vec<u8>> {
+    let config = format!(
+        "NDIRS={NDIRS}\nNFILES={NFILES}\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
+         BUDGET={BUDGET_BYTES}\n"
+    );
+    let replay_all = super::replay_script(super::Replay::Names, NDIRS)
+        + "cat /mnt/shaped/* /mnt/sentinel > /dev/null\n";
+    let files = [
+        ("init", include_str!("kmod.sh").to_string()),
+        ("replay-all", replay_all),
+        (
+            "replay-names",
+            super::replay_script(super::Replay::Names, NDIRS),
+        ),
+        ("sums", sums_script()),
+        ("etc/vm-test.conf", config),
+    ];
+    let fsck = Path::new("/usr/sbin/fsck.f2fs");
+    let mut bytes = initramfs::build(kernel, nodescope, &files, &[fsck])?;
+    let mut extra = newc::Archive::default();
+    for (name, path) in [
+        ("f2fs.ko", modules.patched),
+        ("f2fs-stock.ko", modules.stock),
+    ] {
+        let data = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        extra.add(
+            &format!("lib/modules/{name}"),
+            newc::Entry::File {
+                data,
+                executable: false,
+            },
+        );
+    }
+    bytes.extend(extra.to_bytes());
+    Ok(bytes)
+}
+
+/// `md5sum` of every file of the set, one command per directory (no shell loop in the guest).
+fn sums_script() -> String {
+    let mut script = String::from("#!/bin/sh\n");
+    for dir in 0..NDIRS {
+        script.push_str("md5sum");
+        for file in 0..NFILES {
+            script.push_str(&format!(" /mnt/t/d-{dir}/f-{file}"));
+        }
+        script.push('\n');
+    }
+    script.push_str("md5sum /mnt/shaped/* /mnt/sentinel\n");
+    script
+}
+
+/// One snapshot of the module's counters.
+struct Counters(BTreeMap<String, u64>);
+
+impl Counters {
+    fn parse(text: &str) -> Counters {
+        Counters(
+            text.lines()
+                .filter_map(|l| {
+                    let (k, v) = l.split_once(' ')?;
+                    Some((k.to_string(), v.trim().parse().ok()?))
+                })
+                .collect(),
+        )
+    }
+
+    fn read(dir: &Path, phase: &str) -> Result<Counters> {
+        let path = dir.join(format!("nc_{phase}.txt"));
+        let text = fs::read_to_string(&path)
+            .with_context(|| format!("the guest left no {}", path.display()))?;
+        let counters = Counters::parse(&text);
+        if counters.0.is_empty() {
+            bail!("{} has no counters", path.display());
+        }
+        Ok(counters)
+    }
+
+    fn get(&self, key: &str) -> u64 {
+        self.0.get(key).copied().unwrap_or(0)
+    }
+
+    /// `key` after minus before.
+    fn delta(&self, before: &Counters, key: &str) -> u64 {
+        self.get(key).saturating_sub(before.get(key))
+    }
+}
+
+fn iostat_reads(dir: &Path, phase: &str) -> Result<u64> {
+    let text = fs::read_to_string(dir.join(format!("iostat_{phase}.txt")))
+        .with_context(|| format!("no iostat_{phase}.txt"))?;
+    check::fs_node_reads(&text).with_context(|| format!("no fs node reads in iostat_{phase}"))
+}
+
+fn read_trimmed(dir: &Path, name: &str) -> String {
+    fs::read_to_string(dir.join(name))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| format!("(no {name})"))
+}
+
+pub struct Verdict {
+    pub lines: Vec<String>,
+    pub final_line: String,
+    pub pass: bool,
+}
+
+fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
+    let mut lines = Vec::new();
+    let mut problems = Vec::new();
+    let errors = read_trimmed(dir, "guest_errors.txt");
+    if !errors.starts_with("(no ") {
+        problems.push(format!("guest: {errors}"));
+    }
+    knob_checks(dir, &mut problems);
+    lines.extend(equal_table(dir)?);
+    lines.extend(budget_table(dir)?);
+    let last = Counters::read(dir, "faults_done")?;
+    failure_checks(dir, &last, &mut problems, &mut lines);
+
+    let fsck_rc = read_trimmed(dir, "fsck.rc");
+    let fsck = read_trimmed(dir, "fsck.txt");
+    let fsck_clean = fsck_rc == "0" && !fsck.contains("[Fail]");
+    if !fsck_clean {
+        problems.push(format!("fsck.f2fs exit {fsck_rc}"));
+    }
+    let files_ok = read_trimmed(dir, "files_mounted.txt") == "ok"
+        && read_trimmed(dir, "files_remounted.txt") == "ok";
+    if !files_ok {
+        problems.push("a file's checksum differs (md5_mounted.txt, md5_remounted.txt)".into());
+    }
+    if read_trimmed(dir, "rmmod.txt") != "ok" {
+        problems.push("the patched module did not unload".into());
+    }
+    let fails: u64 = FAIL_REASONS
+        .iter()
+        .map(|r| last.get(&format!("restore_fail_{r}")))
+        .sum();
+    let second_chances = last.get("second_chances");
+    for (what, value) in [
+        ("conversions", last.get("conversions")),
+        ("rejects", last.get("convert_rejects")),
+        ("restores", last.get("restores")),
+        (
+            "shrinker reclaims",
+            last.get("reclaims")
+                .saturating_sub(last.get("budget_reclaims")),
+        ),
+        ("second chances", second_chances),
+    ] {
+        if value == 0 {
+            problems.push(format!("no {what}"));
+        }
+    }
+    for line in &problems {
+        lines.push(format!("  problem: {line}"));
+    }
+    let pass = problems.is_empty();
+    let final_line = format!(
+        "kmod {label} conversions={} rejects={} aborts={} restores={} restore_fails={fails} \
+         nomem={} reclaims={} second_chances={second_chances} fsck={} files={} {}",
+        last.get("conversions"),
+        last.get("convert_rejects"),
+        last.get("convert_aborts"),
+        last.get("restores"),
+        last.get("restore_nomem"),
+        last.get("reclaims"),
+        if fsck_clean { "clean" } else { "dirty" },
+        if files_ok { "ok" } else { "bad" },
+        if pass { "PASS" } else { "FAIL" }
+    );
+    Ok(Verdict {
+        lines,
+        final_line,
+        pass,
+    })
+}
+
+/// Knobs present with their defaults, every out-of-range write refused, every in-range one
+/// taken; the stock build has none.
+fn knob_checks(dir: &Path, problems: &mut Vec<String>) {
+    let knobs = read_trimmed(dir, "knobs.txt");
+    let expect = [
+        "threshold_default 0",
+        "interval_default 1000",
+        "threshold_final 0",
+        "interval_final 1000",
+    ];
+    for want in expect {
+        if !knobs.lines().any(|l| l == want) {
+            problems.push(format!("knobs: no `{want}` in knobs.txt"));
+        }
+    }
+    for line in knobs.lines() {
+        if line.contains("_accepted") || line.contains("_refused") {
+            problems.push(format!("knobs: {line}"));
+        }
+    }
+    if read_trimmed(dir, "stock_knobs.txt") != "absent" {
+        problems.push("the stock build has the knobs".into());
+    }
+}
+
+/// The cover letter's first table: every node of the file set cached, raw then compressed.
+fn equal_table(dir: &Path) -> Result<Vec<String>> {
+    let off = Counters::read(dir, "equal_off")?;
+    let on = Counters::read(dir, "equal_on")?;
+    let (off_bytes, on_bytes) = (off.get("attributed_bytes"), on.get("attributed_bytes"));
+    let reduction = |a: u64, b: u64| 100.0 * (1.0 - b as f64 / a.max(1) as f64);
+    let mut lines = vec![
+        "  equal node count  | nodes  | attributed off | attributed on | reduction".to_string(),
+    ];
+    lines.push(format!(
+        "  RFC               | {:>6} | {:>14} | {:>13} | {:.3} %",
+        RFC_EQUAL.0,
+        RFC_EQUAL.1,
+        RFC_EQUAL.2,
+        reduction(RFC_EQUAL.1, RFC_EQUAL.2)
+    ));
+    lines.push(format!(
+        "  module            | {:>6} | {off_bytes:>14} | {on_bytes:>13} | {:.3} %  (on: {} nodes, {} raw, {} rejected at {THRESHOLD} %)",
+        off.get("entries"),
+        reduction(off_bytes, on_bytes),
+        on.get("entries"),
+        on.get("entries_raw"),
+        on.get("convert_rejects"),
+    ));
+    Ok(lines)
+}
+
+/// The second table: about 3 MiB, a one-pass replay of the 16,384 small files.
+fn budget_table(dir: &Path) -> Result<Vec<String>> {
+    let mut lines = vec![format!(
+        "  budget {BUDGET_BYTES} B | attributed | nodes | node reads (bytes)   | restores | reads + restores"
+    )];
+    for (mode, rfc) in [("off", RFC_BUDGET_OFF), ("on", RFC_BUDGET_ON)] {
+        lines.push(format!(
+            "  RFC {mode:<3}          | {:>10} | {:>5} | {:>6} ({:>10}) | {:>8} | {}",
+            rfc.0,
+            rfc.1,
+            rfc.2,
+            rfc.2 * 4096,
+            rfc.3,
+            rfc.2 + rfc.3
+        ));
+        let before = Counters::read(dir, &format!("budget_{mode}_before"))?;
+        let after = Counters::read(dir, &format!("budget_{mode}_after"))?;
+        let reads = iostat_reads(dir, &format!("budget_{mode}_after"))?
+            .saturating_sub(iostat_reads(dir, &format!("budget_{mode}_before"))?);
+        let restores = after.delta(&before, "restores");
+        lines.push(format!(
+            "  module {mode:<3}       | {:>10} | {:>5} | {reads:>6} ({:>10}) | {restores:>8} | {}",
+            before.get("attributed_bytes"),
+            before.get("entries"),
+            reads * 4096,
+            reads + restores
+        ));
+    }
+    Ok(lines)
+}
+
+/// Every restore failure reason and the raw-buffer failure ran at least once, and the nomem
+/// read's retry was served by a restore.
+fn failure_checks(
+    dir: &Path,
+    last: &Counters,
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) {
+    let by_reason: Vec<String> = FAIL_REASONS
+        .iter()
+        .map(|r| format!("{r}={}", last.get(&format!("restore_fail_{r}"))))
+        .collect();
+    lines.push(format!(
+        "  restore failures: {} nomem={}",
+        by_reason.join(" "),
+        last.get("restore_nomem")
+    ));
+    for reason in FAIL_REASONS {
+        if last.get(&format!("restore_fail_{reason}")) == 0 {
+            problems.push(format!("no restore failed on {reason}"));
+        }
+    }
+    if last.get("restore_nomem") == 0 {
+        problems.push("no raw-buffer allocation failed".into());
+    }
+    let failed = read_trimmed(dir, "nomem_failed.txt");
+    let retry = read_trimmed(dir, "nomem_retry.txt");
+    let restores = |name: &str| Counters::parse(&read_trimmed(dir, name)).get("restores");
+    let retried =
+        restores("nomem_restores_after.txt").saturating_sub(restores("nomem_restores_before.txt"));
+    lines.push(format!(
+        "  nomem: read of {failed} failed, retry {retry} with {retried} restore(s)"
+    ));
+    if failed == "none" || retry != "ok" || retried == 0 {
+        problems.push("the read after a raw-buffer failure was not restored on retry".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_parse_key_value_lines() {
+        let c = Counters::parse("threshold 25\nrestores 7\nbad line here\nentries_raw 3\n");
+        assert_eq!(c.get("threshold"), 25);
+        assert_eq!(c.get("restores"), 7);
+        assert_eq!(c.get("entries_raw"), 3);
+        assert_eq!(c.get("missing"), 0);
+        let before = Counters::parse("restores 2\n");
+        assert_eq!(c.delta(&before, "restores"), 5);
+    }
+
+    #[test]
+    fn the_sums_script_names_every_file_once() {
+        let script = sums_script();
+        assert_eq!(script.matches("/mnt/t/d-").count() as u64, NDIRS * NFILES);
+        assert!(script.contains(" /mnt/t/d-255/f-63\n"));
+        assert!(script.ends_with("md5sum /mnt/shaped/* /mnt/sentinel\n"));
+    }
+}
