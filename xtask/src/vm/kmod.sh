@@ -166,19 +166,28 @@ for f in slot_size payload_len payload truncate crc; do
   cat /mnt/t/d-$d/f-0 > /dev/null || fail "read after $f fault"
   d=$((d+1))
 done
-# nomem: the raw buffer cannot be had; the read fails, the compressed copy stays, a retry
-# restores it. The first read that fails is the one whose inode block was compressed.
+# nomem: the raw buffer cannot be had; the lookup fails, the compressed copy stays, a retry
+# restores it. Files are read until the fault is taken; each read's exit code and the two
+# counters after it go to nomem_trace.txt.
 echo 1 > /proc/sys/vm/drop_caches
 echo "nomem 1" > $D/node_cache_fault || fail "arm nomem"
+echo "armed $(grep -E '^(restores|restore_nomem|forgets|inserts|raw_hits) ' $D/node_cache | tr '\n' ' ') $(grep 'fs node' /proc/fs/f2fs/$DEV/iostat_info | head -1)" >> $R/nomem_trace.txt
 j=1; failed=
-while [ $j -lt $NFILES ] && [ -z "$failed" ]; do
-  cat /mnt/t/d-$d/f-$j > /dev/null 2>> $R/nomem_read.txt || failed=/mnt/t/d-$d/f-$j
+while [ $j -lt $NFILES ] && grep -q '^nomem' $D/node_cache_fault; do
+  f=/mnt/t/d-$d/f-$j
+  cat $f > /dev/null 2>> $R/nomem_read.txt
+  rc=$?
+  [ $rc = 0 ] || failed=$f
+  echo "$f rc=$rc $(grep -E '^(restores|restore_nomem|forgets|inserts|raw_hits) ' $D/node_cache | tr '\n' ' ') $(grep 'fs node' /proc/fs/f2fs/$DEV/iostat_info | head -1)" >> $R/nomem_trace.txt
   j=$((j+1))
 done
 echo "${failed:-none}" > $R/nomem_failed.txt
 grep '^restores ' $D/node_cache > $R/nomem_restores_before.txt
-[ -n "$failed" ] && cat $failed > /dev/null 2>> $R/nomem_read.txt && echo ok > $R/nomem_retry.txt ||
-  echo failed > $R/nomem_retry.txt
+if [ -n "$failed" ]; then
+  cat $failed > /dev/null 2>> $R/nomem_read.txt && echo ok > $R/nomem_retry.txt || echo failed > $R/nomem_retry.txt
+else
+  echo "not needed" > $R/nomem_retry.txt
+fi
 grep '^restores ' $D/node_cache > $R/nomem_restores_after.txt
 # Every directory listed (a directory's inode block holds its inline dentries) and every file
 # against its checksum, read through restores (conversion faults included).

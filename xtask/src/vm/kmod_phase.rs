@@ -148,6 +148,17 @@ impl Counters {
         )
     }
 
+    /// `name value name value ...` on one line (the guest's trace lines).
+    fn pairs(line: &str) -> Counters {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        Counters(
+            words
+                .chunks(2)
+                .filter_map(|p| Some((p[0].to_string(), p.get(1)?.parse().ok()?)))
+                .collect(),
+        )
+    }
+
     fn read(dir: &Path, phase: &str) -> Result<Counters> {
         let path = dir.join(format!("nc_{phase}.txt"));
         let text = fs::read_to_string(&path)
@@ -366,16 +377,79 @@ fn failure_checks(
     if last.get("restore_nomem") == 0 {
         problems.push("no raw-buffer allocation failed".into());
     }
-    let failed = read_trimmed(dir, "nomem_failed.txt");
-    let retry = read_trimmed(dir, "nomem_retry.txt");
-    let restores = |name: &str| Counters::parse(&read_trimmed(dir, name)).get("restores");
-    let retried =
-        restores("nomem_restores_after.txt").saturating_sub(restores("nomem_restores_before.txt"));
-    lines.push(format!(
-        "  nomem: read of {failed} failed, retry {retry} with {retried} restore(s)"
-    ));
-    if failed == "none" || retry != "ok" || retried == 0 {
-        problems.push("the read after a raw-buffer failure was not restored on retry".into());
+    match nomem_outcome(&read_trimmed(dir, "nomem_trace.txt")) {
+        Some(outcome) => {
+            lines.push(format!("  nomem: {}", outcome.describe(dir)));
+            if !outcome.restored(dir) {
+                problems.push(
+                    "the lookup after a raw-buffer failure was not served by a restore".into(),
+                );
+            }
+        }
+        None => problems.push("the nomem fault was never taken (nomem_trace.txt)".into()),
+    }
+}
+
+/// The read during which the nomem fault was taken, from the guest's trace: each line is a
+/// file, its `cat` exit code and counters after it, the first line the counters when armed.
+struct NomemOutcome {
+    file: String,
+    rc: String,
+    /// Restores during that read.
+    restores: u64,
+}
+
+fn nomem_outcome(trace: &str) -> Option<NomemOutcome> {
+    let mut lines = trace.lines();
+    let armed = lines.next()?.strip_prefix("armed ")?;
+    let mut before = Counters::pairs(armed);
+    for line in lines {
+        let mut words = line.splitn(3, ' ');
+        let (file, rc, rest) = (words.next()?, words.next()?, words.next()?);
+        let after = Counters::pairs(rest);
+        if after.delta(&before, "restore_nomem") > 0 {
+            return Some(NomemOutcome {
+                file: file.to_string(),
+                rc: rc.trim_start_matches("rc=").to_string(),
+                restores: after.delta(&before, "restores"),
+            });
+        }
+        before = after;
+    }
+    None
+}
+
+impl NomemOutcome {
+    /// The copy stayed: the same read restored it (F2FS's caller retried -ENOMEM itself), or
+    /// the read failed and reading the file again restored it.
+    fn restored(&self, dir: &Path) -> bool {
+        if self.rc == "0" {
+            return self.restores > 0;
+        }
+        read_trimmed(dir, "nomem_retry.txt") == "ok" && self.retried(dir) > 0
+    }
+
+    fn retried(&self, dir: &Path) -> u64 {
+        let restores = |name: &str| Counters::parse(&read_trimmed(dir, name)).get("restores");
+        restores("nomem_restores_after.txt").saturating_sub(restores("nomem_restores_before.txt"))
+    }
+
+    fn describe(&self, dir: &Path) -> String {
+        if self.rc == "0" {
+            format!(
+                "taken while reading {}, which succeeded with {} restore(s) in the same read \
+                 (the caller retried -ENOMEM)",
+                self.file, self.restores
+            )
+        } else {
+            format!(
+                "the read of {} failed (exit {}); reading it again: {}, {} restore(s)",
+                self.file,
+                self.rc,
+                read_trimmed(dir, "nomem_retry.txt"),
+                self.retried(dir)
+            )
+        }
     }
 }
 
@@ -392,6 +466,21 @@ mod tests {
         assert_eq!(c.get("missing"), 0);
         let before = Counters::parse("restores 2\n");
         assert_eq!(c.delta(&before, "restores"), 5);
+    }
+
+    #[test]
+    fn the_nomem_trace_names_the_read_that_took_the_fault() {
+        let trace = "armed inserts 5 restores 16 restore_nomem 0  fs node: 0 0 0\n\
+                     /mnt/t/d-5/f-1 rc=0 inserts 5 restores 16 restore_nomem 0\n\
+                     /mnt/t/d-5/f-2 rc=0 inserts 5 restores 18 restore_nomem 1\n";
+        let outcome = nomem_outcome(trace).expect("taken");
+        assert_eq!(outcome.file, "/mnt/t/d-5/f-2");
+        assert_eq!(outcome.rc, "0");
+        assert_eq!(outcome.restores, 2);
+        assert!(nomem_outcome(
+            "armed restores 1 restore_nomem 0\n/f rc=0 restores 2 restore_nomem 0\n"
+        )
+        .is_none());
     }
 
     #[test]
