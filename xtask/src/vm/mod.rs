@@ -14,7 +14,7 @@ mod daemon;
 mod discover;
 mod initramfs;
 mod json;
-mod kernel;
+pub(crate) mod kernel;
 mod newc;
 mod qemu;
 mod uidswitch;
