@@ -42,7 +42,7 @@ const APT_PACKAGES: [(&str, &str); 24] = [
     ),
     (
         "dwarves",
-        "pahole -J turns the discover fixture's DWARF into BTF",
+        "pahole -J turns the discover fixture's DWARF into BTF (and `xtask kmod`'s f2fs.ko's)",
     ),
     (
         "prometheus",
