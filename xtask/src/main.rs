@@ -1,6 +1,7 @@
 //! `cargo xtask <task>`: everything around the code (install, test, VM tests, benchmarks).
 mod bench;
 mod dist;
+mod kmod;
 mod setup;
 mod soak;
 mod test;
@@ -57,6 +58,20 @@ enum Task {
         #[arg(long, default_value = "6.12")]
         kernel: String,
     },
+    /// Build F2FS out of tree for the Debian kernel the VM test boots: stock and with the
+    /// patches of kmod/patches/<kernel>/ (or --patches), each cached; print path, size,
+    /// vermagic and BTF size. Downloads Debian's headers and source on first use.
+    Kmod {
+        /// 6.12 or 6.1.
+        #[arg(long, default_value = "6.12")]
+        kernel: String,
+        /// A directory of *.patch files (applied in name order) instead of kmod/patches/<kernel>.
+        #[arg(long)]
+        patches: Option<std::path::PathBuf>,
+        /// Also run the kernel's scripts/checkpatch.pl on each patch (errors fail the command).
+        #[arg(long)]
+        checkpatch: bool,
+    },
     /// Build a static release nodescope for one architecture (default: this host's) and
     /// print its path, size and what `file` says. aarch64 installs Debian's cross toolchain.
     Dist {
@@ -94,16 +109,22 @@ fn main() -> Result<()> {
             stock,
             patched,
         } => {
-            let (Some(stock), Some(patched)) = (stock, patched) else {
-                anyhow::bail!("--stock and --patched are needed until `cargo xtask kmod` lands");
-            };
-            let modules = vm::kmod_phase::Modules {
-                stock: &stock,
-                patched: &patched,
-            };
-            vm::kmod_phase::run(&kernel, &modules)
+            if let (Some(stock), Some(patched)) = (stock, patched) {
+                let modules = vm::kmod_phase::Modules {
+                    stock: &stock,
+                    patched: &patched,
+                };
+                vm::kmod_phase::run(&kernel, &modules)
+            } else {
+                vm::kmod_phase::build_and_run(&kernel)
+            }
         }
         Task::Soak { args } => soak::run(&args),
         Task::Dist { arch } => dist::run(arch.as_deref()),
+        Task::Kmod {
+            kernel,
+            patches,
+            checkpatch,
+        } => kmod::run(&kernel, patches.as_deref(), checkpatch),
     }
 }

@@ -6,7 +6,7 @@ use anyhow::{bail, Context as _, Result};
 use crate::util::{self, output};
 
 /// Debian packages the project needs, and why.
-const APT_PACKAGES: [(&str, &str); 18] = [
+const APT_PACKAGES: [(&str, &str); 24] = [
     ("rustc-web", "rustc 1.96 on LLVM 22 for the eBPF build"),
     ("cargo-web", "cargo for the eBPF build"),
     (
@@ -42,7 +42,7 @@ const APT_PACKAGES: [(&str, &str); 18] = [
     ),
     (
         "dwarves",
-        "pahole -J turns the discover fixture's DWARF into BTF",
+        "pahole -J turns the discover fixture's DWARF into BTF (and `xtask kmod`'s f2fs.ko's)",
     ),
     (
         "prometheus",
@@ -51,6 +51,30 @@ const APT_PACKAGES: [(&str, &str); 18] = [
     (
         "fonts-dejavu-core",
         "a TrueType font for the labels of the what-if picture (plotters)",
+    ),
+    (
+        "make",
+        "`xtask kmod`: kbuild builds the out-of-tree f2fs.ko",
+    ),
+    (
+        "gcc-12",
+        "`xtask kmod`: the compiler Debian's kernel headers name (x86_64-linux-gnu-gcc-12)",
+    ),
+    (
+        "patch",
+        "`xtask kmod`: applies the kernel patches to fs/f2fs",
+    ),
+    (
+        "kmod",
+        "`xtask kmod`: modinfo compares our f2fs.ko's vermagic with Debian's",
+    ),
+    (
+        "binutils",
+        "`xtask kmod`: strip --strip-debug, objcopy and readelf for the module's BTF",
+    ),
+    (
+        "perl",
+        "`xtask kmod --checkpatch`: the kernel's checkpatch.pl",
     ),
 ];
 

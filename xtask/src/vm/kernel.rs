@@ -108,8 +108,13 @@ fn check_version(spec: &KernelSpec, package: String) -> Result<String> {
     Ok(package)
 }
 
-fn cached_deb(package: &str, debs: &Path) -> Option<PathBuf> {
-    let prefix = format!("{package}_");
+/// A .deb of `package` in `debs` (of `version` when given), as `apt-get download` names it:
+/// `<package>_<version>_<arch>.deb`, an epoch's colon spelled `%3a`.
+fn cached_deb(package: &str, version: Option<&str>, debs: &Path) -> Option<PathBuf> {
+    let prefix = match version {
+        Some(version) => format!("{package}_{}_", version.replace(':', "%3a")),
+        None => format!("{package}_"),
+    };
     fs::read_dir(debs)
         .ok()?
         .flatten()
@@ -122,23 +127,45 @@ fn cached_deb(package: &str, debs: &Path) -> Option<PathBuf> {
 }
 
 fn download(package: &str, debs: &Path) -> Result<PathBuf> {
-    if let Some(deb) = cached_deb(package, debs) {
+    download_deb(
+        package,
+        None,
+        debs,
+        &format!("vm-test: downloading {package}"),
+    )
+}
+
+/// `apt-get download` of `package` (exactly `version` when given) into `debs`, unless a .deb
+/// of it is there already; `announce` is printed before a download. Runs `apt-get update` once
+/// when apt does not know the package (yet).
+pub(crate) fn download_deb(
+    package: &str,
+    version: Option<&str>,
+    debs: &Path,
+    announce: &str,
+) -> Result<PathBuf> {
+    if let Some(deb) = cached_deb(package, version, debs) {
         return Ok(deb);
     }
     fs::create_dir_all(debs)?;
-    eprintln!("vm-test: downloading {package}");
+    eprintln!("{announce}");
+    let wanted = match version {
+        Some(version) => format!("{package}={version}"),
+        None => package.to_string(),
+    };
     let fetch = || {
         util::run(
             Command::new("apt-get")
-                .args(["download", "-q", package])
+                .args(["download", "-q", &wanted])
                 .current_dir(debs),
         )
     };
     if fetch().is_err() {
         util::run(Command::new("apt-get").args(["update", "-q"])).context("apt-get update")?;
-        fetch().with_context(|| format!("apt-get download {package}"))?;
+        fetch().with_context(|| format!("apt-get download {wanted}"))?;
     }
-    cached_deb(package, debs).with_context(|| format!("apt-get download left no {package} .deb"))
+    cached_deb(package, version, debs)
+        .with_context(|| format!("apt-get download left no {wanted} .deb"))
 }
 
 fn unpack(deb: &Path, tree: &Path) -> Result<()> {

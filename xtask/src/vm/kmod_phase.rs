@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, fs, path::Path, time::Duration};
 
 use anyhow::{bail, Context as _, Result};
 
-use super::{check, initramfs, kernel, newc, qemu, NDIRS, NFILES};
+use super::{check, initramfs, kernel, qemu, NDIRS, NFILES};
 use crate::util;
 
 /// The RFC's settings for compression on (the controller's defaults agree).
@@ -36,6 +36,24 @@ const VM_TIMEOUT: Duration = Duration::from_secs(1200);
 pub struct Modules<'a> {
     pub stock: &'a Path,
     pub patched: &'a Path,
+}
+
+/// Build both modules (`cargo xtask kmod`, cached) and run the phase with them.
+pub fn build_and_run(label: &str) -> Result<()> {
+    let built = crate::kmod::build(label, None)?;
+    let patched = built
+        .patched
+        .as_ref()
+        .with_context(|| format!("kmod/patches/{label} has no patch: nothing to test"))?;
+    println!("{}", built.stock.summary(label, "stock"));
+    println!("{}", patched.summary(label, "patched"));
+    run(
+        label,
+        &Modules {
+            stock: &built.stock.ko,
+            patched: &patched.ko,
+        },
+    )
 }
 
 pub fn run(label: &str, modules: &Modules) -> Result<()> {
@@ -79,9 +97,8 @@ pub fn run(label: &str, modules: &Modules) -> Result<()> {
     Ok(())
 }
 
-/// The VM test's initramfs with kmod.sh as init, fsck.f2fs, and the two builds appended as a
-/// second archive (the kernel unpacks both; later files win): lib/modules/f2fs.ko is the
-/// patched build, lib/modules/f2fs-stock.ko the stock one.
+/// The VM test's initramfs with kmod.sh as init, fsck.f2fs, and both builds: the patched one
+/// in Debian's f2fs place (lib/modules/f2fs.ko), the stock one beside it (f2fs-stock.ko).
 fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -> Result<Vec<u8>> {
     let config = format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
@@ -100,23 +117,11 @@ fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -
         ("etc/vm-test.conf", config),
     ];
     let fsck = Path::new("/usr/sbin/fsck.f2fs");
-    let mut bytes = initramfs::build(kernel, nodescope, &files, &[fsck])?;
-    let mut extra = newc::Archive::default();
-    for (name, path) in [
-        ("f2fs.ko", modules.patched),
-        ("f2fs-stock.ko", modules.stock),
-    ] {
-        let data = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        extra.add(
-            &format!("lib/modules/{name}"),
-            newc::Entry::File {
-                data,
-                executable: false,
-            },
-        );
-    }
-    bytes.extend(extra.to_bytes());
-    Ok(bytes)
+    let overrides = initramfs::ModuleOverrides {
+        replace: &[("f2fs", modules.patched)],
+        extra: &[("f2fs-stock.ko", modules.stock)],
+    };
+    initramfs::build_with_modules(kernel, nodescope, &files, &[fsck], overrides)
 }
 
 /// `md5sum` of every file of the set, one command per directory (no shell loop in the guest).

@@ -14,7 +14,7 @@ mod daemon;
 mod discover;
 mod initramfs;
 mod json;
-mod kernel;
+pub(crate) mod kernel;
 pub mod kmod_phase;
 mod newc;
 mod qemu;
