@@ -16,7 +16,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 
 pub use module::Module;
-pub use tree::Tree;
+pub use tree::{prepare, Tree};
 
 use crate::util;
 
@@ -36,7 +36,7 @@ pub struct Built {
 /// The stock module and, when `patches` (default: kmod/patches/<label>) holds patches, the
 /// patched one, for the kernel `label` (6.1 or 6.12).
 pub fn build(label: &str, patches: Option<&Path>) -> Result<Built> {
-    build_on(&tree::prepare(label)?, &patch_dir(label, patches))
+    build_on(&prepare(label)?, &patch_dir(label, patches))
 }
 
 fn build_on(tree: &Tree, dir: &Path) -> Result<Built> {
