@@ -80,9 +80,6 @@ pub fn build(
 }
 
 /// [`build`] with some of Debian's modules replaced by ours, and extra modules beside them.
-// The VM phase that boots with the kmod-built f2fs.ko is the next task; until then only the
-// unit test below calls it.
-#[allow(dead_code)]
 pub fn build_with_modules(
     kernel: &Kernel,
     nodescope: &Path,
