@@ -122,7 +122,7 @@ mark equal_done
 
 # 2. About 3 MiB of attributed memory: the file set populates the cache under the budget
 # (compression off, then on at the RFC's threshold), then one replay of the 16,384 small files
-# in manifest order, at the RFC's interval. The population runs the worker every 100 ms: at
+# in manifest order (a fixed shuffle: kmod_phase.rs says why), at the RFC's interval. The population runs the worker every 100 ms: at
 # 1000 ms it converts at most 256 blocks a second, and a cat replay brings in 16,676 nodes in
 # about ten seconds here, so the budget would hold mostly raw entries. Before the replay the
 # page cache is dropped (not the node cache): every file's read then looks up its inode.
@@ -136,7 +136,7 @@ for mode in off on; do
   interval $INTERVAL
   sync; echo 1 > /proc/sys/vm/drop_caches
   snap budget_${mode}_before
-  sh /replay-names
+  sh /replay-manifest
   snap budget_${mode}_after
   mark budget_${mode}_done
 done
