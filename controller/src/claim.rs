@@ -20,7 +20,7 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 use tracer_common::{
-    files,
+    files::{self, Symlinks},
     knobs::{Knob, Knobs},
 };
 
@@ -343,7 +343,8 @@ fn lock_exclusive(path: &Path) -> Result<File, LockError> {
 /// "pid N" from the lock file, for the refusal message.
 fn holder(lock_path: &Path) -> String {
     let mut text = String::new();
-    let read = File::open(lock_path).and_then(|f| f.take(32).read_to_string(&mut text));
+    let read = files::open_regular(lock_path, Symlinks::Refuse)
+        .and_then(|f| f.take(32).read_to_string(&mut text));
     match (read, text.trim().parse::<u32>()) {
         (Ok(_), Ok(pid)) => format!("pid {pid}"),
         _ => "another process".to_string(),
@@ -402,11 +403,8 @@ fn format_state(saved: &Saved) -> Result<String> {
 /// A state file, if there is one; an unreadable or malformed one is an error naming it (its
 /// values may be the only copy of the operator's settings: never skipped silently).
 fn read_state(path: &Path) -> Result<Option<Saved>> {
-    let bytes = match File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
+    // A FIFO or a directory at the name is an error naming it, never a wait.
+    let bytes = match files::open_regular(path, Symlinks::Refuse) {
         Ok(file) => {
             let mut bytes = Vec::new();
             file.take(STATE_LIMIT)

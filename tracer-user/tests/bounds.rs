@@ -471,3 +471,25 @@ fn probe_looks_uprobe_symbols_up_in_the_target_binary() {
     assert_eq!(symbols.len(), 9, "{probes}");
     assert!(symbols.iter().all(|s| s["in_kallsyms"] == true), "{probes}");
 }
+
+/// `probe --discover --kallsyms FILE` (issue 33, finding 10): /dev/zero is refused as a device,
+/// and a 1 GiB (sparse) regular file as longer than any kallsyms, both in bounded memory.
+#[test]
+fn kallsyms_from_dev_zero_or_a_huge_file_are_refused_in_bounded_memory() {
+    let dir = scratch("kallsyms-huge");
+    let huge = dir.path().join("kallsyms");
+    fs::File::create(&huge).unwrap().set_len(1 << 30).unwrap();
+    for (path, says) in [
+        ("/dev/zero", "not a regular file (a character device)"),
+        (huge.to_str().unwrap(), "longer than 67108864 bytes"),
+    ] {
+        let run = run(
+            &["probe", "--discover", "--no-btf", "--kallsyms", path],
+            dir.path(),
+            None,
+        );
+        assert!(!run.success, "{}", run.stderr);
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+        run.assert_bounded(path);
+    }
+}
