@@ -20,7 +20,7 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 use tracer_common::{
-    files,
+    files::{self, Symlinks},
     knobs::{Knob, Knobs},
 };
 
@@ -125,9 +125,11 @@ impl StateDir {
         })
     }
 
-    /// Every state file in the directory, with what it says (for `tune --restore`).
-    pub fn saved(&self) -> Result<Vec<Saved>> {
-        let mut saved = Vec::new();
+    /// Every state file in the directory, with what it says (for `tune --restore`), and an
+    /// error naming each `*.state` entry that cannot be read as one (malformed, a directory,
+    /// a FIFO): one bad file must not hide the others.
+    pub fn saved(&self) -> Result<Inventory> {
+        let mut inventory = Inventory::default();
         let entries = fs::read_dir(&self.dir)
             .with_context(|| format!("listing the state directory {}", self.dir.display()))?;
         for entry in entries {
@@ -135,23 +137,37 @@ impl StateDir {
                 .with_context(|| format!("listing {}", self.dir.display()))?
                 .path();
             if path.extension().is_some_and(|ext| ext == "state") {
-                saved.extend(read_state(&path)?);
+                match read_state(&path) {
+                    Ok(saved) => inventory.saved.extend(saved),
+                    Err(err) => inventory.bad.push(err),
+                }
             }
         }
-        saved.sort_by(|a, b| a.device.cmp(&b.device));
-        Ok(saved)
+        inventory.saved.sort_by(|a, b| a.device.cmp(&b.device));
+        Ok(inventory)
     }
+}
+
+/// What a state directory holds.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    /// The state files that parse, by device.
+    pub saved: Vec<Saved>,
+    /// One error per state file that does not, naming it.
+    pub bad: Vec<anyhow::Error>,
 }
 
 /// `nodescope tune --restore`: put back the originals of every device (or of `devices`) that
 /// a controller left in `state`, one audit record each; a device another controller holds is
-/// refused, naming its pid. Returns how many devices had originals put back or checked.
+/// refused, naming its pid. A state file that cannot be read is an error naming it, after
+/// every other device has been seen to. Returns how many devices had originals put back or
+/// checked.
 pub fn restore_left_behind(
     state: &StateDir,
     devices: &[String],
     audit: &mut AuditLog,
 ) -> Result<usize> {
-    let saved = state.saved()?;
+    let Inventory { saved, bad } = state.saved()?;
     let unknown: Vec<&String> = devices
         .iter()
         .filter(|device| !saved.iter().any(|s| &s.device == *device))
@@ -164,6 +180,7 @@ pub fn restore_left_behind(
                 state.path().display()
             )
         })
+        .chain(bad.iter().map(|err| format!("{err:#}")))
         .collect();
     let mut done = 0;
     for saved in saved
@@ -326,7 +343,8 @@ fn lock_exclusive(path: &Path) -> Result<File, LockError> {
 /// "pid N" from the lock file, for the refusal message.
 fn holder(lock_path: &Path) -> String {
     let mut text = String::new();
-    let read = File::open(lock_path).and_then(|f| f.take(32).read_to_string(&mut text));
+    let read = files::open_regular(lock_path, Symlinks::Refuse)
+        .and_then(|f| f.take(32).read_to_string(&mut text));
     match (read, text.trim().parse::<u32>()) {
         (Ok(_), Ok(pid)) => format!("pid {pid}"),
         _ => "another process".to_string(),
@@ -385,11 +403,8 @@ fn format_state(saved: &Saved) -> Result<String> {
 /// A state file, if there is one; an unreadable or malformed one is an error naming it (its
 /// values may be the only copy of the operator's settings: never skipped silently).
 fn read_state(path: &Path) -> Result<Option<Saved>> {
-    let bytes = match File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
+    // A FIFO or a directory at the name is an error naming it, never a wait.
+    let bytes = match files::open_regular(path, Symlinks::Refuse) {
         Ok(file) => {
             let mut bytes = Vec::new();
             file.take(STATE_LIMIT)
@@ -499,11 +514,11 @@ mod tests {
         assert_eq!(saved.originals, originals);
         assert_eq!(saved.pid, std::process::id());
         assert_eq!(saved.knob_dir, fs::canonicalize(&vdb).unwrap());
-        assert_eq!(state.saved().unwrap(), vec![saved]);
+        assert_eq!(state.saved().unwrap().saved, vec![saved]);
         next.release().unwrap();
         drop(next);
         assert_eq!(state.claim("vdb", &vdb).unwrap().left_behind(), None);
-        assert!(state.saved().unwrap().is_empty());
+        assert!(state.saved().unwrap().saved.is_empty());
     }
 
     #[test]

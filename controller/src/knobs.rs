@@ -134,7 +134,14 @@ impl SysfsKnobs {
                 path.display()
             );
         }
-        if !meta.is_ok_and(|meta| meta.is_file()) {
+        if let Some(meta) = meta.as_ref().ok().filter(|meta| !meta.is_file()) {
+            bail!(
+                "{}: {}: knob files are regular files",
+                path.display(),
+                files::not_regular(meta.file_type())
+            );
+        }
+        if meta.is_err() {
             bail!(
                 "{} is missing (RFC patch \"f2fs: retain clean node blocks in a compressed \
                  cache\" not applied?)",
@@ -225,9 +232,11 @@ pub fn discover_devices(root: &Path) -> Result<Vec<String>> {
     let with_knobs: Vec<String> = dirs
         .iter()
         .filter(|dev| {
+            // Anything at both names: a knob that is not a regular file is then refused by
+            // name (SysfsKnobs::open), not skipped in silence.
             Knob::ALL
                 .iter()
-                .all(|knob| root.join(dev).join(knob.file_name()).is_file())
+                .all(|knob| fs::symlink_metadata(root.join(dev).join(knob.file_name())).is_ok())
         })
         .cloned()
         .collect();

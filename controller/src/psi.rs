@@ -15,13 +15,14 @@ use std::{
     io::{ErrorKind, Read as _, Write as _},
     os::{
         fd::{AsFd as _, BorrowedFd},
-        unix::{ffi::OsStrExt as _, fs::OpenOptionsExt as _},
+        unix::ffi::OsStrExt as _,
     },
     path::{Path, PathBuf},
     time::Duration,
 };
 
 use anyhow::{bail, Context as _, Result};
+use tracer_common::files::{self, Symlinks};
 
 /// The span a poll measures the stall share over: the window Android's lmkd arms its PSI
 /// triggers with (`some 70000 1000000`). Shorter spans make one 100 ms stall a large share.
@@ -53,13 +54,25 @@ fn some_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// A PSI file is a few lines: reading stops at the project's read limit, so that a wrong path
-/// (/dev/zero) cannot make the controller read until memory runs out.
+/// cannot make the controller read until memory runs out, and it is a regular file (procfs's
+/// are), so that a FIFO or a device given as --psi is refused instead of blocking the loop.
 fn read_capped(path: &Path) -> std::io::Result<String> {
     let mut text = String::new();
-    File::open(path)?
-        .take(tracer_common::files::READ_LIMIT)
+    files::open_regular(path, Symlinks::Follow)?
+        .take(files::READ_LIMIT)
         .read_to_string(&mut text)?;
     Ok(text)
+}
+
+/// Refuse a PSI path that is there but is not a regular file (procfs's PSI files are): a FIFO
+/// would otherwise be read every poll, and a device is no PSI file. A missing path is fine
+/// (a kernel without CONFIG_PSI: no signal, said when read).
+pub fn check_psi_path(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Err(files::not_regular(meta.file_type()))
+            .with_context(|| format!("the PSI file {}", path.display())),
+        _ => Ok(()),
+    }
 }
 
 /// Memory pressure, percent, from successive readings of one PSI file.
@@ -250,11 +263,10 @@ impl PsiTrigger {
     }
 
     fn try_arm(path: &Path, stall_us: u64, window_us: u64) -> Result<File> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)
+        let mut options = OpenOptions::new();
+        options.read(true).write(true);
+        let mut file = files::open_nonblocking(path, &mut options, Symlinks::Follow)
+            .and_then(|file| files::ensure_regular(&file).map(|()| file))
             .with_context(|| format!("opening {} for writing", path.display()))?;
         // The kernel ends the string at the last byte it copied: the NUL must be sent too.
         let spec = CString::new(format!("some {stall_us} {window_us}")).expect("no NUL inside");
@@ -303,10 +315,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_file_that_is_not_psi_is_no_signal_and_read_only_so_far() {
-        // /dev/zero never ends: only the read limit ends the read.
+    fn a_file_that_is_not_psi_is_no_signal_and_a_device_an_error() {
+        // /dev/zero never ends and a FIFO blocks: anything but a regular file is refused.
         let mut psi = PsiFile::new(Path::new("/dev/zero"));
-        assert_eq!(psi.read(Duration::ZERO, RECENT).unwrap(), None);
+        let err = format!("{:#}", psi.read(Duration::ZERO, RECENT).unwrap_err());
+        assert!(
+            err.contains("not a regular file (a character device)"),
+            "{err}"
+        );
+        assert_eq!(psi.read_or_warn(Duration::ZERO, RECENT), None);
+        assert!(check_psi_path(Path::new("/dev/zero")).is_err());
+        assert!(check_psi_path(Path::new("/nonexistent/psi")).is_ok());
         let dir = tempfile::tempdir().unwrap();
         let garbage = dir.path().join("psi");
         fs::write(&garbage, "hello\n").unwrap();

@@ -13,14 +13,15 @@
 //! `-w -f chown=0 -f creat=4 -f dwrite=0 -f fdatasync=4 -f fsync=4 -f link=0 -f mkdir=4
 //! -f mknod=4 -f rename=5 -f rmdir=5 -f symlink=0 -f truncate=4 -f unlink=5 -f write=0`.
 use std::{
-    ffi::CString,
-    fs::{self, File, OpenOptions},
-    io::{Read as _, Seek as _, SeekFrom, Write as _},
-    os::unix::{ffi::OsStrExt as _, fs::OpenOptionsExt as _},
+    ffi::OsStr,
+    fs::{self, File},
+    io::{self, Read as _, Seek as _, SeekFrom, Write as _},
+    os::fd::OwnedFd,
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context as _, Result};
+use rustix::fs::{self as rfs, Mode, OFlags};
 use serde::Serialize;
 use sim::rng::Rng;
 
@@ -201,12 +202,23 @@ impl Tally {
 }
 
 /// Run the workload: `procs` threads of `ops` operations each, under `dir`.
+///
+/// Each worker's directory is made here and must not exist yet: an existing one, or a symlink
+/// at its name, could hold symlinks at the names the seeded workload will use, and nodescope
+/// runs as root. All are made before any worker starts, so a refusal leaves nothing done.
 pub fn run(config: &Config) -> Result<Tally> {
     fs::create_dir_all(&config.dir)
         .with_context(|| format!("creating {}", config.dir.display()))?;
+    let top = rfs::openat(rfs::CWD, &config.dir, DIR_FLAGS, Mode::empty())
+        .with_context(|| format!("opening {}", config.dir.display()))?;
+    let roots = (0..config.procs)
+        .map(|index| make_worker_dir(&top, &config.dir, index))
+        .collect::<Result<Vec<OwnedFd>>>()?;
     let results: Vec<Result<Tally>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..config.procs)
-            .map(|index| scope.spawn(move || Worker::new(config, index)?.run(config)))
+        let workers: Vec<_> = roots
+            .into_iter()
+            .zip(0..)
+            .map(|(root, index)| scope.spawn(move || Worker::new(root, config, index).run(config)))
             .collect();
         workers
             .into_iter()
@@ -223,6 +235,39 @@ pub fn run(config: &Config) -> Result<Tally> {
     Ok(tally)
 }
 
+/// How every directory is opened: never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// `dir/p<index>`, made by us now and opened without following a symlink.
+fn make_worker_dir(top: &OwnedFd, dir: &Path, index: u32) -> Result<OwnedFd> {
+    let name = format!("p{index:x}");
+    let path = dir.join(&name);
+    match rfs::mkdirat(top, &name, Mode::from_raw_mode(0o755)) {
+        Err(rustix::io::Errno::EXIST) => anyhow::bail!(
+            "refusing {}: it exists (fsstress works only in worker directories it makes; remove \
+             it or name another directory)",
+            path.display()
+        ),
+        other => other.with_context(|| format!("creating {}", path.display()))?,
+    }
+    let root = rfs::openat(top, &name, DIR_FLAGS, Mode::empty())
+        .with_context(|| format!("opening {}", path.display()))?;
+    // Someone who may write `dir` could have put a directory of their own in its place between
+    // the mkdir and the open; ours belongs to us.
+    let owner = rfs::fstat(&root)
+        .with_context(|| format!("examining {}", path.display()))?
+        .st_uid;
+    anyhow::ensure!(
+        owner == rustix::process::geteuid().as_raw(),
+        "refusing {}: it was replaced while being made (it belongs to uid {owner})",
+        path.display()
+    );
+    Ok(root)
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     File,
@@ -232,8 +277,13 @@ enum Kind {
 }
 
 /// One worker's view of its directory: what it created and has not removed.
+///
+/// Every operation works relative to the worker's directory descriptor, opens each directory
+/// on the way with O_NOFOLLOW, creates with O_EXCL and never follows a symlink at the last
+/// name either: a file chowned to another uid by the workload lets that user plant names in
+/// it, and nothing the workload does may reach outside its directory.
 struct Worker {
-    root: PathBuf,
+    root: OwnedFd,
     rng: Rng,
     /// Paths relative to `root`, with their kind; the root itself is not listed.
     entries: Vec<(PathBuf, Kind)>,
@@ -247,16 +297,14 @@ const PAST_END: u64 = 1 << 20;
 const DIRECT_ALIGN: u64 = 4096;
 
 impl Worker {
-    fn new(config: &Config, index: u32) -> Result<Worker> {
-        let root = config.dir.join(format!("p{index:x}"));
-        fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-        Ok(Worker {
+    fn new(root: OwnedFd, config: &Config, index: u32) -> Worker {
+        Worker {
             root,
             rng: Rng::new(config.seed).fork(u64::from(index) + 1),
             entries: Vec::new(),
             next_name: 0,
             tally: Tally::default(),
-        })
+        }
     }
 
     fn run(mut self, config: &Config) -> Result<Tally> {
@@ -337,22 +385,68 @@ impl Worker {
             .join(format!("{prefix}{:x}", self.next_name))
     }
 
-    fn full(&self, relative: &Path) -> PathBuf {
-        self.root.join(relative)
+    /// The directory at `relative` (the root for an empty path), opened component by
+    /// component without following a symlink.
+    fn dir(&self, relative: &Path) -> io::Result<OwnedFd> {
+        let mut dir = self.root.try_clone()?;
+        for component in relative.components() {
+            dir = rfs::openat(&dir, component.as_os_str(), DIR_FLAGS, Mode::empty())?;
+        }
+        Ok(dir)
+    }
+
+    /// The directory holding `relative`, and its last name.
+    fn parent<'a>(&self, relative: &'a Path) -> io::Result<(OwnedFd, &'a OsStr)> {
+        let name = relative
+            .file_name()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let parent = relative.parent().unwrap_or(Path::new(""));
+        Ok((self.dir(parent)?, name))
+    }
+
+    /// A regular file the workload made, opened with `flags`, never through a symlink nor
+    /// blocking on a FIFO put at its name.
+    fn open(&self, relative: &Path, flags: OFlags) -> io::Result<File> {
+        let (dir, name) = self.parent(relative)?;
+        let flags = flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rfs::openat(&dir, name, flags, Mode::empty())?;
+        if !rfs::FileType::from_raw_mode(rfs::fstat(&fd)?.st_mode).is_file() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        Ok(File::from(fd))
+    }
+
+    fn make(&mut self, relative: &Path, kind: Kind) -> io::Result<()> {
+        let (dir, name) = self.parent(relative)?;
+        match kind {
+            Kind::File => {
+                let flags = OFlags::WRONLY
+                    | OFlags::CREATE
+                    | OFlags::EXCL
+                    | OFlags::NOFOLLOW
+                    | OFlags::CLOEXEC;
+                rfs::openat(&dir, name, flags, Mode::from_raw_mode(0o644))?;
+            }
+            Kind::Dir => rfs::mkdirat(&dir, name, Mode::from_raw_mode(0o755))?,
+            Kind::Symlink => {
+                let target = format!("l{:x}", self.rng.range(0, 1 << 20));
+                rfs::symlinkat(target, &dir, name)?;
+            }
+            // A character device node 0:0, as fsstress's mknod makes (root only).
+            Kind::Node => rfs::mknodat(
+                &dir,
+                name,
+                rfs::FileType::CharacterDevice,
+                Mode::from_raw_mode(0o444),
+                0,
+            )?,
+        }
+        Ok(())
     }
 
     fn create(&mut self, kind: Kind) -> bool {
         let relative = self.new_name(kind);
-        let path = self.full(&relative);
-        let made = match kind {
-            Kind::File => File::create(&path).is_ok(),
-            Kind::Dir => fs::create_dir(&path).is_ok(),
-            Kind::Symlink => {
-                let target = format!("l{:x}", self.rng.range(0, 1 << 20));
-                std::os::unix::fs::symlink(target, &path).is_ok()
-            }
-            Kind::Node => mknod(&path),
-        };
+        let made = self.make(&relative, kind).is_ok();
         if made {
             self.entries.push((relative, kind));
         }
@@ -361,31 +455,37 @@ impl Worker {
 
     fn file(&mut self) -> Option<PathBuf> {
         let i = self.pick(&[Kind::File])?;
-        Some(self.full(&self.entries[i].0.clone()))
+        Some(self.entries[i].0.clone())
+    }
+
+    fn size(&self, relative: &Path) -> u64 {
+        self.open(relative, OFlags::RDONLY)
+            .and_then(|f| f.metadata())
+            .map_or(0, |m| m.len())
     }
 
     fn write(&mut self, direct: bool) -> bool {
         let Some(path) = self.file() else {
             return false;
         };
-        let size = fs::metadata(&path).map_or(0, |m| m.len());
+        let size = self.size(&path);
         let mut offset = self.rng.range(0, size + PAST_END);
         let mut len = self.rng.range(1, MAX_IO + 1);
         if direct {
             offset -= offset % DIRECT_ALIGN;
             len = (len / DIRECT_ALIGN).max(1) * DIRECT_ALIGN;
         }
-        let mut data = vec![0u8; len as usize];
-        self.rng.fill(&mut data);
-        if direct {
-            return direct_write(&path, offset, &data);
-        }
-        OpenOptions::new()
-            .write(true)
-            .open(&path)
+        let mut data = AlignedBuffer::new(len as usize);
+        self.rng.fill(data.as_mut_slice());
+        let flags = if direct {
+            OFlags::WRONLY | OFlags::DIRECT
+        } else {
+            OFlags::WRONLY
+        };
+        self.open(&path, flags)
             .and_then(|mut f| {
                 f.seek(SeekFrom::Start(offset))?;
-                f.write_all(&data)
+                f.write_all(data.as_mut_slice())
             })
             .is_ok()
     }
@@ -394,7 +494,7 @@ impl Worker {
         let Some(path) = self.file() else {
             return false;
         };
-        let size = fs::metadata(&path).map_or(0, |m| m.len());
+        let size = self.size(&path);
         if size == 0 {
             return false;
         }
@@ -404,14 +504,13 @@ impl Worker {
             offset -= offset % DIRECT_ALIGN;
             len = (len / DIRECT_ALIGN).max(1) * DIRECT_ALIGN;
         }
-        let mut options = OpenOptions::new();
-        options.read(true);
-        if direct {
-            options.custom_flags(libc::O_DIRECT);
-        }
+        let flags = if direct {
+            OFlags::RDONLY | OFlags::DIRECT
+        } else {
+            OFlags::RDONLY
+        };
         let mut buffer = AlignedBuffer::new(len as usize);
-        options
-            .open(&path)
+        self.open(&path, flags)
             .and_then(|mut f| {
                 f.seek(SeekFrom::Start(offset))?;
                 f.read(buffer.as_mut_slice())
@@ -423,7 +522,7 @@ impl Worker {
         let Some(path) = self.file() else {
             return false;
         };
-        let Ok(file) = OpenOptions::new().write(true).open(&path) else {
+        let Ok(file) = self.open(&path, OFlags::WRONLY) else {
             return false;
         };
         if data_only {
@@ -437,11 +536,9 @@ impl Worker {
         let Some(path) = self.file() else {
             return false;
         };
-        let size = fs::metadata(&path).map_or(0, |m| m.len());
+        let size = self.size(&path);
         let length = self.rng.range(0, size + PAST_END);
-        OpenOptions::new()
-            .write(true)
-            .open(&path)
+        self.open(&path, OFlags::WRONLY)
             .and_then(|f| f.set_len(length))
             .is_ok()
     }
@@ -450,31 +547,46 @@ impl Worker {
         let Some(i) = self.pick(&[Kind::File, Kind::Dir, Kind::Node]) else {
             return false;
         };
-        let path = self.full(&self.entries[i].0.clone());
+        let relative = self.entries[i].0.clone();
         let (uid, gid) = (
             self.rng.range(0, 1 << 16) as u32,
             self.rng.range(0, 1 << 16) as u32,
         );
-        std::os::unix::fs::chown(&path, Some(uid), Some(gid)).is_ok()
+        self.parent(&relative)
+            .and_then(|(dir, name)| {
+                let owner = rfs::Uid::from_raw(uid);
+                let group = rfs::Gid::from_raw(gid);
+                let flags = rfs::AtFlags::SYMLINK_NOFOLLOW;
+                Ok(rfs::chownat(&dir, name, Some(owner), Some(group), flags)?)
+            })
+            .is_ok()
     }
 
     fn getdents(&mut self) -> bool {
-        let dir = self.pick_dir();
-        fs::read_dir(self.full(&dir)).map(|d| d.count()).is_ok()
+        let relative = self.pick_dir();
+        self.dir(&relative)
+            .and_then(|dir| Ok(rfs::Dir::read_from(&dir)?.count()))
+            .is_ok()
     }
 
     fn stat(&mut self) -> bool {
         let Some(i) = self.pick(&[Kind::File, Kind::Dir, Kind::Symlink, Kind::Node]) else {
             return false;
         };
-        fs::symlink_metadata(self.full(&self.entries[i].0.clone())).is_ok()
+        let relative = self.entries[i].0.clone();
+        self.parent(&relative)
+            .and_then(|(dir, name)| Ok(rfs::statat(&dir, name, rfs::AtFlags::SYMLINK_NOFOLLOW)?))
+            .is_ok()
     }
 
     fn readlink(&mut self) -> bool {
         let Some(i) = self.pick(&[Kind::Symlink]) else {
             return false;
         };
-        fs::read_link(self.full(&self.entries[i].0.clone())).is_ok()
+        let relative = self.entries[i].0.clone();
+        self.parent(&relative)
+            .and_then(|(dir, name)| Ok(rfs::readlinkat(&dir, name, Vec::new())?))
+            .is_ok()
     }
 
     fn link(&mut self) -> bool {
@@ -483,11 +595,30 @@ impl Worker {
         };
         let source = self.entries[i].0.clone();
         let relative = self.new_name(Kind::File);
-        let linked = fs::hard_link(self.full(&source), self.full(&relative)).is_ok();
+        // linkat without AT_SYMLINK_FOLLOW links the name itself, a symlink included.
+        let linked = self
+            .parent(&source)
+            .and_then(|(from_dir, from)| {
+                let (to_dir, to) = self.parent(&relative)?;
+                Ok(rfs::linkat(
+                    &from_dir,
+                    from,
+                    &to_dir,
+                    to,
+                    rfs::AtFlags::empty(),
+                )?)
+            })
+            .is_ok();
         if linked {
             self.entries.push((relative, Kind::File));
         }
         linked
+    }
+
+    fn rename_at(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (from_dir, from_name) = self.parent(from)?;
+        let (to_dir, to_name) = self.parent(to)?;
+        Ok(rfs::renameat(&from_dir, from_name, &to_dir, to_name)?)
     }
 
     fn rename(&mut self) -> bool {
@@ -497,9 +628,7 @@ impl Worker {
         let (from, kind) = self.entries[i].clone();
         let to = self.new_name(kind);
         // A directory cannot move into itself (the kernel says EINVAL, as fsstress sees).
-        if !(kind == Kind::Dir && to.starts_with(&from))
-            && fs::rename(self.full(&from), self.full(&to)).is_ok()
-        {
+        if !(kind == Kind::Dir && to.starts_with(&from)) && self.rename_at(&from, &to).is_ok() {
             for entry in &mut self.entries {
                 if let Ok(rest) = entry.0.strip_prefix(&from) {
                     entry.0 = if rest.as_os_str().is_empty() {
@@ -525,39 +654,20 @@ impl Worker {
             return false;
         };
         let relative = self.entries[i].0.clone();
-        let removed = if kind == Kind::Dir {
-            fs::remove_dir(self.full(&relative)).is_ok()
+        let flags = if kind == Kind::Dir {
+            rfs::AtFlags::REMOVEDIR
         } else {
-            fs::remove_file(self.full(&relative)).is_ok()
+            rfs::AtFlags::empty()
         };
+        let removed = self
+            .parent(&relative)
+            .and_then(|(dir, name)| Ok(rfs::unlinkat(&dir, name, flags)?))
+            .is_ok();
         if removed {
             self.entries.swap_remove(i);
         }
         removed
     }
-}
-
-/// A character device node 0:0, as fsstress's mknod makes (root only).
-fn mknod(path: &Path) -> bool {
-    let Ok(name) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
-    unsafe { libc::mknod(name.as_ptr(), libc::S_IFCHR | 0o444, 0) == 0 }
-}
-
-fn direct_write(path: &Path, offset: u64, data: &[u8]) -> bool {
-    let mut buffer = AlignedBuffer::new(data.len());
-    buffer.as_mut_slice().copy_from_slice(data);
-    OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .and_then(|mut f| {
-            f.seek(SeekFrom::Start(offset))?;
-            f.write_all(buffer.as_mut_slice())
-        })
-        .is_ok()
 }
 
 /// One page, aligned as O_DIRECT wants its memory.
@@ -696,5 +806,106 @@ mod tests {
         }
         assert!(tally.done[Op::Mkdir as usize] > 0 && tally.done[Op::Rename as usize] > 0);
         assert!(tally.failures() < tally.total());
+    }
+}
+
+/// Symlinks planted where the workload will create its files (issue 33): nothing outside the
+/// worker's directory may change, however the names are laid.
+#[cfg(test)]
+mod planted {
+    use std::os::unix::fs::{symlink, MetadataExt as _};
+
+    use super::*;
+
+    const SEED: u64 = 7;
+
+    fn config(dir: &Path) -> Config {
+        Config {
+            dir: dir.to_path_buf(),
+            procs: 1,
+            ops: 400,
+            seed: SEED,
+            mix: Mix::Default,
+        }
+    }
+
+    /// The names worker 0 leaves at its root in a run of `config` in a scratch directory.
+    fn names_the_workload_uses(scratch: &Path) -> Vec<String> {
+        let dir = scratch.join("dry-run");
+        run(&config(&dir)).unwrap();
+        let names: Vec<String> = fs::read_dir(dir.join("p0"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.len() > 10, "{names:?}");
+        names
+    }
+
+    /// Size, content, owner and mode of every file in `dir`.
+    fn snapshot(dir: &Path) -> Vec<(String, u64, u32, u32, u32, Vec<u8>)> {
+        let mut files: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let path = e.unwrap().path();
+                let meta = fs::symlink_metadata(&path).unwrap();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                let content = fs::read(&path).unwrap();
+                (
+                    name,
+                    meta.len(),
+                    meta.uid(),
+                    meta.gid(),
+                    meta.mode(),
+                    content,
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// The worker's code in a directory that already exists, bypassing `run`'s refusal, so the
+    /// operations' own guards are what is tested.
+    fn run_worker_in_existing(dir: &Path, config: &Config) -> Result<Tally> {
+        let root = rfs::openat(rfs::CWD, dir.join("p0"), DIR_FLAGS, Mode::empty())?;
+        Worker::new(root, config, 0).run(config)
+    }
+
+    #[test]
+    fn symlinks_at_the_workloads_names_are_not_followed_by_any_operation() {
+        if !crate::system::is_root() {
+            eprintln!("note: not root: the workload's chown and mknod fail anyway; size and content are still checked");
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let names = names_the_workload_uses(scratch.path());
+        let outside = scratch.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        let dir = scratch.path().join("run");
+        let root = dir.join("p0");
+        fs::create_dir_all(&root).unwrap();
+        for name in &names {
+            let target = outside.join(name);
+            fs::write(&target, format!("precious {name}\n")).unwrap();
+            symlink(&target, root.join(name)).unwrap();
+        }
+        let before = snapshot(&outside);
+        let tally = run_worker_in_existing(&dir, &config(&dir)).unwrap();
+        assert_eq!(tally.total(), 400);
+        let after = snapshot(&outside);
+        let changed: Vec<String> = before
+            .iter()
+            .zip(&after)
+            .filter(|(b, a)| b != a)
+            .map(|(b, a)| {
+                format!(
+                    "{}: {} bytes uid {} -> {} bytes uid {}",
+                    b.0, b.1, b.2, a.1, a.2
+                )
+            })
+            .collect();
+        assert!(
+            changed.is_empty() && before.len() == after.len(),
+            "files outside changed: {changed:?}"
+        );
     }
 }

@@ -471,3 +471,51 @@ fn probe_looks_uprobe_symbols_up_in_the_target_binary() {
     assert_eq!(symbols.len(), 9, "{probes}");
     assert!(symbols.iter().all(|s| s["in_kallsyms"] == true), "{probes}");
 }
+
+/// `probe --discover --kallsyms FILE` (issue 33, finding 10): /dev/zero is refused as a device,
+/// and a 1 GiB (sparse) regular file as longer than any kallsyms, both in bounded memory.
+#[test]
+fn kallsyms_from_dev_zero_or_a_huge_file_are_refused_in_bounded_memory() {
+    let dir = scratch("kallsyms-huge");
+    let huge = dir.path().join("kallsyms");
+    fs::File::create(&huge).unwrap().set_len(1 << 30).unwrap();
+    for (path, says) in [
+        ("/dev/zero", "not a regular file (a character device)"),
+        (huge.to_str().unwrap(), "longer than 67108864 bytes"),
+    ] {
+        let run = run(
+            &["probe", "--discover", "--no-btf", "--kallsyms", path],
+            dir.path(),
+            None,
+        );
+        assert!(!run.success, "{}", run.stderr);
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+        run.assert_bounded(path);
+    }
+}
+
+/// `report --nids` (issue 33, finding 7) on more distinct (kind, nid) pairs than it keeps:
+/// the first pairs met are listed, the rest said on stderr with a non-zero exit, in bounded
+/// memory (10 M distinct nids used 888 MB when the map and the output were unbounded).
+#[test]
+fn report_nids_keeps_a_bounded_map_and_says_what_it_left_out() {
+    let dir = scratch("nids");
+    let path = dir.path().join("nids.nsr");
+    let cap = nodescope::cmd::report::MAX_NID_PAIRS;
+    recording(&path, cap as u64 + 200_000);
+    let run = run(
+        &["report", "--nids", path.to_str().unwrap()],
+        dir.path(),
+        None,
+    );
+    assert!(!run.success, "an incomplete list is a failure");
+    assert_eq!(run.stdout.lines().count(), cap, "{}", run.stderr);
+    assert!(run.stdout.starts_with("node_read 0 1\n"));
+    assert!(
+        run.stderr
+            .contains("200000 events of further (kind, nid) pairs are not listed"),
+        "{}",
+        run.stderr
+    );
+    run.assert_bounded("report --nids");
+}

@@ -159,3 +159,57 @@ fn report_text_escapes_control_characters_from_the_recording() {
     assert!(text.contains("evil\\x1b[2J"), "{text}");
     assert!(text.contains("\\x1b]0;pwned\\x07"), "{text}");
 }
+
+/// `nodescope fsstress DIR` where DIR's worker directories are already there (issue 33): `p0`
+/// a symlink to a directory outside, `p1` a directory of symlinks to files outside. Both are
+/// refused, and nothing outside changes.
+#[test]
+fn fsstress_refuses_worker_directories_that_exist_and_changes_nothing_outside() {
+    let scratch = scratch("fsstress-planted");
+    let outside = scratch.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("precious"), "precious data\n").unwrap();
+    let dir = scratch.path().join("run");
+    fs::create_dir(&dir).unwrap();
+    symlink(&outside, dir.join("p0")).unwrap();
+    fs::create_dir(dir.join("p1")).unwrap();
+    for name in ["f1", "f2", "f3", "d4", "c5"] {
+        symlink(outside.join("precious"), dir.join("p1").join(name)).unwrap();
+    }
+    let listing = |d: &Path| {
+        let mut names: Vec<_> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(&outside);
+    for (procs, refused) in [("1", "p0"), ("2", "p0")] {
+        let output = Command::new(NODESCOPE)
+            .args(["fsstress", dir.to_str().unwrap(), "-p", procs, "-n", "300"])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!("refusing {}: it exists", dir.join(refused).display());
+        assert!(stderr.contains(&expected), "{stderr}");
+    }
+    // p1 alone: the p0 symlink removed.
+    fs::remove_file(dir.join("p0")).unwrap();
+    let output = Command::new(NODESCOPE)
+        .args(["fsstress", dir.to_str().unwrap(), "-p", "2", "-n", "300"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("refusing {}: it exists", dir.join("p1").display())),
+        "{stderr}"
+    );
+    assert_eq!(listing(&outside), before, "something was created outside");
+    assert_eq!(
+        fs::read_to_string(outside.join("precious")).unwrap(),
+        "precious data\n"
+    );
+}

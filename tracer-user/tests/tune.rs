@@ -932,3 +932,39 @@ fn a_device_that_goes_away_ends_its_tuning_alone() {
     assert!(fixture.state_files().is_empty());
     assert!(!stderr_of(&output).contains("panicked"));
 }
+
+/// `tune --restore` on the fixture's state directory, with a deadline.
+fn restore_within(fixture: &Fixture, deadline: Duration) -> Output {
+    let mut command = Command::new(NODESCOPE);
+    command
+        .args(["tune", "--restore", "--state-dir"])
+        .arg(fixture.state_dir())
+        .arg("--audit")
+        .arg(fixture.audit_path())
+        .env("RUST_LOG", "info");
+    common::output_within(&mut command, deadline)
+}
+
+/// One bad state file (issue 33, finding 3) is reported by name while every other device is
+/// restored, and the run exits non-zero.
+#[test]
+fn a_bad_state_file_is_reported_and_every_other_device_restored() {
+    let fixture = Fixture::new("bad-state", "10\n", "1000\n");
+    killed_after_a_write(&fixture);
+    let malformed = fixture.state_dir().join("a-malformed.state");
+    fs::write(&malformed, "pid 12\ndevice vdz\n").unwrap();
+    let directory = fixture.state_dir().join("b-directory.state");
+    fs::create_dir(&directory).unwrap();
+
+    let output = restore_within(&fixture, PATIENCE);
+    let stderr = stderr_of(&output);
+    assert!(!output.status.success(), "{stderr}");
+    for bad in [&malformed, &directory] {
+        assert!(stderr.contains(&bad.display().to_string()), "{stderr}");
+    }
+    assert_eq!(fixture.knob(THRESHOLD), "10\n", "{stderr}");
+    assert_eq!(fixture.knob(INTERVAL), "1000\n");
+    assert_recovered(&fixture.audit());
+    let left: Vec<_> = fixture.state_files();
+    assert_eq!(left.len(), 2, "only the bad ones stay: {left:?}");
+}

@@ -7,6 +7,7 @@ use std::{
 };
 
 use anyhow::{bail, ensure, Context as _, Result};
+use tracer_common::files;
 
 use super::{
     checkpoint::Checkpoint,
@@ -39,7 +40,7 @@ impl Image {
     /// Open and check an image: superblock (primary, else backup), checkpoint, NAT.
     pub fn open(path: &Path) -> Result<Image> {
         let file =
-            File::open(path).with_context(|| format!("opening F2FS image {}", path.display()))?;
+            open_image(path).with_context(|| format!("opening F2FS image {}", path.display()))?;
         let len = byte_len(&file).with_context(|| format!("stat {}", path.display()))?;
         ensure!(
             len >= 2 * BLOCK_SIZE as u64,
@@ -215,6 +216,23 @@ fn read_superblock(file: &File) -> Result<Superblock> {
 }
 
 /// The bytes a file or block device holds: a block device's metadata says 0, its end does not.
+/// An image file or a block device (`whatif --device`), opened without blocking: a FIFO, a
+/// character device or a directory is refused, naming what it is.
+fn open_image(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let file = files::open_nonblocking(
+        path,
+        std::fs::OpenOptions::new().read(true),
+        files::Symlinks::Follow,
+    )?;
+    let file_type = file.metadata()?.file_type();
+    if file_type.is_file() || file_type.is_block_device() {
+        Ok(file)
+    } else {
+        Err(files::not_regular(file_type))
+    }
+}
+
 fn byte_len(file: &File) -> std::io::Result<u64> {
     use std::{io::Seek as _, os::unix::fs::FileTypeExt as _};
     if !file.metadata()?.file_type().is_block_device() {

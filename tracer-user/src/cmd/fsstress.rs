@@ -9,7 +9,8 @@ use crate::fsstress::{self, Config, Mix};
 
 #[derive(Args)]
 pub struct FsstressArgs {
-    /// The directory to work in (created; one `p<N>` directory per worker inside).
+    /// The directory to work in (created when missing; one `p<N>` directory per worker inside,
+    /// made by fsstress: an existing one is refused).
     dir: PathBuf,
     /// Operation mix: fsstress's default, or the seed's metadata mix.
     #[arg(long, value_enum, default_value = "default")]

@@ -195,9 +195,8 @@ fn run_discover(args: &ProbeArgs) -> Result<()> {
     let kallsyms = args
         .kallsyms
         .clone()
-        .unwrap_or_else(|| PathBuf::from("/proc/kallsyms"));
-    let text = std::fs::read_to_string(&kallsyms)
-        .with_context(|| format!("reading {}", kallsyms.display()))?;
+        .unwrap_or_else(|| PathBuf::from(discover::kallsyms::PROC_KALLSYMS));
+    let text = discover::kallsyms::read(&kallsyms)?;
     let discovery = discover::discover(btf.as_ref(), &kallsyms.display().to_string(), &text)?;
     let manifest = discovery.manifest();
     // What we write must be what the loader accepts, every probe of it.

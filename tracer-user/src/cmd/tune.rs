@@ -16,7 +16,7 @@ use controller::{
     knobs::{self, SysfsKnobs, DEFAULT_SYSFS_ROOT},
     law::Config,
     oom::{set_oom_score_adj, DEFAULT_OOM_SCORE_ADJ},
-    psi::PsiTrigger,
+    psi::{self, PsiTrigger},
     safety::{signal_name, RestoreGuard, StopSignals},
     session::Session,
     signals::{ProcSignalSource, STATS_FILE},
@@ -216,6 +216,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
     if args.restore {
         return restore_left_behind(&args);
     }
+    // A wrong --psi (a FIFO, a device) is refused before any device is claimed; a missing
+    // one is a kernel without PSI, said once while tuning.
+    psi::check_psi_path(&args.psi)?;
     // Before anything is written, so that a signal at any later point leads to a restore.
     let stop = StopSignals::install()?;
     lower_oom_score(args.oom_score_adj);

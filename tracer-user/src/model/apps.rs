@@ -1,6 +1,9 @@
 //! Who an event belongs to: an Android app (uid -> package from packages.list), a kernel
 //! thread group, or a program.
-use std::{collections::HashMap, path::Path};
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::Path,
+};
 
 use anyhow::{Context as _, Result};
 
@@ -11,11 +14,56 @@ const LAST_APP_ID: u32 = 19_999;
 
 /// The longest packages list read.
 const MAX_PACKAGES_BYTES: u64 = 16 << 20;
+/// Packages named per uid. A sharedUserId group of apps is a handful of packages; a list
+/// (or a recording's header) with thousands on one uid is crafted, and every one of them
+/// would go into that app's name in every table and metric. The rest are only counted.
+const MAX_PACKAGES_PER_UID: usize = 64;
 
 /// uid (app id, user 0) -> package names, from /data/system/packages.list.
 #[derive(Clone, Debug, Default)]
 pub struct Packages {
-    by_app_id: HashMap<u32, Vec<String>>,
+    by_app_id: HashMap<u32, Shared>,
+}
+
+/// The packages of one uid: the first [`MAX_PACKAGES_PER_UID`] names in order, and how many
+/// more lines named others.
+#[derive(Clone, Debug, Default)]
+struct Shared {
+    names: BTreeSet<String>,
+    more: usize,
+}
+
+impl Shared {
+    /// O(log cap) whatever the list holds: the parse stays linear in its length.
+    fn add(&mut self, name: &str) {
+        if self.names.contains(name) {
+            return;
+        }
+        if self.names.len() < MAX_PACKAGES_PER_UID {
+            self.names.insert(name.to_string());
+            return;
+        }
+        self.more += 1;
+        // Keep the first names in order whatever the order of the lines.
+        if self.names.last().is_some_and(|last| name < last.as_str()) {
+            self.names.pop_last();
+            self.names.insert(name.to_string());
+        }
+    }
+
+    fn name(&self) -> String {
+        let joined = self
+            .names
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("+");
+        if self.more == 0 {
+            joined
+        } else {
+            format!("{joined} (+{} more)", self.more)
+        }
+    }
 }
 
 impl Packages {
@@ -38,9 +86,10 @@ impl Packages {
     }
 
     /// `name uid debuggable dataDir seinfo gids ...`, one package a line. Packages that share a
-    /// uid (sharedUserId) are all kept; malformed lines are skipped.
+    /// uid (sharedUserId) are kept, up to [`MAX_PACKAGES_PER_UID`] names each; malformed lines
+    /// are skipped.
     pub fn parse(text: &str) -> Packages {
-        let mut by_app_id: HashMap<u32, Vec<String>> = HashMap::new();
+        let mut by_app_id: HashMap<u32, Shared> = HashMap::new();
         for line in text.lines() {
             let mut fields = line.split_whitespace();
             let (Some(name), Some(uid)) = (fields.next(), fields.next()) else {
@@ -49,11 +98,7 @@ impl Packages {
             let Ok(uid) = uid.parse::<u32>() else {
                 continue;
             };
-            let names = by_app_id.entry(uid % PER_USER_RANGE).or_default();
-            if !names.iter().any(|n| n == name) {
-                names.push(name.to_string());
-                names.sort();
-            }
+            by_app_id.entry(uid % PER_USER_RANGE).or_default().add(name);
         }
         Packages { by_app_id }
     }
@@ -88,7 +133,7 @@ impl Packages {
         }
         let user = uid / PER_USER_RANGE;
         let base = match self.by_app_id.get(&app_id) {
-            Some(names) => names.join("+"),
+            Some(shared) => shared.name(),
             None => format!("app {app_id}"),
         };
         Some(if user == 0 {
@@ -184,6 +229,30 @@ also.broken notanumber 0
         assert_eq!(packages.app_name(10999).as_deref(), Some("app 10999"));
         assert_eq!(packages.app_name(1000), None, "system uid is not an app");
         assert_eq!(packages.app_name(0), None);
+    }
+
+    /// 80,000 packages on one uid (issue 33, finding 5: a crafted list or recording header;
+    /// this took 22 s of CPU when each insert scanned and sorted the uid's names): the first
+    /// names in order are kept, the rest counted, and the other uids are unaffected.
+    #[test]
+    fn many_packages_on_one_uid_are_capped_and_counted() {
+        let mut text = String::from("com.whatsapp 10123 0 /data x 3003\n");
+        // Descending, so that every insert lands first (the worst case for a sorted vector).
+        for i in (0..80_000).rev() {
+            text.push_str(&format!("pkg.{i:05} 10200 0 /data x 3003\n"));
+        }
+        text.push_str("pkg.00000 10200 0 /data x 3003\n"); // a repeat, kept once
+        let packages = Packages::parse(&text);
+        assert_eq!(packages.len(), 2);
+        let first: Vec<String> = (0..MAX_PACKAGES_PER_UID)
+            .map(|i| format!("pkg.{i:05}"))
+            .collect();
+        let more = 80_000 - MAX_PACKAGES_PER_UID;
+        assert_eq!(
+            packages.app_name(10200),
+            Some(format!("{} (+{more} more)", first.join("+")))
+        );
+        assert_eq!(packages.app_name(10123).as_deref(), Some("com.whatsapp"));
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! them).
 use std::path::{Path, PathBuf};
 
-use tracer_common::knobs::{Knobs, INTERVAL_FILE, THRESHOLD_FILE};
+use tracer_common::{
+    files,
+    knobs::{Knobs, INTERVAL_FILE, THRESHOLD_FILE},
+};
 
 /// Where a device's knob files live: /sys/fs/f2fs/<dev>, or the simulator's directory.
 #[derive(Clone, Debug)]
@@ -20,12 +23,10 @@ impl KnobFiles {
     /// Both values; None when either file is missing or does not hold a number (a kernel
     /// without the RFC's knobs).
     pub fn read(&self) -> Option<Knobs> {
+        // Never through a symlink nor blocking on a FIFO, as the controller reads them.
         let value = |name: &str| -> Option<u32> {
-            std::fs::read_to_string(self.dir.join(name))
-                .ok()?
-                .trim()
-                .parse()
-                .ok()
+            let bytes = files::read_no_follow(&self.dir.join(name)).ok()?;
+            std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
         };
         Some(Knobs {
             threshold: value(THRESHOLD_FILE)?,

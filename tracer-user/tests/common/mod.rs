@@ -84,3 +84,28 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
     let (head, body) = response.split_once("\r\n\r\n")?;
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
+
+/// Run `command` to its end, its output collected, failing the test (and killing it) when it
+/// runs past `deadline`: a regression that blocks (a FIFO opened where a file was expected)
+/// fails instead of hanging the test run.
+pub fn output_within(command: &mut Command, deadline: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nodescope");
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(child.wait_with_output()));
+    match receiver.recv_timeout(deadline) {
+        Ok(output) => output.expect("collect nodescope's output"),
+        Err(_) => {
+            // SAFETY: kill has no memory-safety preconditions; the child is not reaped yet
+            // (its waiting thread is still blocked), so the pid is still our child's.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{command:?} still running after {deadline:?}: killed");
+        }
+    }
+}

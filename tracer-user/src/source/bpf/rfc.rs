@@ -2,7 +2,7 @@
 //! patched kernel, uprobes on the simulator's hooks. Every probe is tried; failures are
 //! reported per probe with the manifest line, and the others still attach. Also what those
 //! programs counted in the kernel (`kernel_counts`), to compare with what reached userspace.
-use std::collections::HashSet;
+use std::{collections::HashSet, path::Path};
 
 use anyhow::{Context as _, Result};
 use aya::{
@@ -94,7 +94,8 @@ pub fn elf_symbols(path: &std::path::Path) -> Result<HashSet<String>> {
 
 /// The names in /proc/kallsyms (module symbols included).
 pub fn kernel_symbols() -> Result<HashSet<String>> {
-    let text = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
+    let text =
+        super::discover::kallsyms::read(Path::new(super::discover::kallsyms::PROC_KALLSYMS))?;
     Ok(text
         .lines()
         .filter_map(|line| line.split_whitespace().nth(2))

@@ -2,7 +2,25 @@
 //! `name.llvm.<hash>` (LTO promoted a static function), `name.cfi` (the body under clang CFI),
 //! `name.cfi_jt` (CFI's jump-table stub: only indirect calls pass it), and GCC's clones
 //! `name.isra.N`, `name.constprop.N`, `name.part.N`, whose arguments the compiler rewrote.
-use std::collections::HashMap;
+use std::{collections::HashMap, path::Path};
+
+use anyhow::{Context as _, Result};
+use tracer_common::files::{self, Symlinks};
+
+/// The running kernel's symbols.
+pub const PROC_KALLSYMS: &str = "/proc/kallsyms";
+
+/// A kallsyms file is a few MB (5 MB on a Debian 12 kernel with its modules); reading stops
+/// here, so that a wrong `--kallsyms` (/dev/zero, a disk image) is an error, not all memory.
+pub const READ_LIMIT: u64 = 64 << 20;
+
+/// A kallsyms file's text: a regular file (procfs's is), so that a FIFO or a device is refused
+/// at once instead of blocking or reading forever, of at most [`READ_LIMIT`] bytes.
+pub fn read(path: &Path) -> Result<String> {
+    let bytes = files::read_regular(path, Symlinks::Follow, READ_LIMIT)
+        .with_context(|| format!("reading {}", path.display()))?;
+    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
+}
 
 /// The text symbols of a kallsyms file, by the C name before the first dot.
 #[derive(Debug, Default)]

@@ -7,7 +7,7 @@
 //! `sbi->node_ino_num`, at offsets BTF gives (vmlinux + the f2fs module's split BTF); the
 //! eviction record's fields at the offsets its format file gives. `plan` is pure so tests can
 //! feed it other kernels' facts; `plan_this_kernel` gathers this kernel's.
-use std::fmt::Write as _;
+use std::{fmt::Write as _, path::Path};
 
 use anyhow::{bail, Context as _, Result};
 use aya::{
@@ -17,6 +17,8 @@ use aya::{
 };
 use serde::Serialize;
 use tracer_common::{AccessLayout, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS};
+
+use crate::source::bpf::discover::kallsyms;
 
 use super::attach::AttachOutcome;
 use crate::{
@@ -207,7 +209,7 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
 
 /// The plan for the running kernel.
 pub fn plan_this_kernel() -> AccessPlan {
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
     let offsets = BtfFiles::this_kernel()
         .context("no BTF (/sys/kernel/btf/vmlinux)")
         .and_then(|files| KernelBtf::load(&files))

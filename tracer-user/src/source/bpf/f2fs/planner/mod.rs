@@ -24,7 +24,10 @@ use tracer_common::{
 use self::layout::{
     checkpoint_layout, page_bio_layout, page_write_layout, read_bio_layout, DEFAULT_RAHEAD_BIT,
 };
-use crate::{source::bpf::format::Format, system};
+use crate::{
+    source::bpf::{discover::kallsyms, format::Format},
+    system,
+};
 
 /// Program names in the eBPF object (tracer-ebpf/src/f2fs.rs); attach.rs's test loads each one.
 pub(super) const PROG_PAGE_BIO: &str = "f2fs_node_read_page";
@@ -109,7 +112,7 @@ impl KernelView {
                 }
             }
         }
-        let kallsyms = fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
         KernelView {
             formats,
             kprobes: system::has_kprobes(),
