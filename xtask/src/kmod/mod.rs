@@ -3,7 +3,7 @@
 //! (kmod/patches/<label>/*.patch, or --patches), so that a test can tell the patch's effect
 //! from the build's. Nothing is installed: Debian's headers, kbuild and source packages are
 //! downloaded and unpacked under target/vm-cache (tree.rs); each module is cached by a hash of
-//! what went into it (module.rs). The facts behind this are in /work/shared/notes/kmod.md.
+//! what went into it (module.rs). The facts behind this are in the steering repo's shared/notes/kmod.md.
 mod checkpatch;
 mod module;
 mod tree;
