@@ -188,11 +188,27 @@ fn a_fifo_named_like_the_stats_file_ends_tuning_by_sigterm_with_the_knobs_back()
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let child = KillOnDrop(child);
-    thread::sleep(Duration::from_millis(1500));
+    let mut child = KillOnDrop(child);
+    // SIGTERM once tune has met the FIFO (not after a fixed time: a loaded machine may start
+    // it late, and a signal before the first step would test nothing).
+    let stderr = child.0.stderr.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = thread::spawn(move || {
+        let mut text = String::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let line = line.unwrap();
+            if line.contains("not a regular file") {
+                let _ = lines.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    seen.recv_timeout(PROMPTLY * 4)
+        .expect("tune never reported the FIFO");
     send_signal(&child.0, libc::SIGTERM);
     let started = Instant::now();
-    let mut child = child;
     while child.0.try_wait().unwrap().is_none() {
         assert!(
             started.elapsed() < Duration::from_secs(5),
@@ -200,8 +216,7 @@ fn a_fifo_named_like_the_stats_file_ends_tuning_by_sigterm_with_the_knobs_back()
         );
         thread::sleep(Duration::from_millis(20));
     }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut text).unwrap();
+    let text = reader.join().unwrap();
     assert!(text.contains(&stats.display().to_string()), "{text}");
     assert!(text.contains("not a regular file (a FIFO)"), "{text}");
     assert_eq!(knobs.knob(THRESHOLD), "10\n", "{text}");

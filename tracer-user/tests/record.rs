@@ -135,7 +135,7 @@ fn sigterm_finishes_the_recording_cleanly() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    wait_for_flushed_node_reads(&file);
     send_signal(&child, libc::SIGTERM);
     let output = child.wait_with_output().unwrap();
     assert!(
@@ -197,6 +197,33 @@ fn stream_from_the_simulator_prints_one_line_per_interval_with_totals_that_add_u
 }
 
 /// `nodescope record -o <file>` on the phone simulator in `dir`, with `extra` arguments.
+/// Wait until the recording being written holds node reads, as `report` reads it: the recorder
+/// flushes while it runs (every 2 s), so this comes soon; waiting for it instead of sleeping a
+/// fixed time keeps the tests right on a loaded machine, where the simulator may start late.
+fn wait_for_flushed_node_reads(file: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        // Not `nodescope()`: until the header is on disk, report fails, and that is no error.
+        let output = std::process::Command::new(NODESCOPE)
+            .args(["report", file.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        let reads = serde_json::from_slice::<Value>(&output.stdout)
+            .ok()
+            .and_then(|report| report["totals"]["node_reads_demand"].as_u64())
+            .unwrap_or(0);
+        if reads > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no node reads flushed to {} in 60 s",
+            file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
 fn record_command(dir: &std::path::Path, file: &str, extra: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(NODESCOPE);
     command
@@ -248,7 +275,7 @@ fn a_recording_killed_early_keeps_its_header_and_first_events() {
     let mut child = record_command(dir, file.to_str().unwrap(), &[])
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    wait_for_flushed_node_reads(&file);
     child.kill().unwrap();
     child.wait().unwrap();
     let report: Value =
@@ -258,6 +285,6 @@ fn a_recording_killed_early_keeps_its_header_and_first_events() {
     assert!(
         report["totals"]["node_reads"].as_u64().unwrap_or(0) > 0
             || report["totals"]["node_reads_demand"].as_u64().unwrap_or(0) > 0,
-        "events flushed within 2 s: {report}"
+        "the flushed events survive SIGKILL: {report}"
     );
 }

@@ -26,6 +26,9 @@ pub fn run() -> Result<()> {
     vm_tests(&mut totals);
     kmod_test(&mut totals);
     fuzz_targets(&mut totals);
+    for name in &totals.failed_names {
+        println!("FAILED: {name}");
+    }
     println!("{}", totals.closing_line());
     if totals.failed > 0 {
         bail!("{} tests failed", totals.failed);
@@ -74,7 +77,7 @@ fn vm_tests(totals: &mut Totals) {
         Ok(()) => totals.passed += 1,
         Err(err) => {
             println!("vm-test FAILED: {err:#}");
-            totals.failed += 1;
+            totals.fail(format!("vm-test: {err:#}"));
         }
     }
 }
@@ -93,7 +96,7 @@ fn kmod_test(totals: &mut Totals) {
         Ok(()) => totals.passed += 1,
         Err(err) => {
             println!("vm-kmod FAILED: {err:#}");
-            totals.failed += 1;
+            totals.fail(format!("vm-kmod: {err:#}"));
         }
     }
 }
@@ -126,7 +129,7 @@ fn fuzz_targets(totals: &mut Totals) {
             }
             Err(err) => {
                 println!("fuzz {target} FAILED: {err:#}");
-                totals.failed += 1;
+                totals.fail(format!("fuzz {target}: {err:#}"));
             }
         }
     }
@@ -167,9 +170,29 @@ struct Totals {
     passed: u64,
     failed: u64,
     ignored: u64,
+    /// What failed, repeated just above the closing line so that the tail of a long CI log
+    /// names it.
+    failed_names: Vec<String>,
 }
 
 impl Totals {
+    /// One failure outside libtest (a VM phase, a fuzz target).
+    fn fail(&mut self, name: String) {
+        self.failed += 1;
+        self.failed_names.push(name);
+    }
+
+    /// libtest's "test some::name ... FAILED": remember the name (the count comes from the
+    /// summary line).
+    fn note_failure(&mut self, line: &str) {
+        if let Some(name) = line
+            .strip_prefix("test ")
+            .and_then(|rest| rest.strip_suffix(" ... FAILED"))
+        {
+            self.failed_names.push(name.to_string());
+        }
+    }
+
     /// Sum one libtest summary: "test result: ok. 4 passed; 0 failed; 1 ignored; ...".
     fn add_summary(&mut self, line: &str) {
         let Some(rest) = line.strip_prefix("test result: ") else {
@@ -213,10 +236,38 @@ fn cargo_test(args: &[&str]) -> Result<Totals> {
         let line = line.context("reading cargo test output")?;
         println!("{line}");
         totals.add_summary(line.trim());
+        totals.note_failure(line.trim());
     }
     let status = child.wait().context("waiting for cargo test")?;
     if !status.success() && totals.failed == 0 {
         bail!("cargo test failed: {status}");
     }
     Ok(totals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Totals;
+
+    #[test]
+    fn failures_are_named_and_summaries_summed() {
+        let mut totals = Totals::default();
+        for line in [
+            "test record::a_recording_killed_early ... FAILED",
+            "test model::ok_one ... ok",
+            "test result: FAILED. 3 passed; 1 failed; 2 ignored; 0 measured; 0 filtered out",
+        ] {
+            totals.add_summary(line);
+            totals.note_failure(line);
+        }
+        totals.fail("vm-kmod: no kernel".to_string());
+        assert_eq!(
+            totals.failed_names,
+            ["record::a_recording_killed_early", "vm-kmod: no kernel"]
+        );
+        assert_eq!(
+            totals.closing_line(),
+            "tests: 3 passed, 2 failed, 2 skipped"
+        );
+    }
 }
