@@ -26,6 +26,7 @@ use nodescope::{
     source::{BatchFuture, Source, SourceInfo, SourceKind},
     view::{
         jsonline::window_line,
+        output::OutputFile,
         recorder::Recorder,
         tui::{self, Snapshot, UiState},
     },
@@ -267,7 +268,7 @@ fn run(args: &SoakArgs) -> Result<()> {
             ..ModelConfig::default()
         },
     )?;
-    let mut recorder = Recorder::create(&recording, &pipeline, false)?;
+    let mut recorder = Recorder::create(&recording, &pipeline, OutputFile::new(false))?;
     let null = File::options()
         .write(true)
         .open("/dev/null")

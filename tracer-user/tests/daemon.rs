@@ -287,6 +287,8 @@ fn two_top_clients_show_the_daemons_numbers_and_sigterm_leaves_recordings_and_kn
         "300 kB in three files rotates within seconds at speed 10: {files:?}"
     );
     for file in &files {
+        // The same per-process data as the socket: owner-only too (issue 33, finding 10).
+        assert_eq!(mode(file), 0o600, "{file:?}");
         let report = nodescope(&["report", "--json", file.to_str().unwrap()]);
         let summary: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
         assert_eq!(summary["complete"], true, "{file:?}: {}", summary["damage"]);

@@ -1,6 +1,9 @@
 //! The what-if picture, drawn for real as PNG and SVG: the PNG decodes to the chart's size with
 //! pixels of each series' colour, the SVG names the series and the chosen settings' labels.
-use nodescope::view::whatif_plot::{draw, pareto_front, PlotPoint};
+use nodescope::view::{
+    output::OutputFile,
+    whatif_plot::{draw, pareto_front, PlotPoint},
+};
 
 mod common;
 
@@ -47,7 +50,7 @@ fn decode_png(path: &std::path::Path) -> (u32, u32, Vec<[u8; 3]>) {
 fn png_shows_off_on_and_chosen_colours() {
     let dir = scratch("whatif-plot");
     let path = dir.path().join("whatif.png");
-    draw(&grid(), &path).unwrap();
+    draw(&grid(), &path, OutputFile::new(false)).unwrap();
     let (width, height, pixels) = decode_png(&path);
     assert_eq!((width, height), (1100, 700));
     for (colour, what) in [
@@ -68,7 +71,7 @@ fn png_shows_off_on_and_chosen_colours() {
 fn svg_names_the_series_and_labels_the_chosen_points() {
     let dir = scratch("whatif-plot");
     let path = dir.path().join("whatif.svg");
-    draw(&grid(), &path).unwrap();
+    draw(&grid(), &path, OutputFile::new(false)).unwrap();
     let svg = std::fs::read_to_string(&path).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
     for text in [
@@ -96,4 +99,42 @@ fn the_front_of_the_grid_is_the_compressed_points_until_all_nodes_fit() {
         .collect();
     assert_eq!(front, expected);
     assert_eq!(points[*front.last().unwrap()].node_reads, 0);
+}
+
+/// `whatif --plot FILE` follows the one output policy (issue 33, finding 9): an existing file
+/// is refused unless forced, a symlink never written through, forced or not.
+#[test]
+fn the_plot_refuses_an_existing_file_and_never_writes_through_a_symlink() {
+    let dir = scratch("whatif-plot-policy");
+    for name in ["whatif.svg", "whatif.png"] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, "precious").unwrap();
+        let err = format!(
+            "{:#}",
+            draw(&grid(), &path, OutputFile::new(false)).unwrap_err()
+        );
+        assert!(
+            err.contains("exists: refusing to overwrite it (--force replaces it)"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+        draw(&grid(), &path, OutputFile::new(true)).unwrap();
+        assert_ne!(std::fs::read(&path).unwrap(), b"precious");
+
+        let target = dir.path().join(format!("target-{name}"));
+        std::fs::write(&target, "precious").unwrap();
+        let link = dir.path().join(format!("link-{name}"));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for force in [false, true] {
+            let err = format!(
+                "{:#}",
+                draw(&grid(), &link, OutputFile::new(force)).unwrap_err()
+            );
+            assert!(
+                err.contains("is a symlink: refusing to write through it"),
+                "{err}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+    }
 }

@@ -30,6 +30,7 @@ pub fn run(name: &str, args: &[String]) -> Result<()> {
     command.args([
         "run",
         "--quiet",
+        "--locked",
         "--release",
         "--package",
         "nodescope-bench",

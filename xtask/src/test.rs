@@ -20,12 +20,23 @@ pub fn run() -> Result<()> {
              (each prints why); run as root for the full suite"
         );
     }
+    let tree_before = work_tree_state();
     util::run(util::cargo().args(["fmt", "--all", "--check"]))?;
-    util::run(util::cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
-    let mut totals = cargo_test(&["--workspace", "--exclude", "tracer-ebpf"])?;
+    // --locked everywhere: the committed lock files are what is built and tested; a stale one
+    // is an error here, not a silent re-resolution on every fresh machine.
+    util::run(util::cargo().args([
+        "clippy",
+        "--locked",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    let mut totals = cargo_test(&["--locked", "--workspace", "--exclude", "tracer-ebpf"])?;
     vm_tests(&mut totals);
     kmod_test(&mut totals);
     fuzz_targets(&mut totals);
+    work_tree_unchanged(tree_before.as_ref(), &mut totals);
     for name in &totals.failed_names {
         println!("FAILED: {name}");
     }
@@ -121,6 +132,13 @@ const ASAN_OPTIONS: &str = "quarantine_size_mb=32";
 /// past the limit or a hang fails it. Inputs that once crashed a target are kept under
 /// tracer-user/fuzz/regressions/<target> and run first, as seeds.
 fn fuzz_targets(totals: &mut Totals) {
+    // cargo-fuzz has no --locked: check the fuzz crate's lock file first, so that its build
+    // never rewrites it.
+    if let Err(err) = fuzz_lock_is_current() {
+        println!("fuzz FAILED: {err:#}");
+        totals.failed += 1;
+        return;
+    }
     for target in FUZZ_TARGETS {
         match fuzz(target) {
             Ok(()) => {
@@ -133,6 +151,63 @@ fn fuzz_targets(totals: &mut Totals) {
             }
         }
     }
+}
+
+/// `cargo fetch --locked` on the fuzz crate: fails when its Cargo.lock would change.
+fn fuzz_lock_is_current() -> Result<()> {
+    let manifest = util::workspace_root().join("tracer-user/fuzz/Cargo.toml");
+    util::run(
+        std::process::Command::new("rustup")
+            .args(["run", "nightly", "cargo", "fetch", "--locked", "--manifest-path"])
+            .arg(&manifest),
+    )
+    .context("tracer-user/fuzz/Cargo.lock is not current: run `cargo metadata` in tracer-user/fuzz and commit it")
+}
+
+/// `git status --porcelain` (untracked files under target/ left out) and `git diff HEAD`,
+/// or None outside a git work tree (a source tarball).
+fn work_tree_state() -> Option<(Vec<String>, String)> {
+    let root = util::workspace_root();
+    let root = root.to_str()?;
+    let status = util::output("git", &["-C", root, "status", "--porcelain"])?;
+    let diff = util::output("git", &["-C", root, "diff", "HEAD"])?;
+    Some((porcelain_lines(&status), diff))
+}
+
+/// The lines of `git status --porcelain` that count: untracked files under target/ do not.
+fn porcelain_lines(status: &str) -> Vec<String> {
+    status
+        .lines()
+        .filter(|line| !line.starts_with("?? target/"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The test run must not change the work tree (a stale lock file rewritten by a build, a file
+/// a test forgot to remove): what changed since the start fails the run, named.
+fn work_tree_unchanged(before: Option<&(Vec<String>, String)>, totals: &mut Totals) {
+    let (Some(before), Some(after)) = (before, work_tree_state()) else {
+        println!("work tree check SKIPPED: not a git work tree (or git is missing)");
+        totals.ignored += 1;
+        return;
+    };
+    if *before == after {
+        totals.passed += 1;
+        return;
+    }
+    let changed: Vec<&String> = after
+        .0
+        .iter()
+        .filter(|line| !before.0.contains(line))
+        .collect();
+    println!("work tree check FAILED: the test run changed the work tree:");
+    for line in &changed {
+        println!("  {line}");
+    }
+    if changed.is_empty() {
+        println!("  (files already changed before the run were changed again; see git diff)");
+    }
+    totals.fail("work tree check: the test run changed the work tree".to_string());
 }
 
 fn fuzz(target: &str) -> Result<()> {
@@ -247,7 +322,7 @@ fn cargo_test(args: &[&str]) -> Result<Totals> {
 
 #[cfg(test)]
 mod tests {
-    use super::Totals;
+    use super::*;
 
     #[test]
     fn failures_are_named_and_summaries_summed() {
@@ -268,6 +343,39 @@ mod tests {
         assert_eq!(
             totals.closing_line(),
             "tests: 3 passed, 2 failed, 2 skipped"
+        );
+    }
+
+    /// A stale fuzz lock file made every clean-clone test run rewrite it (issue 33, finding
+    /// 11): `--locked` refuses to update it, so this fails while it is stale.
+    #[test]
+    fn the_fuzz_crates_lock_file_is_current() {
+        let manifest = util::workspace_root().join("tracer-user/fuzz/Cargo.toml");
+        let output = util::cargo()
+            .args([
+                "metadata",
+                "--locked",
+                "--format-version",
+                "1",
+                "--manifest-path",
+            ])
+            .arg(&manifest)
+            .stdout(Stdio::null())
+            .output()
+            .expect("run cargo metadata");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    #[test]
+    fn only_untracked_files_under_target_are_ignored_by_the_work_tree_check() {
+        let status = "?? target/fuzz-seed/x.nsr\n M tracer-user/fuzz/Cargo.lock\n?? stray.txt\n";
+        assert_eq!(
+            porcelain_lines(status),
+            [" M tracer-user/fuzz/Cargo.lock", "?? stray.txt"]
         );
     }
 }

@@ -68,6 +68,7 @@ pub fn target_dir() -> PathBuf {
 pub fn build_nodescope() -> Result<PathBuf> {
     run(cargo().args([
         "build",
+        "--locked",
         "--release",
         "--package",
         "tracer-user",

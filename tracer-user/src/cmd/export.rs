@@ -3,13 +3,16 @@
 //! the same windows, the same per-app attribution.
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use clap::Args;
 
 use crate::{
     model::{Model, Packages},
     record::reader::{self, Item, Reader},
-    view::perfetto::{self, Recorded},
+    view::{
+        output::OutputFile,
+        perfetto::{self, Recorded},
+    },
 };
 
 #[derive(Args)]
@@ -23,19 +26,34 @@ pub struct ExportArgs {
     /// Android packages.list for uid -> app names (else the one the recording carries).
     #[arg(long, value_name = "FILE")]
     packages: Option<PathBuf>,
+    /// Replace the trace file when it exists (without it, an existing file is refused).
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(args: ExportArgs) -> Result<()> {
-    write_trace(&args.perfetto, args.packages.as_deref(), &args.output)
+    let output = OutputFile::new(args.force);
+    output.check(&args.output)?;
+    write_trace(
+        &args.perfetto,
+        args.packages.as_deref(),
+        &args.output,
+        output,
+    )
 }
 
 /// The Perfetto trace of the recording at `recording`, written to `output` (also what
 /// `record --perfetto` does once its recording is finished).
-pub fn write_trace(recording: &Path, packages: Option<&Path>, output: &Path) -> Result<()> {
+pub fn write_trace(
+    recording: &Path,
+    packages: Option<&Path>,
+    output: &Path,
+    policy: OutputFile,
+) -> Result<()> {
     let reader = reader::open(recording)?;
     let recorded = replay(reader, packages, recording)?;
     let trace = perfetto::encode(&recorded);
-    std::fs::write(output, &trace).with_context(|| format!("writing {}", output.display()))?;
+    policy.write(output, &trace)?;
     eprintln!(
         "{}: {} windows, {} bytes",
         output.display(),

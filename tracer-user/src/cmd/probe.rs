@@ -24,7 +24,10 @@ use crate::{
         selftest::{self, SelfTest},
     },
     system::{self, android, F2fsDevice, Privileges},
-    view::stdout::{closed_is_success, print, print_line},
+    view::{
+        output::OutputFile,
+        stdout::{closed_is_success, print, print_line},
+    },
 };
 
 /// Ring buffer of the object `probe` loads to try the manifest's probes (no event is read).
@@ -44,6 +47,9 @@ pub struct ProbeArgs {
     /// With --discover: write the manifest here (default: print it).
     #[arg(short, long, value_name = "FILE", requires = "discover")]
     output: Option<PathBuf>,
+    /// With --output: replace FILE when it exists (without it, an existing file is refused).
+    #[arg(long, requires = "output")]
+    force: bool,
     /// With --discover: F2FS's BTF (default /sys/kernel/btf/f2fs on /sys/kernel/btf/vmlinux,
     /// or vmlinux alone when F2FS is built in). Split BTF when --btf-base is given.
     #[arg(long, value_name = "FILE", requires = "discover")]
@@ -192,6 +198,9 @@ fn run_discover(args: &ProbeArgs) -> Result<()> {
         }),
         (None, _) => BtfFiles::this_kernel(),
     };
+    if let Some(path) = &args.output {
+        OutputFile::new(args.force).check(path)?;
+    }
     let kallsyms = args
         .kallsyms
         .clone()
@@ -208,8 +217,7 @@ fn run_discover(args: &ProbeArgs) -> Result<()> {
     );
     let printed = match &args.output {
         Some(path) => {
-            std::fs::write(path, &manifest)
-                .with_context(|| format!("writing {}", path.display()))?;
+            OutputFile::new(args.force).write(path, manifest.as_bytes())?;
             print(&escape_controls(&format!(
                 "{}# manifest written to {}\n",
                 discovery.report(),

@@ -17,6 +17,7 @@ use crate::{
     source::open::{open, SourceArgs, SourceChoice},
     view::{
         jsonline::window_line,
+        output::OutputFile,
         recorder::Recorder,
         stdout::{self, closed_is_success, print_line},
     },
@@ -55,17 +56,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
         "-o -: a recording is written to a file, not to standard output; name a file \
          (`--json` prints the windows on standard output)"
     );
-    anyhow::ensure!(
-        args.force || !args.output.exists(),
-        "{} exists: refusing to overwrite it (--force replaces it)",
-        args.output.display()
-    );
+    // Refused before the source starts; created (and refused again, atomically) later.
+    OutputFile::new(args.force).check(&args.output)?;
     if let Some(trace) = &args.perfetto {
-        anyhow::ensure!(
-            args.force || !trace.exists(),
-            "{} exists: refusing to overwrite it (--force replaces it)",
-            trace.display()
-        );
+        OutputFile::new(args.force).check(trace)?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -96,7 +90,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     let origin = pipeline.origin_ns();
     let end_ns = args.duration.map(|d| origin + (d * 1e9) as u64);
     let mut pipeline = pipeline.until(end_ns);
-    let mut recorder = Recorder::create(&args.output, &pipeline, args.force)?;
+    let mut recorder = Recorder::create(&args.output, &pipeline, OutputFile::new(args.force))?;
     let lines = args.json.then_some(origin);
     let stop = capture(&mut pipeline, &mut recorder, lines).await?;
     if matches!(stop, "SIGTERM" | "interrupted") {
@@ -118,7 +112,7 @@ async fn record(args: RecordArgs) -> Result<()> {
         eprintln!("nodescope record: {note}");
     }
     if let Some(trace) = &args.perfetto {
-        crate::cmd::export::write_trace(&args.output, None, trace)?;
+        crate::cmd::export::write_trace(&args.output, None, trace, OutputFile::new(args.force))?;
     }
     if args.json {
         let totals =

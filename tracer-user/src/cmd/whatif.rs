@@ -31,6 +31,7 @@ use tracer_common::{knobs::Knobs, Event};
 use crate::{
     record::reader::{self, Item},
     view::{
+        output::OutputFile,
         stdout::{closed_is_success, print},
         whatif_compressors::compressors_table,
         whatif_plot::{self, PlotPoint},
@@ -77,6 +78,9 @@ pub struct WhatifArgs {
     /// RFC's defaults (25 %, 1000 ms) marked, to FILE (.svg or .png): the points of table (c).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// With --plot: replace FILE when it exists (without it, an existing file is refused).
+    #[arg(long, requires = "plot")]
+    force: bool,
     /// Measure lz4 and zstd levels 1..15 on the image's node blocks instead: ratio, compress
     /// and decompress MB/s, working memory, and how many blocks fit 256/512/1024-byte slots.
     #[arg(long)]
@@ -165,6 +169,10 @@ pub fn run(args: WhatifArgs) -> Result<()> {
             compressors_table(source, args.json).and_then(|table| print(&table)),
         );
     }
+    if let Some(path) = &args.plot {
+        // Before the grid runs, not after.
+        OutputFile::new(args.force).check(path)?;
+    }
     let Some(recording) = &args.recording else {
         bail!("whatif needs a recording made with --accesses: nodescope whatif REC --image IMG");
     };
@@ -202,7 +210,8 @@ pub fn run(args: WhatifArgs) -> Result<()> {
             .iter()
             .map(|i| rows[*i].plot_point())
             .collect();
-        whatif_plot::draw(&points, path).with_context(|| format!("drawing {}", path.display()))?;
+        whatif_plot::draw(&points, path, OutputFile::new(args.force))
+            .with_context(|| format!("drawing {}", path.display()))?;
         eprintln!("whatif: picture written to {}", path.display());
     }
     Ok(())
@@ -551,6 +560,7 @@ mod tests {
             compressor: compressors.into(),
             json: false,
             plot: None,
+            force: false,
             compressors: false,
         };
         axes(&args).unwrap()

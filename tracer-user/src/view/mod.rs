@@ -2,6 +2,7 @@
 pub mod checkpoint_table;
 pub mod jsonline;
 pub mod metrics;
+pub mod output;
 pub mod perfetto;
 pub mod recorder;
 pub mod rolling;

@@ -1,7 +1,7 @@
 //! The recorder view: the events the pipeline took and the knob changes it saw, written to a
 //! recording (format: `crate::record`).
 use std::{
-    fs::{self, File, OpenOptions},
+    fs::{self, File},
     io::BufWriter,
     path::{Path, PathBuf},
     time::{Duration, Instant},
@@ -14,6 +14,7 @@ use crate::{
     pipeline::{KnobChange, Pipeline},
     record::{writer::Writer, Footer, Header, Note},
     source::knobs::describe,
+    view::output::OutputFile,
 };
 
 /// The longest a recorded event waits in memory: a SIGKILL loses at most this much.
@@ -26,23 +27,10 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Create `path` (an existing file only when `overwrite`) and write the header: what the
-    /// pipeline's source says about itself, its knob values, the window origin and length.
-    pub fn create(path: &Path, pipeline: &Pipeline, overwrite: bool) -> Result<Recorder> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .create_new(!overwrite)
-            .open(path)
-            .with_context(|| {
-                let hint = if path.exists() {
-                    " (--force replaces it)"
-                } else {
-                    ""
-                };
-                format!("creating {}{hint}", path.display())
-            })?;
+    /// Create `path` as `output` says and write the header: what the pipeline's source says
+    /// about itself, its knob values, the window origin and length.
+    pub fn create(path: &Path, pipeline: &Pipeline, output: OutputFile) -> Result<Recorder> {
+        let file = output.create(path)?;
         let writer = Writer::new(BufWriter::new(file), &header(pipeline))?;
         Ok(Recorder {
             writer,

@@ -13,7 +13,7 @@ use tracer_common::Event;
 
 use crate::{
     pipeline::{KnobChange, Pipeline},
-    view::recorder::Recorder,
+    view::{output::OutputFile, recorder::Recorder},
 };
 
 const PREFIX: &str = "nodescope-";
@@ -43,6 +43,13 @@ pub struct RollingRecorder {
     sequence: u64,
 }
 
+/// The rolling files carry the same per-process data as the daemon's socket, which is 0600:
+/// so are they. A name already taken is never overwritten.
+const RECORDING: OutputFile = OutputFile {
+    force: false,
+    mode: 0o600,
+};
+
 impl RollingRecorder {
     /// Start a new file in `dir` (created if missing), numbered after any recording there.
     pub fn start(dir: &Path, limits: RollingLimits, pipeline: &Pipeline) -> Result<Self> {
@@ -52,7 +59,7 @@ impl RollingRecorder {
         );
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let sequence = numbered(dir)?.last().map_or(0, |(n, _)| n + 1);
-        let current = Recorder::create(&file_name(dir, sequence), pipeline, false)?;
+        let current = Recorder::create(&file_name(dir, sequence), pipeline, RECORDING)?;
         let mut rolling = RollingRecorder {
             dir: dir.to_path_buf(),
             limits,
@@ -83,7 +90,11 @@ impl RollingRecorder {
         if self.current.bytes_written() < self.limits.file_bytes() {
             return Ok(());
         }
-        let next = Recorder::create(&file_name(&self.dir, self.sequence + 1), pipeline, false)?;
+        let next = Recorder::create(
+            &file_name(&self.dir, self.sequence + 1),
+            pipeline,
+            RECORDING,
+        )?;
         let finished = std::mem::replace(&mut self.current, next);
         finished.finish(pipeline.now_ns())?;
         self.sequence += 1;

@@ -7,7 +7,6 @@
 //! Noto Sans, Android's Roboto; `NODESCOPE_FONT` names another): plotters' text layout needs
 //! one for SVG too. `cargo xtask setup` installs fonts-dejavu-core for this.
 use std::{
-    fs::File,
     io::BufWriter,
     path::{Path, PathBuf},
     sync::OnceLock,
@@ -19,6 +18,8 @@ use plotters::{
     prelude::*,
     style::{register_font, FontStyle},
 };
+
+use crate::view::output::OutputFile;
 
 /// One grid point.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,8 +76,8 @@ pub fn pareto_front(points: &[PlotPoint]) -> Vec<usize> {
     front
 }
 
-/// Draw `points` to `path`: `.svg` or `.png`.
-pub fn draw(points: &[PlotPoint], path: &Path) -> Result<()> {
+/// Draw `points` to `path`: `.svg` or `.png`, created as `output` says.
+pub fn draw(points: &[PlotPoint], path: &Path, output: OutputFile) -> Result<()> {
     if points.is_empty() {
         bail!("no grid points to draw into {}", path.display());
     }
@@ -86,9 +87,8 @@ pub fn draw(points: &[PlotPoint], path: &Path) -> Result<()> {
         .map(str::to_ascii_lowercase);
     ensure_font()?;
     match extension.as_deref() {
-        Some("svg") => draw_on(SVGBackend::new(path, SIZE).into_drawing_area(), points)
-            .with_context(|| format!("drawing {}", path.display())),
-        Some("png") => draw_png(points, path),
+        Some("svg") => draw_svg(points, path, output),
+        Some("png") => draw_png(points, path, output),
         _ => bail!(
             "{}: the picture is written as .svg or .png, by its extension",
             path.display()
@@ -96,7 +96,18 @@ pub fn draw(points: &[PlotPoint], path: &Path) -> Result<()> {
     }
 }
 
-fn draw_png(points: &[PlotPoint], path: &Path) -> Result<()> {
+/// Drawn into memory, then written: the file is created by [`OutputFile`], not by plotters.
+fn draw_svg(points: &[PlotPoint], path: &Path, output: OutputFile) -> Result<()> {
+    let mut svg = String::new();
+    draw_on(
+        SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(),
+        points,
+    )
+    .with_context(|| format!("drawing {}", path.display()))?;
+    output.write(path, svg.as_bytes())
+}
+
+fn draw_png(points: &[PlotPoint], path: &Path, output: OutputFile) -> Result<()> {
     let (width, height) = SIZE;
     let mut pixels = vec![0u8; width as usize * height as usize * 3];
     draw_on(
@@ -104,7 +115,7 @@ fn draw_png(points: &[PlotPoint], path: &Path) -> Result<()> {
         points,
     )
     .with_context(|| format!("drawing {}", path.display()))?;
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file = output.create(path)?;
     let mut encoder = png::Encoder::new(BufWriter::new(file), width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
@@ -320,9 +331,14 @@ mod tests {
     #[test]
     fn unknown_extension_and_no_points_are_refused() {
         let dir = tempfile::TempDir::new().unwrap();
-        let err = draw(&[point(1, 1)], &dir.path().join("x.jpg")).unwrap_err();
+        let err = draw(
+            &[point(1, 1)],
+            &dir.path().join("x.jpg"),
+            OutputFile::new(false),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains(".svg or .png"), "{err:#}");
-        let err = draw(&[], &dir.path().join("x.svg")).unwrap_err();
+        let err = draw(&[], &dir.path().join("x.svg"), OutputFile::new(false)).unwrap_err();
         assert!(err.to_string().contains("no grid points"), "{err:#}");
     }
 }
