@@ -54,39 +54,99 @@ pub struct Trace {
     pub evictions: u64,
 }
 
-impl Trace {
-    /// The trace of the device with the most `NodeAccess` events. Fails when there is none:
-    /// the recording was made without `--accesses`.
-    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event> + Clone) -> Result<Trace> {
-        let mut per_dev: Vec<(u32, u64)> = Vec::new();
-        for event in events.clone() {
-            if event.kind == EventKind::NodeAccess as u8 {
-                match per_dev.iter_mut().find(|(dev, _)| *dev == event.dev) {
-                    Some((_, n)) => *n += 1,
-                    None => per_dev.push((event.dev, 1)),
-                }
-            }
+/// The most steps a trace may hold (16 bytes each: 64 MiB). A recording holds events far more
+/// compactly than this, so a small crafted file could otherwise claim gigabytes; a real trace
+/// of more is refused with a clear error, not cut short.
+pub const MAX_TRACE_STEPS: usize = 1 << 22;
+
+/// First pass over a recording's events: which device has the most `NodeAccess` events.
+#[derive(Default)]
+pub struct DeviceCounts {
+    per_dev: std::collections::HashMap<u32, u64>,
+}
+
+impl DeviceCounts {
+    pub fn count(&mut self, event: &Event) {
+        if event.kind == EventKind::NodeAccess as u8 {
+            *self.per_dev.entry(event.dev).or_default() += 1;
         }
-        let Some(&(dev, _)) = per_dev
+    }
+
+    /// The busiest device (the lowest number among equals). Fails when there is none: the
+    /// recording was made without `--accesses`.
+    pub fn busiest(&self) -> Result<u32> {
+        self.per_dev
             .iter()
-            .max_by_key(|(dev, n)| (*n, std::cmp::Reverse(*dev)))
-        else {
-            bail!("the recording has no node accesses: record with --accesses");
-        };
-        let mut trace = Trace {
-            dev,
-            ..Trace::default()
-        };
-        let mut first_ts = None;
-        for event in events {
-            if event.dev != dev && event.kind != EventKind::Checkpoint as u8 {
-                continue;
-            }
-            let Some(op) = op_of(event) else { continue };
-            let first = *first_ts.get_or_insert(event.ts_ns);
-            trace.push(event.ts_ns.saturating_sub(first), event.nid, op);
+            .max_by_key(|(dev, n)| (**n, std::cmp::Reverse(**dev)))
+            .map(|(dev, _)| *dev)
+            .ok_or_else(|| {
+                anyhow::anyhow!("the recording has no node accesses: record with --accesses")
+            })
+    }
+}
+
+/// Second pass: the trace of one device, at most [`MAX_TRACE_STEPS`] steps.
+pub struct TraceBuilder {
+    trace: Trace,
+    first_ts: Option<u64>,
+    max_steps: usize,
+}
+
+impl TraceBuilder {
+    pub fn new(dev: u32) -> TraceBuilder {
+        TraceBuilder::with_limit(dev, MAX_TRACE_STEPS)
+    }
+
+    pub fn with_limit(dev: u32, max_steps: usize) -> TraceBuilder {
+        TraceBuilder {
+            trace: Trace {
+                dev,
+                ..Trace::default()
+            },
+            first_ts: None,
+            max_steps,
         }
-        Ok(trace)
+    }
+
+    pub fn add(&mut self, event: &Event) -> Result<()> {
+        if event.dev != self.trace.dev && event.kind != EventKind::Checkpoint as u8 {
+            return Ok(());
+        }
+        let Some(op) = op_of(event) else {
+            return Ok(());
+        };
+        if self.trace.steps.len() >= self.max_steps {
+            bail!(
+                "the trace of device {} has more than {} steps (node lookups, reads ahead, \
+                 drops and checkpoints), the most whatif holds: record a shorter span",
+                self.trace.dev,
+                self.max_steps
+            );
+        }
+        let first = *self.first_ts.get_or_insert(event.ts_ns);
+        self.trace
+            .push(event.ts_ns.saturating_sub(first), event.nid, op);
+        Ok(())
+    }
+
+    pub fn finish(self) -> Trace {
+        self.trace
+    }
+}
+
+impl Trace {
+    /// The trace of the device with the most `NodeAccess` events. Fails when there is none
+    /// (the recording was made without `--accesses`) or when it is over [`MAX_TRACE_STEPS`].
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event> + Clone) -> Result<Trace> {
+        let mut counts = DeviceCounts::default();
+        for event in events.clone() {
+            counts.count(event);
+        }
+        let mut builder = TraceBuilder::new(counts.busiest()?);
+        for event in events {
+            builder.add(event)?;
+        }
+        Ok(builder.finish())
     }
 
     pub fn push(&mut self, ts_ns: u64, nid: u32, op: Op) {

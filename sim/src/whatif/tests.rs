@@ -63,3 +63,33 @@ fn a_recording_without_accesses_is_refused_with_the_flag_to_use() {
         "the recording has no node accesses: record with --accesses"
     );
 }
+
+/// A trace one step over the limit is refused, naming the limit; at the limit it is whole
+/// (issue 33, finding 6: a small crafted recording claimed gigabytes of steps).
+#[test]
+fn a_trace_over_the_step_limit_is_refused_and_one_at_it_is_kept() {
+    let lookup = |i: u64| Event::new(EventKind::NodeAccess, i).nid(i as u32);
+    let mut builder = TraceBuilder::with_limit(0, 3);
+    for i in 0..3 {
+        builder.add(&lookup(i)).unwrap();
+    }
+    let error = builder.add(&lookup(3)).unwrap_err().to_string();
+    assert!(error.contains("more than 3 steps"), "{error}");
+    assert!(error.contains("record a shorter span"), "{error}");
+    let trace = builder.finish();
+    assert_eq!((trace.steps.len(), trace.accesses), (3, 3));
+}
+
+#[test]
+fn the_busiest_device_is_chosen_the_lowest_among_equals() {
+    let on = |dev: u32| {
+        let mut event = Event::new(EventKind::NodeAccess, 0);
+        event.dev = dev;
+        event
+    };
+    let mut counts = DeviceCounts::default();
+    for dev in [9, 4, 9, 4, 7] {
+        counts.count(&on(dev));
+    }
+    assert_eq!(counts.busiest().unwrap(), 4);
+}

@@ -177,9 +177,7 @@ pub fn run(args: WhatifArgs) -> Result<()> {
         bail!("whatif needs a recording made with --accesses: nodescope whatif REC --image IMG");
     };
     let axes = axes(&args)?;
-    let events = read_events(recording)?;
-    let trace = Trace::from_events(&events).with_context(|| format!("{}", recording.display()))?;
-    drop(events);
+    let trace = read_trace(recording).with_context(|| format!("{}", recording.display()))?;
     let nodes = Arc::new(
         NodeSet::load(source)
             .with_context(|| format!("{} is not a readable F2FS {what}", source.display()))?,
@@ -217,16 +215,28 @@ pub fn run(args: WhatifArgs) -> Result<()> {
     Ok(())
 }
 
-fn read_events(path: &Path) -> Result<Vec<Event>> {
+/// The busiest device's trace, in two passes over the file: memory is bounded by the trace's
+/// step limit, never by how many events a (small, compressible) recording claims.
+fn read_trace(path: &Path) -> Result<Trace> {
+    let mut counts = whatif::DeviceCounts::default();
+    each_event(path, |event| {
+        counts.count(event);
+        Ok(())
+    })?;
+    let mut builder = whatif::TraceBuilder::new(counts.busiest()?);
+    each_event(path, |event| builder.add(event))?;
+    Ok(builder.finish())
+}
+
+fn each_event(path: &Path, mut visit: impl FnMut(&Event) -> Result<()>) -> Result<()> {
     let mut reader = reader::open(path)?;
-    let mut events = Vec::new();
     while let Some(item) = reader.next_item() {
-        match item.with_context(|| format!("reading {}", path.display()))? {
-            Item::Events(batch) => events.extend(batch),
+        match item? {
+            Item::Events(batch) => batch.iter().try_for_each(&mut visit)?,
             _ => continue,
         }
     }
-    Ok(events)
+    Ok(())
 }
 
 fn axes(args: &WhatifArgs) -> Result<Axes> {
@@ -244,6 +254,7 @@ fn axes(args: &WhatifArgs) -> Result<Axes> {
     if let Some(bad) = axes.thresholds.iter().find(|t| **t == 0 || **t > 100) {
         bail!("--threshold {bad}: thresholds are 1 to 100 percent (compression off is always run)");
     }
+    check_grid_size(&axes)?;
     for choice in &axes.weights {
         if let WeightChoice::Fixed(w) = choice {
             if !axes.slot_sets.iter().any(|s| choice.for_slots(s).is_some()) {
@@ -256,6 +267,43 @@ fn axes(args: &WhatifArgs) -> Result<Axes> {
         }
     }
     Ok(axes)
+}
+
+/// The most grid points one run takes: each replays the whole trace, and each keeps its
+/// outcome and row, so the plain product of long axes would run for days and allocate
+/// gigabytes before the first answer.
+pub const MAX_GRID_POINTS: u64 = 10_000;
+
+/// Refuses a grid over [`MAX_GRID_POINTS`], naming the product (an upper bound: slot sets and
+/// weights that do not fit each other are left out later).
+fn check_grid_size(axes: &Axes) -> Result<()> {
+    let on_axes = [
+        ("slot sets", axes.slot_sets.len()),
+        ("weights", axes.weights.len()),
+        ("compressors", axes.compressors.len()),
+        ("thresholds", axes.thresholds.len()),
+        ("intervals", axes.intervals.len()),
+    ];
+    let on_points = on_axes
+        .iter()
+        .try_fold(1u64, |product, (_, n)| product.checked_mul(*n as u64));
+    let points = on_points
+        .and_then(|on| on.checked_add(1))
+        .and_then(|per_budget| per_budget.checked_mul(axes.budgets.len() as u64));
+    if points.is_some_and(|points| points <= MAX_GRID_POINTS) {
+        return Ok(());
+    }
+    let factors: Vec<String> = on_axes
+        .iter()
+        .map(|(name, n)| format!("{n} {name}"))
+        .collect();
+    let shown = points.map_or_else(|| "more than 2^64".to_string(), |p| p.to_string());
+    bail!(
+        "the grid has {shown} points ({} budgets x (off + {})), more than the {MAX_GRID_POINTS} \
+         whatif runs: give fewer values per axis",
+        axes.budgets.len(),
+        factors.join(" x ")
+    )
 }
 
 fn list<T>(text: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
