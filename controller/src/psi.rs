@@ -431,7 +431,7 @@ mod tests {
     fn a_trigger_on_this_kernel_is_armed_with_the_share_asked_for() {
         let path = Path::new("/proc/pressure/memory");
         if !path.exists() {
-            println!("SKIPPED: this kernel has no PSI (CONFIG_PSI)");
+            test_skip::skip("this kernel has no PSI (CONFIG_PSI)");
             return;
         }
         let trigger = PsiTrigger::arm(path, 5.5).expect("/proc/pressure/memory takes triggers");

@@ -62,7 +62,7 @@ fn stream_sim(extra: &[&str], xdg_runtime_dir: &Path) -> Output {
 #[test]
 fn a_knob_directory_prepared_by_another_user_is_refused_and_nothing_outside_is_written() {
     if !is_root() {
-        eprintln!("SKIPPED a_knob_directory_prepared_by_another_user...: needs root to chown");
+        test_skip::skip("needs root to chown");
         return;
     }
     let scratch = scratch("hostile-default");

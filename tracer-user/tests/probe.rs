@@ -20,7 +20,7 @@ fn json_of(output: &Output) -> Value {
 #[test]
 fn probe_loads_a_program_and_receives_its_event_through_the_ring_buffer() {
     if !is_root() {
-        eprintln!("SKIPPED probe_loads_a_program...: needs root to load eBPF programs");
+        test_skip::skip("needs root to load eBPF programs");
         return;
     }
     let child = Command::new(NODESCOPE)
@@ -115,7 +115,7 @@ fn probe_without_privileges_still_reports_and_says_what_is_missing() {
 #[test]
 fn probe_shows_each_manifest_kind_as_attached_found_or_missing() {
     if !is_root() {
-        eprintln!("SKIPPED probe_shows_each_manifest_kind...: needs root to attach kprobes");
+        test_skip::skip("needs root to attach kprobes");
         return;
     }
     let dir = common::scratch("probe-status");
@@ -184,7 +184,7 @@ fn probe_shows_each_manifest_kind_as_attached_found_or_missing() {
 #[test]
 fn probe_attaches_every_kind_of_the_simulator_manifest_as_uprobes() {
     if !is_root() {
-        eprintln!("SKIPPED probe_attaches_every_kind...: needs root to attach uprobes");
+        test_skip::skip("needs root to attach uprobes");
         return;
     }
     let sim = concat!(env!("CARGO_MANIFEST_DIR"), "/probes/sim.toml");

@@ -375,7 +375,7 @@ fn missing_knobs_are_refused_as_a_missing_patch() {
 fn unwritable_knobs_are_refused() {
     let fixture = Fixture::new("unwritable", "10\n", "1000\n");
     let Some(mut command) = command_without_root() else {
-        eprintln!("SKIPPED unwritable_knobs_are_refused: cannot run nodescope as nobody here");
+        test_skip::skip("cannot run nodescope as nobody here");
         return;
     };
     for path in [
@@ -667,7 +667,7 @@ fn calm_wakeups(test: &str, extra: &[&str]) -> (u64, String) {
 #[test]
 fn a_psi_trigger_replaces_the_polls_while_memory_is_calm() {
     if !Path::new("/proc/pressure/memory").exists() {
-        println!("SKIPPED: this kernel has no PSI (CONFIG_PSI)");
+        test_skip::skip("this kernel has no PSI (CONFIG_PSI)");
         return;
     }
     // A goal of 50 %: this machine's memory stays calm, so the trigger never fires.

@@ -12,7 +12,7 @@ use serde_json::Value;
 #[test]
 fn vm_replay_seen_through_ebpf_matches_the_simulator_for_every_kind() {
     if !is_root() {
-        eprintln!("SKIPPED vm_replay_seen_through_ebpf...: uprobes need root");
+        test_skip::skip("uprobes need root");
         return;
     }
     let output = Command::new(NODESCOPE)

@@ -305,7 +305,7 @@ impl Drop for Loop {
 #[test]
 fn a_device_gives_exactly_the_images_output_and_a_non_f2fs_one_is_one_line() {
     if !is_root() {
-        eprintln!("skipped: loop devices need root");
+        test_skip::skip("loop devices need root");
         return;
     }
     let f = fixture();

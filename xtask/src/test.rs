@@ -37,6 +37,9 @@ pub fn run() -> Result<()> {
     kmod_test(&mut totals);
     fuzz_targets(&mut totals);
     work_tree_unchanged(tree_before.as_ref(), &mut totals);
+    for name in &totals.skipped_names {
+        println!("SKIPPED: {name}");
+    }
     for name in &totals.failed_names {
         println!("FAILED: {name}");
     }
@@ -77,11 +80,10 @@ fn report_disk_space() {
 /// The end-to-end test: nodescope on a real F2FS in QEMU (6.1 and 6.12), one test in the tally.
 fn vm_tests(totals: &mut Totals) {
     if !util::is_root() {
-        println!(
-            "vm-test SKIPPED: not root: finding Debian's kernel packages may need `apt-get \
-             update`, which needs root (`cargo xtask vm-test` runs it anyway)"
-        );
-        totals.ignored += 1;
+        let why = "vm-test: not root: finding Debian's kernel packages may need `apt-get update`, \
+                   which needs root (`cargo xtask vm-test` runs it anyway)";
+        println!("SKIPPED {why}");
+        totals.skip(why.to_string());
         return;
     }
     match crate::vm::run("all", crate::dist::Arch::X86_64) {
@@ -97,10 +99,9 @@ fn vm_tests(totals: &mut Totals) {
 /// test in the tally, its verdict line `kmod 6.12 ... PASS`.
 fn kmod_test(totals: &mut Totals) {
     if !util::is_root() {
-        println!(
-            "vm-kmod SKIPPED: not root: the kernel packages come through apt, which needs root"
-        );
-        totals.ignored += 1;
+        let why = "vm-kmod: not root: the kernel packages come through apt, which needs root";
+        println!("SKIPPED {why}");
+        totals.skip(why.to_string());
         return;
     }
     match crate::vm::kmod_phase::build_and_run("6.12") {
@@ -187,8 +188,9 @@ fn porcelain_lines(status: &str) -> Vec<String> {
 /// a test forgot to remove): what changed since the start fails the run, named.
 fn work_tree_unchanged(before: Option<&(Vec<String>, String)>, totals: &mut Totals) {
     let (Some(before), Some(after)) = (before, work_tree_state()) else {
-        println!("work tree check SKIPPED: not a git work tree (or git is missing)");
-        totals.ignored += 1;
+        let why = "work tree check: not a git work tree (or git is missing)";
+        println!("SKIPPED {why}");
+        totals.skip(why.to_string());
         return;
     };
     if *before == after {
@@ -248,9 +250,26 @@ struct Totals {
     /// What failed, repeated just above the closing line so that the tail of a long CI log
     /// names it.
     failed_names: Vec<String>,
+    /// What was skipped and why, listed with the failures.
+    skipped_names: Vec<String>,
 }
 
 impl Totals {
+    /// Tests that called `test_skip::skip` returned early, so libtest counted them as passed:
+    /// move each to the skipped, and keep why.
+    fn count_skips(&mut self, log: &str) {
+        for (test, reason) in test_skip::parse_log(log) {
+            self.passed = self.passed.saturating_sub(1);
+            self.skip(format!("{test}: {reason}"));
+        }
+    }
+
+    /// One test that did not run its assertions here, and why.
+    fn skip(&mut self, why: String) {
+        self.ignored += 1;
+        self.skipped_names.push(why);
+    }
+
     /// One failure outside libtest (a VM phase, a fuzz target).
     fn fail(&mut self, name: String) {
         self.failed += 1;
@@ -298,9 +317,17 @@ impl Totals {
 
 /// Run `cargo test`, echo its output, and add up the per-binary summaries.
 fn cargo_test(args: &[&str]) -> Result<Totals> {
+    let skip_log = util::target_dir().join("test-skips.log");
+    match std::fs::remove_file(&skip_log) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            return Err(err).with_context(|| format!("removing {}", skip_log.display()));
+        }
+        _ => {}
+    }
     let mut child = util::cargo()
         .arg("test")
         .args(args)
+        .env(test_skip::LOG_ENV, &skip_log)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -316,6 +343,11 @@ fn cargo_test(args: &[&str]) -> Result<Totals> {
     let status = child.wait().context("waiting for cargo test")?;
     if !status.success() && totals.failed == 0 {
         bail!("cargo test failed: {status}");
+    }
+    match std::fs::read_to_string(&skip_log) {
+        Ok(text) => totals.count_skips(&text),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err).with_context(|| format!("reading {}", skip_log.display())),
     }
     Ok(totals)
 }
@@ -343,6 +375,23 @@ mod tests {
         assert_eq!(
             totals.closing_line(),
             "tests: 3 passed, 2 failed, 2 skipped"
+        );
+    }
+
+    /// A test that returned after `test_skip::skip` passed in libtest's eyes: it is counted
+    /// as skipped, named with its reason (issue 34: skips were counted as passed).
+    #[test]
+    fn logged_skips_move_from_passed_to_skipped() {
+        let mut totals = Totals::default();
+        totals.add_summary("test result: ok. 5 passed; 0 failed; 1 ignored; 0 measured");
+        totals.count_skips("probe::loads\tneeds root\nmain\tno PSI\n");
+        assert_eq!(
+            totals.closing_line(),
+            "tests: 3 passed, 0 failed, 3 skipped"
+        );
+        assert_eq!(
+            totals.skipped_names,
+            ["probe::loads: needs root", "main: no PSI"]
         );
     }
 

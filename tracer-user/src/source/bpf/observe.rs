@@ -195,7 +195,7 @@ mod tests {
     fn every_hook_call_arrives_through_uprobes() {
         let _alone = HOOK_CALLERS.lock().unwrap_or_else(|p| p.into_inner());
         if !is_root() {
-            eprintln!("SKIPPED every_hook_call_arrives_through_uprobes: needs root for uprobes");
+            test_skip::skip("needs root for uprobes");
             return;
         }
         let counted = std::cell::RefCell::new([0u64; sim::events::KIND_SLOTS]);
@@ -253,7 +253,7 @@ mod tests {
     fn ring_buffer_overflow_is_counted_exactly() {
         let _alone = HOOK_CALLERS.lock().unwrap_or_else(|p| p.into_inner());
         if !is_root() {
-            eprintln!("SKIPPED ring_buffer_overflow_is_counted_exactly: needs root for uprobes");
+            test_skip::skip("needs root for uprobes");
             return;
         }
         let mut ebpf = crate::source::bpf::load(4096).unwrap();

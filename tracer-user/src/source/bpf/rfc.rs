@@ -195,7 +195,7 @@ mod tests {
     #[test]
     fn a_bad_probe_is_reported_by_line_and_the_rest_attach() {
         if !crate::system::is_root() {
-            eprintln!("SKIPPED a_bad_probe_is_reported...: attaching uprobes needs root");
+            test_skip::skip("attaching uprobes needs root");
             return;
         }
         sim::hooks::all(); // keep the hooks in this test binary

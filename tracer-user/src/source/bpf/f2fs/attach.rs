@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn f2fs_programs_pass_the_verifier() {
         if !system::is_root() {
-            eprintln!("SKIPPED f2fs_programs_pass_the_verifier: needs root to load eBPF programs");
+            test_skip::skip("needs root to load eBPF programs");
             return;
         }
         let mut ebpf = bpf::load(64 * 1024).expect("load the object");
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn a_rename_stamps_task_changes_with_a_new_time() {
         if !system::is_root() {
-            eprintln!("SKIPPED a_rename_stamps_task_changes_with_a_new_time: needs root");
+            test_skip::skip("needs root");
             return;
         }
         // A fresh machine may have it unmounted; the sources mount it too (source::open).

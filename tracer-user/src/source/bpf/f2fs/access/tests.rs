@@ -117,7 +117,7 @@ fn each_missing_fact_is_named_and_evictions_need_lookups() {
 #[test]
 fn the_lookup_program_passes_the_verifier() {
     if !system::is_root() {
-        eprintln!("SKIPPED the_lookup_program_passes_the_verifier: needs root");
+        test_skip::skip("needs root");
         return;
     }
     let mut ebpf = bpf::load(64 * 1024).expect("load the object");
@@ -137,7 +137,7 @@ fn kernel_dev(meta: &std::fs::Metadata) -> u32 {
 #[test]
 fn truncating_a_watched_inode_gives_one_eviction_per_page() {
     if !system::is_root() {
-        eprintln!("SKIPPED truncating_a_watched_inode_gives_one_eviction_per_page: needs root");
+        test_skip::skip("needs root");
         return;
     }
     // As root, a fresh machine's unmounted tracefs is mounted rather than the test skipped.
