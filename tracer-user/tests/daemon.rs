@@ -360,3 +360,41 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_
         .sum();
     assert!(reads > 0, "the simulated launch reads nodes");
 }
+
+/// Issue 33, findings 2 and 4: at SIGHUP the log's path is a FIFO (the open blocked the
+/// daemon's only runtime thread: no clients, SIGTERM ignored), then a directory (the daemon
+/// exited 1). Now each is refused in the log the daemon still has, it serves on, and SIGTERM
+/// still ends it cleanly.
+#[test]
+fn a_log_path_turned_into_a_fifo_or_a_directory_at_sighup_leaves_the_daemon_serving() {
+    let mut daemon = Daemon::start("log-fifo", "android-launch", "4", "100000000");
+    let log = daemon.path("daemon.log");
+    let kept = daemon.path("daemon.log.1");
+    fs::rename(&log, &kept).unwrap();
+    let name = std::ffi::CString::new(log.to_str().unwrap()).unwrap();
+    // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    send_signal(&daemon.child.as_ref().unwrap().0, libc::SIGHUP);
+    let kept_log = || fs::read_to_string(&kept).unwrap();
+    daemon.wait_for("the refused FIFO, in the old log", |_| {
+        kept_log().contains("not a regular file (a FIFO)")
+    });
+    assert!(daemon.metrics().is_some(), "metrics served after the FIFO");
+    fs::remove_file(&log).unwrap();
+    fs::create_dir(&log).unwrap();
+    send_signal(&daemon.child.as_ref().unwrap().0, libc::SIGHUP);
+    daemon.wait_for("the refused directory, in the old log", |_| {
+        kept_log()
+            .matches("still writing to the log as it was opened")
+            .count()
+            == 2
+    });
+    assert!(
+        daemon.metrics().is_some(),
+        "metrics served after the directory"
+    );
+    daemon.stop();
+    let text = kept_log();
+    assert!(text.contains("daemon: stopping (SIGTERM)"), "{text}");
+    assert!(!text.contains("daemon: log reopened"), "{text}");
+}

@@ -9,7 +9,7 @@
 //! footer, the knobs their original values. SIGHUP reopens `--log`.
 use std::{
     fs::OpenOptions,
-    os::{fd::AsRawFd as _, unix::fs::OpenOptionsExt as _},
+    os::fd::AsRawFd as _,
     path::{Path, PathBuf},
     sync::{Arc, Mutex},
     time::Duration,
@@ -18,6 +18,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
+use tracer_common::files::{self, Symlinks};
 
 use crate::{
     cmd::{top::LiveTuneArgs, WindowArg},
@@ -92,16 +93,19 @@ pub fn run(args: DaemonArgs) -> Result<()> {
 }
 
 /// Point stderr (the log and every message) at `path`, appending: called at the start and on
-/// SIGHUP, so a rotated log is let go of.
+/// SIGHUP, so a rotated log is let go of. Nothing about the path may block or redirect the
+/// daemon: no symlink is followed (run as root, the daemon must not append to whatever file
+/// another user pointed a link at the log's path), and the open never waits (a FIFO there
+/// would block the runtime thread that also handles SIGTERM): anything but a regular file is
+/// refused, naming what is there.
 fn redirect_stderr(path: &Path) -> Result<()> {
-    // No symlink followed: run as root, the daemon must not append to whatever file another
-    // user pointed a link at the log's path.
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .with_context(|| format!("opening the log {}", path.display()))?;
+    let file = files::open_nonblocking(
+        path,
+        OpenOptions::new().create(true).append(true),
+        Symlinks::Refuse,
+    )
+    .and_then(|file| files::ensure_regular(&file).map(|()| file))
+    .with_context(|| format!("opening the log {}", path.display()))?;
     // SAFETY: dup2 on two valid descriptors (the file's, open for the call; stderr's) has no
     // memory effects; it atomically makes fd 2 a copy of the file's descriptor.
     let status = unsafe { libc::dup2(file.as_raw_fd(), libc::STDERR_FILENO) };
@@ -110,6 +114,16 @@ fn redirect_stderr(path: &Path) -> Result<()> {
             .with_context(|| format!("pointing stderr at {}", path.display()));
     }
     Ok(())
+}
+
+/// SIGHUP: reopen the log. A log that cannot be reopened (turned into a directory or a FIFO,
+/// a full or read-only disk) is no reason to stop serving: the daemon says so in the log it
+/// still has and writes on there.
+fn reopen_log(path: &Path) {
+    match redirect_stderr(path) {
+        Ok(()) => log::info!("daemon: log reopened"),
+        Err(err) => log::error!("daemon: {err:#}; still writing to the log as it was opened"),
+    }
 }
 
 async fn daemon(args: DaemonArgs) -> Result<()> {
@@ -221,8 +235,7 @@ impl Daemon {
                 _ = tick.tick() => self.refresh()?,
                 _ = sighup.recv() => {
                     if let Some(log) = log {
-                        redirect_stderr(log)?;
-                        log::info!("daemon: log reopened");
+                        reopen_log(log);
                     }
                 }
                 _ = sigterm.recv() => return Ok("SIGTERM".into()),
