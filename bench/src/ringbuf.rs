@@ -6,6 +6,7 @@
 //! second; the
 //! highest rate delivered with zero drops is found by doubling then bisecting, and the drop
 //! fraction is measured at 2x and 4x that rate. Figures, never pass/fail.
+use nodescope::source::bpf::ObjectMaps as _;
 use std::{
     sync::{
         atomic::{AtomicBool, Ordering},
@@ -13,6 +14,7 @@ use std::{
     },
     time::{Duration, Instant},
 };
+use tracer_common::maps;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use aya::{maps::Array, programs::TracePoint, Ebpf};
@@ -134,10 +136,7 @@ async fn trial(
 }
 
 fn attach(ebpf: &mut Ebpf) -> Result<()> {
-    let mut settings: Array<_, u32> = Array::try_from(
-        ebpf.map_mut("BENCH_SETTINGS")
-            .context("BENCH_SETTINGS map missing")?,
-    )?;
+    let mut settings: Array<_, u32> = Array::try_from(ebpf.named_map_mut(maps::BENCH_SETTINGS)?)?;
     settings.set(0, std::process::id(), 0)?;
     settings.set(1, BURST, 0)?;
     // Attaching a tracepoint needs tracefs, which a fresh machine may not have mounted.

@@ -9,6 +9,7 @@ extern crate std;
 #[cfg(feature = "user")]
 pub mod files;
 pub mod knobs;
+pub mod maps;
 #[cfg(feature = "user")]
 pub mod text;
 

@@ -10,6 +10,7 @@ pub mod rfc;
 pub mod selftest;
 
 use std::os::fd::AsRawFd as _;
+use tracer_common::maps;
 
 use anyhow::{Context as _, Result};
 use aya::{maps::RingBuf, Ebpf, EbpfLoader};
@@ -66,6 +67,32 @@ pub fn init_logger(ebpf: &mut Ebpf) -> Option<KernelLogger> {
         .ok()
 }
 
+/// The object's maps by their shared names ([`tracer_common::maps`]), each missing one an
+/// error that names it.
+pub trait ObjectMaps {
+    fn named_map(&self, name: &str) -> Result<&aya::maps::Map>;
+    fn named_map_mut(&mut self, name: &str) -> Result<&mut aya::maps::Map>;
+    fn take_named_map(&mut self, name: &str) -> Result<aya::maps::Map>;
+}
+
+impl ObjectMaps for Ebpf {
+    fn named_map(&self, name: &str) -> Result<&aya::maps::Map> {
+        self.map(name).with_context(|| missing_map(name))
+    }
+
+    fn named_map_mut(&mut self, name: &str) -> Result<&mut aya::maps::Map> {
+        self.map_mut(name).with_context(|| missing_map(name))
+    }
+
+    fn take_named_map(&mut self, name: &str) -> Result<aya::maps::Map> {
+        self.take_map(name).with_context(|| missing_map(name))
+    }
+}
+
+fn missing_map(name: &str) -> String {
+    format!("the eBPF object has no map {name} (or it was taken already)")
+}
+
 /// Reads events from the EVENTS ring buffer as they arrive.
 pub struct EventReader {
     ring: AsyncFd<RingBuf<aya::maps::MapData>>,
@@ -73,9 +100,7 @@ pub struct EventReader {
 
 impl EventReader {
     pub fn new(ebpf: &mut Ebpf) -> Result<EventReader> {
-        let map = ebpf
-            .take_map("EVENTS")
-            .context("EVENTS map missing from object")?;
+        let map = ebpf.take_named_map(maps::EVENTS)?;
         let ring = RingBuf::try_from(map).context("EVENTS is not a ring buffer")?;
         log::debug!("ring buffer fd {}", ring.as_raw_fd());
         // SAFETY: RingBuf owns the map fd, keeps it open until dropped and always returns the
@@ -119,9 +144,33 @@ pub const DRAIN_PERIOD: std::time::Duration = std::time::Duration::from_millis(1
 
 /// Events the kernel side could not put in the ring buffer.
 pub fn dropped(ebpf: &Ebpf) -> Result<u64> {
-    let map = ebpf.map("DROPS").context("DROPS map missing")?;
+    let map = ebpf.named_map(maps::DROPS)?;
     let drops: aya::maps::PerCpuArray<_, u64> =
         aya::maps::PerCpuArray::try_from(map).context("DROPS type")?;
     let per_cpu = drops.get(&0, 0).context("reading DROPS")?;
     Ok(per_cpu.iter().sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::OBJECT;
+
+    /// The eBPF side names its maps in `#[map(name = "...")]` literals: the built object holds
+    /// exactly the maps `tracer_common::maps::ALL` names, no more, no fewer (checked without a
+    /// kernel, from the object file).
+    #[test]
+    fn the_objects_maps_are_the_shared_names() {
+        let object = aya_obj::Object::parse(OBJECT).expect("parsing the eBPF object");
+        let in_object: BTreeSet<&str> = object
+            .maps
+            .keys()
+            .map(String::as_str)
+            // Global data (.rodata, .bss, .data) and aya-log's map are not ours to name.
+            .filter(|name| !name.starts_with('.') && *name != "AYA_LOGS")
+            .collect();
+        let shared: BTreeSet<&str> = tracer_common::maps::ALL.into_iter().collect();
+        assert_eq!(in_object, shared);
+    }
 }

@@ -1,6 +1,7 @@
 //! Observe in-process work (a simulator run) only through eBPF: attach the probe programs as
 //! uprobes on this binary's hook functions, run the work, and count what arrives through the
 //! ring buffer next to what the work itself says it emitted.
+use crate::source::bpf::ObjectMaps as _;
 use std::{
     collections::BTreeMap,
     sync::{
@@ -10,6 +11,7 @@ use std::{
     thread,
     time::Duration,
 };
+use tracer_common::maps;
 
 use anyhow::{Context as _, Result};
 use aya::{maps::RingBuf, programs::uprobe::UProbeScope};
@@ -70,7 +72,7 @@ pub fn observe<R>(
         "some simulator probes did not attach: {}",
         probes.failed.join("; ")
     );
-    let ring = RingBuf::try_from(ebpf.take_map("EVENTS").context("EVENTS map missing")?)?;
+    let ring = RingBuf::try_from(ebpf.take_named_map(maps::EVENTS)?)?;
     let reader = RingReader::start(ring);
     let before = emitted();
     let result = work();
@@ -261,7 +263,7 @@ mod tests {
         sim::hooks::all();
         let pid = std::num::NonZeroU32::new(std::process::id()).unwrap();
         rfc::attach(&mut ebpf, &manifest, UProbeScope::OneProcess(pid)).unwrap();
-        let mut ring = RingBuf::try_from(ebpf.take_map("EVENTS").unwrap()).unwrap();
+        let mut ring = RingBuf::try_from(ebpf.take_map(maps::EVENTS).unwrap()).unwrap();
         for nid in 0..1000 {
             hooks::nodescope_sim_convert(7, nid, 300, 512); // nothing drains meanwhile
         }

@@ -2,7 +2,9 @@
 //! patched kernel, uprobes on the simulator's hooks. Every probe is tried; failures are
 //! reported per probe with the manifest line, and the others still attach. Also what those
 //! programs counted in the kernel (`kernel_counts`), to compare with what reached userspace.
+use crate::source::bpf::ObjectMaps as _;
 use std::{collections::HashSet, path::Path};
+use tracer_common::maps;
 
 use anyhow::{Context as _, Result};
 use aya::{
@@ -113,7 +115,7 @@ fn check_symbol(probe: &Probe, kallsyms: Option<&HashSet<String>>) -> Result<()>
 }
 
 fn write_spec(ebpf: &mut Ebpf, probe: &Probe) -> Result<()> {
-    let map = ebpf.map_mut("RFC_SPECS").context("RFC_SPECS map missing")?;
+    let map = ebpf.named_map_mut(maps::RFC_SPECS)?;
     let mut specs: Array<_, ProbeSpec> = Array::try_from(map)?;
     specs
         .set(probe.kind as u32, probe.spec, 0)
@@ -171,7 +173,7 @@ fn attach_one(
 
 /// Events the probes emitted per kind (before the ring buffer), summed over CPUs.
 pub fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
-    let map = ebpf.map("RFC_COUNTS").context("RFC_COUNTS map missing")?;
+    let map = ebpf.named_map(maps::RFC_COUNTS)?;
     let counts: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
     let mut out = Vec::new();
     for slot in 0..RFC_KIND_SLOTS {

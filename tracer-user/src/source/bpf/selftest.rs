@@ -1,6 +1,8 @@
 //! Prove that this kernel loads and runs our programs: attach a tracepoint on getpid, call
 //! getpid, and receive the event through the ring buffer.
+use crate::source::bpf::ObjectMaps as _;
 use std::time::{Duration, Instant};
+use tracer_common::maps;
 
 use anyhow::{bail, Context as _, Result};
 use aya::{maps::Array, programs::TracePoint};
@@ -26,8 +28,7 @@ pub async fn run() -> Result<SelfTest> {
     let mut ebpf = load(RING_BYTES)?;
     let mut kernel_log = init_logger(&mut ebpf);
     let tgid = std::process::id();
-    let mut config: Array<_, u32> =
-        Array::try_from(ebpf.map_mut("CONFIG").context("CONFIG map missing")?)?;
+    let mut config: Array<_, u32> = Array::try_from(ebpf.named_map_mut(maps::CONFIG)?)?;
     config
         .set(CONFIG_TARGET_TGID, tgid, 0)
         .context("writing CONFIG")?;

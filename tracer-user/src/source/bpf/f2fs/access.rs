@@ -7,7 +7,9 @@
 //! `sbi->node_ino_num`, at offsets BTF gives (vmlinux + the f2fs module's split BTF); the
 //! eviction record's fields at the offsets its format file gives. `plan` is pure so tests can
 //! feed it other kernels' facts; `plan_this_kernel` gathers this kernel's.
+use crate::source::bpf::ObjectMaps as _;
 use std::{fmt::Write as _, path::Path};
+use tracer_common::maps;
 
 use anyhow::{bail, Context as _, Result};
 use aya::{
@@ -230,9 +232,7 @@ pub fn plan_this_kernel() -> AccessPlan {
 /// Write the layout, then attach what the plan chose. Each attachment's outcome is returned;
 /// the caller decides what it cannot live without.
 pub fn attach(ebpf: &mut Ebpf, plan: &AccessPlan) -> Result<Vec<AttachOutcome>> {
-    let map = ebpf
-        .map_mut("ACCESS_LAYOUT")
-        .context("ACCESS_LAYOUT map missing")?;
+    let map = ebpf.named_map_mut(maps::ACCESS_LAYOUT)?;
     let mut layouts: Array<_, AccessLayout> = Array::try_from(map)?;
     layouts
         .set(0, plan.layout, 0)
@@ -288,16 +288,14 @@ fn attach_evict(ebpf: &mut Ebpf) -> Result<()> {
 /// Watch `ino` on device `dev` (kernel encoding) for evictions before any lookup has named
 /// that device's node inode (tests; a device mounted before the trace started).
 pub fn watch_inode(ebpf: &mut Ebpf, dev: u32, ino: u32) -> Result<()> {
-    let map = ebpf.map_mut("NODE_INO").context("NODE_INO map missing")?;
+    let map = ebpf.named_map_mut(maps::NODE_INO)?;
     let mut node_ino: aya::maps::HashMap<_, u32, u32> = aya::maps::HashMap::try_from(map)?;
     node_ino.insert(dev, ino, 0).context("writing NODE_INO")
 }
 
 /// Exact counts since attaching: (node lookups, node evictions), summed over the CPUs.
 pub fn counts(ebpf: &Ebpf) -> Result<(u64, u64)> {
-    let map = ebpf
-        .map("ACCESS_COUNTS")
-        .context("ACCESS_COUNTS map missing")?;
+    let map = ebpf.named_map(maps::ACCESS_COUNTS)?;
     let counts: PerCpuArray<_, u64> = PerCpuArray::try_from(map).context("ACCESS_COUNTS type")?;
     let sum = |index| -> Result<u64> {
         Ok(counts

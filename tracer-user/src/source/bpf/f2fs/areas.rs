@@ -1,11 +1,13 @@
 //! The layout of each mounted F2FS device (where its checkpoint packs, SIT, NAT and SSA areas
 //! start), read from the device's own superblock at run time and handed to the metadata-write
 //! program through `META_AREAS`, which sorts every META block write by area (issue 19).
+use crate::source::bpf::ObjectMaps as _;
 use std::{
     fs::File,
     io::Read as _,
     path::{Path, PathBuf},
 };
+use tracer_common::maps;
 
 use anyhow::{Context as _, Result};
 use aya::{maps::HashMap, Ebpf};
@@ -56,9 +58,7 @@ fn device_of(name: &str) -> Result<(u32, PathBuf)> {
 /// Write every mounted F2FS device's areas into `META_AREAS`. Returns one line per device
 /// whose layout could not be read: its metadata writes then count as area "unknown".
 pub fn write_meta_areas(ebpf: &mut Ebpf) -> Result<Vec<String>> {
-    let map = ebpf
-        .map_mut("META_AREAS")
-        .context("META_AREAS map missing")?;
+    let map = ebpf.named_map_mut(maps::META_AREAS)?;
     let mut map: HashMap<_, u32, MetaAreas> = HashMap::try_from(map)?;
     let mut problems = Vec::new();
     for device in system::f2fs_devices(Path::new("/sys/fs/f2fs")) {

@@ -1,5 +1,6 @@
 //! Attaching the F2FS programs the planner chose: their tracepoint layouts and settings go into
 //! TP_LAYOUT and CONFIG first, then each program is loaded and attached.
+use crate::source::bpf::ObjectMaps as _;
 use anyhow::{Context as _, Result};
 use aya::{
     maps::Array,
@@ -7,6 +8,7 @@ use aya::{
     Ebpf,
 };
 use serde::Serialize;
+use tracer_common::maps;
 use tracer_common::{
     TracepointLayout, CONFIG_NODE_READ_EVENTS, CONFIG_RAHEAD_BIT, TP_SUBMIT_PAGE_BIO,
 };
@@ -74,7 +76,7 @@ fn page_bio_layout(plan: &Plan) -> Option<TracepointLayout> {
 }
 
 fn write_layouts(ebpf: &mut Ebpf, plan: &Plan) -> Result<()> {
-    let map = ebpf.map_mut("TP_LAYOUT").context("TP_LAYOUT map missing")?;
+    let map = ebpf.named_map_mut(maps::TP_LAYOUT)?;
     let mut layouts: Array<_, TracepointLayout> = Array::try_from(map)?;
     for part in plan.parts() {
         if let Some((slot, layout)) = part.chosen.as_ref().and_then(|c| c.layout) {
@@ -85,7 +87,7 @@ fn write_layouts(ebpf: &mut Ebpf, plan: &Plan) -> Result<()> {
 }
 
 fn write_config(ebpf: &mut Ebpf, index: u32, value: u32) -> Result<()> {
-    let map = ebpf.map_mut("CONFIG").context("CONFIG map missing")?;
+    let map = ebpf.named_map_mut(maps::CONFIG)?;
     let mut config: Array<_, u32> = Array::try_from(map)?;
     config.set(index, value, 0).context("writing CONFIG")
 }
@@ -204,7 +206,7 @@ mod tests {
         assert_eq!(outcome.target, "task:task_rename");
         let stamp = |ebpf: &Ebpf| -> u64 {
             let changes: Array<_, u64> =
-                Array::try_from(ebpf.map("TASK_CHANGES").unwrap()).unwrap();
+                Array::try_from(ebpf.map(maps::TASK_CHANGES).unwrap()).unwrap();
             changes.get(&0, 0).unwrap()
         };
         let rename = |name: &std::ffi::CStr| {

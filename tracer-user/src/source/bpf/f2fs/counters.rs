@@ -1,6 +1,8 @@
 //! The F2FS programs' in-kernel counters: exact per-process counts kept in NODE_COUNTS (no
 //! event can be lost on the way) and the increments that did not fit in the map.
+use crate::source::bpf::ObjectMaps as _;
 use std::os::fd::{AsFd as _, AsRawFd as _};
+use tracer_common::maps;
 
 use anyhow::{bail, Context as _, Result};
 use aya::{
@@ -11,7 +13,7 @@ use tracer_common::{SlotTable, TaskCounts, TaskKey};
 
 /// The in-kernel counters, summed over CPUs: one entry per (device, tgid, uid).
 pub fn read_counts(ebpf: &Ebpf) -> Result<Vec<(TaskKey, TaskCounts)>> {
-    let map = ebpf.map("NODE_COUNTS").context("NODE_COUNTS map missing")?;
+    let map = ebpf.named_map(maps::NODE_COUNTS)?;
     let counts: PerCpuHashMap<_, TaskKey, TaskCounts> = PerCpuHashMap::try_from(map)?;
     let mut out = Vec::new();
     for item in counts.iter() {
@@ -28,7 +30,7 @@ pub const NODE_COUNTS_CAPACITY: usize = 8192;
 /// (BPF_MAP_LOOKUP_AND_DELETE_ELEM, hash maps since Linux 5.14): an increment that lands
 /// before it is in the value returned, one after it makes a fresh entry. `None`: no entry.
 pub fn take(ebpf: &Ebpf, key: &TaskKey) -> Result<Option<TaskCounts>> {
-    let Some(Map::PerCpuHashMap(data)) = ebpf.map("NODE_COUNTS") else {
+    let Some(Map::PerCpuHashMap(data)) = ebpf.map(maps::NODE_COUNTS) else {
         bail!("NODE_COUNTS map missing or not a per-CPU hash map");
     };
     let cpus = nr_cpus()?;
@@ -99,7 +101,7 @@ pub fn merge(total: &mut TaskCounts, v: &TaskCounts) {
 
 /// Every CPU's counter slots (`COUNT_SLOTS`), one table per possible CPU.
 pub fn read_slots(ebpf: &Ebpf) -> Result<Vec<SlotTable>> {
-    let map = ebpf.map("COUNT_SLOTS").context("COUNT_SLOTS map missing")?;
+    let map = ebpf.named_map(maps::COUNT_SLOTS)?;
     let tables: PerCpuArray<_, SlotTable> = PerCpuArray::try_from(map)?;
     let values = tables.get(&0, 0).context("reading COUNT_SLOTS")?;
     Ok(values.iter().copied().collect())
@@ -113,9 +115,7 @@ pub fn init_slots(
     rahead_bit: u32,
     uid_follows_creds: bool,
 ) -> Result<()> {
-    let map = ebpf
-        .map_mut("COUNT_SLOTS")
-        .context("COUNT_SLOTS map missing")?;
+    let map = ebpf.named_map_mut(maps::COUNT_SLOTS)?;
     let mut tables: PerCpuArray<_, SlotTable> = PerCpuArray::try_from(map)?;
     let mut table = SlotTable::EMPTY;
     table.fast_node_reads = u32::from(fast_node_reads);
@@ -127,9 +127,7 @@ pub fn init_slots(
 
 /// Hand slot `index` back on the CPUs whose `grants` entry names its occupancy.
 pub fn write_grants(ebpf: &mut Ebpf, index: usize, grants: Vec<u64>) -> Result<()> {
-    let map = ebpf
-        .map_mut("SLOT_GRANTS")
-        .context("SLOT_GRANTS map missing")?;
+    let map = ebpf.named_map_mut(maps::SLOT_GRANTS)?;
     let mut map: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
     let mut grants = grants;
     grants.resize(nr_cpus()?, 0);
@@ -152,7 +150,7 @@ fn nr_cpus() -> Result<usize> {
 
 /// Increments the kernel side could not make because NODE_COUNTS was full.
 pub fn count_failures(ebpf: &Ebpf) -> Result<u64> {
-    let map = ebpf.map("COUNT_FAILS").context("COUNT_FAILS map missing")?;
+    let map = ebpf.named_map(maps::COUNT_FAILS)?;
     let fails: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
     Ok(fails
         .get(&0, 0)

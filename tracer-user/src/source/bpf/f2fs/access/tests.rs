@@ -176,7 +176,7 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
 
     let (lookups, evictions) = counts(&ebpf).unwrap();
     assert_eq!((lookups, evictions), (0, 4));
-    let mut ring = RingBuf::try_from(ebpf.take_map("EVENTS").unwrap()).unwrap();
+    let mut ring = RingBuf::try_from(ebpf.take_map(maps::EVENTS).unwrap()).unwrap();
     let mut nids = Vec::new();
     while let Some(item) = ring.next() {
         let event = Event::from_bytes(&item).unwrap();

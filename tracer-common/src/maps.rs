@@ -1,0 +1,72 @@
+//! The names of the eBPF object's maps, for userspace to find them by. aya-ebpf's
+//! `#[map(name = "...")]` takes a literal, so tracer-ebpf spells each name there once more; a
+//! test (tracer-user's `source::bpf::tests`) parses the built object and holds both sides to
+//! this list: every name here is a map of the object, every map of the object is named here.
+
+/// Events to userspace (ring buffer).
+pub const EVENTS: &str = "EVENTS";
+/// Events the ring buffer had no room for, per CPU.
+pub const DROPS: &str = "DROPS";
+/// Run-time switches (`CONFIG_*` slots).
+pub const CONFIG: &str = "CONFIG";
+/// Where each tracepoint's fields are, from its format file.
+pub const TP_LAYOUT: &str = "TP_LAYOUT";
+/// Exact counters per (device, tgid, uid), where a task holds no counter slot.
+pub const NODE_COUNTS: &str = "NODE_COUNTS";
+/// Each CPU's counter slots (a task counts in the one its tgid's low bits name).
+pub const COUNT_SLOTS: &str = "COUNT_SLOTS";
+/// Per slot, the occupancy userspace read the final counts of (the slot may change hands).
+pub const SLOT_GRANTS: &str = "SLOT_GRANTS";
+/// Each CPU's copy of the tracepoint record being handled.
+pub const TP_RECORD: &str = "TP_RECORD";
+/// Increments that found NODE_COUNTS full.
+pub const COUNT_FAILS: &str = "COUNT_FAILS";
+/// Kprobe fallback: read_node_page's op_flags per thread, from entry to return.
+pub const READ_NODE_ARGS: &str = "READ_NODE_ARGS";
+/// Kprobe fallback: threads inside f2fs_ra_node_page.
+pub const RA_ACTIVE: &str = "RA_ACTIVE";
+/// When some task last changed its comm or its credentials.
+pub const TASK_CHANGES: &str = "TASK_CHANGES";
+/// Each F2FS device's metadata layout.
+pub const META_AREAS: &str = "META_AREAS";
+/// Exact metadata reads per area and journal entries per kind.
+pub const CPANAT_COUNTS: &str = "CPANAT_COUNTS";
+/// The BTF offsets the `--accesses` programs read.
+pub const ACCESS_LAYOUT: &str = "ACCESS_LAYOUT";
+/// Device -> its node inode number.
+pub const NODE_INO: &str = "NODE_INO";
+/// The `--accesses` programs' counts (`ACCESS_COUNT_*`).
+pub const ACCESS_COUNTS: &str = "ACCESS_COUNTS";
+/// The RFC probes' decoding specs, index = EventKind.
+pub const RFC_SPECS: &str = "RFC_SPECS";
+/// Events emitted per RFC kind, counted before the ring buffer.
+pub const RFC_COUNTS: &str = "RFC_COUNTS";
+/// What an RFC probe keeps from entry to return.
+pub const RFC_STASH: &str = "RFC_STASH";
+/// The ring-buffer benchmark's settings.
+pub const BENCH_SETTINGS: &str = "BENCH_SETTINGS";
+
+/// Every map of the object.
+pub const ALL: [&str; 21] = [
+    EVENTS,
+    DROPS,
+    CONFIG,
+    TP_LAYOUT,
+    NODE_COUNTS,
+    COUNT_SLOTS,
+    SLOT_GRANTS,
+    TP_RECORD,
+    COUNT_FAILS,
+    READ_NODE_ARGS,
+    RA_ACTIVE,
+    TASK_CHANGES,
+    META_AREAS,
+    CPANAT_COUNTS,
+    ACCESS_LAYOUT,
+    NODE_INO,
+    ACCESS_COUNTS,
+    RFC_SPECS,
+    RFC_COUNTS,
+    RFC_STASH,
+    BENCH_SETTINGS,
+];
