@@ -33,7 +33,20 @@ impl Daemon {
     /// A daemon on `scenario` at `speed` with --tune, --openmetrics and --record (a cap small
     /// enough to rotate within seconds), its knobs at THRESHOLD and INTERVAL.
     fn start(test: &str, scenario: &str, speed: &str, record_max_bytes: &str) -> Daemon {
+        Daemon::start_prepared(test, scenario, speed, record_max_bytes, |_| {})
+    }
+
+    /// [`Daemon::start`], with `prepare` run on the scratch directory first (the recording
+    /// goes to its `rec`).
+    fn start_prepared(
+        test: &str,
+        scenario: &str,
+        speed: &str,
+        record_max_bytes: &str,
+        prepare: impl FnOnce(&Path),
+    ) -> Daemon {
         let dir = scratch(test);
+        prepare(dir.path());
         let knobs = dir.path().join("knobs/vdb");
         fs::create_dir_all(&knobs).unwrap();
         fs::write(knobs.join("node_compress_threshold"), THRESHOLD).unwrap();
@@ -397,4 +410,128 @@ fn a_log_path_turned_into_a_fifo_or_a_directory_at_sighup_leaves_the_daemon_serv
     let text = kept_log();
     assert!(text.contains("daemon: stopping (SIGTERM)"), "{text}");
     assert!(!text.contains("daemon: log reopened"), "{text}");
+}
+
+/// Issue 33, finding 4: `--record DIR` holding what the daemon did not write. A file numbered
+/// u64::MAX wrapped the sequence to 0 (rotation then deleted the daemon's own new files and
+/// kept that one), and a directory named like the next file killed the daemon at rotation.
+/// Now foreign names are named in the log and left alone, a taken name is skipped, and
+/// rotation removes only the daemon's own files.
+#[test]
+fn foreign_files_in_the_recording_directory_are_left_alone_and_taken_names_skipped() {
+    let outside = scratch("rolling-outside");
+    let target = outside.path().join("precious");
+    fs::write(&target, "not a recording").unwrap();
+    let target_for_link = target.clone();
+    let mut daemon =
+        Daemon::start_prepared("rolling-foreign", "vm-replay", "10", "300000", |dir| {
+            let rec = dir.join("rec");
+            fs::create_dir_all(&rec).unwrap();
+            fs::write(rec.join("nodescope-18446744073709551615.nsr"), "foreign").unwrap();
+            fs::create_dir(rec.join("nodescope-000001.nsr")).unwrap();
+            std::os::unix::fs::symlink(&target_for_link, rec.join("nodescope-000004.nsr")).unwrap();
+        });
+    daemon.wait_for("two rotations", |d| {
+        d.log()
+            .matches("recording: removed the oldest file")
+            .count()
+            >= 2
+    });
+    daemon.stop();
+    let log = daemon.log();
+    let rec = daemon.path("rec");
+    assert!(
+        log.contains("nodescope-18446744073709551615.nsr is not one of the daemon's files"),
+        "{log}"
+    );
+    assert!(
+        log.contains("nodescope-000001.nsr is taken: skipping its number"),
+        "{log}"
+    );
+    assert!(
+        log.contains("nodescope-000004.nsr is taken: skipping its number"),
+        "{log}"
+    );
+    assert_eq!(
+        fs::read_to_string(rec.join("nodescope-18446744073709551615.nsr")).unwrap(),
+        "foreign"
+    );
+    assert!(rec.join("nodescope-000001.nsr").is_dir());
+    assert!(fs::symlink_metadata(rec.join("nodescope-000004.nsr"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(fs::read_to_string(&target).unwrap(), "not a recording");
+    // Three of the daemon's files remain, the newest numbered past the taken names, each a
+    // complete recording.
+    let ours: Vec<PathBuf> = daemon
+        .recordings()
+        .into_iter()
+        .filter(|f| f.is_file() && !f.is_symlink())
+        .filter(|f| !f.ends_with("nodescope-18446744073709551615.nsr"))
+        .collect();
+    assert_eq!(ours.len(), 3, "{ours:?}");
+    assert!(
+        !ours.iter().any(|f| f.ends_with("nodescope-000000.nsr")),
+        "{ours:?}"
+    );
+    for file in &ours {
+        let report = nodescope(&["report", "--json", file.to_str().unwrap()]);
+        let summary: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+        assert_eq!(summary["complete"], true, "{file:?}");
+    }
+}
+
+/// Issue 33, finding 4: a full disk under `--record` ended the daemon (exit 1). Now the
+/// recording stops, said in the log, to the clients and in the metrics, and the daemon serves
+/// on; SIGTERM still ends it with exit 0 and the knobs back.
+#[test]
+fn a_full_disk_stops_the_recording_not_the_daemon() {
+    if !common::is_root() {
+        test_skip::skip("mounting a small tmpfs needs root");
+        return;
+    }
+    let mut mounted = None;
+    let mut daemon =
+        Daemon::start_prepared("rolling-full", "vm-replay", "10", "100000000", |dir| {
+            let rec = dir.join("rec");
+            fs::create_dir_all(&rec).unwrap();
+            let status = Command::new("mount")
+                .args([
+                    "-t",
+                    "tmpfs",
+                    "-o",
+                    "size=256k",
+                    "nodescope-full",
+                    rec.to_str().unwrap(),
+                ])
+                .status()
+                .unwrap();
+            assert!(status.success(), "mount tmpfs");
+            mounted = Some(Unmount(rec));
+        });
+    daemon.wait_for("the recording's stop", |d| {
+        d.log().contains("recording stopped: ")
+    });
+    let log = daemon.log();
+    assert!(log.contains("No space left on device"), "{log}");
+    let body = http_get(daemon.port, "/metrics").unwrap();
+    assert!(
+        body.contains("nodescope_recording_active{device=\"vdb\"} 0"),
+        "{body}"
+    );
+    assert!(daemon.metrics().is_some(), "serving on");
+    daemon.stop();
+    assert_eq!(daemon.knob("node_compress_threshold").trim(), THRESHOLD);
+    assert!(daemon.log().contains("daemon: knobs restored"));
+    drop(mounted);
+}
+
+/// Unmounts the test's tmpfs, even when an assertion failed.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
 }

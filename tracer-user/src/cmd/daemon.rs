@@ -186,6 +186,7 @@ async fn daemon(args: DaemonArgs) -> Result<()> {
         tuning,
         socket,
         exposition,
+        recording_asked: recording.is_some(),
         recording,
         pane: DecisionsPane::default(),
     };
@@ -206,6 +207,8 @@ struct Daemon {
     socket: SocketServer,
     exposition: Option<metrics::Exposition>,
     recording: Option<RollingRecorder>,
+    /// `--record` was given (the recording may have stopped since).
+    recording_asked: bool,
     pane: DecisionsPane,
 }
 
@@ -227,9 +230,7 @@ impl Daemon {
                         log::info!("daemon: the source ended; serving its last state");
                     }
                     self.pipeline.ingest(&mut batch)?;
-                    if let Some(recording) = &mut self.recording {
-                        recording.events(&batch)?;
-                    }
+                    self.record(|recording, _| recording.events(&batch));
                     batch.clear();
                 }
                 _ = tick.tick() => self.refresh()?,
@@ -259,7 +260,8 @@ impl Daemon {
         }
         self.publish_windows(&refreshed.closed)?;
         if let Some(Ok(mut text)) = self.exposition.as_ref().map(|text| text.lock()) {
-            *text = metrics::render(self.pipeline.model(), &self.device);
+            let recording = self.recording_asked.then_some(self.recording.is_some());
+            *text = metrics::render_with(self.pipeline.model(), &self.device, recording);
         }
         // Nobody connected: nothing to copy or encode (a new client waits one refresh at most).
         if self.socket.client_count() > 0 {
@@ -270,19 +272,42 @@ impl Daemon {
                 snapshot: Box::new(snapshot),
             })?;
         }
-        if let Some(recording) = &mut self.recording {
-            recording.tick(&self.pipeline)?;
-        }
+        self.record(|recording, pipeline| recording.tick(pipeline));
         Ok(())
+    }
+
+    /// One step of the rolling recording. An error there (a full disk, a directory removed,
+    /// every next name taken) stops the recording, not the daemon: said in the log, to the
+    /// clients (a line in the decisions pane) and in the metrics (`recording_active` 0).
+    fn record(&mut self, step: impl FnOnce(&mut RollingRecorder, &Pipeline) -> Result<()>) {
+        let Some(recording) = &mut self.recording else {
+            return;
+        };
+        let Err(err) = step(recording, &self.pipeline) else {
+            return;
+        };
+        let line = format!("recording stopped: {err:#}; serving on without it");
+        log::error!("daemon: {line}");
+        if let Some(recording) = self.recording.take() {
+            let path = recording.current_path();
+            if let Err(err) = recording.finish(self.pipeline.now_ns()) {
+                log::warn!("daemon: {} has no footer: {err:#}", path.display());
+            }
+        }
+        if let Err(err) = self
+            .socket
+            .publish(&Message::Decision { line: line.clone() })
+        {
+            log::warn!("daemon: telling the clients: {err:#}");
+        }
+        self.pane.push(line);
     }
 
     fn note_knob_change(&mut self, refreshed: &Refreshed) -> Result<()> {
         let Some(change) = &refreshed.knob_change else {
             return Ok(());
         };
-        if let Some(recording) = &mut self.recording {
-            recording.knob_change(change)?;
-        }
+        self.record(|recording, _| recording.knob_change(change));
         let model = self.pipeline.model();
         let window = model.history().back().map_or(0, |w| w.index + 1);
         let line = format!(
@@ -323,11 +348,15 @@ impl Daemon {
             reason: reason.to_string(),
         })?;
         if let Some(recording) = self.recording.take() {
-            let (path, bytes, events) = recording.finish(self.pipeline.now_ns())?;
-            log::info!(
-                "daemon: recording {} finished ({events} events, {bytes} bytes)",
-                path.display()
-            );
+            let path = recording.current_path();
+            match recording.finish(self.pipeline.now_ns()) {
+                Ok((path, bytes, events)) => log::info!(
+                    "daemon: recording {} finished ({events} events, {bytes} bytes)",
+                    path.display()
+                ),
+                // The knobs still go back, and the clients got their end.
+                Err(err) => log::error!("daemon: {} has no footer: {err:#}", path.display()),
+            }
         }
         if let Some(tuning) = self.tuning.take() {
             drop(tuning);

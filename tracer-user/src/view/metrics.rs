@@ -86,6 +86,12 @@ const APP_COUNTERS: [AppCounter; 5] = [
 ];
 
 pub fn render(model: &Model, device: &str) -> String {
+    render_with(model, device, None)
+}
+
+/// [`render`], and for the daemon with `--record`, whether its rolling recording is still
+/// written (`Some(false)` once an error stopped it).
+pub fn render_with(model: &Model, device: &str, recording: Option<bool>) -> String {
     let mut out = String::new();
     let mut family = Family { out: &mut out };
     let mut apps = model.apps();
@@ -106,6 +112,18 @@ pub fn render(model: &Model, device: &str) -> String {
         }
     }
     render_device(&mut family, model, device);
+    if let Some(active) = recording {
+        family.header(
+            "nodescope_recording_active",
+            "gauge",
+            "1 while the daemon's rolling recording is written, 0 once an error stopped it",
+        );
+        family.sample(
+            "nodescope_recording_active",
+            &[("device", device)],
+            u64::from(active),
+        );
+    }
     out.push_str("# EOF\n");
     out
 }

@@ -18,6 +18,12 @@ use crate::{
 
 const PREFIX: &str = "nodescope-";
 const SUFFIX: &str = ".nsr";
+/// The highest file number the daemon uses (12 digits; at one file a second, 31,000 years). A
+/// name with a higher one is not the daemon's: `u64::MAX` there once wrapped the sequence.
+pub const MAX_SEQUENCE: u64 = 999_999_999_999;
+/// Names skipped at a rotation because something else took them (a directory, a foreign file):
+/// past this many in a row the rotation fails, and the daemon stops recording.
+const TAKEN_NAMES_SKIPPED: u64 = 64;
 
 /// How much the rolling recording may keep.
 #[derive(Clone, Copy, Debug)]
@@ -52,14 +58,26 @@ const RECORDING: OutputFile = OutputFile {
 
 impl RollingRecorder {
     /// Start a new file in `dir` (created if missing), numbered after any recording there.
+    /// Only the daemon's own files count (see [`numbered`]); anything else in `dir` is named
+    /// in the log once, and never numbered after, rotated or removed.
     pub fn start(dir: &Path, limits: RollingLimits, pipeline: &Pipeline) -> Result<Self> {
         anyhow::ensure!(
             limits.files >= 2,
             "--record-files must be at least 2 (one finished file and the one being written)"
         );
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let sequence = numbered(dir)?.last().map_or(0, |(n, _)| n + 1);
-        let current = Recorder::create(&file_name(dir, sequence), pipeline, RECORDING)?;
+        let listing = list(dir)?;
+        for foreign in &listing.foreign {
+            log::warn!(
+                "recording: {} is not one of the daemon's files: it is left alone",
+                foreign.display()
+            );
+        }
+        let after = listing
+            .ours
+            .last()
+            .map_or(Some(0), |(n, _)| n.checked_add(1));
+        let (sequence, current) = create_next(dir, after, pipeline)?;
         let mut rolling = RollingRecorder {
             dir: dir.to_path_buf(),
             limits,
@@ -90,14 +108,10 @@ impl RollingRecorder {
         if self.current.bytes_written() < self.limits.file_bytes() {
             return Ok(());
         }
-        let next = Recorder::create(
-            &file_name(&self.dir, self.sequence + 1),
-            pipeline,
-            RECORDING,
-        )?;
+        let (sequence, next) = create_next(&self.dir, self.sequence.checked_add(1), pipeline)?;
         let finished = std::mem::replace(&mut self.current, next);
         finished.finish(pipeline.now_ns())?;
-        self.sequence += 1;
+        self.sequence = sequence;
         self.remove_oldest()
     }
 
@@ -111,7 +125,13 @@ impl RollingRecorder {
     /// Remove the oldest recordings until `files` remain.
     fn remove_oldest(&mut self) -> Result<()> {
         let all = numbered(&self.dir)?;
-        let excess = all.len().saturating_sub(self.limits.files as usize);
+        // The file being written is one of them: it is never removed.
+        let all: Vec<_> = all
+            .into_iter()
+            .filter(|(n, _)| *n != self.sequence)
+            .collect();
+        let kept_besides_current = self.limits.files as usize - 1;
+        let excess = all.len().saturating_sub(kept_besides_current);
         for (_, path) in all.into_iter().take(excess) {
             fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
             log::info!("recording: removed the oldest file {}", path.display());
@@ -124,21 +144,103 @@ fn file_name(dir: &Path, sequence: u64) -> PathBuf {
     dir.join(format!("{PREFIX}{sequence:06}{SUFFIX}"))
 }
 
-/// The rolling recording's files in `dir`, oldest (lowest number) first.
-pub fn numbered(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let mut found = Vec::new();
+/// The first free file number from `from` on, and its recorder. A name something else holds
+/// (a directory, a file the daemon did not make) is skipped, up to [`TAKEN_NAMES_SKIPPED`].
+fn create_next(dir: &Path, from: Option<u64>, pipeline: &Pipeline) -> Result<(u64, Recorder)> {
+    let from = from
+        .filter(|n| *n <= MAX_SEQUENCE)
+        .with_context(|| format!("{}: the file numbers reached {MAX_SEQUENCE}", dir.display()))?;
+    let last = from.saturating_add(TAKEN_NAMES_SKIPPED).min(MAX_SEQUENCE);
+    for sequence in from..=last {
+        let path = file_name(dir, sequence);
+        if fs::symlink_metadata(&path).is_ok() {
+            log::warn!(
+                "recording: {} is taken: skipping its number",
+                path.display()
+            );
+            continue;
+        }
+        return Ok((sequence, Recorder::create(&path, pipeline, RECORDING)?));
+    }
+    anyhow::bail!(
+        "{}: the names nodescope-{from:06}.nsr to nodescope-{last:06}.nsr are all taken",
+        dir.display()
+    )
+}
+
+/// What `dir` holds: the daemon's recordings, oldest (lowest number) first, and the entries
+/// named like one that are not (see [`numbered`]).
+struct Listing {
+    ours: Vec<(u64, PathBuf)>,
+    foreign: Vec<PathBuf>,
+}
+
+fn list(dir: &Path) -> Result<Listing> {
+    let mut listing = Listing {
+        ours: Vec::new(),
+        foreign: Vec::new(),
+    };
     for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
         let name = entry.file_name();
-        let number = name
+        let Some(name) = name
             .to_str()
-            .and_then(|n| n.strip_prefix(PREFIX))
-            .and_then(|n| n.strip_suffix(SUFFIX))
-            .and_then(|n| n.parse::<u64>().ok());
-        if let Some(number) = number {
-            found.push((number, entry.path()));
+            .filter(|n| n.starts_with(PREFIX) && n.ends_with(SUFFIX))
+        else {
+            continue;
+        };
+        // Not followed: a symlink or a directory is never one of the daemon's files.
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        match sequence_of(name).filter(|_| regular) {
+            Some(number) => listing.ours.push((number, entry.path())),
+            None => listing.foreign.push(entry.path()),
         }
     }
-    found.sort();
-    Ok(found)
+    listing.ours.sort();
+    listing.foreign.sort();
+    Ok(listing)
+}
+
+/// The number in a name exactly as the daemon writes it (`nodescope-` at least six digits,
+/// no sign, no padding past six, at most [`MAX_SEQUENCE`], `.nsr`).
+fn sequence_of(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    let number = digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse::<u64>().ok())??;
+    (number <= MAX_SEQUENCE && format!("{number:06}") == digits).then_some(number)
+}
+
+/// The rolling recording's own files in `dir`, oldest (lowest number) first: regular files
+/// named as the daemon names them. Directories, symlinks and foreign names are left out.
+pub fn numbered(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    Ok(list(dir)?.ours)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_the_daemon_writes_are_numbered() {
+        assert_eq!(sequence_of("nodescope-000000.nsr"), Some(0));
+        assert_eq!(sequence_of("nodescope-000042.nsr"), Some(42));
+        assert_eq!(sequence_of("nodescope-1234567.nsr"), Some(1_234_567));
+        assert_eq!(
+            sequence_of("nodescope-999999999999.nsr"),
+            Some(MAX_SEQUENCE)
+        );
+        for foreign in [
+            "nodescope-18446744073709551615.nsr",
+            "nodescope-1000000000000.nsr",
+            "nodescope-42.nsr",
+            "nodescope-0000042.nsr",
+            "nodescope-+00042.nsr",
+            "nodescope-.nsr",
+            "nodescope-00004a.nsr",
+        ] {
+            assert_eq!(sequence_of(foreign), None, "{foreign}");
+        }
+    }
 }
