@@ -3,6 +3,8 @@
 mod common;
 
 use std::{
+    io::ErrorKind,
+    net::Ipv4Addr,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -170,35 +172,173 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
-/// 200 clients that connect and send nothing: at most MAX_CONNECTIONS of them hold a
-/// connection, each for at most the client timeout; then a scrape is answered again.
+/// A connection to 127.0.0.1:`port` from `source` (any address of 127.0.0.0/8 is this host's,
+/// so one local user can be many peers).
+fn connect_from(
+    runtime: &tokio::runtime::Runtime,
+    source: Ipv4Addr,
+    port: u16,
+) -> std::net::TcpStream {
+    runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((source, 0).into()).unwrap();
+        let stream = socket
+            .connect((Ipv4Addr::LOCALHOST, port).into())
+            .await
+            .unwrap_or_else(|e| panic!("connecting from {source}: {e}"));
+        stream.into_std().unwrap()
+    })
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap()
+}
+
+/// GET /metrics on a new connection from 127.0.0.1, given up on after 30 s: the whole
+/// response (or the error) and how long it took.
+fn timed_scrape(port: u16) -> (String, Duration) {
+    use std::io::{Read, Write};
+    let started = Instant::now();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    if let Err(err) = stream.read_to_string(&mut response) {
+        response = format!("{response}[read failed: {err}]");
+    }
+    (response, started.elapsed())
+}
+
+/// Wait until `stream` reads the end of the connection (the server closed it); how long that
+/// took. Panics when it is still open after `limit`.
+fn time_to_close(stream: &std::net::TcpStream, limit: Duration) -> Duration {
+    let started = Instant::now();
+    let mut stream = stream;
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 64];
+    let got = std::io::Read::read(&mut stream, &mut buf);
+    // The server closes an idle connection it never read from: FIN (Ok(0)), or a reset.
+    assert!(
+        matches!(got, Ok(0))
+            || got
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::ConnectionReset),
+        "not closed within {limit:?}: {got:?}"
+    );
+    started.elapsed()
+}
+
+/// 200 clients from one address (loopback: every test client is the same peer) that connect
+/// and send nothing: the server holds at most MAX_PER_PEER of them at once (the oldest idle one
+/// is dropped for each new one), so its descriptors stay bounded; the ones it keeps are cut
+/// after the idle deadline, well before the client timeout; then a scrape is answered again.
 #[test]
 fn idle_clients_are_capped_and_cut_off() {
+    use nodescope::view::metrics::{CLIENT_TIMEOUT, MAX_PER_PEER};
     let scratch_dir = scratch("metrics-idle");
     let (nodescope, port) = serve_metrics(scratch_dir.path(), &[]);
     let pid = nodescope.0.id();
     let before = open_fds(pid);
+    let mut most = before;
     let idle: Vec<_> = (0..200)
-        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .map(|_| {
+            let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            most = most.max(open_fds(pid));
+            stream
+        })
         .collect();
-    std::thread::sleep(Duration::from_secs(1));
-    let during = open_fds(pid);
+    // A few over the cap: the connection just accepted and the one it displaces, the
+    // simulator's own files.
     assert!(
-        during <= before + nodescope::view::metrics::MAX_CONNECTIONS,
-        "{before} descriptors before, {during} with 200 idle clients"
+        most <= before + MAX_PER_PEER + 4,
+        "{before} descriptors before, up to {most} while 200 idle clients connected"
     );
-    // Cut off after the timeout: the first client reads the end of its connection.
-    let mut first = &idle[0];
-    first
-        .set_read_timeout(Some(nodescope::view::metrics::CLIENT_TIMEOUT * 2))
-        .unwrap();
-    let mut buf = [0u8; 64];
-    let got = std::io::Read::read(&mut first, &mut buf);
-    assert!(matches!(got, Ok(0)), "not cut off: {got:?}");
+    // The oldest was displaced by newer ones, the newest is cut by the idle deadline.
+    time_to_close(&idle[0], CLIENT_TIMEOUT * 4);
+    let newest = time_to_close(&idle[199], CLIENT_TIMEOUT * 4);
+    eprintln!("the newest idle client was cut after {newest:?}");
+    assert!(
+        newest < CLIENT_TIMEOUT,
+        "the newest idle client was cut after {newest:?}, not by the idle deadline"
+    );
     drop(idle);
     let started = Instant::now();
     wait_for(|| http_get(port, "/metrics"));
     assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// With 200 idle connections open from the scraper's own address, a scrape is answered at
+/// once: it displaces the oldest idle one instead of waiting behind them.
+#[test]
+fn a_scrape_is_answered_while_200_idle_clients_are_connected() {
+    let scratch_dir = scratch("metrics-idle-scrape");
+    let (_nodescope, port) = serve_metrics(scratch_dir.path(), &[]);
+    let idle: Vec<_> = (0..200)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let (response, took) = timed_scrape(port);
+    eprintln!("scrape with 200 idle clients connected: {took:?}");
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.ends_with("# EOF\n"), "{response}");
+    assert!(
+        took < Duration::from_secs(3),
+        "scrape answered after {took:?}"
+    );
+    drop(idle);
+}
+
+/// 200 idle connections from 25 addresses of 127.0.0.0/8, 8 each (within the per-peer cap),
+/// fill every slot and the backlog: a scrape still displaces the oldest idle connection.
+#[test]
+fn a_scrape_is_answered_while_idle_clients_from_many_addresses_fill_every_slot() {
+    use nodescope::view::metrics::MAX_PER_PEER;
+    let scratch_dir = scratch("metrics-idle-peers");
+    let (nodescope, port) = serve_metrics(scratch_dir.path(), &[]);
+    let pid = nodescope.0.id();
+    let before = open_fds(pid);
+    let runtime = runtime();
+    let idle: Vec<_> = (2..27u8)
+        .flat_map(|host| std::iter::repeat_n(Ipv4Addr::new(127, 0, 0, host), MAX_PER_PEER))
+        .map(|source| connect_from(&runtime, source, port))
+        .collect();
+    let (response, took) = timed_scrape(port);
+    eprintln!("scrape with 200 idle clients from 25 addresses connected: {took:?}");
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(
+        took < Duration::from_secs(3),
+        "scrape answered after {took:?}"
+    );
+    let during = open_fds(pid);
+    assert!(
+        during <= before + nodescope::view::metrics::MAX_CONNECTIONS + 4,
+        "{before} descriptors before, {during} with 200 idle clients"
+    );
+    drop(idle);
+}
+
+/// A client that sends its request one byte every 200 ms (3.2 s in all, within the client
+/// timeout) is answered: the idle deadline counts silence, not the time to the end of the head.
+#[test]
+fn a_slow_but_steady_request_is_answered() {
+    let scratch_dir = scratch("metrics-slow");
+    let (_nodescope, port) = serve_metrics(scratch_dir.path(), &[]);
+    let request = "GET /metrics\r\n\r\n";
+    let bytes: Vec<&str> = (0..request.len()).map(|i| &request[i..=i]).collect();
+    let started = Instant::now();
+    let response = request_in_parts(port, &bytes);
+    eprintln!(
+        "a request sent a byte every 200 ms answered after {:?}",
+        started.elapsed()
+    );
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.ends_with("# EOF\n"), "{response}");
 }
 
 /// At the open-file limit accept fails with EMFILE: the server backs off (little CPU) and
@@ -208,8 +348,18 @@ fn at_the_open_file_limit_accept_backs_off() {
     let scratch_dir = scratch("metrics-emfile");
     let (nodescope, port) = serve_metrics(scratch_dir.path(), &["prlimit", "--nofile=40"]);
     let pid = nodescope.0.id();
-    let clients: Vec<_> = (0..60)
-        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+    // From 25 addresses, 8 each: from one address the per-peer cap would hold the server
+    // far below the limit. The idle deadline frees the accepted ones each second, and the
+    // backlog refills them: about 30 an accepting round, so 200 keep it at the limit.
+    let runtime = runtime();
+    let clients: Vec<_> = (2..27u8)
+        .flat_map(|host| {
+            std::iter::repeat_n(
+                Ipv4Addr::new(127, 0, 0, host),
+                nodescope::view::metrics::MAX_PER_PEER,
+            )
+        })
+        .map(|source| connect_from(&runtime, source, port))
         .collect();
     std::thread::sleep(Duration::from_millis(500));
     let ticks = cpu_ticks(pid);

@@ -2,8 +2,11 @@
 //! gauges and knob values, served at /metrics by a small HTTP server.
 use std::{
     fmt::Write as _,
-    net::SocketAddr,
-    sync::{Arc, Mutex},
+    net::{IpAddr, SocketAddr},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
     time::Duration,
 };
 
@@ -11,7 +14,8 @@ use anyhow::{Context as _, Result};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
-    sync::Semaphore,
+    sync::{OwnedSemaphorePermit, Semaphore},
+    task::JoinHandle,
 };
 
 use crate::model::{Counters, Model};
@@ -207,11 +211,21 @@ fn queue_values(q: &crate::model::PerQueue) -> [(&'static str, u64); 4] {
 /// The latest exposition, shared between the model's loop and the server.
 pub type Exposition = Arc<Mutex<String>>;
 
-/// At most this many connections are served at once; more wait in the listen backlog.
+/// At most this many connections are open at once (see [`accept_loop`] for who makes room).
 pub const MAX_CONNECTIONS: usize = 64;
-/// A client has this long to send its request and take the answer (a scrape takes
-/// milliseconds; a client that sends nothing must not hold a connection).
+/// At most this many of them from one peer address (IPv4-mapped IPv6 counts as the IPv4
+/// address; every loopback client from 127.0.0.1 is one peer).
+pub const MAX_PER_PEER: usize = 8;
+/// A client has this long for the whole exchange: to send its request and take the answer (a
+/// scrape takes milliseconds).
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Until its request head is complete, a client that sends nothing for this long is dropped,
+/// freeing its slot. A scraper sends its head in one segment right after the handshake, so
+/// 1 s still covers a lost segment's retransmissions (Linux's minimum RTO is 200 ms) on a slow
+/// link, while idle connections give up their slots five times sooner than the client
+/// timeout. Each arriving byte starts the deadline again: a slow but live client keeps the
+/// client timeout.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 /// The longest request head read: a scrape's is a few hundred bytes.
 const MAX_REQUEST_BYTES: usize = 8192;
 /// After an accept error (EMFILE at the open-file limit, ENOBUFS): wait, doubling up to the
@@ -234,19 +248,43 @@ pub async fn serve(
     Ok(tokio::spawn(accept_loop(listener, exposition)))
 }
 
+/// One open connection, as the accept loop sees it.
+struct Connection {
+    peer: IpAddr,
+    /// Set once its request head is complete: from then on it is never displaced.
+    answering: Arc<AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+/// Accept connections and answer each in its own task, holding at most [`MAX_CONNECTIONS`],
+/// [`MAX_PER_PEER`] from one address. The newest connection wins: when a peer already has
+/// its share, or every slot is taken, the oldest connection that is still waiting for its
+/// request head (of that peer, or of anyone) is dropped to make room. A scraper sends its
+/// request right after connecting, so it is read at its task's first run and is then never
+/// displaced; idle or trickling clients are what gets dropped. Refusing the newest instead
+/// would let one peer's idle connections lock out a scrape from the same address, and
+/// loopback is one address for every local client. If every connection of the peer is being
+/// answered the new one is closed at once; if every slot is being answered, accepting waits
+/// (the new connections stay in the listen backlog) until an answer ends, within the client
+/// timeout.
+///
+/// So while idle clients hold connections, a scrape is answered within about its answer time;
+/// it can only lose its connection if [`MAX_PER_PEER`] newer connections from its address (or
+/// [`MAX_CONNECTIONS`] from anywhere) are accepted before its task first runs. The per-peer
+/// share keeps one remote host from displacing everyone else's connections one by one; a
+/// local user can connect from any address of 127.0.0.0/8, so against local users the
+/// newest-wins rule and [`IDLE_TIMEOUT`] are what keep a scrape served.
 async fn accept_loop(listener: TcpListener, exposition: Exposition) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // Oldest first.
+    let mut open: Vec<Connection> = Vec::with_capacity(MAX_CONNECTIONS);
     let mut backoff = ACCEPT_BACKOFF_FIRST;
     let mut said = false;
     loop {
-        // A slot first: at the cap, connections wait in the backlog, not in our memory.
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => {
+        let (stream, peer) = match listener.accept().await {
+            Ok((stream, peer)) => {
                 backoff = ACCEPT_BACKOFF_FIRST;
-                stream
+                (stream, peer.ip().to_canonical())
             }
             Err(err) => {
                 if !said {
@@ -258,24 +296,83 @@ async fn accept_loop(listener: TcpListener, exposition: Exposition) {
                 continue;
             }
         };
-        let exposition = Arc::clone(&exposition);
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &exposition)).await;
-            drop(slot);
+        open.retain(|c| !c.task.is_finished());
+        let Some(slot) = make_room(&mut open, &slots, peer).await else {
+            drop(stream);
+            continue;
+        };
+        let answering = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (exposition, answering) = (Arc::clone(&exposition), Arc::clone(&answering));
+            async move {
+                let _ =
+                    tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &exposition, &answering))
+                        .await;
+                drop(slot);
+            }
+        });
+        open.push(Connection {
+            peer,
+            answering,
+            task,
         });
     }
 }
 
-/// Read one request (up to the end of its head, however it is split into segments) and answer.
-async fn answer(mut stream: TcpStream, exposition: &Exposition) {
+/// A slot for a new connection from `peer`, displacing the oldest waiting connection when the
+/// peer or the server is at its cap; None when the new connection is to be closed (its peer's
+/// connections are all being answered).
+async fn make_room(
+    open: &mut Vec<Connection>,
+    slots: &Arc<Semaphore>,
+    peer: IpAddr,
+) -> Option<OwnedSemaphorePermit> {
+    if open.iter().filter(|c| c.peer == peer).count() >= MAX_PER_PEER
+        && !displace_oldest_waiting(open, |c| c.peer == peer).await
+    {
+        return None;
+    }
+    if slots.available_permits() == 0 {
+        // The oldest waiting connection goes; with none waiting, every slot is being
+        // answered and the wait below ends with the first answer (within the client timeout).
+        displace_oldest_waiting(open, |_| true).await;
+    }
+    Arc::clone(slots).acquire_owned().await.ok()
+}
+
+/// Drop the oldest connection matching `which` that is still waiting for its request head,
+/// and wait until its task is gone (its descriptor closed, its slot free). False when there is
+/// none.
+async fn displace_oldest_waiting(
+    open: &mut Vec<Connection>,
+    which: impl Fn(&Connection) -> bool,
+) -> bool {
+    let Some(oldest) = open
+        .iter()
+        .position(|c| which(c) && !c.answering.load(Ordering::Relaxed))
+    else {
+        return false;
+    };
+    let oldest = open.remove(oldest);
+    oldest.task.abort();
+    let _ = oldest.task.await;
+    true
+}
+
+/// Read one request (up to the end of its head, however it is split into segments) and answer;
+/// drop the connection without an answer when the client falls silent for [`IDLE_TIMEOUT`]
+/// before its head is complete.
+async fn answer(mut stream: TcpStream, exposition: &Exposition, answering: &AtomicBool) {
     let mut request = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST_BYTES {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => request.extend_from_slice(&chunk[..n]),
+        match tokio::time::timeout(IDLE_TIMEOUT, stream.read(&mut chunk)).await {
+            Err(_) => return,
+            Ok(Ok(0) | Err(_)) => break,
+            Ok(Ok(n)) => request.extend_from_slice(&chunk[..n]),
         }
     }
+    answering.store(true, Ordering::Relaxed);
     let response = respond(&request, exposition);
     let _ = stream.write_all(response.as_bytes()).await;
     let _ = stream.shutdown().await;
