@@ -10,6 +10,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
+use tracer_common::text::escape_controls;
 
 use crate::{
     cmd::WindowArg,
@@ -273,10 +274,16 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
         );
     }
     let windows_wanted = args.duration.map(|d| (d / daemon_window_s).ceil() as u64);
+    // --duration is also a bound in wall time: a daemon whose source ended, or a silent one,
+    // sends no windows, and the count alone would wait for ever. One second past it leaves
+    // room for the last window's refresh.
+    let deadline = args
+        .duration
+        .map(|d| tokio::time::Instant::now() + Duration::from_secs_f64(d + 1.0));
     eprintln!(
         "nodescope stream: ready (connected to {}: {})",
         socket.display(),
-        hello.source.detail
+        escape_controls(&hello.source.detail)
     );
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -284,20 +291,33 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
     while windows_wanted.is_none_or(|wanted| printed < wanted) {
         let message = tokio::select! {
             message = connection.next() => message?,
+            () = sleep_until_or_never(deadline) => {
+                eprintln!(
+                    "nodescope stream: --duration passed with {printed} of {} windows from the \
+                     daemon",
+                    windows_wanted.unwrap_or(0)
+                );
+                break;
+            }
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
         };
         match message {
             Some(Message::Window { line, text }) => {
                 if args.json {
+                    // serde_json writes control characters as \u escapes.
                     print_line(line)?;
                 } else {
-                    print_line(text)?;
+                    // The daemon's text, not ours: it must not reach the terminal raw.
+                    print_line(escape_controls(&text))?;
                 }
                 printed += 1;
             }
             Some(Message::End { reason }) => {
-                eprintln!("nodescope stream: the daemon stopped ({reason})");
+                eprintln!(
+                    "nodescope stream: the daemon stopped ({})",
+                    escape_controls(&reason)
+                );
                 break;
             }
             Some(_) => {}
@@ -308,6 +328,14 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
         }
     }
     Ok(())
+}
+
+/// Wait until `deadline`, or for ever without one.
+async fn sleep_until_or_never(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// What was attached and what was not, on stderr.

@@ -12,8 +12,11 @@ use tokio::{
 
 use crate::view::socket::{default_socket_path, Hello, Message, PROTOCOL_VERSION};
 
-/// The longest line read: a snapshot with thousands of apps is a few MiB.
-const MAX_LINE_BYTES: u64 = 64 << 20;
+/// The longest line read. The largest real message is a snapshot, a few hundred bytes per app
+/// row: 4 MiB holds thousands of apps. A line is parsed whole, and JSON values cost several
+/// times their text, so this bound is what bounds the client's memory against a hostile or
+/// broken server (at 64 MiB one 62 MB line took 1.4-2.1 GB).
+pub const MAX_LINE_BYTES: u64 = 4 << 20;
 
 /// `--connect` without a path means the daemon's default socket.
 pub fn socket_or_default(path: &Path) -> PathBuf {
