@@ -14,7 +14,7 @@ use tracer_common::{Event, EventKind};
 
 mod common;
 
-use common::{scratch, NODESCOPE};
+use common::{recording_header, scratch, NODESCOPE};
 
 /// The most any subcommand may hold, whatever its input (issue 21).
 const RSS_LIMIT_KB: i64 = 256 * 1024;
@@ -82,19 +82,9 @@ impl Run {
     }
 }
 
-fn header(window_ns: u64) -> Header {
-    Header {
-        host: "host".into(),
-        kernel: "test".into(),
-        source: "sim".into(),
-        window_ns,
-        ..Default::default()
-    }
-}
-
 /// A valid recording of `events` NodeReads one millisecond apart, with its footer.
 fn recording(path: &Path, events: u64) -> Vec<u8> {
-    let mut writer = Writer::new(Vec::new(), &header(1_000_000_000)).unwrap();
+    let mut writer = Writer::new(Vec::new(), &recording_header(1_000_000_000)).unwrap();
     for i in 0..events {
         let event = Event::new(EventKind::NodeRead, i * 1_000_000)
             .task(7)
@@ -145,7 +135,7 @@ fn a_header_window_of_0_1_or_2_64_ns_is_refused_in_words() {
     let dir = scratch("window");
     for window_ns in [0, 1, u64::MAX] {
         let path = dir.path().join(format!("window-{window_ns}.nsr"));
-        let mut bytes = header_bytes(&header(window_ns));
+        let mut bytes = header_bytes(&recording_header(window_ns));
         bytes.extend(record_bytes(
             b'F',
             br#"{"events":0,"blocks":0,"notes":0,"lost":0,"end_ns":5000000000}"#,
@@ -193,7 +183,7 @@ fn an_events_block_claiming_a_huge_payload_is_refused_before_allocating() {
         let mut payload = count.to_le_bytes().to_vec();
         payload.extend(lz4_flex::block::compress(&zeros));
         drop(zeros);
-        let mut bytes = header_bytes(&header(1_000_000_000));
+        let mut bytes = header_bytes(&recording_header(1_000_000_000));
         bytes.extend(record_bytes(TAG_EVENTS, &payload));
         let path = dir.path().join(format!("claims-{decoded_mib}.nsr"));
         fs::write(&path, &bytes).unwrap();
@@ -208,7 +198,7 @@ fn an_events_block_claiming_a_huge_payload_is_refused_before_allocating() {
 #[test]
 fn implausible_timestamps_are_damage_not_billions_of_windows() {
     let dir = scratch("stamps");
-    let mut writer = Writer::new(Vec::new(), &header(1_000_000_000)).unwrap();
+    let mut writer = Writer::new(Vec::new(), &recording_header(1_000_000_000)).unwrap();
     writer
         .event(&Event::new(EventKind::NodeRead, 1_000).task(7))
         .unwrap();
@@ -220,7 +210,7 @@ fn implausible_timestamps_are_damage_not_billions_of_windows() {
     let late_event = dir.path().join("late-event.nsr");
     fs::write(&late_event, bytes).unwrap();
 
-    let mut writer = Writer::new(Vec::new(), &header(1_000_000_000)).unwrap();
+    let mut writer = Writer::new(Vec::new(), &recording_header(1_000_000_000)).unwrap();
     writer
         .event(&Event::new(EventKind::NodeRead, 1_000).task(7))
         .unwrap();
@@ -527,7 +517,7 @@ fn whatif_refuses_a_trace_over_its_step_limit_in_bounded_memory() {
     let dir = scratch("whatif-steps");
     let path = dir.path().join("accesses.nsr");
     let steps = sim::whatif::MAX_TRACE_STEPS as u64 + 1;
-    let mut writer = Writer::new(Vec::new(), &header(1_000_000_000)).unwrap();
+    let mut writer = Writer::new(Vec::new(), &recording_header(1_000_000_000)).unwrap();
     for i in 0..steps {
         let event = Event::new(EventKind::NodeAccess, i * 1_000)
             .task(7)

@@ -384,9 +384,7 @@ fn a_log_path_turned_into_a_fifo_or_a_directory_at_sighup_leaves_the_daemon_serv
     let log = daemon.path("daemon.log");
     let kept = daemon.path("daemon.log.1");
     fs::rename(&log, &kept).unwrap();
-    let name = std::ffi::CString::new(log.to_str().unwrap()).unwrap();
-    // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    common::mkfifo(&log);
     send_signal(&daemon.child.as_ref().unwrap().0, libc::SIGHUP);
     let kept_log = || fs::read_to_string(&kept).unwrap();
     daemon.wait_for("the refused FIFO, in the old log", |_| {

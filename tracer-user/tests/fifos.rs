@@ -4,9 +4,7 @@
 //! leave the knobs and state files as they should be. Each runs under `output_within`, so a
 //! regression fails the test instead of hanging it.
 use std::{
-    ffi::CString,
     fs,
-    os::unix::ffi::OsStrExt as _,
     path::{Path, PathBuf},
     process::Command,
     thread,
@@ -15,19 +13,12 @@ use std::{
 
 mod common;
 
-use common::{output_within, scratch, send_signal, KillOnDrop, NODESCOPE};
+use common::{mkfifo, output_within, scratch, send_signal, KillOnDrop, NODESCOPE};
 
 const THRESHOLD: &str = "node_compress_threshold";
 const INTERVAL: &str = "node_compress_interval";
 /// A one-shot command that refuses at once: generous for a loaded debug build.
 const PROMPTLY: Duration = Duration::from_secs(15);
-
-fn mkfifo(path: &Path) {
-    let name = CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
-    let made = unsafe { libc::mkfifo(name.as_ptr(), 0o600) };
-    assert_eq!(made, 0, "mkfifo {}", path.display());
-}
 
 /// `<dir>/knobs/sim0` with the RFC's defaults, a PSI file, and where the state goes.
 struct Knobs {

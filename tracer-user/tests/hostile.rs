@@ -9,7 +9,7 @@ use std::{
 
 mod common;
 
-use common::{is_root, scratch, NODESCOPE};
+use common::{is_root, recording_header, scratch, NODESCOPE};
 
 /// `<dir>/vdb` with the traps an attacker would set: the stats temporary and the stats file
 /// linked to `precious`, a knob linked (dangling) to `never-created`.
@@ -123,13 +123,7 @@ fn stats_symlinks_are_replaced_not_written_through() {
 /// A recording whose only process named itself with a screen-clearing escape, and whose note
 /// sets the terminal's title.
 fn recording_with_escapes(path: &Path) {
-    let header = nodescope::record::Header {
-        host: "host".into(),
-        kernel: "test".into(),
-        source: "sim".into(),
-        window_ns: 1_000_000_000,
-        ..Default::default()
-    };
+    let header = recording_header(1_000_000_000);
     let file = fs::File::create(path).unwrap();
     let mut writer = nodescope::record::writer::Writer::new(file, &header).unwrap();
     for i in 0..10 {

@@ -3,9 +3,8 @@
 //! refused without blocking. `export -o` overwrote and followed symlinks; `record -o --force`
 //! followed them.
 use std::{
-    ffi::CString,
     fs,
-    os::unix::{ffi::OsStrExt as _, fs::symlink},
+    os::unix::fs::symlink,
     path::{Path, PathBuf},
     process::{Command, Output},
     time::Duration,
@@ -15,25 +14,13 @@ use tracer_common::{Event, EventKind};
 
 mod common;
 
-use common::{output_within, scratch, NODESCOPE};
+use common::{mkfifo, output_within, recording_header, scratch, NODESCOPE};
 
 const PROMPTLY: Duration = Duration::from_secs(30);
 
-fn mkfifo(path: &Path) {
-    let name = CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
-}
-
 /// A small complete recording.
 fn recording(path: &Path) {
-    let header = nodescope::record::Header {
-        host: "host".into(),
-        kernel: "test".into(),
-        source: "sim".into(),
-        window_ns: 1_000_000_000,
-        ..Default::default()
-    };
+    let header = recording_header(1_000_000_000);
     let file = fs::File::create(path).unwrap();
     let mut writer = nodescope::record::writer::Writer::new(file, &header).unwrap();
     for i in 0..100u64 {

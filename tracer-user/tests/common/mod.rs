@@ -109,3 +109,23 @@ pub fn output_within(command: &mut Command, deadline: std::time::Duration) -> Ou
         }
     }
 }
+
+/// Make a FIFO at `path` (where a test puts one in place of a file nodescope expects).
+pub fn mkfifo(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
+    let made = unsafe { libc::mkfifo(name.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "mkfifo {}", path.display());
+}
+
+/// The header of the small recordings tests write by hand (windows of `window_ns`).
+pub fn recording_header(window_ns: u64) -> nodescope::record::Header {
+    nodescope::record::Header {
+        host: "host".into(),
+        kernel: "test".into(),
+        source: "sim".into(),
+        window_ns,
+        ..Default::default()
+    }
+}
