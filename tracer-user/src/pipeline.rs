@@ -36,6 +36,14 @@ pub struct KnobChange {
     pub after: Option<Knobs>,
 }
 
+impl KnobChange {
+    /// "before -> after", each side as `source::knobs::describe` writes a knob pair.
+    pub fn describe(&self) -> String {
+        use crate::source::knobs::describe;
+        format!("{} -> {}", describe(self.before), describe(self.after))
+    }
+}
+
 /// What one refresh found.
 #[derive(Debug, Default)]
 pub struct Refreshed {
@@ -60,6 +68,13 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// The decisions pane's line for a knob change this refresh found: the window it falls in
+    /// and the change.
+    pub fn knob_change_line(&self, change: &KnobChange) -> String {
+        let window = self.model().history().back().map_or(0, |w| w.index + 1);
+        format!("window {window}: knobs {}", change.describe())
+    }
+
     /// Start the model's windows at the source's current time. The knob files are those of
     /// the source's first device, under the source's knob directory (else the kernel's). A
     /// source with exact counters is read at once, so every window reports them.

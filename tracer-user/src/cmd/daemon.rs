@@ -25,10 +25,7 @@ use crate::{
     control::Tuning,
     model::WindowReport,
     pipeline::{Pipeline, Refreshed, SYSFS_ROOT},
-    source::{
-        knobs::describe,
-        open::{open, SourceArgs, SourceChoice},
-    },
+    source::open::{open, SourceArgs, SourceChoice},
     view::{
         jsonline::{window_line, window_text},
         metrics,
@@ -308,13 +305,7 @@ impl Daemon {
             return Ok(());
         };
         self.record(|recording, _| recording.knob_change(change));
-        let model = self.pipeline.model();
-        let window = model.history().back().map_or(0, |w| w.index + 1);
-        let line = format!(
-            "window {window}: knobs {} -> {}",
-            describe(change.before),
-            describe(change.after)
-        );
+        let line = self.pipeline.knob_change_line(change);
         self.socket
             .publish(&Message::Decision { line: line.clone() })?;
         self.pane.push(line);

@@ -13,7 +13,6 @@ use tracer_common::Event;
 use crate::{
     pipeline::{KnobChange, Pipeline},
     record::{writer::Writer, Footer, Header, Note},
-    source::knobs::describe,
     view::output::OutputFile,
 };
 
@@ -57,7 +56,7 @@ impl Recorder {
         self.writer.note(&Note {
             ts_ns: change.at_ns,
             kind: "knobs".into(),
-            text: format!("{} -> {}", describe(change.before), describe(change.after)),
+            text: change.describe(),
         })
     }
 

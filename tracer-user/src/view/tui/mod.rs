@@ -18,7 +18,7 @@ use tokio::{
 
 use self::table::{Column, COLUMNS};
 pub use self::{snapshot::Snapshot, table::label};
-use crate::{control::Tuning, pipeline::Pipeline, source::knobs::describe};
+use crate::{control::Tuning, pipeline::Pipeline};
 
 /// What the user has chosen on screen.
 #[derive(Clone, Debug)]
@@ -216,13 +216,8 @@ fn refresh(
     pane: &mut DecisionsPane,
 ) -> Result<()> {
     let refreshed = pipeline.refresh()?;
-    if let Some(change) = refreshed.knob_change {
-        let window = pipeline.model().history().back().map_or(0, |w| w.index + 1);
-        pane.push(format!(
-            "window {window}: knobs {} -> {}",
-            describe(change.before),
-            describe(change.after)
-        ));
+    if let Some(change) = &refreshed.knob_change {
+        pane.push(pipeline.knob_change_line(change));
     }
     if let Some(control) = control {
         for line in control.step(pipeline.model())? {

@@ -240,26 +240,21 @@ pub fn attach(ebpf: &mut Ebpf, plan: &AccessPlan) -> Result<Vec<AttachOutcome>> 
     let mut outcomes = Vec::new();
     if let Some(function) = &plan.lookup_function {
         let result = attach_lookup(ebpf, function);
-        outcomes.push(outcome("node_access", format!("kprobe {function}"), result));
+        outcomes.push(AttachOutcome::of(
+            "node_access",
+            format!("kprobe {function}"),
+            result,
+        ));
     }
     if let Some(tracepoint) = &plan.evict_tracepoint {
         let result = attach_evict(ebpf);
-        outcomes.push(outcome(
+        outcomes.push(AttachOutcome::of(
             "node_evict",
             format!("tracepoint {tracepoint}"),
             result,
         ));
     }
     Ok(outcomes)
-}
-
-fn outcome(what: &'static str, target: String, result: Result<()>) -> AttachOutcome {
-    AttachOutcome {
-        what,
-        target,
-        attached: result.is_ok(),
-        error: result.err().map(|e| format!("{e:#}")),
-    }
 }
 
 fn attach_lookup(ebpf: &mut Ebpf, function: &str) -> Result<()> {

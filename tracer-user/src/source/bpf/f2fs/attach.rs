@@ -60,7 +60,11 @@ pub fn attach(ebpf: &mut Ebpf, plan: &Plan, node_read_events: bool) -> Result<Ve
         };
         for attachment in &choice.attachments {
             let result = attach_one(ebpf, attachment);
-            outcomes.push(outcome(part.what, attachment.target.to_string(), result));
+            outcomes.push(AttachOutcome::of(
+                part.what,
+                attachment.target.to_string(),
+                result,
+            ));
         }
     }
     Ok(outcomes)
@@ -102,7 +106,7 @@ fn attach_rename(ebpf: &mut Ebpf) -> AttachOutcome {
         tp.attach(category, name)?;
         Ok(())
     });
-    outcome("comm_renames", format!("{category}:{name}"), result)
+    AttachOutcome::of("comm_renames", format!("{category}:{name}"), result)
 }
 
 /// Without it the programs read the task's uid at every count (`SlotTable::uid_follows_creds`
@@ -114,7 +118,7 @@ fn attach_creds(ebpf: &mut Ebpf) -> AttachOutcome {
         kp.attach(CREDS_FUNCTION, 0)?;
         Ok(())
     });
-    outcome("uid_changes", format!("kprobe:{CREDS_FUNCTION}"), result)
+    AttachOutcome::of("uid_changes", format!("kprobe:{CREDS_FUNCTION}"), result)
 }
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program> {
@@ -122,12 +126,15 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::
         .with_context(|| format!("program {name} missing from the object"))
 }
 
-fn outcome(what: &'static str, target: String, result: Result<()>) -> AttachOutcome {
-    AttachOutcome {
-        what,
-        target,
-        attached: result.is_ok(),
-        error: result.err().map(|e| format!("{e:#}")),
+impl AttachOutcome {
+    /// What attaching `what` to `target` came to.
+    pub fn of(what: &'static str, target: String, result: Result<()>) -> AttachOutcome {
+        AttachOutcome {
+            what,
+            target,
+            attached: result.is_ok(),
+            error: result.err().map(|e| format!("{e:#}")),
+        }
     }
 }
 
