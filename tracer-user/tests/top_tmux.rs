@@ -3,80 +3,11 @@
 mod common;
 
 use std::{
-    process::Command,
     thread::sleep,
     time::{Duration, Instant},
 };
 
-use common::{scratch, NODESCOPE};
-
-struct Tmux {
-    session: String,
-}
-
-impl Tmux {
-    fn start(command: &str) -> Tmux {
-        let session = format!("nodescope-top-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-x",
-                "160",
-                "-y",
-                "50",
-                command,
-            ])
-            .status()
-            .expect("tmux is installed by `cargo xtask setup`");
-        assert!(status.success());
-        Tmux { session }
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-p", "-t", &self.session])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["send-keys", "-t", &self.session])
-            .args(keys)
-            .status()
-            .unwrap();
-        assert!(status.success());
-        sleep(Duration::from_millis(700)); // at least two refreshes
-    }
-
-    /// Wait until the screen shows `needle`.
-    fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let screen = self.screen();
-            if screen.contains(needle) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{needle:?} never appeared:\n{screen}"
-            );
-            sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
-            .status();
-    }
-}
+use common::{scratch, tmux::Tmux, NODESCOPE};
 
 /// "reads 123" from the footer.
 fn footer_count(screen: &str, name: &str) -> u64 {
@@ -118,7 +49,7 @@ fn top_on_the_simulator_in_a_real_terminal() {
         knobs.display(),
         dir.join("stderr").display()
     );
-    let tmux = Tmux::start(&command);
+    let tmux = Tmux::start("top", &command);
     let first = tmux.wait_for("com.tencent.mm");
     for panel in [
         "node reads",

@@ -5,6 +5,8 @@ use std::process::{Child, Command, Output};
 
 use tempfile::TempDir;
 
+pub mod tmux;
+
 pub const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
 
 /// Kills the child on drop: a failing test must not leave a server or simulator running.
