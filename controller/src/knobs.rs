@@ -58,6 +58,27 @@ pub fn parse(knob: Knob, origin: &str, content: &str) -> Result<u32> {
     Ok(value)
 }
 
+/// The one reader of a knob file, for the controller and for nodescope's display alike:
+/// never through a symlink, never blocking on a FIFO (`files::read_no_follow`), parsed as sysfs
+/// prints it and range-checked ([`parse`]). A plain file (the simulator's directory) can be
+/// caught between the truncation and the write of someone's update and read empty; sysfs
+/// never is. So an unparsable read is retried briefly before it counts.
+pub fn read_file(path: &Path, knob: Knob) -> Result<u32> {
+    let origin = path.display().to_string();
+    let mut attempt = 1;
+    loop {
+        let content = files::read_no_follow(path).with_context(|| format!("reading {origin}"))?;
+        let content = String::from_utf8_lossy(&content);
+        match parse(knob, &origin, &content) {
+            Err(_) if attempt < READ_ATTEMPTS => {
+                attempt += 1;
+                thread::sleep(READ_RETRY_DELAY);
+            }
+            parsed => return parsed,
+        }
+    }
+}
+
 /// Where a device's knobs are read and written.
 pub trait KnobStore: Send {
     /// Where the knob lives, for messages (a path for sysfs).
@@ -176,25 +197,8 @@ impl KnobStore for SysfsKnobs {
         fs::symlink_metadata(&self.dir).is_ok()
     }
 
-    /// A plain file (the simulator's directory) can be caught between the truncation and the
-    /// write of someone's update and read empty; sysfs never is. So an unparsable read is
-    /// retried briefly before it counts.
     fn read(&mut self, knob: Knob) -> Result<u32> {
-        let path = self.path(knob);
-        let origin = path.display().to_string();
-        let mut attempt = 1;
-        loop {
-            let content =
-                files::read_no_follow(&path).with_context(|| format!("reading {origin}"))?;
-            let content = String::from_utf8_lossy(&content);
-            match parse(knob, &origin, &content) {
-                Err(_) if attempt < READ_ATTEMPTS => {
-                    attempt += 1;
-                    thread::sleep(READ_RETRY_DELAY);
-                }
-                parsed => return parsed,
-            }
-        }
+        read_file(&self.path(knob), knob)
     }
 
     fn write(&mut self, knob: Knob, value: u32) -> Result<()> {

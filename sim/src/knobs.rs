@@ -2,6 +2,10 @@
 //! `node_compress_threshold` and `node_compress_interval` (the files a controller writes).
 //! Validated like the kernel's store functions: a value that does not parse, or is out of
 //! range, is rejected (EINVAL), the old value is kept, and the rejection is logged.
+//! This is the kernel's side of the files, so it parses as `kstrtouint` does (hex and octal
+//! too); every reader of a knob file (the controller, nodescope's display) goes through
+//! `controller::knobs::read_file`, which parses what sysfs prints. Both open the files the
+//! same way (`tracer_common::files::read_no_follow`: no symlink, no FIFO).
 use std::{
     fs,
     ops::RangeInclusive,

@@ -2,10 +2,8 @@
 //! them).
 use std::path::{Path, PathBuf};
 
-use tracer_common::{
-    files,
-    knobs::{Knobs, INTERVAL_FILE, THRESHOLD_FILE},
-};
+use controller::knobs::read_file;
+use tracer_common::knobs::{Knob, Knobs};
 
 /// Where a device's knob files live: /sys/fs/f2fs/<dev>, or the simulator's directory.
 #[derive(Clone, Debug)]
@@ -20,17 +18,14 @@ impl KnobFiles {
         }
     }
 
-    /// Both values; None when either file is missing or does not hold a number (a kernel
-    /// without the RFC's knobs).
+    /// Both values; None when either file is missing or does not hold a valid value (a kernel
+    /// without the RFC's knobs). Read as the controller reads them (`controller::knobs::
+    /// read_file`: no symlink followed, no FIFO waited on).
     pub fn read(&self) -> Option<Knobs> {
-        // Never through a symlink nor blocking on a FIFO, as the controller reads them.
-        let value = |name: &str| -> Option<u32> {
-            let bytes = files::read_no_follow(&self.dir.join(name)).ok()?;
-            std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
-        };
+        let value = |knob: Knob| read_file(&self.dir.join(knob.file_name()), knob).ok();
         Some(Knobs {
-            threshold: value(THRESHOLD_FILE)?,
-            interval_ms: value(INTERVAL_FILE)?,
+            threshold: value(Knob::Threshold)?,
+            interval_ms: value(Knob::Interval)?,
         })
     }
 }
