@@ -5,33 +5,14 @@
 # at once. With
 # kernel.bpf_stats_enabled=1 the kernel times every BPF program; bpftool's JSON before and
 # after each replay goes to /results, which leaves as a tar on the disk with serial "results".
-export PATH=/bin
-R=/results
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
+. /prelude.sh
 . /etc/vm-bench.conf
-mark() { read up idle < /proc/uptime; echo "@@ $up $*"; echo "$up $*" >> $R/marks.txt; }
-fail() { echo "@@FAIL $*"; echo "$*" >> $R/guest_errors.txt; }
-finish() {
-  mark finish
-  tar -cf /dev/$RES -C $R . && sync
-  poweroff -f
-}
 mark boot
 mkdir -p /sys/kernel/debug /sys/kernel/tracing
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t tracefs tracefs /sys/kernel/tracing
-for m in $(cat /lib/modules/load-order); do
-  insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
-done
-DEV=; RES=
-for b in /sys/block/*; do
-  case "$(cat $b/serial 2>/dev/null)" in results) RES=${b##*/};; f2fs) DEV=${b##*/};; esac
-done
-[ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
-[ -n "$DEV" ] || { fail "no test disk"; finish; }
-uname -r > $R/uname.txt
+load_modules
+find_disks
 # What the kernel times BPF programs with (bpf_stats: sched_clock around each run): a coarse
 # clock would make ns per event a sample, not a measurement.
 cat /sys/devices/system/clocksource/clocksource0/current_clocksource > $R/clocksource.txt 2>&1

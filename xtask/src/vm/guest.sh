@@ -2,34 +2,15 @@
 # nodescope vm-test, guest side: runs as /init in a busybox initramfs. It measures and writes
 # files into /results; at the end /results goes as a tar onto the disk with serial "results",
 # and the host checks everything (xtask/src/vm/check.rs). Settings: /etc/vm-test.conf.
-export PATH=/bin
-R=/results
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
+. /prelude.sh
 . /etc/vm-test.conf
-mark() { read up idle < /proc/uptime; echo "@@ $up $*"; echo "$up $*" >> $R/marks.txt; }
-fail() { echo "@@FAIL $*"; echo "$*" >> $R/guest_errors.txt; }
-finish() {
-  mark finish
-  tar -cf /dev/$RES -C $R . && sync
-  poweroff -f
-}
 mark boot
 mkdir -p /sys/kernel/tracing
 # Android mounts no debugfs (ANDROID=1, the arm64 run): its CP count comes from sysfs (snap).
 [ "$ANDROID" = 1 ] || { mkdir -p /sys/kernel/debug; mount -t debugfs debugfs /sys/kernel/debug; }
 mount -t tracefs tracefs /sys/kernel/tracing
-for m in $(cat /lib/modules/load-order); do
-  insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
-done
-DEV=; RES=
-for b in /sys/block/*; do
-  case "$(cat $b/serial 2>/dev/null)" in results) RES=${b##*/};; f2fs) DEV=${b##*/};; esac
-done
-[ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
-[ -n "$DEV" ] || { fail "no test disk"; finish; }
-uname -r > $R/uname.txt
+load_modules
+find_disks
 mark modules_loaded
 
 # MKFS_ON_HOST=1: the host formatted the disk (the arm64 guest has no mkfs.f2fs).
@@ -46,18 +27,7 @@ nodescope stream --plan > $R/plan.txt 2>&1
 mark mounted
 
 # The RFC's file set: 256 dirs x 64 small files, 32 zero-filled shaped files, a sentinel.
-mkdir /mnt/t /mnt/shaped
-i=0
-while [ $i -lt $NDIRS ]; do
-  mkdir /mnt/t/d-$i
-  j=0
-  while [ $j -lt $NFILES ]; do echo "nodescope $i/$j" > /mnt/t/d-$i/f-$j; j=$((j+1)); done
-  i=$((i+1))
-done
-for n in 1 32 80 128 192 256 384 512; do
-  for k in 0 1 2 3; do dd if=/dev/zero of=/mnt/shaped/b-$n-$k bs=4096 count=$n 2>/dev/null; done
-done
-echo "nodescope vm-test sentinel" > /mnt/sentinel
+make_file_set
 sync
 mark created
 

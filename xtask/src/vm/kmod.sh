@@ -5,33 +5,13 @@
 # path, and the files are checked against their checksums before and after fsck and a remount.
 # Counters come from the module's own <debugfs>/f2fs/<dev>/node_cache; settings:
 # /etc/vm-test.conf. The host reads /results (kmod.rs).
-export PATH=/bin
-R=/results
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
+. /prelude.sh
 . /etc/vm-test.conf
-mark() { read up idle < /proc/uptime; echo "@@ $up $*"; echo "$up $*" >> $R/marks.txt; }
-fail() { echo "@@FAIL $*"; echo "$*" >> $R/guest_errors.txt; }
-finish() {
-  mark finish
-  tar -cf /dev/$RES -C $R . && sync
-  poweroff -f
-}
 mark boot
 mkdir -p /sys/kernel/debug
 mount -t debugfs debugfs /sys/kernel/debug
-for m in $(cat /lib/modules/load-order); do
-  case $m in f2fs.ko) continue;; esac
-  insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
-done
-DEV=; RES=
-for b in /sys/block/*; do
-  case "$(cat $b/serial 2>/dev/null)" in results) RES=${b##*/};; f2fs) DEV=${b##*/};; esac
-done
-[ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
-[ -n "$DEV" ] || { fail "no test disk"; finish; }
-uname -r > $R/uname.txt
+load_modules f2fs.ko
+find_disks
 S=/sys/fs/f2fs/$DEV
 D=/sys/kernel/debug/f2fs/$DEV
 
@@ -44,18 +24,7 @@ insmod /lib/modules/f2fs-stock.ko 2>> $R/insmod.txt || { fail "insmod stock"; fi
 mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail "mount stock"; finish; }
 [ -e $S/node_compress_threshold ] && echo present > $R/stock_knobs.txt || echo absent > $R/stock_knobs.txt
 mark stock_mounted
-mkdir /mnt/t /mnt/shaped
-i=0
-while [ $i -lt $NDIRS ]; do
-  mkdir /mnt/t/d-$i
-  j=0
-  while [ $j -lt $NFILES ]; do echo "nodescope $i/$j" > /mnt/t/d-$i/f-$j; j=$((j+1)); done
-  i=$((i+1))
-done
-for n in 1 32 80 128 192 256 384 512; do
-  for k in 0 1 2 3; do dd if=/dev/zero of=/mnt/shaped/b-$n-$k bs=4096 count=$n 2>/dev/null; done
-done
-echo "nodescope vm-test sentinel" > /mnt/sentinel
+make_file_set
 sync
 # Checksums of every file as written, the reference of every later check.
 sh /sums > /sums.md5

@@ -1,0 +1,50 @@
+# nodescope's guest prelude: every /init (guest.sh, kmod.sh, bench.sh) sources it first as
+# /prelude.sh (xtask/src/vm/initramfs.rs puts it in every initramfs). Mounts, the marks and
+# failures the host reads back, the end that hands /results to the host, module loading, the
+# two disks, and the RFC's file set.
+export PATH=/bin
+R=/results
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mark() { read up idle < /proc/uptime; echo "@@ $up $*"; echo "$up $*" >> $R/marks.txt; }
+fail() { echo "@@FAIL $*"; echo "$*" >> $R/guest_errors.txt; }
+finish() {
+  mark finish
+  tar -cf /dev/$RES -C $R . && sync
+  poweroff -f
+}
+# Every module of /lib/modules/load-order but the one named $1 (if any), in order.
+load_modules() {
+  for m in $(cat /lib/modules/load-order); do
+    [ "$m" = "$1" ] && continue
+    insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
+  done
+}
+# RES: the disk with serial "results" (without it the host can learn nothing: power off);
+# DEV: the one with serial "f2fs".
+find_disks() {
+  DEV=; RES=
+  for b in /sys/block/*; do
+    case "$(cat $b/serial 2>/dev/null)" in results) RES=${b##*/};; f2fs) DEV=${b##*/};; esac
+  done
+  [ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
+  [ -n "$DEV" ] || { fail "no test disk"; finish; }
+  uname -r > $R/uname.txt
+}
+# The RFC's file set under /mnt: $NDIRS dirs x $NFILES small files, 32 zero-filled shaped
+# files, a sentinel.
+make_file_set() {
+  mkdir /mnt/t /mnt/shaped
+  i=0
+  while [ $i -lt $NDIRS ]; do
+    mkdir /mnt/t/d-$i
+    j=0
+    while [ $j -lt $NFILES ]; do echo "nodescope $i/$j" > /mnt/t/d-$i/f-$j; j=$((j+1)); done
+    i=$((i+1))
+  done
+  for n in 1 32 80 128 192 256 384 512; do
+    for k in 0 1 2 3; do dd if=/dev/zero of=/mnt/shaped/b-$n-$k bs=4096 count=$n 2>/dev/null; done
+  done
+  echo "nodescope vm-test sentinel" > /mnt/sentinel
+}
