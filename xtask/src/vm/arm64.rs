@@ -111,7 +111,7 @@ impl Run<'_> {
             applets: busybox_applets(&arm64_busybox(self.cache)?)?,
             host_arch: false,
         };
-        let initrd = work.join("initramfs.cpio");
+        let files = qemu::GuestFiles::in_dir(&work);
         let archive = initramfs::build_for(
             &userland,
             &kernel,
@@ -119,26 +119,16 @@ impl Run<'_> {
             &guest_files(),
             &[],
         )?;
-        fs::write(&initrd, archive)?;
-        let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
-        format_f2fs(&disk, &work)?;
-        super::sparse_file(&results, 64 << 20)?;
+        fs::write(&files.initrd, archive)?;
+        format_f2fs(&files.disk, &work)?;
+        files.create_results_disk()?;
         eprintln!(
             "vm-test {}: kernel {}, initramfs {} KiB",
             self.label,
             kernel.release,
-            fs::metadata(&initrd)?.len() / 1024
+            fs::metadata(&files.initrd)?.len() / 1024
         );
-        let boot = qemu::Boot {
-            label: self.label,
-            arch: Arch::Aarch64,
-            vmlinuz: &kernel.vmlinuz,
-            initrd: &initrd,
-            disk: &disk,
-            results: &results,
-            console_log: &work.join("console.log"),
-            timeout: VM_TIMEOUT,
-        };
+        let boot = files.boot(self.label, Arch::Aarch64, &kernel.vmlinuz, VM_TIMEOUT);
         let out = super::boot_and_unpack(&boot, &work)?;
         let mut core = check::check_core(
             &out,
@@ -161,7 +151,7 @@ impl Run<'_> {
         );
         let verdict = core.verdict(self.label, &rfc);
         if verdict.pass {
-            for image in [&disk, &results, &initrd] {
+            for image in [&files.disk, &files.results, &files.initrd] {
                 let _ = fs::remove_file(image);
             }
         }
@@ -260,7 +250,7 @@ fn busybox_applets(busybox: &Path) -> Result<String> {
 
 /// The guest's F2FS disk, formatted here as the x86 guest formats its own.
 fn format_f2fs(disk: &Path, work: &Path) -> Result<()> {
-    super::sparse_file(disk, 1 << 30)?;
+    qemu::sparse_file(disk, qemu::DISK_BYTES)?;
     let output = Command::new("mkfs.f2fs")
         .args(["-f", "-l", "vmtest"])
         .arg(disk)

@@ -10,7 +10,7 @@ use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{bail, Context as _, Result};
 
-use super::{initramfs, json::Json, kernel, qemu, replay_script, sparse_file, Replay};
+use super::{initramfs, json::Json, kernel, qemu, replay_script, Replay};
 use super::{NDIRS, NFILES, VM_TIMEOUT};
 use crate::util;
 
@@ -42,7 +42,7 @@ pub fn run(which: &str) -> Result<()> {
             format!("NDIRS={NDIRS}\nNFILES={NFILES}\nTRACEPOINT={TRACEPOINT}\n"),
         ),
     ];
-    let initrd = work.join("initramfs.cpio");
+    let files = qemu::GuestFiles::in_dir(&work);
     let archive = initramfs::build_for(
         &initramfs::Userland::host()?,
         &kernel,
@@ -50,26 +50,20 @@ pub fn run(which: &str) -> Result<()> {
         &guest_files,
         &["bpftrace", "bpftool"],
     )?;
-    fs::write(&initrd, archive)?;
-    let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
-    sparse_file(&disk, 1 << 30)?;
-    sparse_file(&results, 64 << 20)?;
+    fs::write(&files.initrd, archive)?;
+    files.create_disks()?;
     eprintln!(
         "vm-bench {}: kernel {}, initramfs {} MiB (bpftrace's libraries)",
         spec.label,
         kernel.release,
-        fs::metadata(&initrd)?.len() >> 20
+        fs::metadata(&files.initrd)?.len() >> 20
     );
-    let took = qemu::run(&qemu::Boot {
-        label: spec.label,
-        arch: crate::dist::Arch::X86_64,
-        vmlinuz: &kernel.vmlinuz,
-        initrd: &initrd,
-        disk: &disk,
-        results: &results,
-        console_log: &work.join("console.log"),
-        timeout: VM_TIMEOUT,
-    })?;
+    let took = qemu::run(&files.boot(
+        spec.label,
+        crate::dist::Arch::X86_64,
+        &kernel.vmlinuz,
+        VM_TIMEOUT,
+    ))?;
     eprintln!(
         "vm-bench {}: VM ran {:.1} s",
         spec.label,
@@ -80,7 +74,7 @@ pub fn run(which: &str) -> Result<()> {
     util::run(
         std::process::Command::new("tar")
             .arg("-xf")
-            .arg(&results)
+            .arg(&files.results)
             .arg("-C")
             .arg(&out),
     )
@@ -88,7 +82,7 @@ pub fn run(which: &str) -> Result<()> {
     for line in report(spec.label, &out)? {
         println!("{line}");
     }
-    for image in [&disk, &results, &initrd] {
+    for image in [&files.disk, &files.results, &files.initrd] {
         let _ = fs::remove_file(image);
     }
     Ok(())

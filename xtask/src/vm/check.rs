@@ -214,7 +214,7 @@ pub fn check(
     let discover = super::discover::check(dir, lines, failures);
     let daemon = super::daemon::check(dir, lines, failures);
     let uids = super::uidswitch::check(dir, lines, failures);
-    let disk = dir.parent().unwrap_or(dir).join(super::DISK_IMAGE);
+    let disk = dir.parent().unwrap_or(dir).join(super::qemu::DISK_IMAGE);
     let accesses = super::accesses::check(dir, &disk, nodescope, lines, failures);
     super::cp_anatomy::check(label, dir, nodescope, lines, failures);
     Ok(core.verdict(

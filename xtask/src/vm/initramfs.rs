@@ -146,7 +146,10 @@ fn archive_for(
         archive.add(dir, Entry::Dir);
     }
     // Every /init sources it first (guest.sh, kmod.sh, bench.sh).
-    archive.add("prelude.sh", text_file(include_str!("prelude.sh").to_string()));
+    archive.add(
+        "prelude.sh",
+        text_file(include_str!("prelude.sh").to_string()),
+    );
     for (path, contents) in guest_files {
         archive.add(
             path,

@@ -76,21 +76,16 @@ pub fn run(label: &str, modules: &Modules) -> Result<()> {
     let work = cache.join(format!("run-kmod-{label}"));
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work)?;
-    let initrd = work.join("initramfs.cpio");
-    fs::write(&initrd, initramfs_for(&kernel, &nodescope, modules)?)?;
-    let (disk, results) = (work.join("f2fs.img"), work.join("results.img"));
-    super::sparse_file(&disk, 1 << 30)?;
-    super::sparse_file(&results, 64 << 20)?;
-    let boot = qemu::Boot {
-        label: &format!("kmod-{label}"),
-        arch: crate::dist::Arch::X86_64,
-        vmlinuz: &kernel.vmlinuz,
-        initrd: &initrd,
-        disk: &disk,
-        results: &results,
-        console_log: &work.join("console.log"),
-        timeout: VM_TIMEOUT,
-    };
+    let files = qemu::GuestFiles::in_dir(&work);
+    fs::write(&files.initrd, initramfs_for(&kernel, &nodescope, modules)?)?;
+    files.create_disks()?;
+    let boot_label = format!("kmod-{label}");
+    let boot = files.boot(
+        &boot_label,
+        crate::dist::Arch::X86_64,
+        &kernel.vmlinuz,
+        VM_TIMEOUT,
+    );
     let out = super::boot_and_unpack(&boot, &work)?;
     let verdict = verdict(label, &out)?;
     for line in &verdict.lines {
@@ -100,7 +95,7 @@ pub fn run(label: &str, modules: &Modules) -> Result<()> {
     if !verdict.pass {
         bail!("vm-kmod {label} failed (results in {})", out.display());
     }
-    for image in [&disk, &results, &initrd] {
+    for image in [&files.disk, &files.results, &files.initrd] {
         let _ = fs::remove_file(image);
     }
     Ok(())

@@ -168,38 +168,32 @@ fn run_kernel(
         ("discover-hand.toml", discover::HAND_WRITTEN.to_string()),
         ("etc/vm-test.conf", config),
     ];
-    let initrd = work.join("initramfs.cpio");
+    let files = qemu::GuestFiles::in_dir(&work);
     let uidswitch = uidswitch::build(&work)?;
     fs::write(
-        &initrd,
+        &files.initrd,
         initramfs::build(&kernel, nodescope, &guest_files, &[&uidswitch])?,
     )?;
-    let (disk, results) = (work.join(DISK_IMAGE), work.join("results.img"));
-    sparse_file(&disk, 1 << 30)?;
-    sparse_file(&results, 64 << 20)?;
+    files.create_disks()?;
     eprintln!(
         "vm-test {}: kernel {}, initramfs {} KiB",
         spec.label,
         kernel.release,
-        fs::metadata(&initrd)?.len() / 1024
+        fs::metadata(&files.initrd)?.len() / 1024
     );
-    let boot = qemu::Boot {
-        label: spec.label,
-        arch: crate::dist::Arch::X86_64,
-        vmlinuz: &kernel.vmlinuz,
-        initrd: &initrd,
-        disk: &disk,
-        results: &results,
-        console_log: &work.join("console.log"),
-        timeout: VM_TIMEOUT,
-    };
+    let boot = files.boot(
+        spec.label,
+        crate::dist::Arch::X86_64,
+        &kernel.vmlinuz,
+        VM_TIMEOUT,
+    );
     let out = boot_and_unpack(&boot, &work)?;
     let verdict = check::check(
         spec.label, &out, NDIRS, NFILES, &VARIANTS, sim_line, nodescope,
     )?;
     if verdict.pass {
         // A failing run keeps its images for inspection; a passing one frees ~180 MB of disk.
-        for image in [&disk, &results, &initrd] {
+        for image in [&files.disk, &files.results, &files.initrd] {
             let _ = fs::remove_file(image);
         }
     }
@@ -222,10 +216,6 @@ fn boot_and_unpack(boot: &qemu::Boot, work: &Path) -> Result<std::path::PathBuf>
     .context("the guest left no results archive (see console.log)")?;
     Ok(out)
 }
-
-/// The guest's F2FS disk in the run's directory, next to its `results` (the checks read it:
-/// the access phase's what-if takes its node blocks).
-const DISK_IMAGE: &str = "f2fs.img";
 
 /// /etc/vm-test.conf, the guest script's settings.
 fn guest_config() -> String {
@@ -278,12 +268,6 @@ fn replay_dirs(replay: Replay, dirs: std::ops::Range<u64>, mode: &str) -> String
         script.push_str(" > /dev/null\n");
     }
     script
-}
-
-fn sparse_file(path: &Path, bytes: u64) -> Result<()> {
-    let file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    file.set_len(bytes)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::{
     fs::File,
     io::{BufRead as _, BufReader, Write as _},
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
     thread,
     time::{Duration, Instant},
@@ -23,6 +23,72 @@ pub struct Boot<'a> {
     pub results: &'a Path,
     pub console_log: &'a Path,
     pub timeout: Duration,
+}
+
+/// One guest run's files in its work directory, named the same in every phase: the
+/// initramfs, the F2FS disk, the results disk (its tar comes back there) and the console log.
+pub struct GuestFiles {
+    pub initrd: PathBuf,
+    pub disk: PathBuf,
+    pub results: PathBuf,
+    pub console_log: PathBuf,
+}
+
+/// The guest's F2FS disk in the run's directory, next to its `results` (the checks read it:
+/// the access phase's what-if takes its node blocks).
+pub const DISK_IMAGE: &str = "f2fs.img";
+/// The F2FS disk's size (sparse).
+pub const DISK_BYTES: u64 = 1 << 30;
+/// The results disk's size (sparse): the tar of /results.
+const RESULTS_BYTES: u64 = 64 << 20;
+
+impl GuestFiles {
+    pub fn in_dir(work: &Path) -> GuestFiles {
+        GuestFiles {
+            initrd: work.join("initramfs.cpio"),
+            disk: work.join(DISK_IMAGE),
+            results: work.join("results.img"),
+            console_log: work.join("console.log"),
+        }
+    }
+
+    /// Both disks, empty and sparse (the guest formats its own F2FS disk).
+    pub fn create_disks(&self) -> Result<()> {
+        sparse_file(&self.disk, DISK_BYTES)?;
+        self.create_results_disk()
+    }
+
+    /// The results disk only (a phase that formats the F2FS disk on the host).
+    pub fn create_results_disk(&self) -> Result<()> {
+        sparse_file(&self.results, RESULTS_BYTES)
+    }
+
+    /// The boot of `vmlinuz` with these files.
+    pub fn boot<'a>(
+        &'a self,
+        label: &'a str,
+        arch: Arch,
+        vmlinuz: &'a Path,
+        timeout: Duration,
+    ) -> Boot<'a> {
+        Boot {
+            label,
+            arch,
+            vmlinuz,
+            initrd: &self.initrd,
+            disk: &self.disk,
+            results: &self.results,
+            console_log: &self.console_log,
+            timeout,
+        }
+    }
+}
+
+/// An empty file of `bytes` (sparse).
+pub fn sparse_file(path: &Path, bytes: u64) -> Result<()> {
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    file.set_len(bytes)?;
+    Ok(())
 }
 
 /// The QEMU binary, machine arguments, CPU and console for a guest architecture.
