@@ -26,14 +26,7 @@ nodescope stream --plan > $R/plan.txt 2>&1
 mark mounted
 
 # The RFC's file set, as the VM test makes it: 256 dirs x 64 small files.
-mkdir /mnt/t
-i=0
-while [ $i -lt $NDIRS ]; do
-  mkdir /mnt/t/d-$i
-  j=0
-  while [ $j -lt $NFILES ]; do echo "nodescope $i/$j" > /mnt/t/d-$i/f-$j; j=$((j+1)); done
-  i=$((i+1))
-done
+make_small_files
 sync
 mark created
 

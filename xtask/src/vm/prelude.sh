@@ -32,10 +32,9 @@ find_disks() {
   [ -n "$DEV" ] || { fail "no test disk"; finish; }
   uname -r > $R/uname.txt
 }
-# The RFC's file set under /mnt: $NDIRS dirs x $NFILES small files, 32 zero-filled shaped
-# files, a sentinel.
-make_file_set() {
-  mkdir /mnt/t /mnt/shaped
+# The RFC's small files under /mnt/t: $NDIRS dirs x $NFILES files.
+make_small_files() {
+  mkdir /mnt/t
   i=0
   while [ $i -lt $NDIRS ]; do
     mkdir /mnt/t/d-$i
@@ -43,6 +42,11 @@ make_file_set() {
     while [ $j -lt $NFILES ]; do echo "nodescope $i/$j" > /mnt/t/d-$i/f-$j; j=$((j+1)); done
     i=$((i+1))
   done
+}
+# The RFC's whole file set: the small files, 32 zero-filled shaped files, a sentinel.
+make_file_set() {
+  make_small_files
+  mkdir /mnt/shaped
   for n in 1 32 80 128 192 256 384 512; do
     for k in 0 1 2 3; do dd if=/dev/zero of=/mnt/shaped/b-$n-$k bs=4096 count=$n 2>/dev/null; done
   done
