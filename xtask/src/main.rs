@@ -71,6 +71,10 @@ enum Task {
         /// Also run the kernel's scripts/checkpatch.pl on each patch (errors fail the command).
         #[arg(long)]
         checkpatch: bool,
+        /// Also build the variant modules (kmod/patches/6.12-variants: Debian's stock F2FS
+        /// reshaped like other kernel families' attach points), each checked with nm.
+        #[arg(long)]
+        variants: bool,
     },
     /// Build a static release nodescope for one architecture (default: this host's) and
     /// print its path, size and what `file` says. aarch64 installs Debian's cross toolchain.
@@ -125,6 +129,7 @@ fn main() -> Result<()> {
             kernel,
             patches,
             checkpatch,
-        } => kmod::run(&kernel, patches.as_deref(), checkpatch),
+            variants,
+        } => kmod::run(&kernel, patches.as_deref(), checkpatch, variants),
     }
 }

@@ -1,12 +1,14 @@
-//! `cargo xtask kmod [--kernel 6.12|6.1] [--patches DIR] [--checkpatch]`: F2FS built out of
-//! tree for the very Debian kernel the VM test boots, twice: stock (no patches) and patched
-//! (kmod/patches/<label>/*.patch, or --patches), so that a test can tell the patch's effect
-//! from the build's. Nothing is installed: Debian's headers, kbuild and source packages are
+//! `cargo xtask kmod [--kernel 6.12|6.1] [--patches DIR] [--checkpatch] [--variants]`: F2FS
+//! built out of tree for the very Debian kernel the VM test boots, twice: stock (no patches)
+//! and patched (kmod/patches/<label>/*.patch, or --patches), so that a test can tell the
+//! patch's effect from the build's; with `--variants` also the four variant modules of
+//! variants.rs (6.12 only; `cargo xtask vm-variants` builds them itself). Nothing is installed: Debian's headers, kbuild and source packages are
 //! downloaded and unpacked under target/vm-cache (tree.rs); each module is cached by a hash of
 //! what went into it (module.rs). The facts behind this are in the steering repo's shared/notes/kmod.md.
 mod checkpatch;
 mod module;
 mod tree;
+pub mod variants;
 
 use std::{
     fs,
@@ -62,12 +64,16 @@ fn build_on(tree: &Tree, dir: &Path) -> Result<Built> {
 
 /// The CLI: build (or find cached) both modules and print one line each; with `checkpatch`,
 /// check the patches with the tree's checkpatch.pl too.
-pub fn run(label: &str, patches: Option<&Path>, checkpatch: bool) -> Result<()> {
+pub fn run(label: &str, patches: Option<&Path>, checkpatch: bool, with_variants: bool) -> Result<()> {
     let dir = patch_dir(label, patches);
     if patches.is_some() && !dir.is_dir() {
         bail!("--patches {}: no such directory", dir.display());
     }
-    let built = build(label, Some(&dir))?;
+    if with_variants && label != variants::LABEL {
+        bail!("--variants: the variant modules patch {}'s F2FS", variants::LABEL);
+    }
+    let tree = prepare(label)?;
+    let built = build_on(&tree, &dir)?;
     println!(
         "kmod {label}: release {} (vermagic {:?}), headers {}, source {}",
         built.release,
@@ -79,8 +85,15 @@ pub fn run(label: &str, patches: Option<&Path>, checkpatch: bool) -> Result<()> 
     if let Some(patched) = &built.patched {
         println!("{}", patched.summary(label, "patched"));
     }
+    let mut checked = patch_files(&dir)?;
+    if with_variants {
+        for (variant, module) in variants::build(&tree)? {
+            println!("{}", module.summary(label, variant.short()));
+            checked.push(variant.patch());
+        }
+    }
     if checkpatch {
-        let errors = checkpatch::run(&built.source_tree, &patch_files(&dir)?)?;
+        let errors = checkpatch::run(&built.source_tree, &checked)?;
         if errors > 0 {
             bail!("checkpatch found {errors} error(s)");
         }

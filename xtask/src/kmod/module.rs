@@ -71,8 +71,14 @@ impl Tree {
             Some(dir) => super::patch_files(dir)?,
             None => Vec::new(),
         };
+        self.build_patches(variant, &patches)
+    }
+
+    /// f2fs.ko with `patches` applied in that order, under the output label `variant`; cached
+    /// by the patches' names and contents like every build.
+    pub fn build_patches(&self, variant: &str, patches: &[PathBuf]) -> Result<Module> {
         let mut inputs = Vec::new();
-        for patch in &patches {
+        for patch in patches {
             let name = patch.file_name().unwrap_or_default().to_string_lossy();
             let contents =
                 fs::read(patch).with_context(|| format!("reading {}", patch.display()))?;
@@ -91,7 +97,7 @@ impl Tree {
                 self.label,
                 patches.len()
             );
-            Some(self.compile(&out, &patches)?)
+            Some(self.compile(&out, patches)?)
         };
         self.checked(&out, build_time)
     }

@@ -31,37 +31,6 @@ make_file_set
 sync
 mark created
 
-snap() {
-  cp /proc/fs/f2fs/$DEV/iostat_info $R/iostat_$1.txt
-  if [ "$ANDROID" = 1 ]; then cat $S/cp_foreground_calls > $R/cp_$1.txt
-  else cp /sys/kernel/debug/f2fs/status $R/status_$1.txt; fi
-}
-
-# Start a stream for phase $1 (more arguments go to nodescope) and wait until it counts.
-stream_start() {
-  PH=$1; shift
-  nodescope stream --json --interval 1 "$@" > $R/stream_$PH.jsonl 2> $R/stream_$PH.err &
-  SP=$!
-  n=0
-  until grep -q 'nodescope stream: ready' $R/stream_$PH.err 2>/dev/null; do
-    kill -0 $SP 2>/dev/null || { fail "stream $PH exited early"; return 1; }
-    n=$((n+1)); [ $n -gt 600 ] && { fail "stream $PH not ready after 60 s"; return 1; }
-    sleep 0.1
-  done
-  snap ${PH}_before
-  mark ${PH}_start
-}
-
-stream_stop() {
-  snap ${PH}_after
-  kill -INT $SP
-  wait $SP
-  echo $? > $R/stream_$PH.rc
-  mark ${PH}_done
-}
-
-cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-
 cold
 stream_start names && { sh /replay-names; stream_stop; }
 cold
