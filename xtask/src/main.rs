@@ -51,6 +51,15 @@ enum Task {
         #[arg(long, requires = "stock")]
         patched: Option<std::path::PathBuf>,
     },
+    /// The variant modules (kmod/patches/6.12-variants: Debian 6.12's F2FS reshaped like other
+    /// kernel families' attach points) loaded in turn in one boot of Debian's 6.12 under QEMU:
+    /// one `variant <name> ... PASS` line each (root).
+    VmVariants {
+        /// Write the guest's tracepoint formats, kallsyms excerpt and each module's BTF to
+        /// tracer-user/tests/data/variants/<variant>/ (the planner's test data).
+        #[arg(long)]
+        save_test_data: bool,
+    },
     /// What one traced event costs in the kernel, nodescope against bpftrace, on a Debian
     /// kernel in QEMU (prints `ebpf-cost ours_ns=.. bpftrace_ns=.. ratio=..`; root).
     VmBench {
@@ -108,6 +117,7 @@ fn main() -> Result<()> {
         Task::Bench { name, args } => bench::run(&name, &args),
         Task::VmTest { kernel, arch } => vm::run(&kernel, dist::Arch::parse(Some(&arch))?),
         Task::VmBench { kernel } => vm::bench::run(&kernel),
+        Task::VmVariants { save_test_data } => vm::variants_phase::run(save_test_data),
         Task::VmKmod {
             kernel,
             stock,

@@ -35,6 +35,7 @@ pub fn run() -> Result<()> {
     let mut totals = cargo_test(&["--locked", "--workspace", "--exclude", "tracer-ebpf"])?;
     vm_tests(&mut totals);
     kmod_test(&mut totals);
+    variants_test(&mut totals);
     fuzz_targets(&mut totals);
     work_tree_unchanged(tree_before.as_ref(), &mut totals);
     for name in &totals.skipped_names {
@@ -109,6 +110,39 @@ fn kmod_test(totals: &mut Totals) {
         Err(err) => {
             println!("vm-kmod FAILED: {err:#}");
             totals.fail(format!("vm-kmod: {err:#}"));
+        }
+    }
+}
+
+/// The variant modules in Debian's 6.12 under QEMU, one boot: one test per variant in the
+/// tally, each its verdict line `variant <name> ... PASS`; a phase that could not run (build,
+/// boot) fails all four.
+fn variants_test(totals: &mut Totals) {
+    let names = crate::kmod::variants::VARIANTS.map(|v| v.name);
+    if !util::is_root() {
+        for name in names {
+            let why = format!("vm-variants {name}: not root: the kernel packages come through apt");
+            println!("SKIPPED {why}");
+            totals.skip(why);
+        }
+        return;
+    }
+    match crate::vm::variants_phase::build_and_run(false) {
+        Ok(outcomes) => {
+            for outcome in outcomes {
+                if outcome.pass {
+                    totals.passed += 1;
+                } else {
+                    println!("vm-variants FAILED: {}", outcome.line);
+                    totals.fail(format!("vm-variants: {}", outcome.line));
+                }
+            }
+        }
+        Err(err) => {
+            println!("vm-variants FAILED: {err:#}");
+            for name in names {
+                totals.fail(format!("vm-variants {name}: {err:#}"));
+            }
         }
     }
 }

@@ -64,13 +64,21 @@ fn build_on(tree: &Tree, dir: &Path) -> Result<Built> {
 
 /// The CLI: build (or find cached) both modules and print one line each; with `checkpatch`,
 /// check the patches with the tree's checkpatch.pl too.
-pub fn run(label: &str, patches: Option<&Path>, checkpatch: bool, with_variants: bool) -> Result<()> {
+pub fn run(
+    label: &str,
+    patches: Option<&Path>,
+    checkpatch: bool,
+    with_variants: bool,
+) -> Result<()> {
     let dir = patch_dir(label, patches);
     if patches.is_some() && !dir.is_dir() {
         bail!("--patches {}: no such directory", dir.display());
     }
     if with_variants && label != variants::LABEL {
-        bail!("--variants: the variant modules patch {}'s F2FS", variants::LABEL);
+        bail!(
+            "--variants: the variant modules patch {}'s F2FS",
+            variants::LABEL
+        );
     }
     let tree = prepare(label)?;
     let built = build_on(&tree, &dir)?;

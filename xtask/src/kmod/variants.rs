@@ -27,6 +27,8 @@ pub struct Variant {
     /// The tracepoints it defines for node reads and writes.
     pub read_tracepoint: &'static str,
     pub write_tracepoint: &'static str,
+    /// The checkpoint reason's field as f2fs_write_checkpoint's format file declares it.
+    pub checkpoint_field: &'static str,
     /// Every node lookup taking (sbi, nid) as arguments 0 and 1: the kernel's own count of
     /// lookups is the sum of these functions' calls.
     pub lookups: &'static [&'static str],
@@ -35,6 +37,8 @@ pub struct Variant {
 }
 
 const STOCK_LOOKUPS: &[&str] = &["f2fs_get_node_page"];
+/// 6.1+'s copy of the string (`__string(dest_msg, msg)`).
+const STOCK_CHECKPOINT: &str = "__data_loc char[] dest_msg;";
 /// (journal, type, val, alloc): type in the second argument register, alloc in the fourth.
 const STOCK_JOURNAL: (&str, &str) = ("%si", "%cx");
 
@@ -46,6 +50,7 @@ pub const VARIANTS: [Variant; 4] = [
         absent: &[],
         read_tracepoint: "f2fs_submit_folio_bio",
         write_tracepoint: "f2fs_submit_folio_write",
+        checkpoint_field: STOCK_CHECKPOINT,
         lookups: STOCK_LOOKUPS,
         journal_regs: STOCK_JOURNAL,
     },
@@ -62,6 +67,7 @@ pub const VARIANTS: [Variant; 4] = [
         absent: &["read_node_page", "f2fs_get_node_page"],
         read_tracepoint: "f2fs_submit_page_bio",
         write_tracepoint: "f2fs_submit_page_write",
+        checkpoint_field: STOCK_CHECKPOINT,
         lookups: &[
             "f2fs_get_node_folio",
             "f2fs_get_inode_folio",
@@ -76,6 +82,7 @@ pub const VARIANTS: [Variant; 4] = [
         absent: &[],
         read_tracepoint: "f2fs_submit_page_bio",
         write_tracepoint: "f2fs_submit_page_write",
+        checkpoint_field: "const char * msg;",
         lookups: STOCK_LOOKUPS,
         journal_regs: STOCK_JOURNAL,
     },
@@ -86,6 +93,7 @@ pub const VARIANTS: [Variant; 4] = [
         absent: &[],
         read_tracepoint: "f2fs_submit_page_bio",
         write_tracepoint: "f2fs_submit_page_write",
+        checkpoint_field: STOCK_CHECKPOINT,
         lookups: STOCK_LOOKUPS,
         // (sbi, journal, type, val, alloc): type third, alloc fifth.
         journal_regs: ("%dx", "%r8"),

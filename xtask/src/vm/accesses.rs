@@ -157,7 +157,7 @@ fn check_whatif(
 
 /// (node lookups, node evictions) from record's closing note: "accesses counted in the kernel:
 /// N node lookups, M node evictions".
-fn kernel_counts(record_err: &str) -> Option<(u64, u64)> {
+pub(super) fn kernel_counts(record_err: &str) -> Option<(u64, u64)> {
     let rest = record_err
         .lines()
         .find_map(|l| l.split_once("accesses counted in the kernel: "))?

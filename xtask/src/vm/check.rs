@@ -42,6 +42,8 @@ pub struct Phase {
     pub cp_delta: u64,
     /// Per-kind counts of the RFC probes (`rfc` in the stream lines), summed.
     pub rfc: BTreeMap<String, u64>,
+    /// NAT and SIT journal entries (`checkpoint.nat_journal` + `sit_journal`), summed.
+    pub journal: u64,
 }
 
 impl Phase {
@@ -90,6 +92,8 @@ impl Phase {
             self.checkpoints += d.get("checkpoints").u64();
             self.node_writes += d.get("node_writes").u64();
         }
+        let checkpoint = v.get("checkpoint");
+        self.journal += checkpoint.get("nat_journal").u64() + checkpoint.get("sit_journal").u64();
         for kind in ["restore", "convert"] {
             *self.rfc.entry(kind.to_string()).or_default() += v.get("rfc").get(kind).u64();
         }

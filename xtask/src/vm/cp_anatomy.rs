@@ -168,7 +168,7 @@ fn measure(dir: &Path, nodescope: &Path, mix: &str) -> Result<Measured> {
         let status = fs::read_to_string(dir.join(format!("status_{label}.txt")))
             .with_context(|| format!("no debugfs status copy for {label}"))?;
         let cps = cp_count(&status).with_context(|| format!("no CP count in {label}"))?;
-        let nodes = write_blocks(&iostat, &["fs node:", "fs gc node:", "fs cp node:"])
+        let nodes = write_blocks(&iostat, &NODE_WRITE_ROWS)
             .with_context(|| format!("no node write rows in iostat_{label}"))?;
         let meta = write_blocks(&iostat, &["fs meta:", "fs cp meta:"])
             .with_context(|| format!("no meta write rows in iostat_{label}"))?;
@@ -247,6 +247,9 @@ fn table_matches(text: &str, m: &Measured) -> Result<()> {
 
 /// The sum of iostat_info's [WRITE] rows `names`, in blocks: their count column when the
 /// kernel prints one (io_bytes count avg_bytes), else bytes / 4096 (6.1).
+/// iostat's [WRITE] rows of node blocks: every node write, checkpoint's and GC's included.
+pub const NODE_WRITE_ROWS: [&str; 3] = ["fs node:", "fs gc node:", "fs cp node:"];
+
 pub fn write_blocks(iostat: &str, names: &[&str]) -> Option<u64> {
     let section = iostat.split("[WRITE]").nth(1)?.split("[READ]").next()?;
     let mut total = 0;

@@ -19,6 +19,7 @@ pub mod kmod_phase;
 mod newc;
 mod qemu;
 mod uidswitch;
+pub mod variants_phase;
 
 use std::{
     fs,
