@@ -34,6 +34,9 @@ pub struct Variant {
     pub lookups: &'static [&'static str],
     /// x86_64 registers of f2fs_lookup_journal_in_cursum's `type` and `alloc` arguments.
     pub journal_regs: (&'static str, &'static str),
+    /// The variant renames the node read function: the VM test also streams node reads with
+    /// the kprobe fallback.
+    pub kprobe_reads: bool,
 }
 
 const STOCK_LOOKUPS: &[&str] = &["f2fs_get_node_page"];
@@ -53,6 +56,7 @@ pub const VARIANTS: [Variant; 4] = [
         checkpoint_field: STOCK_CHECKPOINT,
         lookups: STOCK_LOOKUPS,
         journal_regs: STOCK_JOURNAL,
+        kprobe_reads: false,
     },
     Variant {
         name: "6.12-node-folio",
@@ -74,6 +78,7 @@ pub const VARIANTS: [Variant; 4] = [
             "f2fs_get_xnode_folio",
         ],
         journal_regs: STOCK_JOURNAL,
+        kprobe_reads: true,
     },
     Variant {
         name: "6.12-cp-charmsg",
@@ -85,6 +90,7 @@ pub const VARIANTS: [Variant; 4] = [
         checkpoint_field: "const char * msg;",
         lookups: STOCK_LOOKUPS,
         journal_regs: STOCK_JOURNAL,
+        kprobe_reads: false,
     },
     Variant {
         name: "6.12-journal-sbi",
@@ -97,6 +103,7 @@ pub const VARIANTS: [Variant; 4] = [
         lookups: STOCK_LOOKUPS,
         // (sbi, journal, type, val, alloc): type third, alloc fifth.
         journal_regs: ("%dx", "%r8"),
+        kprobe_reads: false,
     },
 ];
 

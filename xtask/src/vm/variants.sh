@@ -51,7 +51,10 @@ variant() {
     grep -E ' (read_node_[a-z_]*|f2fs_get_[a-z_]*node[a-z_]*|f2fs_get_inode[a-z_]*|f2fs_get_xnode[a-z_]*|f2fs_ra_node_page|f2fs_lookup_journal_in_cursum)(\.[a-z0-9.]*)?	' \
     > $VR/kallsyms.txt
   mkfs.f2fs -f -l vmtest /dev/$DEV > $VR/mkfs.txt 2>&1 || { fail "$V: mkfs.f2fs"; return 1; }
-  mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $VR/mount.txt || { fail "$V: mount"; return 1; }
+  # noatime: the cold reads dirty no inode, so the checkpoint after the new files has few
+  # dirty NAT entries, and they go into the journal (hundreds would go to NAT blocks).
+  mount -t f2fs -o background_gc=off,noatime /dev/$DEV /mnt 2>> $VR/mount.txt ||
+    { fail "$V: mount"; return 1; }
   echo 1 > $S/iostat_enable || fail "$V: iostat_enable"
   nodescope probe --json > $VR/probe.json 2> $VR/probe.err || fail "$V: nodescope probe --json"
   nodescope stream --plan --accesses > $VR/plan.txt 2>&1
@@ -74,6 +77,12 @@ variant() {
   n=0
   for fn in $lookups; do disarm nsv_lookup_$n $VR/lookup_$fn.hist; n=$((n+1)); done
   disarm nsv_journal $VR/journal.hist "$jfilter"
+  # The node-read kprobe fallback (read_node_page or its successor), where the variant renames
+  # it: a second cold read under `--node-reads kprobe`.
+  if echo " $KPROBE_READS " | grep -q " $V "; then
+    cold
+    stream_start ${V}_kprobe --node-reads kprobe && { sh /replay-names; stream_stop; }
+  fi
   umount /mnt || fail "$V: umount"
   rmmod f2fs || { fail "$V: rmmod"; return 1; }
   mark ${V}_done

@@ -171,6 +171,12 @@ fn guest_config() -> String {
     let mut config = format!("NDIRS={NDIRS}\nNFILES={NFILES}\n");
     let names: Vec<&str> = variants::VARIANTS.iter().map(Variant::short).collect();
     config += &format!("VARIANTS=\"{}\"\n", names.join(" "));
+    let kprobe: Vec<&str> = variants::VARIANTS
+        .iter()
+        .filter(|v| v.kprobe_reads)
+        .map(Variant::short)
+        .collect();
+    config += &format!("KPROBE_READS=\"{}\"\n", kprobe.join(" "));
     for v in &variants::VARIANTS {
         let var = v.short().replace('-', "_");
         config += &format!("LOOKUPS_{var}=\"{}\"\n", v.lookups.join(" "));
@@ -214,6 +220,9 @@ fn verdict(
         }
     };
     judge(&figures, problems);
+    if variant.kprobe_reads {
+        kprobe_reads(variant, out, &mut lines, problems);
+    }
     lines.push(format!("  {} planned: {}", variant.name, planned(&dir)));
     lines.push(format!(
         "  {} kernel: {} tracepoints {}",
@@ -296,6 +305,35 @@ fn measure(variant: &Variant, out: &Path, lines: &mut Vec<String>) -> Result<Fig
         per_function.join(" ")
     ));
     Ok(figures)
+}
+
+/// The kprobe fallback's stream: its node reads attributed = iostat's, all demand reads by cat.
+fn kprobe_reads(
+    variant: &Variant,
+    out: &Path,
+    lines: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) {
+    let name = format!("{}_kprobe", variant.short());
+    match check::Phase::load(out, &name) {
+        Ok(phase) => {
+            lines.push(format!(
+                "  {:<16} --node-reads kprobe: {}",
+                variant.name,
+                phase.summary()
+            ));
+            if phase.rc != Some(0) || phase.reads() != phase.iostat_delta || phase.iostat_delta == 0
+            {
+                problems.push(format!(
+                    "--node-reads kprobe: attributed {} != iostat node reads {} (exit {:?})",
+                    phase.reads(),
+                    phase.iostat_delta,
+                    phase.rc
+                ));
+            }
+        }
+        Err(err) => problems.push(format!("--node-reads kprobe: {err:#}")),
+    }
 }
 
 /// Every figure against its kernel count, exactly, and none of them zero.
@@ -493,6 +531,7 @@ mod tests {
         ));
         assert!(config.contains("JOURNAL_journal_sbi=\"%dx %r8\"\n"));
         assert!(config.contains("JOURNAL_folio=\"%si %cx\"\n"));
+        assert!(config.contains("KPROBE_READS=\"node-folio\"\n"));
     }
 
     #[test]
