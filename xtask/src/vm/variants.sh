@@ -85,7 +85,7 @@ variant() {
   fi
   umount /mnt || fail "$V: umount"
   rmmod f2fs || { fail "$V: rmmod"; return 1; }
-  mark ${V}_done
+  mark ${V}_unloaded
 }
 
 for v in $VARIANTS; do variant $v || break; done

@@ -97,7 +97,7 @@ pub fn build_and_run(save_test_data: bool) -> Result<Vec<Outcome>> {
         }
         let mut problems: Vec<String> = guest_errors
             .lines()
-            .filter(|l| l.starts_with(&format!("{}:", variant.short())))
+            .filter(|l| is_about(l, variant.short()))
             .map(|l| format!("guest: {l}"))
             .collect();
         let (lines, line, pass) = verdict(variant, &out, &data, &mut problems);
@@ -139,6 +139,16 @@ pub fn run(save_test_data: bool) -> Result<()> {
         anyhow::bail!("vm-variants failed: {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// A guest error line about `short`: variants.sh's (`<short>: ...`) or the prelude's stream
+/// phases' (`stream <short> ...`, `stream <short>_kprobe ...`).
+fn is_about(line: &str, short: &str) -> bool {
+    line.strip_prefix(short).is_some_and(|r| r.starts_with(':'))
+        || line
+            .strip_prefix("stream ")
+            .and_then(|r| r.strip_prefix(short))
+            .is_some_and(|r| r.starts_with(' ') || r.starts_with('_'))
 }
 
 fn initramfs_for(
@@ -456,10 +466,9 @@ fn save(dir: &Path, ko: &Path, data: &Path) -> Result<()> {
     fs::create_dir_all(data)?;
     for format in present_formats(dir) {
         let name = format!("{format}.format");
-        fs::copy(dir.join(&name), data.join(&name))
-            .with_context(|| format!("copying {name} from the guest's results"))?;
+        copy_readable(&dir.join(&name), &data.join(&name))?;
     }
-    fs::copy(dir.join(KALLSYMS), data.join(KALLSYMS)).context("copying kallsyms.txt")?;
+    copy_readable(&dir.join(KALLSYMS), &data.join(KALLSYMS))?;
     util::run(
         Command::new("objcopy")
             .arg(format!("--dump-section=.BTF={}", data.join(BTF).display()))
@@ -469,6 +478,17 @@ fn save(dir: &Path, ko: &Path, data: &Path) -> Result<()> {
     let _ = fs::remove_file(std::env::temp_dir().join("nodescope-variant-objcopy.ko"));
     println!("vm-variants: test data written to {}", data.display());
     Ok(())
+}
+
+/// A copy that anyone may read (tracefs's format files are 0440 in the guest's tar).
+fn copy_readable(from: &Path, to: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::write(
+        to,
+        fs::read(from).with_context(|| format!("reading {}", from.display()))?,
+    )?;
+    fs::set_permissions(to, fs::Permissions::from_mode(0o644))
+        .with_context(|| format!("chmod {}", to.display()))
 }
 
 /// The committed test data must be what this kernel shows: the same format files (their
@@ -532,6 +552,18 @@ mod tests {
         assert!(config.contains("JOURNAL_journal_sbi=\"%dx %r8\"\n"));
         assert!(config.contains("JOURNAL_folio=\"%si %cx\"\n"));
         assert!(config.contains("KPROBE_READS=\"node-folio\"\n"));
+    }
+
+    #[test]
+    fn guest_errors_are_told_apart_by_variant() {
+        assert!(is_about("node-folio: insmod", "node-folio"));
+        assert!(is_about(
+            "stream node-folio_kprobe exited early",
+            "node-folio"
+        ));
+        assert!(is_about("stream folio not ready after 60 s", "folio"));
+        assert!(!is_about("stream node-folio_kprobe exited early", "folio"));
+        assert!(!is_about("node-folio: insmod", "folio"));
     }
 
     #[test]
