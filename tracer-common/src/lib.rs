@@ -466,7 +466,9 @@ pub struct TracepointLayout {
     /// Bit number of REQ_RAHEAD in op_flags for this kernel.
     pub rahead_bit: u16,
     pub sync_bit: u16,
-    pub _pad: u16,
+    /// Offset of a `char *msg` pointer field: the checkpoint tracepoint of 5.10 and 5.15
+    /// stores the message's address, not the string (the programs read through it).
+    pub msg_ptr: u16,
     /// Offset of a bio's byte count (`size`, f2fs_submit_read_bio): one bio may carry several
     /// node blocks.
     pub size: u16,
@@ -491,7 +493,7 @@ impl TracepointLayout {
         msg_loc: FIELD_ABSENT,
         rahead_bit: 0,
         sync_bit: 0,
-        _pad: 0,
+        msg_ptr: FIELD_ABSENT,
         size: FIELD_ABSENT,
     };
 
@@ -523,6 +525,51 @@ pub const CONFIG_RAHEAD_BIT: u32 = 1;
 /// is all `top`, `stream` and `daemon` need (their node-read figures are the kernel's exact
 /// counters); `record` sets it (a recording is its events).
 pub const CONFIG_NODE_READ_EVENTS: u32 = 2;
+/// `CONFIG` index: where f2fs_lookup_journal_in_cursum takes its `type`, `val` and `alloc`
+/// arguments, packed by `JournalArgs::pack`. Zero (not written) = the 5.10 .. 6.18.12
+/// positions 1, 2, 3; 6.18.13 and 6.19 added a first `sbi` argument (positions 2, 3, 4).
+pub const CONFIG_JOURNAL_ARGS: u32 = 3;
+
+/// Argument positions (0-based) of f2fs_lookup_journal_in_cursum's `type`, `val` and `alloc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalArgs {
+    pub type_: u8,
+    pub val: u8,
+    pub alloc: u8,
+}
+
+impl JournalArgs {
+    /// `(journal, type, val, alloc)`: 5.10 .. 6.18.12.
+    pub const WITHOUT_SBI: JournalArgs = JournalArgs {
+        type_: 1,
+        val: 2,
+        alloc: 3,
+    };
+    /// `(sbi, journal, type, val, alloc)`: 6.18.13 and 6.19 on (commit e48e16f3e37f).
+    pub const WITH_SBI: JournalArgs = JournalArgs {
+        type_: 2,
+        val: 3,
+        alloc: 4,
+    };
+    /// Set bit: a written value is never 0, so 0 keeps meaning "not written".
+    const PRESENT: u32 = 1 << 24;
+
+    pub const fn pack(self) -> u32 {
+        Self::PRESENT | self.type_ as u32 | (self.val as u32) << 8 | (self.alloc as u32) << 16
+    }
+
+    /// The positions `pack` wrote, or the old ones when nothing was written.
+    pub const fn unpack(word: u32) -> JournalArgs {
+        if word & Self::PRESENT == 0 {
+            return Self::WITHOUT_SBI;
+        }
+        JournalArgs {
+            type_: word as u8,
+            val: (word >> 8) as u8,
+            alloc: (word >> 16) as u8,
+        }
+    }
+}
 
 /// F2FS `enum page_type` values the programs filter on (stable across 6.1 .. 6.12+).
 pub const F2FS_PAGE_TYPE_NODE: i32 = 1;
@@ -706,6 +753,16 @@ mod tests {
         assert!(layout.is_mainline_page_bio());
         layout.type_ = 56;
         assert!(!layout.is_mainline_page_bio());
+    }
+
+    #[test]
+    fn journal_argument_positions_survive_the_config_word() {
+        for args in [JournalArgs::WITHOUT_SBI, JournalArgs::WITH_SBI] {
+            assert_ne!(args.pack(), 0);
+            assert_eq!(JournalArgs::unpack(args.pack()), args);
+        }
+        // A CONFIG slot userspace never wrote reads 0: the pre-6.18.13 positions.
+        assert_eq!(JournalArgs::unpack(0), JournalArgs::WITHOUT_SBI);
     }
 
     #[test]

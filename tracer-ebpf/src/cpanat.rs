@@ -6,21 +6,22 @@
 //! layout in TP_LAYOUT); a meta page's index is its block address. The areas come from the
 //! device's superblock, written per device by userspace into `META_AREAS`: nothing about the
 //! layout is compiled in. Journal entries come from a kprobe on
-//! `f2fs_lookup_journal_in_cursum(journal, type, val, alloc)`: the NAT and SIT flushes call it
-//! with `alloc = 1` once per entry they put into the journal, and never otherwise.
+//! `f2fs_lookup_journal_in_cursum(journal, type, val, alloc)` (`(sbi, journal, ...)` from
+//! 6.18.13; userspace writes the positions into CONFIG): the NAT and SIT flushes call it with
+//! `alloc = 1` once per entry they put into the journal, and never otherwise.
 use aya_ebpf::{
     macros::{kprobe, map, tracepoint},
     maps::{HashMap, PerCpuArray},
     programs::{ProbeContext, TracePointContext},
 };
 use tracer_common::{
-    EventKind, MetaAreas, F2FS_BLOCK_BYTES, META_AREA_COUNT, META_AREA_UNKNOWN,
-    TP_SUBMIT_PAGE_WRITE,
+    EventKind, JournalArgs, MetaAreas, CONFIG_JOURNAL_ARGS, F2FS_BLOCK_BYTES, META_AREA_COUNT,
+    META_AREA_UNKNOWN, TP_SUBMIT_PAGE_WRITE,
 };
 
 use crate::{
     f2fs::{field, layout},
-    maps::{emit, fill_task},
+    maps::{config, emit, fill_task},
 };
 
 /// F2FS `enum page_type`: META, and META_FLUSH (the checkpoint's commit block).
@@ -77,13 +78,15 @@ fn on_meta_write(ctx: &TracePointContext) -> Option<()> {
     Some(())
 }
 
-/// kprobe f2fs_lookup_journal_in_cursum(struct f2fs_journal *, int type, unsigned int val,
-/// int alloc): with `alloc` set, one NAT (type 0) or SIT (type 1) entry goes into the journal.
+/// kprobe f2fs_lookup_journal_in_cursum([struct f2fs_sb_info *,] struct f2fs_journal *,
+/// int type, unsigned int val, int alloc): with `alloc` set, one NAT (type 0) or SIT (type 1)
+/// entry goes into the journal. Where each argument is comes from userspace (BTF).
 #[kprobe]
 pub fn f2fs_journal_entry(ctx: ProbeContext) -> u32 {
-    let journal_type: u64 = ctx.arg(1).unwrap_or(u64::MAX);
-    let value: u64 = ctx.arg(2).unwrap_or(0);
-    let alloc: u64 = ctx.arg(3).unwrap_or(0);
+    let args = JournalArgs::unpack(config(CONFIG_JOURNAL_ARGS));
+    let journal_type: u64 = argument(&ctx, args.type_).unwrap_or(u64::MAX);
+    let value: u64 = argument(&ctx, args.val).unwrap_or(0);
+    let alloc: u64 = argument(&ctx, args.alloc).unwrap_or(0);
     // The int arguments: only their low 32 bits are defined.
     if alloc as u32 == 0 || journal_type as u32 > 1 {
         return 0;
@@ -96,4 +99,19 @@ pub fn f2fs_journal_entry(ctx: ProbeContext) -> u32 {
         event.queue = journal_type;
     });
     0
+}
+
+/// Argument `n` of a probed function. Each register is read at its constant offset first: the
+/// verifier refuses a context read at an offset it cannot pin down, which a `match` on `n`
+/// compiles to; opaque, so that the compiler does not fold the reads back into one.
+fn argument(ctx: &ProbeContext, n: u8) -> Option<u64> {
+    let registers: [Option<u64>; 6] = core::hint::black_box([
+        ctx.arg(0),
+        ctx.arg(1),
+        ctx.arg(2),
+        ctx.arg(3),
+        ctx.arg(4),
+        ctx.arg(5),
+    ]);
+    registers.get(usize::from(n)).copied().flatten()
 }

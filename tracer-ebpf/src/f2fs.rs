@@ -13,7 +13,7 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_buf,
+        bpf_probe_read_kernel, bpf_probe_read_kernel_buf,
     },
     macros::{kprobe, kretprobe, map, tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
@@ -619,17 +619,26 @@ fn on_checkpoint(ctx: &TracePointContext) -> Option<()> {
     Some(())
 }
 
-/// The phase number: a numeric field on newer kernels, a message string on 6.1 .. 6.12.
+/// The phase number: a numeric field on 6.18.y and later, a message string in the record on
+/// 6.1 .. 6.18, the message's address on 5.10 and 5.15.
 fn checkpoint_phase(ctx: &TracePointContext, layout: &TracepointLayout) -> Option<u8> {
     // Little-endian: the low byte of a u16/int phase is the phase.
     if let Some(phase) = field::<u8>(ctx, layout.phase) {
         return Some(phase);
     }
-    // __data_loc: low 16 bits = offset of the string in the record, high 16 = its length.
-    let loc: u32 = field(ctx, layout.msg_loc)?;
-    let offset = (loc & 0xffff) as usize;
-    // SAFETY: bpf_probe_read_kernel copes with any address; the offset is the kernel's own.
-    let head: [u8; 8] = unsafe { ctx.read_at(offset) }.ok()?;
+    let head: [u8; 8] = match field::<u64>(ctx, layout.msg_ptr) {
+        // SAFETY: bpf_probe_read_kernel copes with any address; this one is the kernel's
+        // pointer to a string literal of F2FS's (every message is longer than 8 bytes).
+        Some(address) => unsafe { bpf_probe_read_kernel(address as *const [u8; 8]) }.ok()?,
+        None => {
+            // __data_loc: low 16 bits = offset of the string in the record, high 16 = length.
+            let loc: u32 = field(ctx, layout.msg_loc)?;
+            let offset = (loc & 0xffff) as usize;
+            // SAFETY: bpf_probe_read_kernel copes with any address; the offset is the
+            // kernel's own.
+            unsafe { ctx.read_at(offset) }.ok()?
+        }
+    };
     // The three messages differ within their first 8 bytes.
     match &head {
         b"start bl" => Some(CP_PHASE_START_BLOCK_OPS),

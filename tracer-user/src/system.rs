@@ -142,11 +142,12 @@ pub fn has_f2fs() -> bool {
 }
 
 /// The F2FS tracepoint names nodescope knows, across kernel versions.
-pub const F2FS_TRACEPOINT_VARIANTS: [&str; 6] = [
+pub const F2FS_TRACEPOINT_VARIANTS: [&str; 7] = [
     "f2fs_submit_page_bio",
     "f2fs_submit_folio_bio",
     "f2fs_submit_read_bio",
     "f2fs_submit_page_write",
+    "f2fs_submit_folio_write",
     "f2fs_write_checkpoint",
     "f2fs_iostat",
 ];

@@ -21,6 +21,11 @@ impl Field {
     pub fn is_data_loc(&self) -> bool {
         self.c_type.starts_with("__data_loc")
     }
+
+    /// A pointer stored in the record (5.10's `char * msg`): its bytes are an address.
+    pub fn is_pointer(&self) -> bool {
+        self.c_type.ends_with('*')
+    }
 }
 
 /// A parsed format file.
@@ -118,11 +123,20 @@ fn parse_u16(value: &str) -> Result<u16> {
 }
 
 /// `unsigned long index` -> ("unsigned long", "index"); `char comm[16]` -> ("char[16]", "comm");
-/// `__data_loc char[] dest_msg` -> ("__data_loc char[]", "dest_msg").
+/// `__data_loc char[] dest_msg` -> ("__data_loc char[]", "dest_msg"); `const char *msg` and
+/// `const char * msg` -> ("const char *", "msg").
 fn split_decl(decl: &str) -> Result<(String, String)> {
     let (c_type, last) = decl
         .rsplit_once(char::is_whitespace)
         .with_context(|| format!("no type in {decl:?}"))?;
+    let stars = last.len() - last.trim_start_matches('*').len();
+    let (c_type, last) = match stars {
+        0 => (c_type.trim().to_string(), last),
+        _ => (
+            format!("{} {}", c_type.trim(), &last[..stars]),
+            &last[stars..],
+        ),
+    };
     let (name, array) = match last.find('[') {
         Some(at) => (&last[..at], &last[at..]),
         None => (last, ""),
@@ -130,7 +144,7 @@ fn split_decl(decl: &str) -> Result<(String, String)> {
     if name.is_empty() {
         bail!("no field name in {decl:?}");
     }
-    Ok((format!("{}{array}", c_type.trim()), name.to_string()))
+    Ok((format!("{c_type}{array}"), name.to_string()))
 }
 
 #[cfg(test)]
@@ -145,6 +159,10 @@ mod tests {
         assert_eq!((t.as_str(), n.as_str()), ("char[16]", "comm"));
         let (t, n) = split_decl("unsigned long index").unwrap();
         assert_eq!((t.as_str(), n.as_str()), ("unsigned long", "index"));
+        for decl in ["const char * msg", "const char *msg"] {
+            let (t, n) = split_decl(decl).unwrap();
+            assert_eq!((t.as_str(), n.as_str()), ("const char *", "msg"), "{decl}");
+        }
     }
 
     #[test]

@@ -137,28 +137,41 @@ impl KernelBtf {
     pub fn functions(&self) -> Result<Vec<Function>> {
         let mut functions = Vec::new();
         for ty in self.own_types()? {
-            let Type::Func(func) = ty else { continue };
-            let name = self.btf.resolve_name(&func).context("a function's name")?;
-            let Ok(Type::FuncProto(proto)) = self.btf.resolve_chained_type(&func) else {
-                continue;
-            };
-            let params = proto
-                .parameters
-                .iter()
-                .filter(|p| !p.is_variadic())
-                .map(|p| Param {
-                    name: self.btf.resolve_name(p).unwrap_or_default(),
-                    shape: self.shape_of(p.get_type_id()),
-                })
-                .collect();
-            let returns_signed = self.returns_signed(proto.return_type_id());
-            functions.push(Function {
-                name,
-                params,
-                returns_signed,
-            });
+            if let Type::Func(func) = ty {
+                functions.extend(self.function_of(&func)?);
+            }
         }
         Ok(functions)
+    }
+
+    /// The function called `name`, if BTF describes one.
+    pub fn function(&self, name: &str) -> Option<Function> {
+        let types = self.btf.resolve_types_by_name(name).ok()?;
+        types.into_iter().find_map(|ty| match ty {
+            Type::Func(func) => self.function_of(&func).ok().flatten(),
+            _ => None,
+        })
+    }
+
+    fn function_of(&self, func: &btf_rs::Func) -> Result<Option<Function>> {
+        let name = self.btf.resolve_name(func).context("a function's name")?;
+        let Ok(Type::FuncProto(proto)) = self.btf.resolve_chained_type(func) else {
+            return Ok(None);
+        };
+        let params = proto
+            .parameters
+            .iter()
+            .filter(|p| !p.is_variadic())
+            .map(|p| Param {
+                name: self.btf.resolve_name(p).unwrap_or_default(),
+                shape: self.shape_of(p.get_type_id()),
+            })
+            .collect();
+        Ok(Some(Function {
+            name,
+            params,
+            returns_signed: self.returns_signed(proto.return_type_id()),
+        }))
     }
 
     /// Names of F2FS's structs whose members match `wanted` (each a word some member name

@@ -36,19 +36,27 @@ use crate::{
 pub const PROG_ACCESS: &str = "f2fs_node_access";
 pub const PROG_EVICT: &str = "f2fs_node_evict";
 
-/// The node lookup functions, best first. Each takes `(struct f2fs_sb_info *, pgoff_t nid, ..)`.
-/// The exported wrapper comes first: on Debian's 6.1 and 6.12 GCC inlines the hot part of
-/// `__get_node_page` into `f2fs_get_node_page` (the rest is `__get_node_page.part.0`), so the
-/// exact `__get_node_page` symbol saw 3 calls where the VM test's replay made thousands of
-/// lookups. Not seen by the wrapper: `f2fs_get_node_page_ra` (indirect node blocks of large
-/// files) and, on folio kernels, the inode and xnode lookups. Only exact names: a GCC clone
-/// such as `.part.0` is entered for part of the calls only.
-pub const LOOKUP_FUNCTIONS: [&str; 4] = [
+/// The node lookup entry points, each `(struct f2fs_sb_info *, nid_t or pgoff_t nid, ..)`: every
+/// one the kernel has is traced, since none calls another. 6.1 .. 6.14 have
+/// `f2fs_get_node_page` only; 6.15 added `f2fs_get_node_folio` beside it and split the inode
+/// and xattr-node lookups out (`f2fs_get_inode_*`, `f2fs_get_xnode_*`, which go straight to
+/// `__get_node_folio`, so a probe on `f2fs_get_node_*` alone misses them); 6.16 removed the
+/// page names. Not seen: `f2fs_get_node_page_ra` (indirect node blocks of large files).
+pub const LOOKUP_FUNCTIONS: [&str; 6] = [
     "f2fs_get_node_page",
     "f2fs_get_node_folio",
-    "__get_node_page",
-    "__get_node_folio",
+    "f2fs_get_inode_page",
+    "f2fs_get_inode_folio",
+    "f2fs_get_xnode_page",
+    "f2fs_get_xnode_folio",
 ];
+
+/// The shared inner lookup, used only where no entry point above exists: on Debian's 6.1 and
+/// 6.12 GCC inlines the hot part of `__get_node_page` into `f2fs_get_node_page` (the rest is
+/// `__get_node_page.part.0`), so the exact `__get_node_page` symbol saw 3 calls where the VM
+/// test's replay made thousands of lookups. Only exact names anywhere: a GCC clone such as
+/// `.part.0` is entered for part of the calls only.
+pub const INNER_LOOKUP_FUNCTIONS: [&str; 2] = ["__get_node_page", "__get_node_folio"];
 
 pub const EVICT_CATEGORY: &str = "filemap";
 pub const EVICT_TRACEPOINT: &str = "mm_filemap_delete_from_page_cache";
@@ -64,8 +72,8 @@ pub struct StructOffsets {
 /// What `--accesses` attaches on this kernel, and why not when it cannot.
 #[derive(Clone, Debug, Serialize)]
 pub struct AccessPlan {
-    /// The kprobe's function, when node lookups can be traced.
-    pub lookup_function: Option<String>,
+    /// The kprobes' functions (empty when node lookups cannot be traced).
+    pub lookup_functions: Vec<String>,
     /// `filemap:mm_filemap_delete_from_page_cache`, when evictions can be traced.
     pub evict_tracepoint: Option<String>,
     /// Why a part is missing, one line each.
@@ -78,9 +86,15 @@ impl AccessPlan {
     /// One line per part, for `nodescope probe` and `stream --plan`.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        match &self.lookup_function {
-            Some(function) => drop(writeln!(out, "{:<12} kprobe {function}", "node_access")),
-            None => drop(writeln!(out, "{:<12} not available", "node_access")),
+        if self.lookup_functions.is_empty() {
+            let _ = writeln!(out, "{:<12} not available", "node_access");
+        } else {
+            let probes: Vec<String> = self
+                .lookup_functions
+                .iter()
+                .map(|f| format!("kprobe {f}"))
+                .collect();
+            let _ = writeln!(out, "{:<12} {}", "node_access", probes.join(" + "));
         }
         match &self.evict_tracepoint {
             Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "node_evict")),
@@ -103,20 +117,20 @@ pub fn plan(
 ) -> AccessPlan {
     let mut missing = Vec::new();
     let mut layout = AccessLayout::default();
-    let lookup_function = lookup_function(kallsyms, kprobes).and_then(|function| {
+    let lookup_functions = lookup_functions(kallsyms, kprobes).and_then(|functions| {
         let offsets = offsets.context("the device and node inode need F2FS's BTF")?;
         layout.sbi_sb = offsets.sbi_sb;
         layout.sb_s_dev = offsets.sb_s_dev;
         layout.sbi_node_ino = offsets.sbi_node_ino;
-        Ok(function)
+        Ok(functions)
     });
-    let lookup_function = lookup_function
+    let lookup_functions = lookup_functions
         .map_err(|err| missing.push(format!("node_access: {err:#}")))
-        .ok();
+        .unwrap_or_default();
     let evict = evict_format.and_then(|text| evict_offsets(&text, &mut layout));
-    let evict_tracepoint = match (&lookup_function, evict) {
-        (Some(_), Ok(())) => Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
-        (None, Ok(())) => {
+    let evict_tracepoint = match (lookup_functions.is_empty(), evict) {
+        (false, Ok(())) => Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
+        (true, Ok(())) => {
             missing.push("node_evict: the node inode is learnt from node lookups".into());
             None
         }
@@ -126,15 +140,16 @@ pub fn plan(
         }
     };
     AccessPlan {
-        lookup_function,
+        lookup_functions,
         evict_tracepoint,
         missing,
         layout,
     }
 }
 
-/// The first of `LOOKUP_FUNCTIONS` this kernel has under its exact name.
-fn lookup_function(kallsyms: &str, kprobes: bool) -> Result<String> {
+/// Every one of `LOOKUP_FUNCTIONS` this kernel has under its exact name, else the first of
+/// `INNER_LOOKUP_FUNCTIONS`.
+fn lookup_functions(kallsyms: &str, kprobes: bool) -> Result<Vec<String>> {
     if !kprobes {
         bail!("kprobes not available (CONFIG_KPROBES)");
     }
@@ -142,14 +157,24 @@ fn lookup_function(kallsyms: &str, kprobes: bool) -> Result<String> {
         .lines()
         .filter_map(|line| line.split_whitespace().nth(2))
         .collect();
-    LOOKUP_FUNCTIONS
+    let present = |wanted: &&&str| names.contains(*wanted);
+    let entries: Vec<String> = LOOKUP_FUNCTIONS
         .iter()
-        .find(|wanted| names.contains(wanted))
+        .filter(present)
         .map(|name| name.to_string())
+        .collect();
+    if !entries.is_empty() {
+        return Ok(entries);
+    }
+    INNER_LOOKUP_FUNCTIONS
+        .iter()
+        .find(|name| present(name))
+        .map(|name| vec![name.to_string()])
         .with_context(|| {
             format!(
-                "none of {} in /proc/kallsyms (is f2fs loaded?)",
-                LOOKUP_FUNCTIONS.join(", ")
+                "none of {}, {} in /proc/kallsyms (is f2fs loaded?)",
+                LOOKUP_FUNCTIONS.join(", "),
+                INNER_LOOKUP_FUNCTIONS.join(", ")
             )
         })
 }
@@ -238,7 +263,7 @@ pub fn attach(ebpf: &mut Ebpf, plan: &AccessPlan) -> Result<Vec<AttachOutcome>> 
         .set(0, plan.layout, 0)
         .context("writing ACCESS_LAYOUT")?;
     let mut outcomes = Vec::new();
-    if let Some(function) = &plan.lookup_function {
+    for function in &plan.lookup_functions {
         let result = attach_lookup(ebpf, function);
         outcomes.push(AttachOutcome::of(
             "node_access",
@@ -263,6 +288,7 @@ fn attach_lookup(ebpf: &mut Ebpf, function: &str) -> Result<()> {
         .program_mut(PROG_ACCESS)
         .with_context(|| format!("program {PROG_ACCESS} missing from the object"))?;
     let kp: &mut KProbe = program.try_into()?;
+    // One program, as many attachments as the kernel has lookup functions.
     bpf::load_once(kp.fd().is_ok(), || kp.load())?;
     kp.attach(function, 0)
         .with_context(|| format!("attaching kprobe {function}"))?;

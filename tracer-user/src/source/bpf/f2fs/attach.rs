@@ -10,7 +10,8 @@ use aya::{
 use serde::Serialize;
 use tracer_common::maps;
 use tracer_common::{
-    TracepointLayout, CONFIG_NODE_READ_EVENTS, CONFIG_RAHEAD_BIT, TP_SUBMIT_PAGE_BIO,
+    TracepointLayout, CONFIG_JOURNAL_ARGS, CONFIG_NODE_READ_EVENTS, CONFIG_RAHEAD_BIT,
+    TP_SUBMIT_PAGE_BIO,
 };
 
 use super::{
@@ -87,7 +88,8 @@ fn write_layouts(ebpf: &mut Ebpf, plan: &Plan) -> Result<()> {
             layouts.set(slot, layout, 0).context("writing TP_LAYOUT")?;
         }
     }
-    write_config(ebpf, CONFIG_RAHEAD_BIT, u32::from(plan.rahead_bit))
+    write_config(ebpf, CONFIG_RAHEAD_BIT, u32::from(plan.rahead_bit))?;
+    write_config(ebpf, CONFIG_JOURNAL_ARGS, plan.journal_args.pack())
 }
 
 fn write_config(ebpf: &mut Ebpf, index: u32, value: u32) -> Result<()> {

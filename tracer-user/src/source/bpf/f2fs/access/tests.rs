@@ -41,7 +41,7 @@ ffffffffc063edf0 t f2fs_get_node_page\t[f2fs]
 #[test]
 fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
     let plan = plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
-    assert_eq!(plan.lookup_function.as_deref(), Some("f2fs_get_node_page"));
+    assert_eq!(plan.lookup_functions, ["f2fs_get_node_page"]);
     assert_eq!(
         plan.evict_tracepoint.as_deref(),
         Some("filemap:mm_filemap_delete_from_page_cache")
@@ -69,16 +69,41 @@ fn a_partial_clone_is_never_the_lookup_function() {
     let kallsyms = "ffffffffc063daf0 t __get_node_page.part.0\t[f2fs]\n\
                     ffffffffc063edf0 T f2fs_get_node_folio\t[f2fs]\n";
     let plan = plan(kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
-    assert_eq!(plan.lookup_function.as_deref(), Some("f2fs_get_node_folio"));
+    assert_eq!(plan.lookup_functions, ["f2fs_get_node_folio"]);
     let inner_only = "ffffffffc063daf0 t __get_node_folio\t[f2fs]\n";
     let plan = super::plan(inner_only, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
-    assert_eq!(plan.lookup_function.as_deref(), Some("__get_node_folio"));
+    assert_eq!(plan.lookup_functions, ["__get_node_folio"]);
+}
+
+/// 6.16 and later (and 6.15 beside f2fs_get_node_page): inode and xattr-node lookups have entry
+/// points of their own that never pass through f2fs_get_node_folio; each is traced, and the
+/// inner __get_node_folio (which all of them call) is not, or every lookup would count twice.
+#[test]
+fn every_lookup_entry_point_is_traced_and_the_inner_one_is_not() {
+    let kallsyms = "ffffffffc0641000 t __get_node_folio\t[f2fs]\n\
+                    ffffffffc0642000 T f2fs_get_node_folio\t[f2fs]\n\
+                    ffffffffc0643000 T f2fs_get_inode_folio\t[f2fs]\n\
+                    ffffffffc0644000 T f2fs_get_xnode_folio\t[f2fs]\n\
+                    ffffffffc0645000 T f2fs_get_node_page_ra\t[f2fs]\n";
+    let plan = plan(kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    assert_eq!(
+        plan.lookup_functions,
+        [
+            "f2fs_get_node_folio",
+            "f2fs_get_inode_folio",
+            "f2fs_get_xnode_folio"
+        ]
+    );
+    assert!(plan.render().starts_with(
+        "node_access  kprobe f2fs_get_node_folio + kprobe f2fs_get_inode_folio + \
+         kprobe f2fs_get_xnode_folio\n"
+    ));
 }
 
 #[test]
 fn each_missing_fact_is_named_and_evictions_need_lookups() {
     let plan = plan(KALLSYMS_6_1, false, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
-    assert_eq!(plan.lookup_function, None);
+    assert!(plan.lookup_functions.is_empty());
     assert_eq!(plan.evict_tracepoint, None);
     assert_eq!(
         plan.missing,
@@ -91,7 +116,8 @@ fn each_missing_fact_is_named_and_evictions_need_lookups() {
     let plan = super::plan("", true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
     assert_eq!(
         plan.missing[0],
-        "node_access: none of f2fs_get_node_page, f2fs_get_node_folio, __get_node_page, \
+        "node_access: none of f2fs_get_node_page, f2fs_get_node_folio, f2fs_get_inode_page, \
+         f2fs_get_inode_folio, f2fs_get_xnode_page, f2fs_get_xnode_folio, __get_node_page, \
          __get_node_folio in /proc/kallsyms (is f2fs loaded?)"
     );
 
@@ -107,7 +133,7 @@ fn each_missing_fact_is_named_and_evictions_need_lookups() {
         "field:dev_t s_dev;\toffset:32;\tsize:8",
     );
     let plan = super::plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(narrow));
-    assert!(plan.lookup_function.is_some());
+    assert!(!plan.lookup_functions.is_empty());
     assert_eq!(
         plan.missing,
         ["node_evict: mm_filemap_delete_from_page_cache: field `s_dev` is 8 bytes, expected 4"]
@@ -147,7 +173,7 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
     let mut layout = AccessLayout::default();
     evict_offsets(&format, &mut layout).expect("this kernel's format has the fields");
     let plan = AccessPlan {
-        lookup_function: None,
+        lookup_functions: Vec::new(),
         evict_tracepoint: Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
         missing: Vec::new(),
         layout,

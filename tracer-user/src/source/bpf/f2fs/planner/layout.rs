@@ -22,7 +22,7 @@ fn absent_layout() -> TracepointLayout {
         msg_loc: FIELD_ABSENT,
         rahead_bit: DEFAULT_RAHEAD_BIT,
         sync_bit: DEFAULT_SYNC_BIT,
-        _pad: 0,
+        msg_ptr: FIELD_ABSENT,
         size: FIELD_ABSENT,
     }
 }
@@ -94,8 +94,9 @@ pub fn page_write_layout(format: &Format) -> Result<TracepointLayout> {
     })
 }
 
-/// f2fs_write_checkpoint: a numeric `phase` (newer kernels) or a `__data_loc` message string
-/// (`dest_msg` on 6.1 .. 6.12, `msg` before).
+/// f2fs_write_checkpoint: a numeric `phase` (6.18.y and 6.19 on), a `__data_loc` message
+/// string (`dest_msg`, 6.1.2 .. 6.18), or a `char *msg` pointer (5.10 and 5.15, which store the
+/// message's address: the program reads the string through it).
 pub fn checkpoint_layout(format: &Format) -> Result<TracepointLayout> {
     let mut layout = TracepointLayout {
         dev: required(format, "dev", &[4])?,
@@ -103,12 +104,24 @@ pub fn checkpoint_layout(format: &Format) -> Result<TracepointLayout> {
         phase: optional(format, "phase", &[1, 2, 4])?,
         ..absent_layout()
     };
-    if layout.phase == FIELD_ABSENT {
-        let msg = ["dest_msg", "msg"]
-            .iter()
-            .find_map(|name| format.field(name).filter(|f| f.is_data_loc()))
-            .with_context(|| format!("{} has neither `phase` nor a message string", format.name))?;
-        layout.msg_loc = msg.offset;
+    if layout.phase != FIELD_ABSENT {
+        return Ok(layout);
+    }
+    let message = ["dest_msg", "msg"]
+        .iter()
+        .find_map(|name| format.field(name))
+        .with_context(|| format!("{} has neither `phase` nor a message", format.name))?;
+    if message.is_data_loc() {
+        layout.msg_loc = message.offset;
+    } else if message.is_pointer() && message.size == 8 {
+        layout.msg_ptr = message.offset;
+    } else {
+        bail!(
+            "{}: field `{}` ({}) is neither a __data_loc string nor a char pointer",
+            format.name,
+            message.name,
+            message.c_type
+        );
     }
     Ok(layout)
 }

@@ -17,7 +17,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
 use tracer_common::{
-    TracepointLayout, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO,
+    JournalArgs, TracepointLayout, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO,
     TP_WRITE_CHECKPOINT,
 };
 
@@ -25,7 +25,13 @@ use self::layout::{
     checkpoint_layout, page_bio_layout, page_write_layout, read_bio_layout, DEFAULT_RAHEAD_BIT,
 };
 use crate::{
-    source::bpf::{discover::kallsyms, format::Format},
+    source::bpf::{
+        discover::{
+            btf::{BtfFiles, Function, KernelBtf},
+            kallsyms,
+        },
+        format::Format,
+    },
     system,
 };
 
@@ -43,12 +49,18 @@ pub(super) const PROG_META_WRITE: &str = "f2fs_meta_write";
 pub(super) const PROG_JOURNAL_ENTRY: &str = "f2fs_journal_entry";
 
 /// Kernel functions the planner looks for in /proc/kallsyms.
-const SYM_READ_NODE_PAGE: &str = "read_node_page";
+/// `read_node_page(page, op_flags)`, `read_node_folio(folio, op_flags)` from 6.16: same
+/// arguments, same returns (0: a read went to disk, LOCKED_PAGE: cached).
+const SYM_READ_NODE: [&str; 2] = ["read_node_page", "read_node_folio"];
 const SYM_RA_NODE_PAGE: &str = "f2fs_ra_node_page";
 /// Called with `alloc = 1` once per NAT or SIT entry a checkpoint puts into the journal.
 const SYM_JOURNAL_IN_CURSUM: &str = "f2fs_lookup_journal_in_cursum";
 /// Present only on kernels whose node reads go through the metadata cache (F2FS dev-test).
 const SYM_METADATA_CACHE: [&str; 2] = ["f2fs_submit_cache_read", "read_node_cache"];
+
+/// Node and metadata writes, newest name first: 6.14 renamed the page tracepoints after folios
+/// (87e2a15bc008), and Android's 6.6 and 6.12 trees carry the rename.
+const TP_NODE_WRITES: [&str; 2] = ["f2fs_submit_folio_write", "f2fs_submit_page_write"];
 
 /// Where node reads are seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -60,7 +72,8 @@ pub enum NodeReadVariant {
     FolioBio,
     /// Tracepoint f2fs_submit_read_bio (metadata-cache kernels; per bio).
     ReadBio,
-    /// kprobe + kretprobe on read_node_page (and f2fs_ra_node_page); no device number.
+    /// kprobe + kretprobe on read_node_page or read_node_folio (and f2fs_ra_node_page); no
+    /// device number.
     Kprobe,
 }
 
@@ -79,7 +92,7 @@ impl fmt::Display for NodeReadVariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.tracepoint() {
             Some(name) => f.write_str(name),
-            None => f.write_str("kprobe read_node_page"),
+            None => f.write_str("kprobe read_node_page/read_node_folio"),
         }
     }
 }
@@ -94,6 +107,11 @@ pub struct KernelView {
     pub symbols: BTreeMap<String, String>,
     /// Tracepoints that exist but whose format file could not be read, and why (not root).
     pub unreadable: BTreeMap<String, String>,
+    /// BTF's signatures of the wanted functions (base name -> function), where the kernel has
+    /// BTF: argument positions come from there.
+    pub signatures: BTreeMap<String, Function>,
+    /// Why `signatures` is empty, when no BTF could be read.
+    pub no_btf: Option<String>,
 }
 
 impl KernelView {
@@ -113,11 +131,18 @@ impl KernelView {
             }
         }
         let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
+        let symbols = find_symbols(&kallsyms);
+        let (signatures, no_btf) = match signatures(&symbols) {
+            Ok(signatures) => (signatures, None),
+            Err(err) => (BTreeMap::new(), Some(format!("{err:#}"))),
+        };
         KernelView {
             formats,
             kprobes: system::has_kprobes(),
-            symbols: find_symbols(&kallsyms),
+            symbols,
             unreadable,
+            signatures,
+            no_btf,
         }
     }
 
@@ -139,10 +164,25 @@ impl KernelView {
     }
 }
 
+/// BTF's signatures of the found functions whose arguments the programs read by position.
+fn signatures(symbols: &BTreeMap<String, String>) -> Result<BTreeMap<String, Function>> {
+    if !symbols.contains_key(SYM_JOURNAL_IN_CURSUM) {
+        return Ok(BTreeMap::new());
+    }
+    let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)")?;
+    let btf = KernelBtf::load(&files)?;
+    Ok(btf
+        .function(SYM_JOURNAL_IN_CURSUM)
+        .map(|f| (SYM_JOURNAL_IN_CURSUM.to_string(), f))
+        .into_iter()
+        .collect())
+}
+
 /// The wanted functions in /proc/kallsyms text; GCC may have renamed a static function to
 /// `name.isra.0` and the like, which is the name kprobes need.
 pub fn find_symbols(kallsyms: &str) -> BTreeMap<String, String> {
-    let mut wanted = vec![SYM_READ_NODE_PAGE, SYM_RA_NODE_PAGE, SYM_JOURNAL_IN_CURSUM];
+    let mut wanted = vec![SYM_RA_NODE_PAGE, SYM_JOURNAL_IN_CURSUM];
+    wanted.extend(SYM_READ_NODE);
     wanted.extend(SYM_METADATA_CACHE);
     let mut found = BTreeMap::new();
     for line in kallsyms.lines() {
@@ -227,6 +267,9 @@ pub struct Plan {
     pub journal: Part,
     /// REQ_RAHEAD's bit for the kprobe fallback.
     pub rahead_bit: u16,
+    /// Where the journal kprobe finds its arguments.
+    #[serde(skip)]
+    pub journal_args: JournalArgs,
 }
 
 impl Plan {
@@ -296,19 +339,21 @@ pub fn plan(view: &KernelView, prefer: Option<NodeReadVariant>) -> Plan {
     .filter_map(|tp| view.format(tp).ok()?.flag_bit("R"))
     .next()
     .unwrap_or(DEFAULT_RAHEAD_BIT);
+    let (journal, journal_args) = plan_journal(view);
     Plan {
         node_reads: plan_node_reads(view, prefer),
-        node_writes: plan_tracepoint(view, "node_writes", "f2fs_submit_page_write", |f| {
+        node_writes: plan_tracepoint(view, "node_writes", &TP_NODE_WRITES, |f| {
             Ok((TP_SUBMIT_PAGE_WRITE, page_write_layout(f)?, PROG_WRITE))
         }),
-        checkpoints: plan_tracepoint(view, "checkpoints", "f2fs_write_checkpoint", |f| {
+        checkpoints: plan_tracepoint(view, "checkpoints", &["f2fs_write_checkpoint"], |f| {
             Ok((TP_WRITE_CHECKPOINT, checkpoint_layout(f)?, PROG_CHECKPOINT))
         }),
-        meta_writes: plan_tracepoint(view, "meta_writes", "f2fs_submit_page_write", |f| {
+        meta_writes: plan_tracepoint(view, "meta_writes", &TP_NODE_WRITES, |f| {
             Ok((TP_SUBMIT_PAGE_WRITE, page_write_layout(f)?, PROG_META_WRITE))
         }),
-        journal: plan_journal(view),
+        journal,
         rahead_bit,
+        journal_args,
     }
 }
 
@@ -363,10 +408,10 @@ fn kprobe_choice(view: &KernelView) -> Result<Choice> {
     if !view.kprobes {
         bail!("kprobes not available (CONFIG_KPROBES)");
     }
-    let function = view
-        .symbols
-        .get(SYM_READ_NODE_PAGE)
-        .with_context(|| format!("{SYM_READ_NODE_PAGE} not in /proc/kallsyms"))?;
+    let function = SYM_READ_NODE
+        .iter()
+        .find_map(|name| view.symbols.get(*name))
+        .with_context(|| format!("none of {} in /proc/kallsyms", SYM_READ_NODE.join(", ")))?;
     let mut attachments = vec![
         kprobe(PROG_READ_NODE_ENTRY, function, false),
         kprobe(PROG_READ_NODE_RETURN, function, true),
@@ -376,7 +421,7 @@ fn kprobe_choice(view: &KernelView) -> Result<Choice> {
         attachments.push(kprobe(PROG_RA_RETURN, ra, true));
     }
     Ok(Choice {
-        variant: NodeReadVariant::Kprobe.to_string(),
+        variant: format!("kprobe {function}"),
         attachments,
         layout: None,
         caveat: Some("device unknown (dev 0), no nid".into()),
@@ -395,7 +440,7 @@ fn kprobe(program: &'static str, function: &str, ret: bool) -> Attachment {
 
 /// The journal entries' kprobe; where the symbol is missing (inlined, renamed) the checkpoint
 /// table's journal column stays 0, and `probe` and `stream` say why.
-fn plan_journal(view: &KernelView) -> Part {
+fn plan_journal(view: &KernelView) -> (Part, JournalArgs) {
     let found = if !view.kprobes {
         Err("kprobes not available (CONFIG_KPROBES)".to_string())
     } else {
@@ -403,47 +448,113 @@ fn plan_journal(view: &KernelView) -> Part {
             .get(SYM_JOURNAL_IN_CURSUM)
             .ok_or_else(|| format!("{SYM_JOURNAL_IN_CURSUM} not in /proc/kallsyms"))
     };
+    let found = found.and_then(|function| {
+        let (args, how) = journal_args(view).map_err(|e| format!("{e:#}"))?;
+        Ok((function, args, how))
+    });
     match found {
-        Ok(function) => Part {
-            what: "journal",
-            chosen: Some(Choice {
-                variant: format!("kprobe {function}"),
-                attachments: vec![kprobe(PROG_JOURNAL_ENTRY, function, false)],
-                layout: None,
-                caveat: Some("device unknown (dev 0)".into()),
-            }),
-            rejected: Vec::new(),
-        },
-        Err(why) => Part {
-            what: "journal",
-            chosen: None,
-            rejected: vec![format!("{why}: NAT/SIT journal entries are not counted")],
-        },
+        Ok((function, args, how)) => {
+            let part = Part {
+                what: "journal",
+                chosen: Some(Choice {
+                    variant: format!("kprobe {function}"),
+                    attachments: vec![kprobe(PROG_JOURNAL_ENTRY, function, false)],
+                    layout: None,
+                    caveat: Some(format!(
+                        "type=arg{} val=arg{} alloc=arg{}, {how}; device unknown (dev 0)",
+                        args.type_, args.val, args.alloc
+                    )),
+                }),
+                rejected: Vec::new(),
+            };
+            (part, args)
+        }
+        Err(why) => {
+            let part = Part {
+                what: "journal",
+                chosen: None,
+                rejected: vec![format!("{why}: NAT/SIT journal entries are not counted")],
+            };
+            (part, JournalArgs::WITHOUT_SBI)
+        }
+    }
+}
+
+/// Where f2fs_lookup_journal_in_cursum takes `type`, `val` and `alloc`, and how that is known:
+/// from BTF's parameter names, else from its first parameter's type (6.18.13 put a
+/// `struct f2fs_sb_info *` before the journal), else (no BTF) the positions of 5.10 .. 6.18.12.
+fn journal_args(view: &KernelView) -> Result<(JournalArgs, String)> {
+    let Some(function) = view.signatures.get(SYM_JOURNAL_IN_CURSUM) else {
+        let why = view.no_btf.as_deref().unwrap_or("BTF does not describe it");
+        return Ok((
+            JournalArgs::WITHOUT_SBI,
+            format!("assumed ({why}): wrong from 6.18.13, where sbi comes first"),
+        ));
+    };
+    let position = |name: &str| {
+        function
+            .params
+            .iter()
+            .position(|p| p.name == name)
+            .and_then(|at| u8::try_from(at).ok())
+    };
+    let signature = function.signature();
+    if let (Some(type_), Some(val), Some(alloc)) =
+        (position("type"), position("val"), position("alloc"))
+    {
+        return Ok((
+            JournalArgs { type_, val, alloc },
+            format!("from BTF {signature}"),
+        ));
+    }
+    match function.params.first().map(|p| &p.shape) {
+        Some(shape) if shape.points_to("f2fs_sb_info") => Ok((
+            JournalArgs::WITH_SBI,
+            format!("from BTF {signature}: sbi first"),
+        )),
+        Some(shape) if shape.points_to("f2fs_journal") => Ok((
+            JournalArgs::WITHOUT_SBI,
+            format!("from BTF {signature}: journal first"),
+        )),
+        _ => bail!("BTF's {signature} has no type/val/alloc names and no known first argument"),
     }
 }
 
 type LayoutFn = fn(&Format) -> Result<(u32, TracepointLayout, &'static str)>;
 
-fn plan_tracepoint(view: &KernelView, what: &'static str, tp: &str, layout: LayoutFn) -> Part {
-    let chosen = view
-        .format(tp)
-        .and_then(|f| layout(&f))
-        .map(|(slot, l, program)| Choice {
-            variant: tp.to_string(),
-            attachments: vec![f2fs_tracepoint(program, tp)],
-            layout: Some((slot, l)),
-            caveat: None,
-        });
-    match chosen {
-        Ok(choice) => Part {
-            what,
-            chosen: Some(choice),
-            rejected: Vec::new(),
-        },
-        Err(err) => Part {
-            what,
-            chosen: None,
-            rejected: vec![format!("{tp}: {err:#}")],
-        },
+/// The first of `names` (newest first) this kernel has with a usable format; every one tried
+/// and not used is named with why.
+fn plan_tracepoint(
+    view: &KernelView,
+    what: &'static str,
+    names: &[&str],
+    layout: LayoutFn,
+) -> Part {
+    let mut rejected = Vec::new();
+    for tp in names {
+        let chosen = view
+            .format(tp)
+            .and_then(|f| layout(&f))
+            .map(|(slot, l, program)| Choice {
+                variant: tp.to_string(),
+                attachments: vec![f2fs_tracepoint(program, tp)],
+                layout: Some((slot, l)),
+                caveat: None,
+            });
+        match chosen {
+            Ok(choice) => {
+                return Part {
+                    what,
+                    chosen: Some(choice),
+                    rejected,
+                }
+            }
+            Err(err) => rejected.push(format!("{tp}: {err:#}")),
+        }
+    }
+    Part {
+        what,
+        chosen: None,
+        rejected,
     }
 }

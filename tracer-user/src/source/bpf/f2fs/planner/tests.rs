@@ -3,6 +3,7 @@
 use tracer_common::FIELD_ABSENT;
 
 use super::*;
+use crate::source::bpf::discover::btf::{Param, Shape};
 
 macro_rules! formats {
     ($dir:literal: $($name:literal),*) => {
@@ -31,6 +32,7 @@ fn debian(version: &str) -> KernelView {
              0 t f2fs_lookup_journal_in_cursum\t[f2fs]\n",
         ),
         unreadable: BTreeMap::new(),
+        ..KernelView::default()
     }
 }
 
@@ -87,9 +89,10 @@ fn checkpoints_on_6_1_and_6_12_read_the_message_string() {
 }
 
 #[test]
-fn newer_kernels_use_the_folio_name_and_the_numeric_phase() {
+fn newer_kernels_use_the_folio_names_and_the_numeric_phase() {
     let view = KernelView {
-        formats: formats!("synthetic": "f2fs_submit_folio_bio", "f2fs_write_checkpoint"),
+        formats: formats!("synthetic": "f2fs_submit_folio_bio", "f2fs_submit_folio_write",
+            "f2fs_write_checkpoint"),
         ..KernelView::default()
     };
     let plan = plan(&view, None);
@@ -97,13 +100,182 @@ fn newer_kernels_use_the_folio_name_and_the_numeric_phase() {
     assert_eq!(reads.variant, "f2fs_submit_folio_bio");
     assert_eq!(reads.layout.unwrap().1.type_, 52);
     let (_, cp) = chosen(&plan.checkpoints).layout.unwrap();
-    assert_eq!((cp.phase, cp.msg_loc), (16, FIELD_ABSENT));
-    assert!(plan.node_writes.chosen.is_none());
-    // Node writes and metadata writes need f2fs_submit_page_write; journal entries a kprobe.
-    assert_eq!(plan.missing().len(), 3, "{:?}", plan.missing());
-    assert!(plan.missing()[0].contains("f2fs_submit_page_write"));
-    assert!(plan.missing()[1].starts_with("meta_writes: f2fs_submit_page_write"));
-    assert!(plan.missing()[2].starts_with("journal: kprobes not available"));
+    assert_eq!(
+        (cp.phase, cp.msg_loc, cp.msg_ptr),
+        (16, FIELD_ABSENT, FIELD_ABSENT)
+    );
+    for part in [&plan.node_writes, &plan.meta_writes] {
+        let writes = chosen(part);
+        assert_eq!(writes.variant, "f2fs_submit_folio_write", "{}", part.what);
+        assert_eq!(
+            writes.attachments[0].target.to_string(),
+            "tracepoint f2fs:f2fs_submit_folio_write"
+        );
+        let (slot, l) = writes.layout.unwrap();
+        assert_eq!(
+            (slot, l.dev, l.index, l.type_),
+            (TP_SUBMIT_PAGE_WRITE, 8, 24, 52)
+        );
+    }
+    // Journal entries need a kprobe; this view has none.
+    assert_eq!(plan.missing().len(), 1, "{:?}", plan.missing());
+    assert!(plan.missing()[0].starts_with("journal: kprobes not available"));
+}
+
+#[test]
+fn older_kernels_keep_the_page_write_name_and_say_the_folio_one_is_missing() {
+    let plan = plan(&debian("6.12"), None);
+    let writes = chosen(&plan.node_writes);
+    assert_eq!(writes.variant, "f2fs_submit_page_write");
+    assert_eq!(
+        plan.node_writes.rejected,
+        ["f2fs_submit_folio_write: tracepoint f2fs:f2fs_submit_folio_write not in this kernel"]
+    );
+}
+
+/// 5.10 and 5.15 store the message's address (`char * msg`): the program reads through it.
+#[test]
+fn a_checkpoint_message_pointer_is_read_through() {
+    let view = KernelView {
+        formats: formats!("synthetic-5.10": "f2fs_write_checkpoint"),
+        ..KernelView::default()
+    };
+    let plan = plan(&view, None);
+    let (slot, l) = chosen(&plan.checkpoints).layout.unwrap();
+    assert_eq!(slot, TP_WRITE_CHECKPOINT);
+    assert_eq!(
+        (l.dev, l.reason, l.msg_ptr, l.msg_loc, l.phase),
+        (8, 12, 16, FIELD_ABSENT, FIELD_ABSENT)
+    );
+    // A 4-byte `char *` is not an address this program can read.
+    let text = include_str!(
+        "../../../../../tests/data/formats/synthetic-5.10/format_f2fs_write_checkpoint.txt"
+    )
+    .replace("offset:16;\tsize:8;", "offset:16;\tsize:4;");
+    let err = checkpoint_layout(&Format::parse(&text).unwrap()).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("neither a __data_loc string nor"),
+        "{err:#}"
+    );
+}
+
+fn journal_function(params: &[(&str, Shape)]) -> Function {
+    Function {
+        name: "f2fs_lookup_journal_in_cursum".into(),
+        params: params
+            .iter()
+            .map(|(name, shape)| Param {
+                name: name.to_string(),
+                shape: shape.clone(),
+            })
+            .collect(),
+        returns_signed: true,
+    }
+}
+
+fn int() -> Shape {
+    Shape::Int {
+        size: 4,
+        typedefs: Vec::new(),
+    }
+}
+
+fn pointer_to(name: &str) -> Shape {
+    Shape::Ptr(Some(name.into()))
+}
+
+#[test]
+fn journal_arguments_come_from_btf_names_then_the_first_parameter() {
+    let mut view = debian("6.12");
+    let old = journal_function(&[
+        ("journal", pointer_to("f2fs_journal")),
+        ("type", int()),
+        ("val", int()),
+        ("alloc", int()),
+    ]);
+    let new = journal_function(&[
+        ("sbi", pointer_to("f2fs_sb_info")),
+        ("journal", pointer_to("f2fs_journal")),
+        ("type", int()),
+        ("val", int()),
+        ("alloc", int()),
+    ]);
+    for (function, expected) in [
+        (old, JournalArgs::WITHOUT_SBI),
+        (new, JournalArgs::WITH_SBI),
+    ] {
+        view.signatures
+            .insert(SYM_JOURNAL_IN_CURSUM.into(), function.clone());
+        let plan = plan(&view, None);
+        assert_eq!(plan.journal_args, expected, "{}", function.signature());
+        let caveat = chosen(&plan.journal).caveat.clone().unwrap();
+        assert!(
+            caveat.contains(&format!("from BTF {}", function.signature())),
+            "{caveat}"
+        );
+        // Without names (a BTF that dropped them), the first parameter's type tells.
+        let unnamed: Vec<(&str, Shape)> = function
+            .params
+            .iter()
+            .map(|p| ("", p.shape.clone()))
+            .collect();
+        view.signatures
+            .insert(SYM_JOURNAL_IN_CURSUM.into(), journal_function(&unnamed));
+        assert_eq!(plan_journal(&view).1, expected);
+    }
+    // Neither names nor a known first argument: refused, not guessed.
+    view.signatures.insert(
+        SYM_JOURNAL_IN_CURSUM.into(),
+        journal_function(&[("", int()), ("", int())]),
+    );
+    let (part, _) = plan_journal(&view);
+    assert!(part.chosen.is_none());
+    assert!(
+        part.rejected[0].contains("no type/val/alloc names"),
+        "{:?}",
+        part.rejected
+    );
+}
+
+#[test]
+fn without_btf_the_journal_positions_are_assumed_and_said_so() {
+    let mut view = debian("6.1");
+    view.no_btf = Some("no BTF (/sys/kernel/btf/vmlinux)".into());
+    let plan = plan(&view, None);
+    assert_eq!(plan.journal_args, JournalArgs::WITHOUT_SBI);
+    let caveat = chosen(&plan.journal).caveat.clone().unwrap();
+    assert_eq!(
+        caveat,
+        "type=arg1 val=arg2 alloc=arg3, assumed (no BTF (/sys/kernel/btf/vmlinux)): wrong from \
+         6.18.13, where sbi comes first; device unknown (dev 0)"
+    );
+}
+
+/// 6.16 renamed read_node_page to read_node_folio (same arguments and returns).
+#[test]
+fn the_kprobe_fallback_finds_read_node_folio() {
+    let mut view = debian("6.12");
+    view.formats.clear();
+    view.symbols = find_symbols("0 t read_node_folio\t[f2fs]\n0 t f2fs_ra_node_page\t[f2fs]\n");
+    let plan = plan(&view, None);
+    let reads = chosen(&plan.node_reads);
+    assert_eq!(reads.variant, "kprobe read_node_folio");
+    let targets: Vec<String> = reads
+        .attachments
+        .iter()
+        .map(|a| a.target.to_string())
+        .collect();
+    assert_eq!(
+        &targets[..2],
+        ["kprobe read_node_folio", "kretprobe read_node_folio"]
+    );
+    view.symbols.clear();
+    let plan = super::plan(&view, None);
+    let why = plan.node_reads.rejected.join("\n");
+    assert!(
+        why.contains("none of read_node_page, read_node_folio in /proc/kallsyms"),
+        "{why}"
+    );
 }
 
 #[test]
