@@ -213,3 +213,19 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
     nids.sort_unstable();
     assert_eq!(nids, [0, 2, 4, 6]);
 }
+
+/// The node-folio variant module (tests/data/variants, saved by the VM phase): its three
+/// lookup entry points, as the kernel's kallsyms lists them.
+#[test]
+fn the_node_folio_variant_traces_its_three_lookup_entry_points() {
+    let kallsyms = include_str!("../../../../../tests/data/variants/6.12-node-folio/kallsyms.txt");
+    let plan = plan(kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    assert_eq!(
+        plan.lookup_functions,
+        [
+            "f2fs_get_node_folio",
+            "f2fs_get_inode_folio",
+            "f2fs_get_xnode_folio"
+        ]
+    );
+}

@@ -378,3 +378,88 @@ fn finds_exact_and_cloned_symbols() {
     assert_eq!(found["f2fs_ra_node_page"], "f2fs_ra_node_page");
     assert_eq!(found.len(), 2);
 }
+
+/// A variant module's files as the VM phase saved them (tests/data/variants/<name>: its
+/// tracepoint format files and its f2fs lines of /proc/kallsyms; xtask/src/vm/variants_phase.rs
+/// compares them with the guest's on every run).
+fn variant(name: &str) -> KernelView {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/variants")
+        .join(name);
+    let mut formats = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "format") {
+            let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+            formats.insert(stem, std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    let kallsyms = std::fs::read_to_string(dir.join("kallsyms.txt")).unwrap();
+    KernelView {
+        formats,
+        kprobes: true,
+        symbols: find_symbols(&kallsyms),
+        ..KernelView::default()
+    }
+}
+
+/// What the planner chose for each part, by variant name.
+fn chosen_variants(plan: &Plan) -> Vec<String> {
+    plan.parts()
+        .iter()
+        .map(|p| format!("{}={}", p.what, chosen(p).variant))
+        .collect()
+}
+
+#[test]
+fn each_variant_modules_files_get_the_variant_they_need() {
+    let cases = [
+        (
+            "6.12-folio",
+            "f2fs_submit_folio_bio",
+            "f2fs_submit_folio_write",
+        ),
+        (
+            "6.12-node-folio",
+            "f2fs_submit_page_bio",
+            "f2fs_submit_page_write",
+        ),
+        (
+            "6.12-cp-charmsg",
+            "f2fs_submit_page_bio",
+            "f2fs_submit_page_write",
+        ),
+        (
+            "6.12-journal-sbi",
+            "f2fs_submit_page_bio",
+            "f2fs_submit_page_write",
+        ),
+    ];
+    for (name, reads, writes) in cases {
+        let plan = plan(&variant(name), None);
+        assert_eq!(
+            chosen_variants(&plan),
+            [
+                format!("node_reads={reads}"),
+                format!("node_writes={writes}"),
+                "checkpoints=f2fs_write_checkpoint".into(),
+                format!("meta_writes={writes}"),
+                "journal=kprobe f2fs_lookup_journal_in_cursum".into(),
+            ],
+            "{name}"
+        );
+        let (_, cp) = chosen(&plan.checkpoints).layout.unwrap();
+        let expected = match name {
+            "6.12-cp-charmsg" => (FIELD_ABSENT, 16),
+            _ => (16, FIELD_ABSENT),
+        };
+        assert_eq!((cp.msg_loc, cp.msg_ptr), expected, "{name}");
+        assert!(plan.missing().is_empty(), "{name}: {:?}", plan.missing());
+    }
+}
+
+#[test]
+fn the_node_folio_variants_kprobe_fallback_is_read_node_folio() {
+    let plan = plan(&variant("6.12-node-folio"), Some(NodeReadVariant::Kprobe));
+    assert_eq!(chosen(&plan.node_reads).variant, "kprobe read_node_folio");
+}
