@@ -75,6 +75,13 @@ fn a_partial_clone_is_never_the_lookup_function() {
     assert_eq!(plan.lookup_functions, ["__get_node_folio"]);
 }
 
+/// The lookup entry points of 6.15 and later (and of the node-folio variant module).
+const FOLIO_LOOKUPS: [&str; 3] = [
+    "f2fs_get_node_folio",
+    "f2fs_get_inode_folio",
+    "f2fs_get_xnode_folio",
+];
+
 /// 6.16 and later (and 6.15 beside f2fs_get_node_page): inode and xattr-node lookups have entry
 /// points of their own that never pass through f2fs_get_node_folio; each is traced, and the
 /// inner __get_node_folio (which all of them call) is not, or every lookup would count twice.
@@ -86,14 +93,7 @@ fn every_lookup_entry_point_is_traced_and_the_inner_one_is_not() {
                     ffffffffc0644000 T f2fs_get_xnode_folio\t[f2fs]\n\
                     ffffffffc0645000 T f2fs_get_node_page_ra\t[f2fs]\n";
     let plan = plan(kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
-    assert_eq!(
-        plan.lookup_functions,
-        [
-            "f2fs_get_node_folio",
-            "f2fs_get_inode_folio",
-            "f2fs_get_xnode_folio"
-        ]
-    );
+    assert_eq!(plan.lookup_functions, FOLIO_LOOKUPS);
     assert!(plan.render().starts_with(
         "node_access  kprobe f2fs_get_node_folio + kprobe f2fs_get_inode_folio + \
          kprobe f2fs_get_xnode_folio\n"
@@ -220,12 +220,5 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
 fn the_node_folio_variant_traces_its_three_lookup_entry_points() {
     let kallsyms = include_str!("../../../../../tests/data/variants/6.12-node-folio/kallsyms.txt");
     let plan = plan(kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
-    assert_eq!(
-        plan.lookup_functions,
-        [
-            "f2fs_get_node_folio",
-            "f2fs_get_inode_folio",
-            "f2fs_get_xnode_folio"
-        ]
-    );
+    assert_eq!(plan.lookup_functions, FOLIO_LOOKUPS);
 }

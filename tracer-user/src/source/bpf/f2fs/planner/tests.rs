@@ -51,6 +51,14 @@ fn an_unreadable_format_is_said_so_not_called_absent() {
     );
 }
 
+fn targets(choice: &Choice) -> Vec<String> {
+    choice
+        .attachments
+        .iter()
+        .map(|a| a.target.to_string())
+        .collect()
+}
+
 fn chosen(part: &Part) -> &Choice {
     part.chosen
         .as_ref()
@@ -260,11 +268,7 @@ fn the_kprobe_fallback_finds_read_node_folio() {
     let plan = plan(&view, None);
     let reads = chosen(&plan.node_reads);
     assert_eq!(reads.variant, "kprobe read_node_folio");
-    let targets: Vec<String> = reads
-        .attachments
-        .iter()
-        .map(|a| a.target.to_string())
-        .collect();
+    let targets = targets(reads);
     assert_eq!(
         &targets[..2],
         ["kprobe read_node_folio", "kretprobe read_node_folio"]
@@ -304,11 +308,7 @@ fn without_tracepoints_kprobes_take_over_and_say_what_they_lack() {
     let plan = plan(&view, None);
     let reads = chosen(&plan.node_reads);
     assert_eq!(reads.variant, "kprobe read_node_page");
-    let targets: Vec<String> = reads
-        .attachments
-        .iter()
-        .map(|a| a.target.to_string())
-        .collect();
+    let targets = targets(reads);
     assert_eq!(
         targets,
         [
