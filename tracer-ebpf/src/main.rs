@@ -3,6 +3,7 @@
 
 mod access;
 mod bench;
+mod counters;
 mod cpanat;
 mod f2fs;
 mod hello;
