@@ -1,0 +1,104 @@
+//! What the model hands out: processes, their per-window rows, closed windows, the
+//! per-app rows, and what the system said about itself (`Observed`).
+use super::*;
+
+/// One process (tgid) as the model tracks it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Process {
+    pub tgid: u32,
+    pub comm: String,
+    pub uid: u32,
+    pub app: AppKey,
+    pub total: Counters,
+    /// Counters of window `window_index` (stale when that is not the current window).
+    #[serde(skip)]
+    pub(super) window: Counters,
+    #[serde(skip)]
+    pub(super) window_index: u64,
+    /// The counters of the window before `window_index`'s, kept for rates in the table.
+    #[serde(skip)]
+    pub(super) previous: Counters,
+}
+
+impl Process {
+    /// This process's counters for window `index`, if they are still known.
+    pub fn window_counters(&self, index: u64) -> Counters {
+        if self.window_index == index {
+            self.window
+        } else if self.window_index == index + 1 {
+            self.previous
+        } else {
+            Counters::default()
+        }
+    }
+}
+
+/// One process's activity in one window.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessRow {
+    pub pid: u32,
+    pub comm: String,
+    pub uid: u32,
+    pub app: String,
+    #[serde(flatten)]
+    pub counters: Counters,
+}
+
+/// A closed window.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowReport {
+    pub index: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// This window's activity; the processes' counters add up to it.
+    pub activity: Counters,
+    /// Everything since the model started, up to the end of this window.
+    pub totals: Counters,
+    pub processes: Vec<ProcessRow>,
+    /// This window's node reads, node writes and checkpoints per device, from the events.
+    pub devices: BTreeMap<u32, DeviceCounts>,
+    /// Events received in this window (lost-event markers aside).
+    pub events: u64,
+    pub cache: CacheGauges,
+    /// Restores in this window of entries converted less than the eager time before.
+    pub eager_restores: u64,
+    /// Eager restores since the model started, up to the end of this window.
+    pub eager_restores_total: u64,
+    /// The kernel's own exact counts over this window, when the source keeps them.
+    pub exact: Option<ExactWindow>,
+    /// Checkpoints completed in this window and the blocks written in it, from the events.
+    pub checkpoint: CheckpointSummary,
+    /// The same since the model started, up to the end of this window.
+    pub checkpoint_total: CheckpointSummary,
+}
+
+/// What the system said about itself, besides events: the knob values in force and the
+/// source's gauges. The pipeline observes them; views and the controller read them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Observed {
+    /// The knob values in their files (None: not readable, or no knob files).
+    pub knobs: Option<Knobs>,
+    pub budget_bytes: Option<u64>,
+    /// The source's own memory pressure, percent (the simulator's); `None` on a real kernel.
+    pub memory_pressure: Option<f64>,
+}
+
+/// One row of the per-app table.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct AppRow {
+    pub app: AppKey,
+    pub processes: u32,
+    pub total: Counters,
+    pub last_window: Counters,
+}
+
+impl AppRow {
+    pub(super) fn new(app: AppKey) -> AppRow {
+        AppRow {
+            app,
+            processes: 0,
+            total: Counters::default(),
+            last_window: Counters::default(),
+        }
+    }
+}

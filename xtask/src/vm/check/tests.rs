@@ -1,0 +1,55 @@
+use super::*;
+
+#[test]
+fn reads_the_read_section_fs_node_row() {
+    let iostat = "time:\t\t1\n\t\t\tio_bytes\tcount\tavg_bytes\n[WRITE]\nfs node:    8192  2  4096\n[READ]\napp buffered data: 1 1 1\nfs node:    69189632  16892  4096\n";
+    assert_eq!(fs_node_reads(iostat), Some(16892));
+    assert_eq!(fs_node_reads("[READ]\nfs node: 8192\n"), Some(2));
+    assert_eq!(fs_node_reads("[WRITE]\nfs node: 1 1 1\n"), None);
+}
+
+#[test]
+fn reads_hits_from_a_hist_trigger() {
+    let hist = "# event histogram\n\n{ common_type: 1745 } hitcount: 3126\n\nTotals:\n    Hits: 3126\n    Entries: 1\n    Dropped: 0\n";
+    assert_eq!(hist_hits(hist), Some(3126));
+    assert_eq!(hist_hits(""), None);
+}
+
+#[test]
+fn prefers_cp_count_over_cp_calls() {
+    assert_eq!(cp_count("CP calls: 7 (BG: 1)\nCP count: 5\n"), Some(5));
+    assert_eq!(cp_count("\nCP calls: 3 (BG: 0)\n"), Some(3));
+    assert_eq!(cp_count("nothing"), None);
+}
+
+#[test]
+fn schema_lists_nested_fields_and_tells_lines_apart() {
+    let kernel = Json::parse(
+        r#"{"t":1,"totals":{"node_reads":3},"processes":[{"pid":1}],"devices":[],"rfc":null}"#,
+    )
+    .unwrap();
+    let sim = Json::parse(
+        r#"{"t":1,"totals":{"node_reads":3},"processes":[{"pid":2}],"devices":[],"rfc":null}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        schema(&kernel),
+        [
+            "processes",
+            "processes[].pid",
+            "rfc",
+            "t",
+            "totals",
+            "totals.node_reads",
+            "devices"
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>()
+    );
+    assert_eq!(schema(&kernel), schema(&sim));
+    let older = Json::parse(r#"{"t":1,"totals":{"node_reads":3},"events":4}"#).unwrap();
+    assert_ne!(schema(&kernel), schema(&older));
+}
