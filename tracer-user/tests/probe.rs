@@ -43,6 +43,13 @@ fn probe_loads_a_program_and_receives_its_event_through_the_ring_buffer() {
     );
     assert_eq!(selftest["comm"], "nodescope");
     assert_eq!(selftest["drops"], 0);
+    // No F2FS device here has the RFC's knobs: nothing is discovered, and probe says which
+    // manifest it shows instead.
+    let from = report["rfc_probes_from"].as_str().unwrap();
+    assert!(
+        from.starts_with("the built-in guesses (rfc-kernel.toml): no F2FS device"),
+        "{from}"
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(&format!("hello from tgid {pid}")),
@@ -133,6 +140,10 @@ fn probe_shows_each_manifest_kind_as_attached_found_or_missing() {
         .output()
         .unwrap();
     let report = json_of(&output);
+    assert_eq!(
+        report["rfc_probes_from"],
+        format!("--probes {}", manifest.display())
+    );
     let symbols = report["rfc_probes"]["symbols"].as_array().unwrap();
     let status: Vec<(&str, &str)> = symbols
         .iter()

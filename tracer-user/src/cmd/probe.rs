@@ -11,17 +11,20 @@ use serde::Serialize;
 use tracer_common::text::escape_controls;
 
 use crate::{
-    source::bpf::{
-        self,
-        discover::{self, btf::BtfFiles},
-        f2fs::{
-            access::{self, AccessPlan},
-            attach::AttachOutcome,
-            planner,
+    source::{
+        bpf::{
+            self,
+            discover::{self, btf::BtfFiles},
+            f2fs::{
+                access::{self, AccessPlan},
+                attach::AttachOutcome,
+                planner,
+            },
+            manifest::{Manifest, Target, DEFAULT_KERNEL_MANIFEST, PROBE_KINDS},
+            rfc,
+            selftest::{self, SelfTest},
         },
-        manifest::{Manifest, Target, DEFAULT_KERNEL_MANIFEST, PROBE_KINDS},
-        rfc,
-        selftest::{self, SelfTest},
+        open,
     },
     system::{self, android, F2fsDevice, Privileges},
     view::{
@@ -109,6 +112,9 @@ pub struct ProbeReport {
     pub f2fs_tracepoints: Vec<String>,
     pub f2fs_devices: Vec<F2fsDevice>,
     pub rfc_probes: RfcProbes,
+    /// Where `rfc_probes` came from: `--probes`, start-up discovery (cached or not), or the
+    /// built-in guesses.
+    pub rfc_probes_from: String,
     /// Which F2FS probes `stream` and `top` would attach here, and why not the others.
     pub f2fs_plan: planner::Plan,
     /// What `--accesses` would attach here (node lookups and evictions), and whether it does.
@@ -170,11 +176,15 @@ pub fn run(args: ProbeArgs) -> Result<()> {
     if args.discover {
         return run_discover(&args);
     }
-    let manifest = match &args.probes {
-        Some(path) => Manifest::load(path)?,
-        None => default_manifest()?,
+    let (manifest, source) = match &args.probes {
+        Some(path) => (
+            Manifest::load(path)?,
+            format!("--probes {}", path.display()),
+        ),
+        None => startup_manifest()?,
     };
-    let report = collect_with(&manifest)?;
+    let mut report = collect_with(&manifest)?;
+    report.rfc_probes_from = source;
     let printed = if args.json {
         print_line(serde_json::to_string_pretty(&report)?)
     } else {
@@ -229,6 +239,24 @@ fn run_discover(args: &ProbeArgs) -> Result<()> {
     closed_is_success(printed)
 }
 
+/// What `top`, `stream`, `record` and `daemon` would use without `--probes`: the probes
+/// discovered at start on a kernel with the RFC's knobs, else the built-in guesses.
+fn startup_manifest() -> Result<(Manifest, String)> {
+    Ok(match open::discovered_probes() {
+        (Some(manifest), Some(line)) => (manifest, line),
+        (_, Some(line)) => (
+            default_manifest()?,
+            format!("{line}; shown: the built-in guesses (rfc-kernel.toml)"),
+        ),
+        _ => (
+            default_manifest()?,
+            "the built-in guesses (rfc-kernel.toml): no F2FS device here has the RFC's knobs, \
+             so the sources attach none"
+                .into(),
+        ),
+    })
+}
+
 fn default_manifest() -> Result<Manifest> {
     Manifest::parse("rfc-kernel.toml (built in)", DEFAULT_KERNEL_MANIFEST)
 }
@@ -253,6 +281,7 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
         f2fs_tracepoints: system::f2fs_tracepoints(tracefs.as_deref()),
         f2fs_devices: system::f2fs_devices(Path::new("/sys/fs/f2fs")),
         rfc_probes: rfc_probes(manifest, bpf)?,
+        rfc_probes_from: String::new(),
         f2fs_plan: planner::plan_this_kernel(None),
         accesses: access_probe(bpf),
         missing,
@@ -453,6 +482,7 @@ pub fn render_table(report: &ProbeReport) -> String {
         ("f2fs tracepoints", list_or_none(&report.f2fs_tracepoints)),
         ("f2fs devices", devices_cell(&report.f2fs_devices)),
         ("rfc probes", rfc_cell(&report.rfc_probes)),
+        ("rfc probes from", report.rfc_probes_from.clone()),
     ];
     for (name, value) in rows {
         let _ = writeln!(out, "{name:<18} {value}");

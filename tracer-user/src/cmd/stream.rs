@@ -20,9 +20,8 @@ use crate::{
         bpf::{
             f2fs::planner::{self, KernelView, NodeReadVariant, Plan},
             live::BpfSource,
-            manifest::Manifest,
         },
-        open::{open, SourceArgs, SourceChoice},
+        open::{open, rfc_probes, SourceArgs, SourceChoice},
         Source,
     },
     system::{self, Privileges},
@@ -142,17 +141,13 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         }
         return Ok(opened.source);
     };
-    let manifest = args
-        .source
-        .probes
-        .as_deref()
-        .map(Manifest::load)
-        .transpose()?;
-    let mut source = BpfSource::start(
-        plan,
-        manifest.as_ref(),
-        args.source.wants_node_read_events(),
-    )?;
+    let (manifest, banner) = rfc_probes(&args.source)?;
+    if let Some(banner) = &banner {
+        eprintln!("nodescope stream: {banner}");
+    }
+    // The cache's raw entries are counted from node-read events.
+    let node_read_events = args.source.wants_node_read_events() || manifest.is_some();
+    let mut source = BpfSource::start(plan, manifest.as_ref(), node_read_events)?;
     if args.source.accesses {
         source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel())?;
     }

@@ -5,8 +5,10 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 
 use super::{bpf::live::BpfSource, replay::ReplaySource, sim::SimSource, Source};
+use controller::claim::{default_state_dir, StateDir};
+
 use crate::{
-    source::bpf::{f2fs, manifest::Manifest},
+    source::bpf::{discover::startup, f2fs, manifest::Manifest},
     system::{self, Privileges},
 };
 
@@ -86,10 +88,7 @@ pub fn open(args: &SourceArgs, default: SourceChoice) -> Result<Opened> {
         );
     }
     match choice {
-        SourceChoice::Bpf => Ok(Opened {
-            source: open_bpf(args)?,
-            banner: None,
-        }),
+        SourceChoice::Bpf => open_bpf(args),
         SourceChoice::Sim => Ok(Opened {
             source: open_sim(args)?,
             banner: None,
@@ -110,10 +109,7 @@ pub fn open(args: &SourceArgs, default: SourceChoice) -> Result<Opened> {
 fn open_auto(args: &SourceArgs) -> Result<Opened> {
     let why_not_bpf = bpf_unavailable()?;
     match why_not_bpf {
-        None => Ok(Opened {
-            source: open_bpf(args)?,
-            banner: None,
-        }),
+        None => open_bpf(args),
         Some(reason) if args.probes.is_some() => {
             bail!("--probes needs the kernel source, which cannot run here: {reason}")
         }
@@ -138,7 +134,7 @@ fn bpf_unavailable() -> Result<Option<String>> {
     Ok(None)
 }
 
-fn open_bpf(args: &SourceArgs) -> Result<Box<dyn Source>> {
+fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     if let Some(reason) = bpf_unavailable()? {
         bail!("the eBPF source cannot run here: {reason}");
     }
@@ -147,13 +143,42 @@ fn open_bpf(args: &SourceArgs) -> Result<Box<dyn Source>> {
     if let Err(err) = system::ensure_tracefs() {
         log::warn!("tracefs: {err:#}; planning without tracepoints");
     }
-    let manifest = args.probes.as_deref().map(Manifest::load).transpose()?;
+    let (manifest, banner) = rfc_probes(args)?;
     let plan = f2fs::planner::plan_this_kernel(None);
-    let mut source = BpfSource::start(&plan, manifest.as_ref(), args.wants_node_read_events())?;
+    // The cache's raw entries are counted from node-read events.
+    let node_read_events = args.wants_node_read_events() || manifest.is_some();
+    let mut source = BpfSource::start(&plan, manifest.as_ref(), node_read_events)?;
     if args.accesses {
         source.attach_accesses(&f2fs::access::plan_this_kernel())?;
     }
-    Ok(Box::new(source))
+    Ok(Opened {
+        source: Box::new(source),
+        banner,
+    })
+}
+
+/// The RFC's probes for the kernel source: `--probes FILE`, else those discovered at start on a
+/// kernel with the RFC's knobs; with the line that says where they came from, if any.
+pub fn rfc_probes(args: &SourceArgs) -> Result<(Option<Manifest>, Option<String>)> {
+    match &args.probes {
+        Some(path) => Ok((Some(Manifest::load(path)?), None)),
+        None => Ok(discovered_probes()),
+    }
+}
+
+/// Without `--probes`, on a kernel with the RFC's knobs: the probes discovered at start (or
+/// cached for this kernel build), and the line that says so. A failed discovery is said, and
+/// the source runs without the RFC's probes.
+pub fn discovered_probes() -> (Option<Manifest>, Option<String>) {
+    if !startup::rfc_kernel() {
+        return (None, None);
+    }
+    let found = StateDir::open(&default_state_dir())
+        .and_then(|state| startup::for_this_kernel(state.path()));
+    match found {
+        Ok(found) => (Some(found.manifest), Some(found.line)),
+        Err(err) => (None, Some(format!("probes: discovery failed: {err:#}"))),
+    }
 }
 
 fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {

@@ -57,6 +57,17 @@ mark mounted
   echo "interval_final $(cat $S/node_compress_interval)"
 } > $R/knobs.txt 2>&1
 
+# Start-up discovery (issue 32): with no --probes, on a kernel whose device has the knobs,
+# stream finds the RFC's probes in BTF and kallsyms and says so; the second start reads them
+# from the state directory's cache. probe shows what the sources would use.
+mkdir -p /run
+for n in 1 2; do
+  nodescope stream --json --duration 1 > $R/autodiscover_$n.json 2> $R/autodiscover_$n.err
+  echo $? > $R/autodiscover_$n.rc
+done
+nodescope probe > $R/autodiscover_probe.txt 2>&1
+mark autodiscover_done
+
 # snap NAME: the module's counters and iostat's node reads now.
 snap() {
   cat $D/node_cache > $R/nc_$1.txt

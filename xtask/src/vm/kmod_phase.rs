@@ -237,6 +237,7 @@ fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         problems.push(format!("guest: {errors}"));
     }
     knob_checks(dir, &mut problems);
+    startup_discovery_checks(dir, &mut problems, &mut lines);
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
     let last = Counters::read(dir, "faults_done")?;
@@ -298,6 +299,67 @@ fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         final_line,
         pass,
     })
+}
+
+/// Kinds `probe --discover` maps on this module from its BTF and kallsyms (of the nine): node
+/// read, the conversion pass, restore, the reclaim batch and second chance (README, "Patched
+/// kernels"). Fewer is a regression of the rules.
+const DISCOVERED_KINDS_AT_LEAST: u64 = 5;
+
+/// Start-up discovery: the first `stream` without `--probes` discovers and caches the RFC's
+/// probes and says so, the second reads the cache, and `probe` names where they came from.
+fn startup_discovery_checks(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec<String>) {
+    let first = read_trimmed(dir, "autodiscover_1.err");
+    let second = read_trimmed(dir, "autodiscover_2.err");
+    let said = |text: &str, want: &str| {
+        text.lines()
+            .find(|l| l.starts_with("nodescope stream: probes: ") && l.contains(want))
+            .map(|l| l.trim_start_matches("nodescope stream: ").to_string())
+    };
+    let discovered = said(&first, "discovered from BTF");
+    let cached = said(&second, "discovered for this kernel build");
+    lines.push(format!(
+        "  start-up discovery: first start {}; second start {}",
+        discovered.as_deref().unwrap_or("(no line)"),
+        cached.as_deref().unwrap_or("(no line)")
+    ));
+    let kinds = discovered.as_deref().and_then(|l| {
+        l.split(": ")
+            .nth(2)?
+            .split(" of ")
+            .next()?
+            .parse::<u64>()
+            .ok()
+    });
+    match kinds {
+        Some(n) if n >= DISCOVERED_KINDS_AT_LEAST => {}
+        _ => problems.push(format!(
+            "start-up discovery: {kinds:?} kinds mapped, want at least {DISCOVERED_KINDS_AT_LEAST} \
+             (autodiscover_1.err)"
+        )),
+    }
+    if !discovered
+        .as_deref()
+        .is_some_and(|l| l.contains("(cached /run/nodescope/probes-"))
+    {
+        problems.push("start-up discovery: the first start did not cache its manifest".into());
+    }
+    if cached.is_none() {
+        problems.push("start-up discovery: the second start did not read the cache".into());
+    }
+    for n in [1, 2] {
+        let rc = read_trimmed(dir, &format!("autodiscover_{n}.rc"));
+        if rc != "0" {
+            problems.push(format!("start-up discovery: stream {n} exited {rc}"));
+        }
+    }
+    let probe = read_trimmed(dir, "autodiscover_probe.txt");
+    if !probe
+        .lines()
+        .any(|l| l.contains("rfc probes from") && l.contains("discovered for"))
+    {
+        problems.push("start-up discovery: probe does not say it uses the cached probes".into());
+    }
 }
 
 /// Knobs present with their defaults, every out-of-range write refused, every in-range one
@@ -487,6 +549,39 @@ impl NomemOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn discovery_problems(first: &str, second: &str, probe: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("autodiscover_1.err", first),
+            ("autodiscover_2.err", second),
+            ("autodiscover_probe.txt", probe),
+            ("autodiscover_1.rc", "0"),
+            ("autodiscover_2.rc", "0"),
+        ] {
+            fs::write(dir.path().join(name), text).unwrap();
+        }
+        let (mut problems, mut lines) = (Vec::new(), Vec::new());
+        startup_discovery_checks(dir.path(), &mut problems, &mut lines);
+        assert_eq!(lines.len(), 1);
+        problems
+    }
+
+    #[test]
+    fn start_up_discovery_wants_a_cached_discovery_then_a_cache_hit() {
+        let first = "nodescope stream: probes: discovered from BTF /sys/kernel/btf/f2fs (split) \
+                     on /sys/kernel/btf/vmlinux and kallsyms: 5 of 9 kinds (cached \
+                     /run/nodescope/probes-ab-cd.toml)\nnodescope stream: ready";
+        let second = "nodescope stream: probes: discovered for this kernel build (5 kinds, \
+                      cached /run/nodescope/probes-ab-cd.toml)";
+        let probe = "rfc probes from  probes: discovered for this kernel build (5 kinds, ...)";
+        assert!(discovery_problems(first, second, probe).is_empty());
+        let fewer = first.replace("5 of 9", "4 of 9");
+        assert_eq!(discovery_problems(&fewer, second, probe).len(), 1);
+        let uncached = first.replace("(cached", "(not cached:");
+        assert_eq!(discovery_problems(&uncached, second, probe).len(), 1);
+        assert_eq!(discovery_problems(first, "", "").len(), 2);
+    }
 
     #[test]
     fn counters_parse_key_value_lines() {

@@ -6,6 +6,7 @@
 pub mod btf;
 pub mod kallsyms;
 pub mod rules;
+pub mod startup;
 
 use std::fmt::Write as _;
 
