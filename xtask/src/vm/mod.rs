@@ -18,6 +18,7 @@ pub(crate) mod kernel;
 pub mod kmod_phase;
 mod newc;
 mod qemu;
+mod tune_check;
 mod uidswitch;
 pub mod variants_phase;
 
