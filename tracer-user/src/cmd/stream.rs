@@ -145,8 +145,7 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
     if let Some(banner) = &banner {
         eprintln!("nodescope stream: {banner}");
     }
-    // The cache's raw entries are counted from node-read events.
-    let node_read_events = args.source.wants_node_read_events() || manifest.is_some();
+    let node_read_events = args.source.node_read_events_with(manifest.as_ref());
     let mut source = BpfSource::start(plan, manifest.as_ref(), node_read_events)?;
     if args.source.accesses {
         source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel())?;

@@ -71,6 +71,12 @@ impl SourceArgs {
     pub fn wants_node_read_events(&self) -> bool {
         self.node_read_events || self.probes.is_some()
     }
+
+    /// `wants_node_read_events`, given the manifest the source will attach: one discovered at
+    /// start needs node-read events as much as one named by `--probes`.
+    pub fn node_read_events_with(&self, manifest: Option<&Manifest>) -> bool {
+        self.wants_node_read_events() || manifest.is_some()
+    }
 }
 
 /// Why `auto` chose what it chose, for the banner.
@@ -145,8 +151,7 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     }
     let (manifest, banner) = rfc_probes(args)?;
     let plan = f2fs::planner::plan_this_kernel(None);
-    // The cache's raw entries are counted from node-read events.
-    let node_read_events = args.wants_node_read_events() || manifest.is_some();
+    let node_read_events = args.node_read_events_with(manifest.as_ref());
     let mut source = BpfSource::start(&plan, manifest.as_ref(), node_read_events)?;
     if args.accesses {
         source.attach_accesses(&f2fs::access::plan_this_kernel())?;
