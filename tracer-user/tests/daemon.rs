@@ -498,11 +498,13 @@ fn a_full_disk_stops_the_recording_not_the_daemon() {
     });
     let log = daemon.log();
     assert!(log.contains("No space left on device"), "{log}");
+    // The exposition is rendered per refresh: the gauge follows the log line within one.
+    let stopped = "nodescope_recording_active{device=\"vdb\"} 0";
+    daemon.wait_for("the recording gauge at 0", |d| {
+        http_get(d.port, "/metrics").is_some_and(|body| body.contains(stopped))
+    });
     let body = http_get(daemon.port, "/metrics").unwrap();
-    assert!(
-        body.contains("nodescope_recording_active{device=\"vdb\"} 0"),
-        "{body}"
-    );
+    assert!(body.contains(stopped), "{body}");
     assert!(daemon.metrics().is_some(), "serving on");
     daemon.stop();
     assert_eq!(daemon.knob("node_compress_threshold").trim(), THRESHOLD);
