@@ -8,7 +8,9 @@
 //! needs knob files): the model, OpenMetrics (scraped once a second), the rolling recording
 //! and the socket, with one `stream --connect` client. After a 2 s warm-up, CPU is the
 //! daemon's utime + stime from /proc/PID/stat over S seconds of wall time, RSS its VmRSS
-//! sampled every 100 ms (and VmHWM at the end).
+//! sampled every 100 ms (and VmHWM at the end). Wakeups are the voluntary context switches of
+//! all its threads, per second: over the measured span, and then idle (the feed played out, the client
+//! gone, no scrape) over 10 s.
 use std::{
     fs::File,
     io::BufWriter,
@@ -40,7 +42,16 @@ struct Report {
     /// CPU over each 30 s of the measured span: whether the cost levels off.
     cpu_percent_every_30s: Vec<f64>,
     client_lines: usize,
+    /// Voluntary context switches of all the daemon's threads per second (each a wakeup) over the measured span, with the events, the scrapes and the client.
+    wakeups_per_s_loaded: f64,
+    /// The same once the feed has ended, the client is gone and nobody scrapes: what an idle
+    /// daemon costs a phone's battery.
+    wakeups_per_s_idle: f64,
+    idle_measured_s: f64,
 }
+
+/// How long the idle daemon is watched.
+const IDLE_SPAN: Duration = Duration::from_secs(10);
 
 pub fn main(args: &[String]) -> Result<()> {
     let (mut json, mut rate, mut seconds) = (false, 100_000u64, 20u64);
@@ -79,7 +90,8 @@ pub fn main(args: &[String]) -> Result<()> {
          one stream --connect client): CPU {:.2} s user + {:.2} s system over {:.1} s = {:.2} % \
          of one core; RSS {} KiB at the start, {} KiB peak (sampled), {} KiB at the end, \
          VmHWM {} KiB (every 30 s: {:?} KiB); CPU every 30 s: {:.1?} %; the client printed {} \
-         window lines",
+         window lines; wakeups {:.1}/s under load, {:.2}/s idle (source ended, no client, no \
+         scrape, over {:.1} s)",
         report.events_per_s,
         report.cpu_user_s,
         report.cpu_system_s,
@@ -91,7 +103,10 @@ pub fn main(args: &[String]) -> Result<()> {
         report.vm_hwm_kib,
         report.rss_every_30s_kib,
         report.cpu_percent_every_30s,
-        report.client_lines
+        report.client_lines,
+        report.wakeups_per_s_loaded,
+        report.wakeups_per_s_idle,
+        report.idle_measured_s
     );
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -196,6 +211,7 @@ fn measure(
             .context("starting stream --connect")?,
     );
     std::thread::sleep(WARM_UP);
+    let switches0 = context_switches(pid)?;
     let (user0, system0) = cpu_ticks(pid)?;
     let rss_start = status_kib(pid, "VmRSS")?;
     let from = Instant::now();
@@ -223,10 +239,18 @@ fn measure(
     }
     let measured_s = from.elapsed().as_secs_f64();
     let (user1, system1) = cpu_ticks(pid)?;
+    let switches1 = context_switches(pid)?;
     let rss_end = status_kib(pid, "VmRSS")?;
     let vm_hwm = status_kib(pid, "VmHWM")?;
-    drop(daemon);
+    // Idle: the client gone, no scrape, and the feed played out (it runs 3 s past the span).
     drop(client);
+    std::thread::sleep(Duration::from_secs(5));
+    let idle0 = context_switches(pid)?;
+    let idle_from = Instant::now();
+    std::thread::sleep(IDLE_SPAN);
+    let idle1 = context_switches(pid)?;
+    let idle_measured_s = idle_from.elapsed().as_secs_f64();
+    drop(daemon);
     let client_lines = std::fs::read_to_string(scratch.join("client.jsonl"))?
         .lines()
         .count();
@@ -249,7 +273,27 @@ fn measure(
         rss_every_30s_kib: readings,
         cpu_percent_every_30s: cpu_spans,
         client_lines,
+        wakeups_per_s_loaded: switches1.saturating_sub(switches0) as f64 / measured_s,
+        wakeups_per_s_idle: idle1.saturating_sub(idle0) as f64 / idle_measured_s,
+        idle_measured_s,
     })
+}
+
+/// Voluntary context switches of every thread of `pid` so far: each is a sleep that ended in a
+/// wakeup (involuntary ones are preemptions, not wakeups).
+fn context_switches(pid: u32) -> Result<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .with_context(|| format!("listing /proc/{pid}/task (did the daemon exit?)"))?;
+    let mut total = 0;
+    for task in tasks {
+        let status = std::fs::read_to_string(task?.path().join("status"))?;
+        for line in status.lines() {
+            if let Some(value) = line.strip_prefix("voluntary_ctxt_switches:") {
+                total += value.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Clock ticks of CPU over `seconds` of wall time, as a percentage of one core.

@@ -5,8 +5,9 @@ use std::time::Instant;
 use anyhow::Result;
 use nodescope::{
     model::{Model, ModelConfig, Packages},
+    protocol::Snapshot,
     source::{SourceInfo, SourceKind},
-    view::tui::{self, Snapshot, UiState},
+    view::tui::{self, UiState},
 };
 use ratatui::{backend::TestBackend, Terminal};
 use tracer_common::Event;

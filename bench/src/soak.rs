@@ -22,13 +22,14 @@ use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 use nodescope::{
     model::{ModelConfig, Packages},
+    output::OutputFile,
     pipeline::Pipeline,
+    protocol::Snapshot,
     source::{BatchFuture, Source, SourceInfo, SourceKind},
     view::{
         jsonline::window_line,
-        output::OutputFile,
         recorder::Recorder,
-        tui::{self, Snapshot, UiState},
+        tui::{self, UiState},
     },
 };
 use ratatui::{backend::TestBackend, Terminal};

@@ -1,4 +1,4 @@
-//! What the law sees each window ([`Signals`]) and where it comes from ([`SignalSource`]).
+//! What the law sees at each decision ([`Signals`]) and where it comes from ([`SignalSource`]).
 //!
 //! [`ProcSignalSource`] (what `nodescope tune` uses) reads memory pressure from
 //! `/proc/pressure/memory` and, when a device directory has one, cumulative counters and gauges
@@ -19,11 +19,11 @@ use tracer_common::text::quote_capped;
 use crate::psi::{self, PsiFile};
 use serde::{Deserialize, Serialize};
 
-/// One decision window of one device. Rates are per second over the window.
+/// One decision of one device: rates per second over the trailing period.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Signals {
-    /// Length of the window the rates were measured over.
-    pub window_s: f64,
+    /// Length of the trailing period the rates were measured over.
+    pub trailing_s: f64,
     /// Node blocks read from disk (FS_NODE_READ_IO): the cost compression is there to avoid.
     pub node_reads_per_s: f64,
     /// Compressed entries restored to raw: compressed copies being used.
@@ -31,12 +31,12 @@ pub struct Signals {
     /// Raw entries converted to compressed: the CPU the worker spends.
     pub conversions_per_s: f64,
     /// Conversions restored soon after they were made (too eager: compressed while still hot):
-    /// within `tracer_common::knobs::eager_window_ns` in the model and the benchmark.
+    /// within `tracer_common::knobs::eager_span_ns` in the model and the benchmark.
     pub eager_restores_per_s: f64,
     /// Compressed entries reclaimed without ever being restored (the conversion was wasted).
     pub wasted_per_s: f64,
     /// Memory pressure, percent: PSI `some` on a real system (the larger of `avg10` and the
-    /// stall share over the window, [`crate::psi::PsiMeter`]), the simulator's own
+    /// stall share over the trailing period, [`crate::psi::PsiMeter`]), the simulator's own
     /// pressure in the simulator. `None` when unknown.
     pub memory_pressure: Option<f64>,
     /// Node-cache memory attributed to this device (entries + raw buffers + slab slots).
@@ -57,7 +57,7 @@ impl Signals {
             }
         };
         Signals {
-            window_s: rate(self.window_s),
+            trailing_s: rate(self.trailing_s),
             node_reads_per_s: rate(self.node_reads_per_s),
             restores_per_s: rate(self.restores_per_s),
             conversions_per_s: rate(self.conversions_per_s),
@@ -73,7 +73,7 @@ impl Signals {
     }
 }
 
-/// Produces the signals of one device for the window that ends at `now`.
+/// Produces the signals of one device for the trailing period that ends at `now`.
 ///
 /// `now` is the time since the tuner started: real time in `nodescope tune`, virtual time in
 /// the simulator. It is called once per device per decision period, in time order.
@@ -89,7 +89,7 @@ pub trait SignalSource {
 }
 
 /// Rates are measured over this trailing period by default, so that a workload whose period
-/// does not divide the decision window cannot make every other window look clean.
+/// does not divide the decision period cannot make every other decision look clean.
 pub const DEFAULT_RATE_PERIOD: Duration = Duration::from_secs(5);
 
 /// Cumulative event counts of one device, the numerators of the rates in [`Signals`].
@@ -120,7 +120,7 @@ impl TrailingRates {
         }
     }
 
-    /// Record the reading `counts` at `time_ns` and set the window and the rates of `signals`
+    /// Record the reading `counts` at `time_ns` and set the trailing period and the rates of `signals`
     /// from the oldest reading at most the period back (the previous one at least); leave
     /// them as they are when there is none or no time has passed. A counter that went
     /// backwards was reset (simulator restart, remount): its rate is 0, not a huge number.
@@ -133,7 +133,7 @@ impl TrailingRates {
             let seconds = time_ns.saturating_sub(then) as f64 / 1e9;
             if seconds > 0.0 {
                 let rate = |old: u64, new: u64| new.saturating_sub(old) as f64 / seconds;
-                signals.window_s = seconds;
+                signals.trailing_s = seconds;
                 signals.node_reads_per_s = rate(before.node_reads, counts.node_reads);
                 signals.restores_per_s = rate(before.restores, counts.restores);
                 signals.conversions_per_s = rate(before.conversions, counts.conversions);
@@ -211,8 +211,8 @@ pub struct ProcSignalSource {
     /// Each device's counter readings: rates from one sample to the next.
     rates: HashMap<String, TrailingRates>,
     psi: PsiFile,
-    /// The window being sampled: (its start, its end), both as `now` gave them.
-    window: (Duration, Duration),
+    /// The span being sampled: (its start, its end), both as `now` gave them.
+    span: (Duration, Duration),
 }
 
 impl ProcSignalSource {
@@ -224,7 +224,7 @@ impl ProcSignalSource {
             budget_bytes,
             rates: HashMap::new(),
             psi: PsiFile::new(psi_path),
-            window: (Duration::ZERO, Duration::ZERO),
+            span: (Duration::ZERO, Duration::ZERO),
         }
     }
 
@@ -279,11 +279,11 @@ impl ProcSignalSource {
 
 impl SignalSource for ProcSignalSource {
     fn sample(&mut self, device: &str, now: Duration) -> Result<Signals> {
-        // Every device of one window is sampled with the same `now`: one span for all.
-        if now != self.window.1 {
-            self.window = (self.window.1, now);
+        // Every device of one decision is sampled with the same `now`: one span for all.
+        if now != self.span.1 {
+            self.span = (self.span.1, now);
         }
-        let span = self.window.1.saturating_sub(self.window.0);
+        let span = self.span.1.saturating_sub(self.span.0);
         let (counters, mut signals) = self.read_gauges(device, now, span)?;
         if let Some(current) = counters {
             let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
@@ -338,7 +338,7 @@ mod tests {
         rates.record(1_000_000_000, before, &mut signals);
         assert_eq!(signals, Signals::default());
         rates.record(3_000_000_000, after, &mut signals);
-        assert_eq!(signals.window_s, 2.0);
+        assert_eq!(signals.trailing_s, 2.0);
         assert_eq!(signals.node_reads_per_s, 100.0);
         assert_eq!(signals.restores_per_s, 0.0);
         assert_eq!(signals.conversions_per_s, 10.0);
@@ -355,12 +355,12 @@ mod tests {
         let mut signals = Signals::default();
         rates.record(0, reads(0), &mut signals);
         rates.record(SECOND, reads(100), &mut signals);
-        assert_eq!((signals.window_s, signals.node_reads_per_s), (1.0, 100.0));
+        assert_eq!((signals.trailing_s, signals.node_reads_per_s), (1.0, 100.0));
         rates.record(2 * SECOND, reads(300), &mut signals);
-        assert_eq!((signals.window_s, signals.node_reads_per_s), (2.0, 150.0));
+        assert_eq!((signals.trailing_s, signals.node_reads_per_s), (2.0, 150.0));
         // The reading at 1 s is the oldest within 2 s of 3 s.
         rates.record(3 * SECOND, reads(400), &mut signals);
-        assert_eq!((signals.window_s, signals.node_reads_per_s), (2.0, 150.0));
+        assert_eq!((signals.trailing_s, signals.node_reads_per_s), (2.0, 150.0));
     }
 
     #[test]

@@ -15,7 +15,7 @@ fn knobs(threshold: u32, interval_ms: u32) -> Knobs {
 /// PSI `some avg10` only (the default goal is 5 %: pressure 5.0 scores 1.0).
 fn pressure(psi: f64) -> Signals {
     Signals {
-        window_s: 5.0,
+        trailing_s: 5.0,
         memory_pressure: Some(psi),
         ..Signals::default()
     }
@@ -405,7 +405,7 @@ fn random_signals(rng: &mut XorShift) -> Signals {
     };
     let conversions = rng.unit() * 1000.0;
     Signals {
-        window_s: 5.0,
+        trailing_s: 5.0,
         node_reads_per_s: rng.unit() * 5000.0,
         restores_per_s: rng.unit() * 5000.0,
         conversions_per_s: if rng.unit() < 0.02 {

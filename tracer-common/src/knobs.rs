@@ -1,6 +1,6 @@
 //! The RFC's two knobs (`/sys/fs/f2fs/<dev>/node_compress_threshold` and
 //! `node_compress_interval`): their file names, valid ranges and defaults, the pair of values
-//! ([`Knobs`]), and the rule that calls a restore "eager" ([`eager_window_ns`]).
+//! ([`Knobs`]), and the rule that calls a restore "eager" ([`eager_span_ns`]).
 //!
 //! The controller, the simulator and nodescope all read these from here, so a range or a
 //! default is written once.
@@ -27,12 +27,12 @@ pub const EAGER_FLOOR_NS: u64 = 2_844_000_000;
 
 /// A restore within this long of its conversion is eager: max(2 x the interval,
 /// [`EAGER_FLOOR_NS`]).
-pub fn eager_window_ns(interval_ms: u32) -> u64 {
-    eager_window_with_floor_ns(interval_ms, EAGER_FLOOR_NS)
+pub fn eager_span_ns(interval_ms: u32) -> u64 {
+    eager_span_with_floor_ns(interval_ms, EAGER_FLOOR_NS)
 }
 
-/// [`eager_window_ns`] with another floor (the benchmark's `--eager-floor`, tests).
-pub fn eager_window_with_floor_ns(interval_ms: u32, floor_ns: u64) -> u64 {
+/// [`eager_span_ns`] with another floor (the benchmark's `--eager-floor`, tests).
+pub fn eager_span_with_floor_ns(interval_ms: u32, floor_ns: u64) -> u64 {
     (2 * u64::from(interval_ms) * 1_000_000).max(floor_ns)
 }
 
@@ -189,8 +189,8 @@ mod tests {
 
     #[test]
     fn eager_window_is_twice_the_interval_or_the_floor() {
-        assert_eq!(eager_window_ns(100), EAGER_FLOOR_NS);
-        assert_eq!(eager_window_ns(5_000), 10_000_000_000);
-        assert_eq!(eager_window_with_floor_ns(1_000, 0), 2_000_000_000);
+        assert_eq!(eager_span_ns(100), EAGER_FLOOR_NS);
+        assert_eq!(eager_span_ns(5_000), 10_000_000_000);
+        assert_eq!(eager_span_with_floor_ns(1_000, 0), 2_000_000_000);
     }
 }

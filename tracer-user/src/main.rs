@@ -20,7 +20,7 @@ enum Command {
     Probe(cmd::probe::ProbeArgs),
     /// Live terminal view of the node cache.
     Top(cmd::top::TopArgs),
-    /// Stream node-cache activity as JSON lines, one object per interval.
+    /// Stream node-cache activity as JSON lines, one object per window.
     Stream(cmd::stream::StreamArgs),
     /// Record events to a file (lz4 blocks with checksums) for report and replay.
     Record(cmd::record::RecordArgs),

@@ -121,20 +121,15 @@ impl Pipeline {
         self.source.next_batch(out)
     }
 
-    /// At a stop, the kernel source's events still waiting in its ring buffer (the F2FS
-    /// programs wake the reader once per batch, tracer-ebpf `emit_batched`) into the model and
-    /// into `batch`, for a recorder to write them too. One read, a second at most; other
-    /// sources have nothing waiting and are not read.
-    pub async fn take_waiting_kernel_events(&mut self, batch: &mut Vec<Event>) -> Result<()> {
-        if self.info().kind != crate::source::SourceKind::Bpf {
-            return Ok(());
+    /// What the source already holds without waiting (the kernel's ring buffer between its
+    /// wake-ups, which come once per batch) into the model and into `batch`, for a recorder
+    /// to write them too. Returns whether the end time was reached, as [`Pipeline::ingest`].
+    pub fn take_waiting(&mut self, batch: &mut Vec<Event>) -> Result<bool> {
+        self.source.take_waiting(batch)?;
+        if batch.is_empty() {
+            return Ok(false);
         }
-        let last_read = self.next_batch(batch);
-        if let Ok(read) = tokio::time::timeout(std::time::Duration::from_secs(1), last_read).await {
-            read?;
-            self.ingest(batch)?;
-        }
-        Ok(())
+        self.ingest(batch)
     }
 
     /// Put a batch into the model, cut at the end time. Returns whether the end was reached;
@@ -236,6 +231,11 @@ impl Pipeline {
     /// The knob values as last read (None: the source has no knob files).
     pub fn knobs(&self) -> Option<Knobs> {
         self.last_knobs.flatten()
+    }
+
+    /// The end time, when there is one (the source's clock).
+    pub fn end_ns(&self) -> Option<u64> {
+        self.end_ns
     }
 
     /// Whether the source's clock has reached the end time.

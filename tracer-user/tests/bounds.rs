@@ -355,7 +355,9 @@ fn windows_durations_and_speeds_out_of_range_are_one_clear_error() {
     let dir = scratch("flags");
     for (flag, value, says) in [
         ("--window", "1e-9", "a window is 0.001 to 86400 seconds"),
-        ("--interval", "0", "a window is 0.001 to 86400 seconds"),
+        ("--window", "0", "a window is 0.001 to 86400 seconds"),
+        // The window's old name is refused, naming the new one ("interval" is the knob).
+        ("--interval", "1", "--interval is now --window"),
         ("--duration", "-1", "a duration must be positive"),
         ("--speed", "NaN", "not a number"),
         (
@@ -637,8 +639,8 @@ fn run_whatif_grid(rec: &Path, image: &Path, thresholds: &str, intervals: &str, 
 /// and holds the connection open for `hold` (a silent daemon).
 fn fake_daemon(dir: &Path, then: Vec<u8>, hold: Duration) -> std::path::PathBuf {
     use nodescope::{
+        protocol::{Hello, Message, PROTOCOL_VERSION},
         source::{SourceInfo, SourceKind},
-        view::socket::{Hello, Message, PROTOCOL_VERSION},
     };
     let path = dir.join("fake.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -698,9 +700,9 @@ fn a_connect_client_refuses_a_huge_line_in_bounded_memory() {
 #[test]
 fn a_connect_client_ends_by_its_duration_and_escapes_the_daemons_text() {
     let dir = scratch("connect-silent");
-    let window = nodescope::view::socket::Message::Window {
-        line: serde_json::json!({"t": 1}),
-        text: "t=1 \u{1b}]0;pwned\u{7} reads 3".into(),
+    // The client prints the text form from the daemon's line: a hostile comm in it.
+    let window = nodescope::protocol::Message::Window {
+        line: serde_json::json!({"t": 1, "processes": [{"comm": "\u{1b}]0;pwned\u{7}", "pid": 3}]}),
     };
     let socket = fake_daemon(
         dir.path(),
@@ -721,7 +723,7 @@ fn a_connect_client_ends_by_its_duration_and_escapes_the_daemons_text() {
     assert!(run.success, "{}", run.stderr);
     assert!(run.wall < Duration::from_secs(2 + 1 + 3), "{:?}", run.wall);
     assert!(
-        run.stdout.contains("t=1 \\x1b]0;pwned\\x07 reads 3"),
+        run.stdout.contains("\\x1b]0;pwned\\x07[3] r=0"),
         "{}",
         run.stdout
     );

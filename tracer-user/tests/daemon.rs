@@ -335,7 +335,7 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_
         .map(|line| (line["t"].to_string(), line))
         .collect();
     for line in &lines {
-        assert_eq!(line["version"], 2);
+        assert_eq!(line["version"], 3);
         let t = line["t"].to_string();
         assert_eq!(
             Some(line),

@@ -77,7 +77,7 @@ impl Knobs {
             .arg(psi)
             .arg("--state-dir")
             .arg(self.state_dir())
-            .args(["--interval", "0.1", "--min-write-gap", "0"])
+            .args(["--decision-period", "0.1", "--min-write-gap", "0"])
             .arg("--audit")
             .arg(self.dir.join("audit.jsonl"))
             .args(extra);

@@ -152,7 +152,7 @@ fn sigterm_finishes_the_recording_cleanly() {
 }
 
 #[test]
-fn stream_from_the_simulator_prints_one_line_per_interval_with_totals_that_add_up() {
+fn stream_from_the_simulator_prints_one_line_per_window_with_totals_that_add_up() {
     let scratch_dir = scratch("stream-sim");
     let dir = scratch_dir.path();
     let root = dir.join("knobs");
@@ -163,7 +163,7 @@ fn stream_from_the_simulator_prints_one_line_per_interval_with_totals_that_add_u
         "--sysfs-root",
         root.to_str().unwrap(),
         "--json",
-        "--interval",
+        "--window",
         "1",
         "--duration",
         "3",

@@ -116,7 +116,7 @@ impl Fixture {
             .arg(self.audit_path())
             .arg("--state-dir")
             .arg(self.state_dir())
-            .args(["--interval", period, "--min-write-gap", "0"])
+            .args(["--decision-period", period, "--min-write-gap", "0"])
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
@@ -642,7 +642,14 @@ fn calm_wakeups(test: &str, extra: &[&str]) -> (u64, String) {
         .arg("--audit")
         .arg(fixture.audit_path())
         .args(["--psi", "/proc/pressure/memory", "--psi-goal", "50"])
-        .args(["--interval", "30", "--poll", "0.05", "--duration", "20"])
+        .args([
+            "--decision-period",
+            "30",
+            "--poll",
+            "0.05",
+            "--duration",
+            "20",
+        ])
         .args(extra)
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
@@ -730,7 +737,14 @@ fn tune_steers_the_live_simulator_through_its_knob_directory_and_stats() {
         .arg("tune")
         .arg("--sysfs-root")
         .arg(&sim_root)
-        .args(["--device", "vdb", "--budget", "3M", "--interval", "1"])
+        .args([
+            "--device",
+            "vdb",
+            "--budget",
+            "3M",
+            "--decision-period",
+            "1",
+        ])
         .args(["--poll", "0.1", "--duration", "3.5"])
         .arg("--psi")
         .arg(fixture.root.path().join("psi"))
@@ -753,7 +767,7 @@ fn tune_steers_the_live_simulator_through_its_knob_directory_and_stats() {
     // The window after it has rates from the simulator's counters.
     let window = decisions
         .iter()
-        .find(|line| line["signals"]["window_s"].as_f64() > Some(0.0))
+        .find(|line| line["signals"]["trailing_s"].as_f64() > Some(0.0))
         .expect("a whole window");
     assert!(window["signals"]["memory_pressure"].is_number());
     // Put back at the end, in the simulator's own knob files.

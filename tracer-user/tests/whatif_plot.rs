@@ -1,8 +1,8 @@
 //! The what-if picture, drawn for real as PNG and SVG: the PNG decodes to the chart's size with
 //! pixels of each series' colour, the SVG names the series and the chosen settings' labels.
-use nodescope::view::{
+use nodescope::{
     output::OutputFile,
-    whatif_plot::{draw, pareto_front, PlotPoint},
+    view::whatif_plot::{draw, pareto_front, PlotPoint},
 };
 
 mod common;

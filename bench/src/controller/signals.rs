@@ -154,7 +154,7 @@ mod tests {
         // Window 1 (0..1 s): rates since the start.
         let first = snapshot(second, 100, 40, 80);
         let signals = sample(&mut source, &first, 8, 3.5);
-        assert_eq!(signals.window_s, 1.0);
+        assert_eq!(signals.trailing_s, 1.0);
         assert_eq!(signals.node_reads_per_s, 100.0);
         assert_eq!(signals.restores_per_s, 40.0);
         assert_eq!(signals.conversions_per_s, 80.0);
@@ -169,7 +169,7 @@ mod tests {
         // Window 2 (1..2 s): still since the start (2 s back).
         let second_window = snapshot(2 * second, 300, 40, 120);
         let signals = sample(&mut source, &second_window, 8, 0.0);
-        assert_eq!(signals.window_s, 2.0);
+        assert_eq!(signals.trailing_s, 2.0);
         assert_eq!(signals.node_reads_per_s, 150.0);
         assert_eq!(signals.conversions_per_s, 60.0);
         assert_eq!(signals.eager_restores_per_s, 4.0);
@@ -177,7 +177,7 @@ mod tests {
         // Window 3 (2..3 s): over 1..3 s, the reading at 1 s is the oldest kept.
         let third = snapshot(3 * second, 400, 100, 120);
         let signals = sample(&mut source, &third, 20, 0.0);
-        assert_eq!(signals.window_s, 2.0);
+        assert_eq!(signals.trailing_s, 2.0);
         assert_eq!(signals.node_reads_per_s, 150.0);
         assert_eq!(signals.restores_per_s, 30.0);
         assert_eq!(signals.conversions_per_s, 20.0);
@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(signals.wasted_per_s, 0.0);
         // A poll: the gauges alone, the rates untouched.
         let gauges = source.gauges("sim", Duration::ZERO).unwrap();
-        assert_eq!(gauges.window_s, 0.0);
+        assert_eq!(gauges.trailing_s, 0.0);
         assert_eq!(gauges.attributed_bytes, Some(attributed));
     }
 }

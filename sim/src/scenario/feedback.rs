@@ -17,7 +17,7 @@
 //!   the stalls of the allocations that drive it: priority 9 once a second (a phone's ambient
 //!   kswapd) gives 0.4 %, priority 5 every 100 ms (a 1 GiB allocation) 62.5 %.
 use tracer_common::{
-    knobs::eager_window_with_floor_ns, Event, EventKind, QUEUE_RAW, SECOND_CHANCE_BY_SHRINKER,
+    knobs::eager_span_with_floor_ns, Event, EventKind, QUEUE_RAW, SECOND_CHANCE_BY_SHRINKER,
 };
 
 use crate::costs;
@@ -77,7 +77,7 @@ impl FeedbackTracker {
             Some(EventKind::Convert) => *slot(&mut self.converted_at, nid, NEVER) = event.ts_ns,
             Some(EventKind::Restore) => {
                 let at = std::mem::replace(slot(&mut self.converted_at, nid, NEVER), NEVER);
-                let eager_ns = eager_window_with_floor_ns(interval_ms, self.eager_floor_ns);
+                let eager_ns = eager_span_with_floor_ns(interval_ms, self.eager_floor_ns);
                 if at != NEVER && event.ts_ns.saturating_sub(at) < eager_ns {
                     self.totals.eager_restores += 1;
                 }

@@ -3,7 +3,7 @@
 //! controller steps on the model's windows (the same `control::Tuning` as `top --tune`: claim,
 //! state dir, restore on exit, OOM score); the views are OpenMetrics (`--openmetrics`), a
 //! rolling recording (`--record DIR`) and a Unix socket that `top --connect` and
-//! `stream --connect` read (`view::socket`, docs/DAEMON.md).
+//! `stream --connect` read (`view::socket`, `crate::protocol`, docs/DAEMON.md).
 //!
 //! SIGTERM and SIGINT stop it: the last windows go to the clients, the recording gets its
 //! footer, the knobs their original values. SIGHUP reopens `--log`.
@@ -11,33 +11,25 @@ use std::{
     fs::OpenOptions,
     os::fd::AsRawFd as _,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
     time::Duration,
 };
 
 use anyhow::{Context as _, Result};
 use clap::Args;
-use tokio::signal::unix::{signal, SignalKind};
 use tracer_common::files::{self, Symlinks};
 
 use crate::{
     cmd::{top::LiveTuneArgs, WindowArg},
-    control::Tuning,
-    model::WindowReport,
-    pipeline::{Pipeline, Refreshed, SYSFS_ROOT},
+    pipeline::SYSFS_ROOT,
+    protocol::{default_socket_path, Hello, PROTOCOL_VERSION},
+    runner::{End, Flow, Hangup, LineKind, Refresh, RunOptions, Runner, Sink},
     source::open::{open, SourceArgs, SourceChoice},
     view::{
-        jsonline::{window_line, window_text},
-        metrics,
-        rolling::{RollingLimits, RollingRecorder},
-        socket::{default_socket_path, Hello, Message, SocketServer},
-        tui::{DecisionsPane, Snapshot},
+        metrics::{self, MetricsSink, Renderer},
+        rolling::{RollingLimits, RollingRecorder, RollingSink},
+        socket::{SocketServer, SocketSink},
     },
 };
-
-/// How often the daemon refreshes: windows close, the controller steps, clients get a
-/// snapshot (the live view's frame rate).
-const REFRESH_EVERY: Duration = Duration::from_millis(250);
 
 /// At the stop, how long clients get to take the last windows and the end message.
 const CLOSE_WITHIN: Duration = Duration::from_secs(2);
@@ -138,17 +130,17 @@ async fn daemon(args: DaemonArgs) -> Result<()> {
         .knob_root()
         .unwrap_or_else(|| PathBuf::from(SYSFS_ROOT));
     let pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
-    // Dropping `tuning` (however the daemon ends) puts the original knob values back.
+    // Dropping the tuning (however the daemon ends) puts the original knob values back.
     let tuning = args.tuning.start(&pipeline, &knob_root)?;
     let mut info = pipeline.info().clone();
     if let Some(banner) = &opened.banner {
         info.detail = format!("{banner}  {}", info.detail);
     }
     let socket_path = args.socket.clone().unwrap_or_else(default_socket_path);
-    let socket = SocketServer::bind(
+    let server = SocketServer::bind(
         &socket_path,
         &Hello {
-            v: crate::view::socket::PROTOCOL_VERSION,
+            v: PROTOCOL_VERSION,
             source: info.clone(),
             banner: opened.banner.clone(),
             origin_ns: pipeline.origin_ns(),
@@ -156,16 +148,7 @@ async fn daemon(args: DaemonArgs) -> Result<()> {
             tuning: tuning.is_some(),
         },
     )?;
-    // The exposition exists, and is rendered at each refresh, only when something serves it.
-    let (exposition, _server) = match args.openmetrics {
-        Some(addr) => {
-            let text: metrics::Exposition = Arc::new(Mutex::new(String::new()));
-            let server = metrics::serve(addr, Arc::clone(&text)).await?;
-            (Some(text), Some(server))
-        }
-        None => (None, None),
-    };
-    let recording = args
+    let mut recording = args
         .record
         .as_deref()
         .map(|dir| {
@@ -173,190 +156,71 @@ async fn daemon(args: DaemonArgs) -> Result<()> {
                 max_bytes: args.record_max_bytes,
                 files: args.record_files,
             };
-            RollingRecorder::start(dir, limits, &pipeline)
+            RollingRecorder::start(dir, limits, &pipeline).map(RollingSink::new)
         })
         .transpose()?;
-    let mut daemon = Daemon {
-        device: info.devices.first().cloned().unwrap_or_default(),
-        info,
-        pipeline,
-        tuning,
-        socket,
-        exposition,
-        recording_asked: recording.is_some(),
-        recording,
-        pane: DecisionsPane::default(),
-    };
+    let device = info.devices.first().cloned().unwrap_or_default();
+    let mut metrics = MetricsSink::new(device, recording.as_ref().map(RollingSink::active));
     log::info!(
         "daemon: ready, serving {} ({})",
         socket_path.display(),
-        daemon.info.detail
+        info.detail
     );
-    let reason = daemon.run(args.log.as_deref()).await?;
-    daemon.stop(&reason).await
+    let mut socket = SocketSink::new(server, info);
+    let log_path = args.log.clone();
+    let hangup = Hangup::Call(Box::new(move || {
+        if let Some(log) = &log_path {
+            reopen_log(log);
+        }
+    }));
+    let mut runner = Runner::new(pipeline, tuning, RunOptions::serving(hangup));
+    // The server asks the loop for each scrape's exposition: nothing is rendered unscraped.
+    let _server = match args.openmetrics {
+        Some(addr) => Some(metrics::serve(addr, Renderer::new(runner.input_sender())).await?),
+        None => None,
+    };
+    let mut log = DaemonLog;
+    // The log first: "stopping" comes before what each sink does at the end.
+    match &mut recording {
+        Some(recording) => {
+            runner
+                .run(&mut [&mut log, recording, &mut socket, &mut metrics])
+                .await?
+        }
+        None => {
+            runner
+                .run(&mut [&mut log, &mut socket, &mut metrics])
+                .await?
+        }
+    };
+    if let Some(tuning) = runner.take_tuning() {
+        drop(tuning);
+        log::info!("daemon: knobs restored");
+    }
+    if let Some(note) = runner.pipeline().closing_note() {
+        log::info!("daemon: {note}");
+    }
+    socket.close(CLOSE_WITHIN).await;
+    Ok(())
 }
 
-struct Daemon {
-    info: crate::source::SourceInfo,
-    device: String,
-    pipeline: Pipeline,
-    tuning: Option<Tuning>,
-    socket: SocketServer,
-    exposition: Option<metrics::Exposition>,
-    recording: Option<RollingRecorder>,
-    /// `--record` was given (the recording may have stopped since).
-    recording_asked: bool,
-    pane: DecisionsPane,
-}
+/// The daemon's log: the controller's decisions, the source's end and the stop.
+struct DaemonLog;
 
-impl Daemon {
-    /// Events into the model and the recording as they come; a refresh every
-    /// [`REFRESH_EVERY`]; until a stop signal. Returns what stopped it.
-    async fn run(&mut self, log: Option<&Path>) -> Result<String> {
-        let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM")?;
-        let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT")?;
-        let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP")?;
-        let mut tick = tokio::time::interval(REFRESH_EVERY);
-        let mut batch = Vec::new();
-        loop {
-            let source_open = self.pipeline.is_source_open();
-            tokio::select! {
-                more = self.pipeline.next_batch(&mut batch), if source_open => {
-                    if !more? {
-                        self.pipeline.source_ended();
-                        log::info!("daemon: the source ended; serving its last state");
-                    }
-                    self.pipeline.ingest(&mut batch)?;
-                    self.record(|recording, _| recording.events(&batch));
-                    batch.clear();
-                }
-                _ = tick.tick() => self.refresh()?,
-                _ = sighup.recv() => {
-                    if let Some(log) = log {
-                        reopen_log(log);
-                    }
-                }
-                _ = sigterm.recv() => return Ok("SIGTERM".into()),
-                _ = sigint.recv() => return Ok("SIGINT".into()),
-            }
+impl Sink for DaemonLog {
+    fn refresh(&mut self, at: &Refresh) -> Result<Flow> {
+        for line in at.new_lines.iter().filter(|l| l.kind == LineKind::Decision) {
+            log::info!("controller: {}", line.text);
         }
+        Ok(Flow::Continue)
     }
 
-    /// Close the windows the clock passed, let the controller step, and publish: window lines
-    /// and decisions to the socket, the exposition, a snapshot.
-    fn refresh(&mut self) -> Result<()> {
-        let refreshed = self.pipeline.refresh()?;
-        self.note_knob_change(&refreshed)?;
-        if let Some(tuning) = &mut self.tuning {
-            for line in tuning.step(self.pipeline.model())? {
-                log::info!("controller: {line}");
-                self.socket
-                    .publish(&Message::Decision { line: line.clone() })?;
-                self.pane.push(line);
-            }
-        }
-        self.publish_windows(&refreshed.closed)?;
-        if let Some(Ok(mut text)) = self.exposition.as_ref().map(|text| text.lock()) {
-            let recording = self.recording_asked.then_some(self.recording.is_some());
-            *text = metrics::render_with(self.pipeline.model(), &self.device, recording);
-        }
-        // Nobody connected: nothing to copy or encode (a new client waits one refresh at most).
-        if self.socket.client_count() > 0 {
-            let mode = self.tuning.as_ref().map(Tuning::mode);
-            let snapshot = Snapshot::capture(self.pipeline.model(), &self.info)
-                .with_control(mode, self.pane.lines());
-            self.socket.publish(&Message::Snapshot {
-                snapshot: Box::new(snapshot),
-            })?;
-        }
-        self.record(|recording, pipeline| recording.tick(pipeline));
-        Ok(())
+    fn source_ended(&mut self) {
+        log::info!("daemon: the source ended; serving its last state");
     }
 
-    /// One step of the rolling recording. An error there (a full disk, a directory removed,
-    /// every next name taken) stops the recording, not the daemon: said in the log, to the
-    /// clients (a line in the decisions pane) and in the metrics (`recording_active` 0).
-    fn record(&mut self, step: impl FnOnce(&mut RollingRecorder, &Pipeline) -> Result<()>) {
-        let Some(recording) = &mut self.recording else {
-            return;
-        };
-        let Err(err) = step(recording, &self.pipeline) else {
-            return;
-        };
-        let line = format!("recording stopped: {err:#}; serving on without it");
-        log::error!("daemon: {line}");
-        if let Some(recording) = self.recording.take() {
-            let path = recording.current_path();
-            if let Err(err) = recording.finish(self.pipeline.now_ns()) {
-                log::warn!("daemon: {} has no footer: {err:#}", path.display());
-            }
-        }
-        if let Err(err) = self
-            .socket
-            .publish(&Message::Decision { line: line.clone() })
-        {
-            log::warn!("daemon: telling the clients: {err:#}");
-        }
-        self.pane.push(line);
-    }
-
-    fn note_knob_change(&mut self, refreshed: &Refreshed) -> Result<()> {
-        let Some(change) = &refreshed.knob_change else {
-            return Ok(());
-        };
-        self.record(|recording, _| recording.knob_change(change));
-        let line = self.pipeline.knob_change_line(change);
-        self.socket
-            .publish(&Message::Decision { line: line.clone() })?;
-        self.pane.push(line);
-        Ok(())
-    }
-
-    fn publish_windows(&self, closed: &[WindowReport]) -> Result<()> {
-        if self.socket.client_count() == 0 {
-            return Ok(());
-        }
-        let origin = self.pipeline.origin_ns();
-        for window in closed {
-            self.socket.publish(&Message::Window {
-                line: window_line(window, origin),
-                text: window_text(window, origin),
-            })?;
-        }
-        Ok(())
-    }
-
-    /// The end: the last windows (as `stream` prints them at its end) and the end message to
-    /// the clients, the recording's footer, then the knobs put back (dropping the tuning).
-    async fn stop(mut self, reason: &str) -> Result<()> {
-        log::info!("daemon: stopping ({reason})");
-        let finished = self.pipeline.finish()?;
-        self.publish_windows(&finished.closed)?;
-        if let Some(last) = finished.last.filter(|last| last.exact.is_some()) {
-            self.publish_windows(std::slice::from_ref(&last))?;
-        }
-        self.socket.publish(&Message::End {
-            reason: reason.to_string(),
-        })?;
-        if let Some(recording) = self.recording.take() {
-            let path = recording.current_path();
-            match recording.finish(self.pipeline.now_ns()) {
-                Ok((path, bytes, events)) => log::info!(
-                    "daemon: recording {} finished ({events} events, {bytes} bytes)",
-                    path.display()
-                ),
-                // The knobs still go back, and the clients got their end.
-                Err(err) => log::error!("daemon: {} has no footer: {err:#}", path.display()),
-            }
-        }
-        if let Some(tuning) = self.tuning.take() {
-            drop(tuning);
-            log::info!("daemon: knobs restored");
-        }
-        if let Some(note) = self.pipeline.closing_note() {
-            log::info!("daemon: {note}");
-        }
-        self.socket.close(CLOSE_WITHIN).await;
+    fn finish(&mut self, end: &End) -> Result<()> {
+        log::info!("daemon: stopping ({})", end.stop.describe());
         Ok(())
     }
 }

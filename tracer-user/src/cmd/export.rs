@@ -8,11 +8,9 @@ use clap::Args;
 
 use crate::{
     model::{Model, Packages},
+    output::OutputFile,
     record::reader::{self, Item, Reader},
-    view::{
-        output::OutputFile,
-        perfetto::{self, Recorded},
-    },
+    view::perfetto::{self, Recorded},
 };
 
 #[derive(Args)]

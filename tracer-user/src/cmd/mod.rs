@@ -22,17 +22,27 @@ pub const MAX_WINDOW_S: f64 = 86_400.0;
 /// The window length, shared by the subcommands that cut windows (top, stream, record).
 #[derive(Args, Clone, Copy, Debug)]
 pub struct WindowArg {
-    /// Window length in seconds, 0.001 to 86400: counts, rates and lines are per window
-    /// (`--interval` is the old name).
+    /// Window length in seconds, 0.001 to 86400: counts, rates and lines are per window.
     #[arg(
         long = "window",
-        visible_alias = "interval",
         value_name = "S",
         default_value_t = 1.0,
         allow_negative_numbers = true,
         value_parser = parse_window
     )]
     pub seconds: f64,
+    /// The window's old name, refused in words: "interval" is only the knob.
+    #[arg(long = "interval", hide = true, value_name = "S", value_parser = retired_interval)]
+    pub retired_interval: Option<f64>,
+}
+
+/// `--interval` where a window was meant: an error that names the new flag.
+fn retired_interval(_text: &str) -> Result<f64, String> {
+    Err(
+        "--interval is now --window (\"interval\" names only the knob \
+         node_compress_interval)"
+            .into(),
+    )
 }
 
 /// A number of seconds, or why it is not one.

@@ -11,6 +11,7 @@ use serde::Serialize;
 use tracer_common::text::escape_controls;
 
 use crate::{
+    output::OutputFile,
     source::{
         bpf::{
             self,
@@ -27,10 +28,7 @@ use crate::{
         open,
     },
     system::{self, android, F2fsDevice, Privileges},
-    view::{
-        output::OutputFile,
-        stdout::{closed_is_success, print, print_line},
-    },
+    view::stdout::{closed_is_success, print, print_line},
 };
 
 /// Ring buffer of the object `probe` loads to try the manifest's probes (no event is read).

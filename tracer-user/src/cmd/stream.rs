@@ -2,20 +2,15 @@
 //! (docs/STREAM.md): node reads (demand / readahead), node writes, checkpoints and the cache's
 //! activity, per process, app and device. The kernel source's exact in-kernel counts are what
 //! its lines report (`model::exact`).
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use tokio::signal::unix::{signal, SignalKind};
 use tracer_common::text::escape_controls;
 
 use crate::{
     cmd::WindowArg,
-    model::{Model, WindowReport},
-    pipeline::Pipeline,
+    runner::{signals::StopSignals, RunOptions, Runner},
     source::{
         bpf::{
             f2fs::planner::{self, KernelView, NodeReadVariant, Plan},
@@ -26,8 +21,9 @@ use crate::{
     },
     system::{self, Privileges},
     view::{
-        jsonline::{window_line, window_text},
-        metrics,
+        jsonline::line_text,
+        lines::WindowLines,
+        metrics::{self, MetricsSink, Renderer},
         stdout::{closed_is_success, print, print_line},
     },
 };
@@ -75,7 +71,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
             .enable_all()
             .build()
             .context("starting the tokio runtime")?;
-        let socket = crate::source::connect::socket_or_default(socket);
+        let socket = crate::client::socket_or_default(socket);
         return closed_is_success(runtime.block_on(stream_connected(&args, &socket)));
     }
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));
@@ -156,100 +152,24 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
 
 async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     let source = open_source(args, plan)?;
-    let mut pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
-    let exposition: metrics::Exposition = Arc::new(Mutex::new(String::new()));
+    let pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
+    let device = pipeline.info().devices.first().cloned().unwrap_or_default();
+    eprintln!("nodescope stream: ready ({})", pipeline.info().detail);
+    let mut runner = Runner::new(pipeline, None, RunOptions::stopping());
     let _server = match args.openmetrics {
-        Some(addr) => Some(metrics::serve(addr, Arc::clone(&exposition)).await?),
+        Some(addr) => Some(metrics::serve(addr, Renderer::new(runner.input_sender())).await?),
         None => None,
     };
-    let mut out = Lines {
-        json: args.json,
-        origin: pipeline.origin_ns(),
-        windows_wanted: args
-            .duration
-            .map(|d| (d / args.window.seconds).ceil() as u64),
-        printed: 0,
-        exposition,
-        device: pipeline.info().devices.first().cloned().unwrap_or_default(),
-    };
-    eprintln!("nodescope stream: ready ({})", pipeline.info().detail);
-    run_loop(&mut pipeline, &mut out).await?;
-    pipeline.take_waiting_kernel_events(&mut Vec::new()).await?;
+    let wanted = args
+        .duration
+        .map(|d| (d / args.window.seconds).ceil() as u64);
     // The kernel's counters keep counting between the last window and the stop: their last,
-    // partial window, so that nothing counted is left out.
-    let finished = pipeline.finish()?;
-    out.publish(&finished.closed, pipeline.model())?;
-    if let Some(last) = finished.last {
-        if last.exact.is_some() {
-            out.print(&last)?;
-        }
-    }
-    if let Some(note) = pipeline.closing_note() {
+    // partial window is printed too, so that nothing counted is left out.
+    let mut lines = WindowLines::new(args.json, wanted, true);
+    let mut metrics = MetricsSink::new(device, None);
+    runner.run(&mut [&mut lines, &mut metrics]).await?;
+    if let Some(note) = runner.pipeline().closing_note() {
         eprintln!("nodescope stream: {note}");
-    }
-    Ok(())
-}
-
-/// Where the windows go: stdout (JSON or text lines) and the OpenMetrics exposition.
-struct Lines {
-    json: bool,
-    origin: u64,
-    windows_wanted: Option<u64>,
-    printed: u64,
-    exposition: metrics::Exposition,
-    device: String,
-}
-
-impl Lines {
-    fn done(&self) -> bool {
-        self.windows_wanted
-            .is_some_and(|wanted| self.printed >= wanted)
-    }
-
-    /// Print closed windows (up to the number wanted) and refresh the exposition.
-    fn publish(&mut self, closed: &[WindowReport], model: &Model) -> Result<()> {
-        for window in closed {
-            if self.done() {
-                break;
-            }
-            self.print(window)?;
-            self.printed += 1;
-        }
-        if let Ok(mut text) = self.exposition.lock() {
-            *text = metrics::render(model, &self.device);
-        }
-        Ok(())
-    }
-
-    fn print(&self, window: &WindowReport) -> Result<()> {
-        if self.json {
-            print_line(window_line(window, self.origin))
-        } else {
-            print_line(window_text(window, self.origin))
-        }
-    }
-}
-
-async fn run_loop(pipeline: &mut Pipeline, out: &mut Lines) -> Result<()> {
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    let mut batch = Vec::new();
-    while pipeline.is_source_open() && !out.done() {
-        tokio::select! {
-            more = pipeline.next_batch(&mut batch) => {
-                if !more? {
-                    pipeline.source_ended();
-                }
-                pipeline.ingest(&mut batch)?;
-                batch.clear();
-            }
-            _ = tick.tick() => {}
-            _ = sigterm.recv() => break,
-            _ = sigint.recv() => break,
-        }
-        let refreshed = pipeline.refresh()?;
-        out.publish(&refreshed.closed, pipeline.model())?;
     }
     Ok(())
 }
@@ -257,7 +177,7 @@ async fn run_loop(pipeline: &mut Pipeline, out: &mut Lines) -> Result<()> {
 /// `stream --connect`: the daemon's window lines, printed as they come, until --duration's
 /// number of windows, a signal, or the daemon's end.
 async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result<()> {
-    use crate::{source::connect::Connection, view::socket::Message};
+    use crate::{client::Connection, protocol::Message};
     let mut connection = Connection::open(socket).await?;
     let hello = &connection.hello;
     let daemon_window_s = hello.window_ns as f64 / 1e9;
@@ -279,13 +199,13 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
         socket.display(),
         escape_controls(&hello.source.detail)
     );
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut signals = StopSignals::install()?;
     let mut printed = 0u64;
     while windows_wanted.is_none_or(|wanted| printed < wanted) {
-        let message = tokio::select! {
-            message = connection.next() => message?,
-            () = sleep_until_or_never(deadline) => {
+        let next = sleep_until_or_never(deadline, connection.next());
+        let message = match signals.until_signal(next).await {
+            None => break,
+            Some(None) => {
                 eprintln!(
                     "nodescope stream: --duration passed with {printed} of {} windows from the \
                      daemon",
@@ -293,17 +213,16 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
                 );
                 break;
             }
-            _ = sigterm.recv() => break,
-            _ = sigint.recv() => break,
+            Some(Some(message)) => message?,
         };
         match message {
-            Some(Message::Window { line, text }) => {
+            Some(Message::Window { line }) => {
                 if args.json {
                     // serde_json writes control characters as \u escapes.
                     print_line(line)?;
                 } else {
                     // The daemon's text, not ours: it must not reach the terminal raw.
-                    print_line(escape_controls(&text))?;
+                    print_line(escape_controls(&line_text(&line)))?;
                 }
                 printed += 1;
             }
@@ -324,11 +243,14 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
     Ok(())
 }
 
-/// Wait until `deadline`, or for ever without one.
-async fn sleep_until_or_never(deadline: Option<tokio::time::Instant>) {
+/// `next`, unless `deadline` passes first (None then); without a deadline, `next`.
+async fn sleep_until_or_never<T>(
+    deadline: Option<tokio::time::Instant>,
+    next: impl std::future::Future<Output = T>,
+) -> Option<T> {
     match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
+        Some(deadline) => tokio::time::timeout_at(deadline, next).await.ok(),
+        None => Some(next.await),
     }
 }
 

@@ -1,6 +1,6 @@
 //! `nodescope top`: the live view. Source `auto` uses eBPF when this kernel has F2FS and we may
 //! load programs, else the simulator in real time, and says so in the header.
-use std::{path::PathBuf, time::Duration};
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
 use clap::Args;
@@ -9,6 +9,7 @@ use crate::{
     cmd::WindowArg,
     control::{Tuning, TuningOptions},
     pipeline::{Pipeline, SYSFS_ROOT},
+    runner::{Hangup, RunOptions, Runner, FRAME_EVERY},
     source::open::{open, SourceArgs, SourceChoice},
     view::tui,
 };
@@ -94,9 +95,9 @@ pub fn run(args: TopArgs) -> Result<()> {
 
 async fn top(args: TopArgs) -> Result<()> {
     if let Some(socket) = &args.connect {
-        let socket = crate::source::connect::socket_or_default(socket);
-        let connection = crate::source::connect::Connection::open(&socket).await?;
-        return tui::run_connected(connection, Duration::from_millis(250)).await;
+        let socket = crate::client::socket_or_default(socket);
+        let connection = crate::client::Connection::open(&socket).await?;
+        return tui::run_connected(connection, FRAME_EVERY).await;
     }
     let opened = open(&args.source, SourceChoice::Auto)?;
     let source = opened.source;
@@ -104,8 +105,12 @@ async fn top(args: TopArgs) -> Result<()> {
         .knob_root()
         .unwrap_or_else(|| PathBuf::from(SYSFS_ROOT));
     let pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
-    let frame_every = Duration::from_millis(250);
-    // Dropping `tuning` (however `run` ends) puts the original knob values back.
-    let mut tuning = args.tuning.start(&pipeline, &knob_root)?;
-    tui::run(pipeline, opened.banner, tuning.as_mut(), frame_every).await
+    // Dropping the tuning (with the runner, however the run ends) puts the original knob
+    // values back.
+    let tuning = args.tuning.start(&pipeline, &knob_root)?;
+    // The screen stays up when the source ends; SIGHUP (the terminal gone) ends it, unwinding.
+    let mut runner = Runner::new(pipeline, tuning, RunOptions::serving(Hangup::Stop));
+    let mut screen = tui::TuiSink::start(runner.pipeline(), opened.banner, runner.input_sender())?;
+    runner.run(&mut [&mut screen]).await?;
+    Ok(())
 }

@@ -38,9 +38,12 @@ pub struct TuneArgs {
     /// Audit log, one JSON object per line, appended to; `-` for stdout. Default: stderr.
     #[arg(long, value_name = "FILE")]
     audit: Option<PathBuf>,
-    /// Seconds between decisions (`--interval` is the old name).
-    #[arg(long, visible_alias = "interval", value_name = "S", default_value = "5", value_parser = decision_period)]
+    /// Seconds between decisions.
+    #[arg(long, value_name = "S", default_value = "5", value_parser = decision_period)]
     decision_period: Duration,
+    /// The decision period's old name, refused in words: "interval" is only the knob.
+    #[arg(long = "interval", hide = true, value_name = "S", value_parser = retired_interval)]
+    retired_interval: Option<Duration>,
     /// Seconds between two polls of the gauges (PSI, attributed bytes) inside a decision
     /// period: a poll compresses more at once when memory crosses into tight or gets worse
     /// (docs/CONTROLLER.md, "urgent steps"); 0 turns polling off.
@@ -467,6 +470,15 @@ fn bytes(text: &str) -> Result<u64, String> {
         .checked_mul(1 << shift)
         .filter(|&b| b > 0)
         .ok_or_else(|| format!("{text:?} is not a usable budget"))
+}
+
+/// `--interval` where the decision period was meant: an error that names the new flag.
+fn retired_interval(_text: &str) -> Result<Duration, String> {
+    Err(
+        "--interval is now --decision-period (\"interval\" names only the knob \
+         node_compress_interval)"
+            .into(),
+    )
 }
 
 #[cfg(test)]

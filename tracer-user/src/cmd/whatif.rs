@@ -29,9 +29,9 @@ use sim::{
 use tracer_common::{knobs::Knobs, Event};
 
 use crate::{
+    output::OutputFile,
     record::reader::{self, Item},
     view::{
-        output::OutputFile,
         stdout::{closed_is_success, print},
         whatif_compressors::compressors_table,
         whatif_plot::{self, PlotPoint},

@@ -67,7 +67,7 @@ fn model_signals_are_rates_over_recent_windows_with_the_last_gauges() {
     assert_eq!(
         signals,
         Signals {
-            window_s: 2.0,
+            trailing_s: 2.0,
             node_reads_per_s: 6.0,
             restores_per_s: 2.0,
             conversions_per_s: 3.0,
@@ -80,7 +80,7 @@ fn model_signals_are_rates_over_recent_windows_with_the_last_gauges() {
         }
     );
     let later = two.signals(history, 2, None, None).unwrap();
-    assert_eq!(later.window_s, 2.0);
+    assert_eq!(later.trailing_s, 2.0);
     assert_eq!(later.node_reads_per_s, 0.0);
     assert_eq!(later.restores_per_s, 2.0);
     assert_eq!(later.conversions_per_s, 0.0);
@@ -90,7 +90,7 @@ fn model_signals_are_rates_over_recent_windows_with_the_last_gauges() {
     let first = ModelSignals::default()
         .signals(history, 0, None, None)
         .unwrap();
-    assert_eq!(first.window_s, 1.0);
+    assert_eq!(first.trailing_s, 1.0);
     assert_eq!(first.node_reads_per_s, 12.0);
     assert_eq!(first.conversions_per_s, 6.0);
     assert_eq!(first.attributed_bytes, Some(6 * 4096 + 6 * 256 + 12 * 88));

@@ -228,7 +228,7 @@ impl Model {
             .observed
             .knobs
             .map_or(knobs::DEFAULT_INTERVAL_MS, |k| k.interval_ms);
-        knobs::eager_window_with_floor_ns(interval_ms, self.config.eager_floor_ns)
+        knobs::eager_span_with_floor_ns(interval_ms, self.config.eager_floor_ns)
     }
 
     /// Node reads, node writes and checkpoints per device. On the event path: the raw kind

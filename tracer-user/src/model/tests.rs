@@ -55,7 +55,7 @@ fn reads_are_attributed_per_process_and_split_demand_readahead() {
 }
 
 #[test]
-fn windows_are_cut_by_event_time_and_processes_add_up_to_the_interval() {
+fn windows_are_cut_by_event_time_and_processes_add_up_to_the_window() {
     let mut model = model();
     // 3 reads in window 0, none in window 1, 2 in window 2.
     for ts in [10, SECOND - 1, 5] {

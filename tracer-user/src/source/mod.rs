@@ -4,7 +4,6 @@
 //! recorder, controller) sees only this trait. Lost events are reported in-band as
 //! `EventKind::Lost` events (`len` = how many), so recordings and views count them the same way.
 pub mod bpf;
-pub mod connect;
 mod exact;
 pub mod knobs;
 pub mod open;
@@ -50,6 +49,14 @@ pub trait Source: Send {
     /// Must be cancel-safe: views race it against timers and key presses and drop it when
     /// they fire, so it may only take events off its input after its last `.await`.
     fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a>;
+
+    /// Append what the source already holds, without waiting: the kernel source's ring
+    /// buffer between its wake-ups (once per batch). The run loop calls it at every refresh
+    /// and at the stop, so nothing waits longer than a refresh and a stop loses nothing.
+    /// Other sources hand over everything in `next_batch`.
+    fn take_waiting(&mut self, _out: &mut Vec<Event>) -> Result<()> {
+        Ok(())
+    }
 
     /// The current time in the clock of this source's `Event::ts_ns` (CLOCK_MONOTONIC for
     /// eBPF, the virtual clock for the simulator, the last event read for a replay). The model

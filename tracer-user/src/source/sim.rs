@@ -24,6 +24,10 @@ pub struct SimSource {
     /// The last step left the simulation behind the wall clock times the speed: step again at
     /// once (after letting the runtime see signals and timers).
     behind: bool,
+    /// When the next step is due. Kept here, not in the future: the run loop drops and
+    /// re-creates `next_batch` at every other wakeup (a scrape, a key), and a sleep started
+    /// afresh each time would never end under frequent wakeups.
+    next_step: Option<tokio::time::Instant>,
 }
 
 impl SimSource {
@@ -48,6 +52,7 @@ impl SimSource {
             scenario,
             knob_root,
             behind: false,
+            next_step: None,
         })
     }
 
@@ -57,8 +62,12 @@ impl SimSource {
             // seen between steps however fast the speed.
             tokio::task::yield_now().await;
         } else {
-            tokio::time::sleep(POLL_EVERY).await;
+            let due = *self
+                .next_step
+                .get_or_insert_with(|| tokio::time::Instant::now() + POLL_EVERY);
+            tokio::time::sleep_until(due).await;
         }
+        self.next_step = None;
         self.behind = self.sim.step(std::time::Instant::now(), out)?;
         Ok(true)
     }

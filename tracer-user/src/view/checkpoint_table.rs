@@ -3,41 +3,7 @@
 //! checkpoints one per row. `report` prints it; its JSON carries the same numbers.
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
-
-use crate::model::{CheckpointRecord, CheckpointSummary, CheckpointTracker, Written};
-
-/// Rows of single checkpoints shown (the latest ones).
-pub const ROWS_SHOWN: usize = 20;
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct CheckpointReport {
-    /// Over the whole recording: every block written, checkpoints completed.
-    pub summary: CheckpointSummary,
-    pub nodes_per_checkpoint: Option<f64>,
-    pub nat_blocks_per_checkpoint: Option<f64>,
-    pub nat_journal_per_checkpoint: Option<f64>,
-    /// Written after the last checkpoint completed (in no checkpoint's row).
-    pub after_last_checkpoint: Written,
-    /// The latest checkpoints, oldest first.
-    pub latest: Vec<CheckpointRecord>,
-}
-
-impl CheckpointReport {
-    pub fn from_tracker(tracker: &CheckpointTracker) -> CheckpointReport {
-        let summary = *tracker.total();
-        let per = |n: u64| (summary.count > 0).then(|| n as f64 / summary.count as f64);
-        let skip = tracker.recent().len().saturating_sub(ROWS_SHOWN);
-        CheckpointReport {
-            nodes_per_checkpoint: summary.nodes_per_checkpoint(),
-            nat_blocks_per_checkpoint: per(summary.written.nat_blocks),
-            nat_journal_per_checkpoint: per(summary.written.nat_journal),
-            after_last_checkpoint: *tracker.pending(),
-            latest: tracker.recent().iter().skip(skip).copied().collect(),
-            summary,
-        }
-    }
-}
+pub use crate::model::checkpoints::{CheckpointReport, ROWS_SHOWN};
 
 fn ratio(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{v:.3}"))
@@ -119,6 +85,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::model::CheckpointTracker;
 
     #[test]
     fn the_table_has_the_seeds_columns_and_one_row_per_checkpoint() {

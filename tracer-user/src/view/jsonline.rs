@@ -7,8 +7,9 @@ use serde_json::{json, Value};
 use crate::model::{CheckpointSummary, Counters, DeviceCounts, ProcessRow, WindowReport};
 
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
-/// sources); version 2 is one for all.
-pub const STREAM_VERSION: u32 = 2;
+/// sources); version 2 is one for all; version 3 names the window's length `window_s` (it was
+/// `interval_s`, a word that belongs to the knob `node_compress_interval`).
+pub const STREAM_VERSION: u32 = 3;
 
 fn counters(c: &Counters) -> Value {
     json!({
@@ -88,7 +89,7 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
     json!({
         "version": STREAM_VERSION,
         "t": round_ms(window.end_ns.saturating_sub(origin_ns) as f64 / 1e9),
-        "interval_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
+        "window_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
         "counts": if exact.is_some() { "kernel" } else { "events" },
         "totals": counters(&window.activity),
         "processes": rows.into_iter().map(process).collect::<Vec<_>>(),
@@ -104,9 +105,14 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
     })
 }
 
-/// The short text form of a line (`stream` without `--json`).
+/// The short text form of a window (`stream` without `--json`).
 pub fn window_text(window: &WindowReport, origin_ns: u64) -> String {
-    let line = window_line(window, origin_ns);
+    line_text(&window_line(window, origin_ns))
+}
+
+/// The short text form of a window's line: what `stream` prints, and what `stream --connect`
+/// prints from the lines a daemon sends.
+pub fn line_text(line: &Value) -> String {
     let t = &line["totals"];
     let top: Vec<String> = line["processes"]
         .as_array()
@@ -124,9 +130,16 @@ pub fn window_text(window: &WindowReport, origin_ns: u64) -> String {
             )
         })
         .collect();
+    // Reclaims are per queue in the line: the text shows their sum.
+    let reclaims: u64 = t["reclaims"]
+        .as_object()
+        .into_iter()
+        .flat_map(|queues| queues.values())
+        .filter_map(Value::as_u64)
+        .sum();
     format!(
         "{:8.3}s reads={} (ra {}) writes={} checkpoints={} restores={} conversions={} \
-         reclaims={} drops={}  {}",
+         reclaims={reclaims} drops={}  {}",
         line["t"].as_f64().unwrap_or(0.0),
         t["node_reads"],
         t["node_reads_readahead"],
@@ -134,8 +147,7 @@ pub fn window_text(window: &WindowReport, origin_ns: u64) -> String {
         t["checkpoints"],
         t["restores"],
         t["conversions"],
-        window.activity.reclaims.total(),
-        window.activity.lost,
+        line["drops"],
         top.join("  ")
     )
 }
@@ -166,7 +178,7 @@ mod tests {
         }
         model.advance_to(1_000_000_000);
         let line = window_line(&model.take_closed()[0], 0);
-        assert_eq!(line["version"], 2);
+        assert_eq!(line["version"], 3);
         assert_eq!(line["counts"], "events");
         assert_eq!(line["t"], 1.0);
         assert_eq!(line["totals"]["node_reads"], 2);

@@ -1,11 +1,13 @@
 //! OpenMetrics (Prometheus) exposition of the model: per-app and per-device counters, cache
-//! gauges and knob values, served at /metrics by a small HTTP server.
+//! gauges and knob values, served at /metrics by a small HTTP server. The exposition is
+//! rendered per scrape, by the run loop's [`MetricsSink`] from the model as it is then: nothing
+//! is rendered while nobody scrapes.
 use std::{
     fmt::Write as _,
     net::{IpAddr, SocketAddr},
     sync::{
         atomic::{AtomicBool, Ordering},
-        Arc, Mutex,
+        Arc,
     },
     time::Duration,
 };
@@ -14,11 +16,15 @@ use anyhow::{Context as _, Result};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
-    sync::{OwnedSemaphorePermit, Semaphore},
+    sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore},
     task::JoinHandle,
 };
 
-use crate::model::{Counters, Model};
+use crate::{
+    model::{Counters, Model},
+    pipeline::Pipeline,
+    runner::{Flow, Input, Sink},
+};
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -208,8 +214,50 @@ fn queue_values(q: &crate::model::PerQueue) -> [(&'static str, u64); 4] {
     ]
 }
 
-/// The latest exposition, shared between the model's loop and the server.
-pub type Exposition = Arc<Mutex<String>>;
+/// How the server gets an exposition: it asks the run loop, whose [`MetricsSink`] renders the
+/// model and answers.
+#[derive(Clone)]
+pub struct Renderer(mpsc::UnboundedSender<Input>);
+
+impl Renderer {
+    /// Scrapes go to the run loop's inputs (`Runner::input_sender`).
+    pub fn new(inputs: mpsc::UnboundedSender<Input>) -> Renderer {
+        Renderer(inputs)
+    }
+
+    /// The exposition as the model is now; None once the run loop has stopped.
+    async fn render(&self) -> Option<String> {
+        let (reply, rendered) = oneshot::channel();
+        self.0.send(Input::Scrape(Some(reply))).ok()?;
+        rendered.await.ok()
+    }
+}
+
+/// The run loop's side: answers each scrape with the model's exposition.
+pub struct MetricsSink {
+    device: String,
+    /// Whether the daemon's rolling recording runs (None: no recording was asked for).
+    recording: Option<Arc<AtomicBool>>,
+}
+
+impl MetricsSink {
+    pub fn new(device: String, recording: Option<Arc<AtomicBool>>) -> MetricsSink {
+        MetricsSink { device, recording }
+    }
+}
+
+impl Sink for MetricsSink {
+    fn input(&mut self, input: &mut Input, pipeline: &Pipeline) -> Result<Flow> {
+        if let Input::Scrape(reply) = input {
+            if let Some(reply) = reply.take() {
+                let recording = self.recording.as_ref().map(|on| on.load(Ordering::Relaxed));
+                // A scraper that gave up meanwhile is no error.
+                let _ = reply.send(render_with(pipeline.model(), &self.device, recording));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+}
 
 /// At most this many connections are open at once (see [`accept_loop`] for who makes room).
 pub const MAX_CONNECTIONS: usize = 64;
@@ -233,11 +281,9 @@ const MAX_REQUEST_BYTES: usize = 8192;
 const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(50);
 const ACCEPT_BACKOFF_LONGEST: Duration = Duration::from_secs(1);
 
-/// Serve `exposition` at http://ADDR/metrics until the task is aborted.
-pub async fn serve(
-    addr: SocketAddr,
-    exposition: Exposition,
-) -> Result<tokio::task::JoinHandle<()>> {
+/// Serve the model at http://ADDR/metrics, rendered by `renderer`'s run loop per scrape, until
+/// the task is aborted.
+pub async fn serve(addr: SocketAddr, renderer: Renderer) -> Result<tokio::task::JoinHandle<()>> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
@@ -245,7 +291,7 @@ pub async fn serve(
         "serving OpenMetrics at http://{}/metrics",
         listener.local_addr()?
     );
-    Ok(tokio::spawn(accept_loop(listener, exposition)))
+    Ok(tokio::spawn(accept_loop(listener, renderer)))
 }
 
 /// One open connection, as the accept loop sees it.
@@ -274,7 +320,7 @@ struct Connection {
 /// share keeps one remote host from displacing everyone else's connections one by one; a
 /// local user can connect from any address of 127.0.0.0/8, so against local users the
 /// newest-wins rule and [`IDLE_TIMEOUT`] are what keep a scrape served.
-async fn accept_loop(listener: TcpListener, exposition: Exposition) {
+async fn accept_loop(listener: TcpListener, renderer: Renderer) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     // Oldest first.
     let mut open: Vec<Connection> = Vec::with_capacity(MAX_CONNECTIONS);
@@ -303,11 +349,10 @@ async fn accept_loop(listener: TcpListener, exposition: Exposition) {
         };
         let answering = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn({
-            let (exposition, answering) = (Arc::clone(&exposition), Arc::clone(&answering));
+            let (renderer, answering) = (renderer.clone(), Arc::clone(&answering));
             async move {
-                let _ =
-                    tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &exposition, &answering))
-                        .await;
+                let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &renderer, &answering))
+                    .await;
                 drop(slot);
             }
         });
@@ -362,7 +407,7 @@ async fn displace_oldest_waiting(
 /// Read one request (up to the end of its head, however it is split into segments) and answer;
 /// drop the connection without an answer when the client falls silent for [`IDLE_TIMEOUT`]
 /// before its head is complete.
-async fn answer(mut stream: TcpStream, exposition: &Exposition, answering: &AtomicBool) {
+async fn answer(mut stream: TcpStream, renderer: &Renderer, answering: &AtomicBool) {
     let mut request = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST_BYTES {
@@ -373,33 +418,42 @@ async fn answer(mut stream: TcpStream, exposition: &Exposition, answering: &Atom
         }
     }
     answering.store(true, Ordering::Relaxed);
-    let response = respond(&request, exposition);
+    let response = match route(&request) {
+        Some(head_only) => match renderer.render().await {
+            Some(body) => respond(&body, head_only),
+            None => UNAVAILABLE.into(),
+        },
+        None => NOT_FOUND.into(),
+    };
     let _ = stream.write_all(response.as_bytes()).await;
     let _ = stream.shutdown().await;
 }
 
-/// The answer to a request head: the exposition for GET /metrics, its headers alone for HEAD,
-/// 404 for anything else.
-fn respond(request: &[u8], exposition: &Exposition) -> String {
+const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+/// The run loop has stopped (the daemon is on its way out).
+const UNAVAILABLE: &str =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// Whether a request head asks for the exposition: Some(head only) for GET or HEAD of
+/// /metrics, None (404) for anything else.
+fn route(request: &[u8]) -> Option<bool> {
     let line = String::from_utf8_lossy(request);
     let mut words = line.split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let known_path = path == "/metrics" || path.starts_with("/metrics?");
-    if !known_path || !matches!(method, "GET" | "HEAD") {
-        return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into();
-    }
-    let body = exposition
-        .lock()
-        .map(|text| text.clone())
-        .unwrap_or_default();
+    (known_path && matches!(method, "GET" | "HEAD")).then_some(method == "HEAD")
+}
+
+/// The answer carrying `body` (its headers alone for HEAD).
+fn respond(body: &str, head_only: bool) -> String {
     let head = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    if method == "HEAD" {
+    if head_only {
         head
     } else {
-        head + &body
+        head + body
     }
 }
 
@@ -457,13 +511,15 @@ mod tests {
 
     #[test]
     fn only_get_metrics_is_served() {
-        let exposition: Exposition = Arc::new(Mutex::new("x 1\n# EOF\n".into()));
-        let ok = respond(b"GET /metrics HTTP/1.1\r\n\r\n", &exposition);
+        assert_eq!(route(b"GET /metrics HTTP/1.1\r\n\r\n"), Some(false));
+        assert_eq!(route(b"GET /metrics?x=1 HTTP/1.1\r\n\r\n"), Some(false));
+        assert_eq!(route(b"HEAD /metrics HTTP/1.1\r\n\r\n"), Some(true));
+        assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n"), None);
+        assert_eq!(route(b"POST /metrics HTTP/1.1\r\n\r\n"), None);
+        let ok = respond("x 1\n# EOF\n", false);
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n") && ok.ends_with("x 1\n# EOF\n"));
         assert!(ok.contains(CONTENT_TYPE));
-        assert!(respond(b"GET / HTTP/1.1\r\n\r\n", &exposition).starts_with("HTTP/1.1 404"));
-        assert!(respond(b"POST /metrics HTTP/1.1\r\n\r\n", &exposition).starts_with("HTTP/1.1 404"));
-        let head = respond(b"HEAD /metrics HTTP/1.1\r\n\r\n", &exposition);
+        let head = respond("x 1\n# EOF\n", true);
         assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
         assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n"));
     }

@@ -1,8 +1,8 @@
 //! Views: what a person or a program reads of the model. A view never reaches into a source.
 pub mod checkpoint_table;
 pub mod jsonline;
+pub mod lines;
 pub mod metrics;
-pub mod output;
 pub mod perfetto;
 pub mod recorder;
 pub mod rolling;

@@ -11,9 +11,10 @@ use anyhow::{Context as _, Result};
 use tracer_common::Event;
 
 use crate::{
+    output::OutputFile,
     pipeline::{KnobChange, Pipeline},
     record::{writer::Writer, Footer, Header, Note},
-    view::output::OutputFile,
+    runner::{Flow, Refresh, Sink},
 };
 
 /// The longest a recorded event waits in memory: a SIGKILL loses at most this much.
@@ -93,5 +94,21 @@ fn header(pipeline: &Pipeline) -> Header {
         started_unix: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+    }
+}
+
+/// `record`'s sink: every event the pipeline took, the knob changes, a flush on the time bound.
+/// The command finishes the file after the run ([`Recorder::finish`]).
+impl Sink for Recorder {
+    fn events(&mut self, batch: &[Event], _pipeline: &Pipeline) -> Result<()> {
+        Recorder::events(self, batch)
+    }
+
+    fn refresh(&mut self, at: &Refresh) -> Result<Flow> {
+        if let Some(change) = at.knob_change {
+            self.knob_change(change)?;
+        }
+        self.flush_if_due()?;
+        Ok(Flow::Continue)
     }
 }

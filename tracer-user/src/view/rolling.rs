@@ -12,8 +12,10 @@ use anyhow::{Context as _, Result};
 use tracer_common::Event;
 
 use crate::{
+    output::OutputFile,
     pipeline::{KnobChange, Pipeline},
-    view::{output::OutputFile, recorder::Recorder},
+    runner::{End, Flow, Refresh, Sink},
+    view::recorder::Recorder,
 };
 
 const PREFIX: &str = "nodescope-";
@@ -214,6 +216,91 @@ fn sequence_of(name: &str) -> Option<u64> {
 
 /// The rolling recording's own files in `dir`, oldest (lowest number) first: regular files
 /// named as the daemon names them. Directories, symlinks and foreign names are left out.
+/// The daemon's sink for `--record DIR`. An error there (a full disk, a directory removed,
+/// every next name taken) stops the recording, not the daemon: said in the log, to the clients
+/// (a notice in the decisions pane) and in the metrics (`recording_active` 0, through
+/// [`RollingSink::active`]).
+pub struct RollingSink {
+    recording: Option<RollingRecorder>,
+    active: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    notices: Vec<String>,
+}
+
+impl RollingSink {
+    pub fn new(recording: RollingRecorder) -> RollingSink {
+        RollingSink {
+            recording: Some(recording),
+            active: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            notices: Vec::new(),
+        }
+    }
+
+    /// Whether the recording still runs, for the metrics.
+    pub fn active(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        std::sync::Arc::clone(&self.active)
+    }
+
+    /// One step of the recording; on an error, the recording stops (with its footer when it
+    /// can still get one) and a notice says why.
+    fn step(&mut self, pipeline: &Pipeline, step: impl FnOnce(&mut RollingRecorder) -> Result<()>) {
+        let Some(recording) = &mut self.recording else {
+            return;
+        };
+        let Err(err) = step(recording) else {
+            return;
+        };
+        let line = format!("recording stopped: {err:#}; serving on without it");
+        log::error!("daemon: {line}");
+        if let Some(recording) = self.recording.take() {
+            let path = recording.current_path();
+            if let Err(err) = recording.finish(pipeline.now_ns()) {
+                log::warn!("daemon: {} has no footer: {err:#}", path.display());
+            }
+        }
+        self.active
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.notices.push(line);
+    }
+}
+
+impl Sink for RollingSink {
+    fn events(&mut self, batch: &[Event], pipeline: &Pipeline) -> Result<()> {
+        self.step(pipeline, |recording| recording.events(batch));
+        Ok(())
+    }
+
+    fn refresh(&mut self, at: &Refresh) -> Result<Flow> {
+        if let Some(change) = at.knob_change {
+            self.step(at.pipeline, |recording| recording.knob_change(change));
+        }
+        self.step(at.pipeline, |recording| recording.tick(at.pipeline));
+        Ok(Flow::Continue)
+    }
+
+    fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// The footer; an error here is logged (the knobs still go back, the clients got their
+    /// end).
+    fn finish(&mut self, end: &End) -> Result<()> {
+        let Some(recording) = self.recording.take() else {
+            return Ok(());
+        };
+        let path = recording.current_path();
+        match recording.finish(end.pipeline.now_ns()) {
+            Ok((path, bytes, events)) => log::info!(
+                "daemon: recording {} finished ({events} events, {bytes} bytes)",
+                path.display()
+            ),
+            Err(err) => log::error!("daemon: {} has no footer: {err:#}", path.display()),
+        }
+        self.active
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 pub fn numbered(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(list(dir)?.ours)
 }

@@ -1,6 +1,6 @@
-//! The daemon's Unix socket: the model's windows, the live view's snapshot and the controller's
-//! decisions, as newline-delimited JSON, to any number of clients (`top --connect`,
-//! `stream --connect`, or `socat - UNIX-CONNECT:...`). The wire format is docs/DAEMON.md.
+//! The daemon's Unix socket: the model's windows, its snapshot and the controller's decisions,
+//! as newline-delimited JSON (the messages of `crate::protocol`, docs/DAEMON.md), to any number
+//! of clients (`top --connect`, `stream --connect`, or `socat - UNIX-CONNECT:...`).
 //!
 //! The daemon never waits for a client: every message is encoded once and offered to each
 //! client's bounded queue; a client whose queue is full (it reads slower than the daemon
@@ -16,7 +16,6 @@ use std::{
 };
 
 use anyhow::{bail, Context as _, Result};
-use serde::{Deserialize, Serialize};
 use tokio::{
     io::AsyncWriteExt as _,
     net::{UnixListener, UnixStream},
@@ -24,72 +23,18 @@ use tokio::{
     task::JoinHandle,
 };
 
-use crate::{source::SourceInfo, view::tui::Snapshot};
+use crate::{
+    protocol::{Hello, Message, Snapshot},
+    runner::{End, Flow, Refresh, Sink},
+    source::SourceInfo,
+    view::jsonline::window_line,
+};
 
-/// The wire format's version, in the hello; a client refuses any other.
-pub const PROTOCOL_VERSION: u32 = 1;
 /// Messages queued for one client before it counts as slow and is dropped: at four snapshots
 /// a second, about a minute of backlog.
 pub const CLIENT_QUEUE: usize = 256;
 /// Clients served at once; more are closed at once.
 pub const MAX_CLIENTS: usize = 32;
-/// The socket's name in the daemon's state directory.
-pub const SOCKET_NAME: &str = "daemon.sock";
-
-/// `<state dir>/daemon.sock`: /run/nodescope as root, /data/local/tmp/nodescope on Android,
-/// else $XDG_RUNTIME_DIR/nodescope (`controller::claim::default_state_dir`).
-pub fn default_socket_path() -> PathBuf {
-    controller::claim::default_state_dir().join(SOCKET_NAME)
-}
-
-/// The first line a client reads.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Hello {
-    pub v: u32,
-    pub source: SourceInfo,
-    /// Why `auto` chose the source it chose (e.g. "SIMULATOR (kernel ... has no F2FS)").
-    pub banner: Option<String>,
-    /// Window 0 begins here (the source's clock); the stream lines' `t` counts from it.
-    pub origin_ns: u64,
-    pub window_ns: u64,
-    /// Whether a controller runs in the daemon.
-    pub tuning: bool,
-}
-
-/// One line on the socket.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum Message {
-    Hello(Hello),
-    /// A closed window: the stream line (docs/STREAM.md, schema v2) and its short text form,
-    /// exactly as `stream --json` and `stream` print them.
-    Window {
-        line: serde_json::Value,
-        text: String,
-    },
-    /// What `top` draws, taken at a refresh (the controller's mode and decisions included).
-    Snapshot {
-        snapshot: Box<Snapshot>,
-    },
-    /// A knob change seen or a controller decision, as the decisions pane shows it.
-    Decision {
-        line: String,
-    },
-    /// The daemon is stopping.
-    End {
-        reason: String,
-    },
-}
-
-impl Message {
-    /// One JSON line, newline included.
-    pub fn encode(&self) -> Result<Arc<[u8]>> {
-        let mut bytes = serde_json::to_vec(self).context("encoding a socket message")?;
-        bytes.push(b'\n');
-        Ok(bytes.into())
-    }
-}
-
 /// One connected client: its queue, and the task that writes the queue to the socket (aborted
 /// when the client is dropped, which closes the connection even mid-write).
 struct Client {
@@ -225,6 +170,80 @@ impl SocketServer {
     }
 }
 
+/// The run loop's side of the socket: every pane line as a decision; for connected clients,
+/// each closed window and a snapshot per refresh (nothing is copied or encoded while nobody is
+/// connected); at the end the last windows and the end message.
+pub struct SocketSink {
+    server: SocketServer,
+    /// What the snapshots say about the source (the banner included).
+    info: SourceInfo,
+}
+
+impl SocketSink {
+    pub fn new(server: SocketServer, info: SourceInfo) -> SocketSink {
+        SocketSink { server, info }
+    }
+
+    /// Let the clients take what is queued (at most `within`), then close.
+    pub async fn close(self, within: std::time::Duration) {
+        self.server.close(within).await;
+    }
+
+    fn publish_windows(&self, windows: &[crate::model::WindowReport], origin: u64) -> Result<()> {
+        if self.server.client_count() == 0 {
+            return Ok(());
+        }
+        for window in windows {
+            self.server.publish(&Message::Window {
+                line: window_line(window, origin),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Sink for SocketSink {
+    fn refresh(&mut self, at: &Refresh) -> Result<Flow> {
+        for line in at.new_lines {
+            self.server.publish(&Message::Decision {
+                line: line.text.clone(),
+            })?;
+        }
+        self.publish_windows(at.closed, at.pipeline.origin_ns())?;
+        if self.server.client_count() > 0 {
+            let snapshot = Snapshot::capture(at.pipeline.model(), &self.info)
+                .with_control(at.tuning_mode.clone(), at.pane.lines());
+            self.server.publish(&Message::Snapshot {
+                snapshot: Box::new(snapshot),
+            })?;
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Clients see frames: while one is connected, the loop refreshes at the frame rate.
+    fn wants_frames(&self) -> bool {
+        self.server.client_count() > 0
+    }
+
+    /// The last windows (as `stream` prints them at its end: the kernel source's partial one
+    /// too), then the end message.
+    fn finish(&mut self, end: &End) -> Result<()> {
+        let origin = end.pipeline.origin_ns();
+        self.publish_windows(&end.finished.closed, origin)?;
+        if let Some(last) = end
+            .finished
+            .last
+            .as_ref()
+            .filter(|last| last.exact.is_some())
+        {
+            self.publish_windows(std::slice::from_ref(last), origin)?;
+        }
+        self.server.publish(&Message::End {
+            reason: end.stop.describe(),
+        })
+    }
+}
+
 impl Drop for SocketServer {
     fn drop(&mut self) {
         self.accept.abort();
@@ -316,7 +335,7 @@ mod tests {
     use tokio::io::AsyncReadExt as _;
 
     use super::*;
-    use crate::source::{connect::Connection, SourceKind};
+    use crate::{client::Connection, protocol::PROTOCOL_VERSION, source::SourceKind};
 
     fn hello() -> Hello {
         Hello {

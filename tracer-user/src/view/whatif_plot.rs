@@ -19,7 +19,7 @@ use plotters::{
     style::{register_font, FontStyle},
 };
 
-use crate::view::output::OutputFile;
+use crate::output::OutputFile;
 
 /// One grid point.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -63,7 +63,7 @@ cold
 replay none
 
 cold
-nodescope stream --json --interval 1 > $R/stream.jsonl 2> $R/stream.err &
+nodescope stream --json --window 1 > $R/stream.jsonl 2> $R/stream.err &
 SP=$!
 wait_ready $SP "nodescope stream" "$STREAM_READY" 60 && {
   replay ours
@@ -85,7 +85,7 @@ echo $? > $R/bpftrace.rc
 # host load, so their ratio does not move with what else the (shared, emulating) host does
 # between two replays.
 cold
-nodescope stream --json --interval 1 > $R/stream_both.jsonl 2> $R/stream_both.err &
+nodescope stream --json --window 1 > $R/stream_both.jsonl 2> $R/stream_both.err &
 SP=$!
 bpftrace -e "tracepoint:$TRACEPOINT { @[pid] = count(); }" > $R/bpftrace_both.out 2> $R/bpftrace_both.err &
 BP=$!
@@ -101,7 +101,7 @@ cold
 bpftrace -e "tracepoint:$TRACEPOINT { @[pid] = count(); }" > $R/bpftrace_rev.out 2> $R/bpftrace_rev.err &
 BP=$!
 wait_ready $BP "bpftrace (bpftrace first)" "$BPFTRACE_READY" 300 && {
-  nodescope stream --json --interval 1 > $R/stream_rev.jsonl 2> $R/stream_rev.err &
+  nodescope stream --json --window 1 > $R/stream_rev.jsonl 2> $R/stream_rev.err &
   SP=$!
   wait_ready $SP "nodescope stream (bpftrace first)" "$(stream_ready stream_rev.err)" 60 &&
     replay rev

@@ -109,7 +109,7 @@ discover_phase() {
   cold
   for m in hand gen; do
     f=/discover-hand.toml; [ $m = gen ] && f=$R/discovered.toml
-    nodescope stream --json --interval 1 --probes $f > $R/stream_discover_$m.jsonl \
+    nodescope stream --json --window 1 --probes $f > $R/stream_discover_$m.jsonl \
       2> $R/stream_discover_$m.err &
     echo $! > $R/discover_$m.pid
   done

@@ -64,7 +64,7 @@ snap() {
 # Start a stream for phase $1 (more arguments go to nodescope) and wait until it counts.
 stream_start() {
   PH=$1; shift
-  nodescope stream --json --interval 1 "$@" > $R/stream_$PH.jsonl 2> $R/stream_$PH.err &
+  nodescope stream --json --window 1 "$@" > $R/stream_$PH.jsonl 2> $R/stream_$PH.err &
   SP=$!
   n=0
   until grep -q 'nodescope stream: ready' $R/stream_$PH.err 2>/dev/null; do

@@ -215,6 +215,12 @@ impl BpfSource {
             .read_batch(|event| out.push(event))
             .await
             .context("reading the ring buffer")?;
+        self.note_drops(out)?;
+        Ok(true)
+    }
+
+    /// Events the kernel could not put in the ring since the last look, as one `Lost` event.
+    fn note_drops(&mut self, out: &mut Vec<Event>) -> Result<()> {
         let drops = self.drops()?;
         if drops > self.drops_reported {
             let mut lost = Event::ZERO;
@@ -224,7 +230,7 @@ impl BpfSource {
             out.push(lost);
             self.drops_reported = drops;
         }
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -249,6 +255,11 @@ impl Source for BpfSource {
 
     fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a> {
         Box::pin(self.fill(out))
+    }
+
+    fn take_waiting(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        self.reader.take_waiting(|event| out.push(event));
+        self.note_drops(out)
     }
 
     fn kernel_counts(&mut self) -> Result<Option<crate::model::KernelCounts>> {

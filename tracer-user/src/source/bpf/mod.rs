@@ -111,36 +111,38 @@ impl EventReader {
         Ok(EventReader { ring })
     }
 
-    /// Wait until events are available or DRAIN_PERIOD has passed, then hand each waiting
-    /// event to `sink`. Returns how many (0 when the period passed on an empty ring). The
-    /// F2FS programs wake the reader only once a batch waits (tracer-ebpf `emit_batched`), so
-    /// the period bounds how late a quiet ring's events are. Cancel-safe: events are taken
-    /// only after the last await.
-    pub async fn read_batch(&mut self, mut sink: impl FnMut(Event)) -> Result<usize> {
-        let woken = tokio::time::timeout(DRAIN_PERIOD, self.ring.readable_mut()).await;
-        let mut count = 0;
-        let mut take = |ring: &mut RingBuf<aya::maps::MapData>| {
-            while let Some(item) = ring.next() {
-                if let Some(event) = Event::from_bytes(&item) {
-                    sink(event);
-                    count += 1;
-                }
-            }
-        };
-        match woken {
-            Ok(guard) => {
-                let mut guard = guard.context("polling ring buffer")?;
-                take(guard.get_inner_mut());
-                guard.clear_ready();
-            }
-            Err(_elapsed) => take(self.ring.get_mut()),
-        }
+    /// Wait until the kernel wakes the reader, then hand each waiting event to `sink`.
+    /// Returns how many. The F2FS programs wake the reader only once a batch waits
+    /// (tracer-ebpf `emit_batched`): what a quiet ring holds meanwhile is taken by
+    /// [`EventReader::take_waiting`], which the run loop calls at every refresh (so the reader
+    /// itself never wakes on a timer). Cancel-safe: events are taken only after the last await.
+    pub async fn read_batch(&mut self, sink: impl FnMut(Event)) -> Result<usize> {
+        let mut guard = self
+            .ring
+            .readable_mut()
+            .await
+            .context("polling ring buffer")?;
+        let count = take_all(guard.get_inner_mut(), sink);
+        guard.clear_ready();
         Ok(count)
+    }
+
+    /// Hand every event the ring holds now to `sink`, without waiting. Returns how many.
+    pub fn take_waiting(&mut self, sink: impl FnMut(Event)) -> usize {
+        take_all(self.ring.get_mut(), sink)
     }
 }
 
-/// How often the reader drains the ring without being woken.
-pub const DRAIN_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+fn take_all(ring: &mut RingBuf<aya::maps::MapData>, mut sink: impl FnMut(Event)) -> usize {
+    let mut count = 0;
+    while let Some(item) = ring.next() {
+        if let Some(event) = Event::from_bytes(&item) {
+            sink(event);
+            count += 1;
+        }
+    }
+    count
+}
 
 /// Events the kernel side could not put in the ring buffer.
 pub fn dropped(ebpf: &Ebpf) -> Result<u64> {

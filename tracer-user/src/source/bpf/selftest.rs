@@ -57,6 +57,11 @@ pub async fn run() -> Result<SelfTest> {
         if let Ok(result) = batch.await {
             result?;
         }
+        reader.take_waiting(|event| {
+            if event.kind() == Some(EventKind::Hello) && seen.is_none() {
+                seen = Some(event);
+            }
+        });
     }
     if let Some(logger) = kernel_log.as_mut() {
         logger.flush(); // the program's aya-log line reaches our log here

@@ -10,10 +10,10 @@ use ratatui::{
 };
 
 use super::{
-    snapshot::Snapshot,
     table::{arrange, COLUMNS},
     UiState,
 };
+use crate::protocol::Snapshot;
 
 pub fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
     let [header, sparks, memory, table, decisions, footer] = Layout::vertical([

@@ -1,24 +1,27 @@
-//! `nodescope top`'s terminal UI: an event loop over source batches, key presses and a refresh
-//! tick; the model is updated by the loop, the screen is drawn from a snapshot of it.
+//! `nodescope top`'s terminal UI: a sink of the run loop (`crate::runner`) that draws a snapshot
+//! of the model at each refresh, plus an input handler for the keys. It neither runs the
+//! pipeline nor steps the controller: the runner does both.
 mod checkpoints;
 mod draw;
-mod snapshot;
 mod table;
 
-use std::{collections::VecDeque, time::Duration};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use ratatui::crossterm::event::{
     self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers,
 };
-use tokio::{
-    signal::unix::{signal, SignalKind},
-    sync::mpsc,
-};
+use tokio::sync::mpsc;
 
+pub use self::table::label;
 use self::table::{Column, COLUMNS};
-pub use self::{snapshot::Snapshot, table::label};
-use crate::{control::Tuning, pipeline::Pipeline};
+use crate::{
+    client::Connection,
+    pipeline::Pipeline,
+    protocol::{Hello, Message, Snapshot},
+    runner::{signals::StopSignals, Flow, Input, Refresh, Sink},
+    source::SourceInfo,
+};
 
 /// What the user has chosen on screen.
 #[derive(Clone, Debug)]
@@ -123,167 +126,126 @@ impl Drop for TerminalGuard {
     }
 }
 
-enum Step {
-    Batch(Result<bool>),
-    Tick,
-    Key(Option<KeyEvent>),
+/// The live view as a sink: a snapshot of the model at each refresh (unless paused), drawn;
+/// keys from [`spawn_key_reader`] arrive as the runner's inputs.
+pub struct TuiSink {
+    terminal: ratatui::DefaultTerminal,
+    /// Restores the terminal when the sink is dropped, however the run ends.
+    _guard: TerminalGuard,
+    info: SourceInfo,
+    ui: UiState,
+    snapshot: Snapshot,
 }
 
-/// Lines of the decisions pane kept (knob changes and controller decisions, newest last).
-const PANE_LINES: usize = 200;
-
-/// The decisions pane: knob changes the pipeline saw and the controller's decisions.
-#[derive(Debug, Default)]
-pub struct DecisionsPane {
-    lines: VecDeque<String>,
-}
-
-impl DecisionsPane {
-    pub fn push(&mut self, line: String) {
-        self.lines.push_back(line);
-        while self.lines.len() > PANE_LINES {
-            self.lines.pop_front();
+impl TuiSink {
+    /// Take over the terminal; the header shows `banner` before the source's detail. Keys go
+    /// to `inputs` (the runner's).
+    pub fn start(
+        pipeline: &Pipeline,
+        banner: Option<String>,
+        inputs: mpsc::UnboundedSender<Input>,
+    ) -> Result<TuiSink> {
+        let mut info = pipeline.info().clone();
+        if let Some(banner) = banner {
+            info.detail = format!("{banner}  {}", info.detail);
         }
+        let terminal = ratatui::try_init().context("setting up the terminal")?;
+        spawn_key_reader(move |key| inputs.send(Input::Key(key)).is_ok());
+        let snapshot = Snapshot::capture(pipeline.model(), &info);
+        Ok(TuiSink {
+            terminal,
+            _guard: TerminalGuard,
+            info,
+            ui: UiState::default(),
+            snapshot,
+        })
     }
 
-    pub fn lines(&self) -> &VecDeque<String> {
-        &self.lines
+    fn draw(&mut self) -> Result<Flow> {
+        render(&mut self.terminal, &self.snapshot, &self.ui)?;
+        Ok(Flow::Continue)
     }
 }
 
-/// Run the live view until the user quits. When the source ends, the screen stays up. With a
-/// controller, it steps at every refresh on the model's windows.
-pub async fn run(
-    mut pipeline: Pipeline,
-    banner: Option<String>,
-    mut control: Option<&mut Tuning>,
-    frame_every: Duration,
-) -> Result<()> {
-    let mut info = pipeline.info().clone();
-    if let Some(banner) = banner {
-        info.detail = format!("{banner}  {}", info.detail);
+impl Sink for TuiSink {
+    fn refresh(&mut self, at: &Refresh) -> Result<Flow> {
+        if !self.ui.paused {
+            self.snapshot = Snapshot::capture(at.pipeline.model(), &self.info)
+                .with_control(at.tuning_mode.clone(), at.pane.lines());
+        }
+        self.draw()
     }
-    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
-    let _guard = TerminalGuard;
-    let mut keys = spawn_key_reader();
-    let mut tick = tokio::time::interval(frame_every);
-    let mut ui = UiState::default();
-    let mut pane = DecisionsPane::default();
-    let mut snapshot = Snapshot::capture(pipeline.model(), &info);
-    let mut batch = Vec::new();
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    while !ui.quit {
-        let source_open = pipeline.is_source_open();
-        let step = tokio::select! {
-            more = pipeline.next_batch(&mut batch), if source_open => Step::Batch(more),
-            _ = tick.tick() => Step::Tick,
-            key = keys.recv() => Step::Key(key),
-            // Ending by signal still unwinds: the terminal and any tuned knobs are restored.
-            _ = sigterm.recv() => Step::Key(None),
-            _ = sighup.recv() => Step::Key(None),
+
+    fn input(&mut self, input: &mut Input, _pipeline: &Pipeline) -> Result<Flow> {
+        let Input::Key(key) = input else {
+            return Ok(Flow::Continue);
         };
-        let redraw = !matches!(step, Step::Batch(_));
-        match step {
-            Step::Batch(more) => {
-                if !more? {
-                    pipeline.source_ended();
-                }
-                pipeline.ingest(&mut batch)?;
-                batch.clear();
-            }
-            Step::Key(Some(key)) => ui.handle_key(key),
-            Step::Key(None) => ui.quit = true,
-            Step::Tick => refresh(&mut pipeline, control.as_deref_mut(), &mut pane)?,
+        self.ui.handle_key(*key);
+        if self.ui.quit {
+            return Ok(Flow::Stop("quit".into()));
         }
-        if !redraw {
-            continue; // batches arrive often; the screen follows the tick and the keys
-        }
-        if !ui.paused {
-            let mode = control.as_deref().map(Tuning::mode);
-            snapshot = Snapshot::capture(pipeline.model(), &info).with_control(mode, pane.lines());
-        }
-        render(&mut terminal, &snapshot, &ui)?;
+        // The screen follows at the refresh the key brings forward.
+        Ok(Flow::Continue)
     }
-    Ok(())
+
+    fn wants_frames(&self) -> bool {
+        true
+    }
 }
 
-/// One refresh: the pipeline's observations and closed windows, a knob change noted in the
-/// pane, then the controller's step on the model.
-fn refresh(
-    pipeline: &mut Pipeline,
-    control: Option<&mut Tuning>,
-    pane: &mut DecisionsPane,
-) -> Result<()> {
-    let refreshed = pipeline.refresh()?;
-    if let Some(change) = &refreshed.knob_change {
-        pane.push(pipeline.knob_change_line(change));
-    }
-    if let Some(control) = control {
-        for line in control.step(pipeline.model())? {
-            pane.push(line);
-        }
-    }
-    Ok(())
-}
-
-/// Key presses from a thread of their own (crossterm's reader blocks).
-fn spawn_key_reader() -> mpsc::UnboundedReceiver<KeyEvent> {
-    let (sender, receiver) = mpsc::unbounded_channel();
+/// Key presses from a thread of their own (crossterm's reader blocks), each handed to `send`
+/// until it returns false (its receiver is gone).
+fn spawn_key_reader(send: impl Fn(KeyEvent) -> bool + Send + 'static) {
     std::thread::spawn(move || loop {
         match event::poll(Duration::from_millis(100)) {
             Ok(true) => match event::read() {
                 Ok(TermEvent::Key(key)) => {
-                    if sender.send(key).is_err() {
+                    if !send(key) {
                         return;
                     }
                 }
                 Ok(_) => {}
                 Err(_) => return,
             },
-            Ok(false) if sender.is_closed() => return,
             Ok(false) => {}
             Err(_) => return,
         }
     });
-    receiver
 }
 
 #[cfg(test)]
 mod tests;
 
 enum Remote {
-    Message(Result<Option<crate::view::socket::Message>>),
+    Message(Result<Option<Message>>),
     Tick,
-    Key(Option<KeyEvent>),
+    Key(KeyEvent),
+    Stop,
 }
 
 /// `top --connect`: the same screen, drawn from the snapshots a daemon sends (its model, its
 /// controller's mode and decisions). Sorting, filtering, pause and help are this client's own;
 /// when the daemon stops, the last screen stays up, saying so, until the user quits.
-pub async fn run_connected(
-    mut connection: crate::source::connect::Connection,
-    frame_every: Duration,
-) -> Result<()> {
-    use crate::view::socket::Message;
+pub async fn run_connected(mut connection: Connection, frame_every: Duration) -> Result<()> {
     let hello = connection.hello.clone();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _guard = TerminalGuard;
-    let mut keys = spawn_key_reader();
+    let (key_sender, mut keys) = mpsc::unbounded_channel();
+    spawn_key_reader(move |key| key_sender.send(key).is_ok());
     let mut tick = tokio::time::interval(frame_every);
     let mut ui = UiState::default();
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut signals = StopSignals::install()?;
     let prefix = format!("daemon {}", connection.path().display());
     let mut snapshot: Option<Snapshot> = None;
     let mut gone: Option<String> = None;
     while !ui.quit {
+        // The client's own input handling: the daemon's messages, the keys, the frame tick.
         let step = tokio::select! {
             message = connection.next(), if gone.is_none() => Remote::Message(message),
             _ = tick.tick() => Remote::Tick,
-            key = keys.recv() => Remote::Key(key),
-            _ = sigterm.recv() => Remote::Key(None),
-            _ = sighup.recv() => Remote::Key(None),
+            Some(key) = keys.recv() => Remote::Key(key),
+            // Ending by signal still unwinds: the terminal is restored.
+            _ = signals.next() => Remote::Stop,
         };
         match step {
             Remote::Message(Ok(Some(Message::Snapshot { snapshot: latest }))) => {
@@ -297,8 +259,8 @@ pub async fn run_connected(
             Remote::Message(Ok(Some(_))) => continue, // windows and decisions: in snapshots
             Remote::Message(Ok(None)) => gone = Some("daemon closed the connection".into()),
             Remote::Message(Err(err)) => gone = Some(format!("{err:#}")),
-            Remote::Key(Some(key)) => ui.handle_key(key),
-            Remote::Key(None) => ui.quit = true,
+            Remote::Key(key) => ui.handle_key(key),
+            Remote::Stop => ui.quit = true,
             Remote::Tick => {}
         }
         let Some(shown) = &snapshot else {
@@ -313,7 +275,7 @@ pub async fn run_connected(
 }
 
 /// What a local top would put in its header: the banner `auto` gave, then the source's detail.
-fn hello_banner(hello: &crate::view::socket::Hello, snapshot: &Snapshot) -> String {
+fn hello_banner(hello: &Hello, snapshot: &Snapshot) -> String {
     match &hello.banner {
         Some(banner) if !snapshot.source.detail.starts_with(banner.as_str()) => {
             format!("{banner}  {}", snapshot.source.detail)

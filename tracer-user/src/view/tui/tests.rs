@@ -9,6 +9,7 @@ use tracer_common::{knobs::Knobs, Event, EventKind, JOURNAL_NAT, META_AREA_NAT, 
 use super::*;
 use crate::{
     model::{Model, ModelConfig, Packages},
+    runner::DecisionsPane,
     source::{SourceInfo, SourceKind},
 };
 

@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result};
 use tracer_common::files::{self, Symlinks};
 
 use super::{btf::BtfFiles, discover, kallsyms};
-use crate::{source::bpf::manifest::Manifest, system, view::output::OutputFile};
+use crate::{output::OutputFile, source::bpf::manifest::Manifest, system};
 
 /// Where the kernel's and a module's build ids are (ELF notes, as /sys shows them).
 const KERNEL_NOTES: &str = "/sys/kernel/notes";

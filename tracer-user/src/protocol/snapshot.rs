@@ -1,17 +1,17 @@
-//! What the screen shows, copied out of the model: drawing never touches the model, and a
-//! paused screen simply keeps its snapshot.
+//! The model's state, copied out of it at a refresh: a view draws it without touching the model
+//! (a paused screen simply keeps its snapshot), and the daemon sends it to its clients.
 use std::collections::VecDeque;
 
 use crate::{
-    model::{AppRow, CacheGauges, Counters, Model},
+    model::{checkpoints::CheckpointReport, AppRow, CacheGauges, Counters, Model},
     source::SourceInfo,
-    view::checkpoint_table::CheckpointReport,
 };
 
 /// How many windows the sparklines show (the widest terminal rarely has more columns).
 const SPARK_WINDOWS: usize = 240;
 
-/// Serde: the daemon sends it to `top --connect` clients (docs/DAEMON.md).
+/// The model's state at a refresh: what `top` draws, locally or from a daemon's
+/// `snapshot` messages (docs/DAEMON.md).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     pub source: SourceInfo,
