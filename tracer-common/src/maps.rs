@@ -70,3 +70,7 @@ pub const ALL: [&str; 21] = [
     RFC_STASH,
     BENCH_SETTINGS,
 ];
+
+/// The eBPF programs' frequent events wake the `EVENTS` reader once this many wait, not per
+/// event (a paced replay wakes as often, so that it costs what a live run costs).
+pub const RING_WAKEUP_EVENTS: u64 = 1024;

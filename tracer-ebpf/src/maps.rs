@@ -46,8 +46,9 @@ pub fn emit(fill: impl FnOnce(&mut Event)) {
     }
 }
 
-/// Unread bytes in EVENTS at which [`emit_batched`] wakes the reader: 1,024 events.
-pub const WAKEUP_BYTES: u64 = 1024 * core::mem::size_of::<Event>() as u64;
+/// Unread bytes in EVENTS at which [`emit_batched`] wakes the reader: `RING_WAKEUP_EVENTS` events.
+pub const WAKEUP_BYTES: u64 =
+    tracer_common::maps::RING_WAKEUP_EVENTS * core::mem::size_of::<Event>() as u64;
 
 /// [`emit`] for the F2FS programs' frequent events: the reader is woken only once WAKEUP_BYTES
 /// wait, not per event. A wakeup is an irq_work and a task wakeup inside the traced call;

@@ -174,6 +174,7 @@ async fn daemon(args: DaemonArgs) -> Result<()> {
         }
     }));
     let mut runner = Runner::new(pipeline, tuning, RunOptions::serving(hangup));
+    socket.wake_on_join(runner.input_sender());
     // The server asks the loop for each scrape's exposition: nothing is rendered unscraped.
     let _server = match args.openmetrics {
         Some(addr) => Some(metrics::serve(addr, Renderer::new(runner.input_sender())).await?),

@@ -4,41 +4,17 @@
 //! reclaimed or fails to restore. A restore within the eager time of its conversion counts.
 //! Bounded: past `capacity` tracked entries new conversions are not remembered (their restores
 //! then count as not eager), so a huge cache cannot grow the model without limit.
-use std::{
-    collections::HashMap,
-    hash::{BuildHasherDefault, Hasher},
-};
-
 use tracer_common::{Event, EventKind, QUEUE_RAW};
 
-/// (device << 32 | nid) -> conversion time. Keys come from the kernel, not from an adversary,
-/// so a multiplicative hash is enough (SipHash is the slow part of a lookup here).
-type Ages = HashMap<u64, u64, BuildHasherDefault<NidHasher>>;
+use super::fast_hash::FastMap;
+
+/// (device << 32 | nid) -> conversion time.
+type Ages = FastMap<u64, u64>;
 
 #[derive(Debug)]
 pub struct ConversionAges {
     converted_at: Ages,
     capacity: usize,
-}
-
-/// Fibonacci hashing of one u64.
-#[derive(Default)]
-struct NidHasher(u64);
-
-impl Hasher for NidHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.write_u64(u64::from(byte));
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = (self.0 ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 impl ConversionAges {

@@ -10,9 +10,10 @@ pub mod checkpoints;
 pub mod counters;
 pub mod eager;
 pub mod exact;
+mod fast_hash;
 mod rows;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 use tracer_common::{
@@ -20,7 +21,7 @@ use tracer_common::{
     Event, EventKind,
 };
 
-use self::cache::Population;
+use self::{cache::Population, fast_hash::FastMap};
 
 pub use self::{
     apps::{AppKey, Packages},
@@ -104,8 +105,8 @@ pub struct Model {
     exited: Counters,
     exited_count: u64,
     /// Aged-out processes' totals per app, so app totals never go down (metrics are counters).
-    retired_by_app: HashMap<AppKey, Counters>,
-    processes: HashMap<u32, Process>,
+    retired_by_app: FastMap<AppKey, Counters>,
+    processes: FastMap<u32, Process>,
     population: Population,
     history: VecDeque<WindowReport>,
     closed: VecDeque<WindowReport>,
@@ -132,8 +133,8 @@ impl Model {
             totals: Counters::default(),
             exited: Counters::default(),
             exited_count: 0,
-            retired_by_app: HashMap::new(),
-            processes: HashMap::new(),
+            retired_by_app: FastMap::default(),
+            processes: FastMap::default(),
             population: Population::default(),
             history: VecDeque::new(),
             closed: VecDeque::new(),
@@ -521,7 +522,7 @@ impl Model {
     /// activity of the last closed window.
     pub fn apps(&self) -> Vec<AppRow> {
         let last = self.history.back().map(|w| w.index);
-        let mut by_app: HashMap<&AppKey, AppRow> = HashMap::new();
+        let mut by_app: FastMap<&AppKey, AppRow> = FastMap::default();
         for (app, total) in &self.retired_by_app {
             by_app
                 .entry(app)

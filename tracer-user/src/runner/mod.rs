@@ -11,6 +11,7 @@
 //! (at least once a second), and at the frame rate only while a sink shows frames (the TUI, a
 //! daemon client) or a controller runs. Events wake it as the source delivers them (the
 //! kernel's ring buffer once per batch); what is left in the source is taken at each refresh.
+mod deadline;
 mod pane;
 pub mod signals;
 
@@ -18,11 +19,14 @@ use std::time::Duration;
 
 use anyhow::Result;
 use ratatui::crossterm::event::KeyEvent;
-use tokio::{sync::mpsc, time::Instant};
+use tokio::sync::mpsc;
 use tracer_common::Event;
 
 pub use self::pane::{DecisionsPane, LineKind, PaneLine};
-use self::signals::{Received, StopSignals};
+use self::{
+    deadline::Deadline,
+    signals::{Received, StopSignals},
+};
 use crate::{
     control::Tuning,
     model::WindowReport,
@@ -48,6 +52,9 @@ pub enum Flow {
 #[derive(Debug)]
 pub enum Input {
     Key(KeyEvent),
+    /// What a sink wants changed outside the loop (a client connected to the daemon): refresh
+    /// now, and ask the sinks again how often to.
+    Wake,
     /// Render the exposition now and send it here (taken by the sink that answers).
     Scrape(Option<tokio::sync::oneshot::Sender<String>>),
 }
@@ -248,27 +255,36 @@ impl Runner {
     async fn run_until_stop(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<Stopped> {
         let mut signals = StopSignals::install()?;
         let mut batch = Vec::new();
-        let mut next_refresh = Instant::now() + self.sleep_after_refresh(sinks);
+        let mut deadline = Deadline::new()?;
+        deadline.set(self.sleep_after_refresh(sinks))?;
         loop {
             let source_open = self.pipeline.is_source_open();
             let step = tokio::select! {
                 more = self.pipeline.next_batch(&mut batch), if source_open => Step::Batch(more?),
-                () = tokio::time::sleep_until(next_refresh) => Step::Refresh,
+                expired = deadline.expired() => expired.map(|()| Step::Refresh)?,
                 Some(input) = self.inputs.recv() => Step::Input(input),
                 signal = signals.next() => Step::Signal(signal),
             };
             let flow = match step {
-                Step::Batch(open) => self.take_batch(&mut batch, open, sinks)?,
+                Step::Batch(open) => {
+                    let flow = self.take_batch(&mut batch, open, sinks)?;
+                    if !self.pipeline.is_source_open() {
+                        // How often to refresh may have changed (an ended source sleeps).
+                        deadline.set(Some(SHORTEST_SLEEP))?;
+                    }
+                    flow
+                }
                 Step::Refresh => {
                     let flow = self.refresh(sinks)?;
-                    next_refresh = Instant::now() + self.sleep_after_refresh(sinks);
+                    deadline.set(self.sleep_after_refresh(sinks))?;
                     flow
                 }
                 Step::Input(mut input) => {
                     let flow = self.input(&mut input, sinks)?;
-                    // A key changes what the screen shows: draw it now, not at the next frame.
-                    if matches!(input, Input::Key(_)) {
-                        next_refresh = next_refresh.min(Instant::now());
+                    // A key changes what the screen shows, a new client wants its first
+                    // frame: refresh now, not at the next deadline.
+                    if matches!(input, Input::Key(_) | Input::Wake) {
+                        deadline.set(Some(Duration::ZERO))?;
                     }
                     flow
                 }
@@ -382,20 +398,22 @@ impl Runner {
 
     /// How long to sleep after a refresh: the frame period while frames are shown or a
     /// controller polls its gauges; else until the open window ends (or the end time comes),
-    /// within [`SHORTEST_SLEEP`] and [`LONGEST_SLEEP`].
-    fn sleep_after_refresh(&self, sinks: &[&mut dyn Sink]) -> Duration {
+    /// within [`SHORTEST_SLEEP`] and [`LONGEST_SLEEP`]. With the source ended and nobody
+    /// watching there is nothing to refresh: no deadline (an input, a signal or a
+    /// connecting client wakes the loop).
+    fn sleep_after_refresh(&self, sinks: &[&mut dyn Sink]) -> Option<Duration> {
         if self.tuning.is_some() || sinks.iter().any(|sink| sink.wants_frames()) {
-            return self.options.frame_every;
+            return Some(self.options.frame_every);
         }
         if !self.pipeline.is_source_open() {
-            return LONGEST_SLEEP;
+            return None;
         }
         let now = self.pipeline.now_ns();
         let mut due = self.pipeline.model().open_window_end_ns();
         if let Some(end) = self.pipeline.end_ns() {
             due = due.min(end);
         }
-        Duration::from_nanos(due.saturating_sub(now)).clamp(SHORTEST_SLEEP, LONGEST_SLEEP)
+        Some(Duration::from_nanos(due.saturating_sub(now)).clamp(SHORTEST_SLEEP, LONGEST_SLEEP))
     }
 }
 

@@ -1,6 +1,11 @@
 //! A recording as a source: its events in order, paced by their own timestamps (`--speed X`
 //! runs X times faster; 0 = as fast as possible). Damage ends the replay with a warning after
 //! everything before it has been delivered. The file is streamed, one block at a time.
+//!
+//! Paced replay wakes the way the kernel's ring buffer does: once per [`WAKE_EVERY`] events
+//! due, with what is due in between taken at the run loop's refreshes
+//! ([`Source::take_waiting`]). A replay then costs the loop the wakeups a live run would (at
+//! 100,000 events/s about a hundred a second, not one per timer tick).
 use std::{fs::File, io::BufReader, path::Path, time::Duration};
 
 use anyhow::Result;
@@ -11,6 +16,9 @@ use crate::record::{
     reader::{self, Item, Reader},
     Footer, Header,
 };
+
+/// The kernel source's ring buffer wakes its reader once per this many events.
+const WAKE_EVERY: usize = tracer_common::maps::RING_WAKEUP_EVENTS as usize;
 
 pub struct ReplaySource {
     header: Header,
@@ -85,9 +93,15 @@ impl ReplaySource {
         let end = if self.speed == 0.0 {
             self.events.len()
         } else {
-            self.wait_for_next().await;
-            self.due_until()
+            self.wait_for_batch().await;
+            self.next + self.due_now().max(1)
         };
+        self.hand_out(out, end);
+        Ok(true)
+    }
+
+    /// Events `next..end` of the block to `out`.
+    fn hand_out(&mut self, out: &mut Vec<Event>, end: usize) {
         out.extend_from_slice(&self.events[self.next..end]);
         self.now_ns = self.events[end - 1].ts_ns;
         self.last_ns = Some(
@@ -95,28 +109,28 @@ impl ReplaySource {
                 .map_or(self.now_ns, |last| last.max(self.now_ns)),
         );
         self.next = end;
-        Ok(true)
     }
 
-    /// Sleep until the next event is due in replay time (cancel-safe: takes nothing).
-    async fn wait_for_next(&mut self) {
+    /// Sleep until a batch is due in replay time: [`WAKE_EVERY`] events, or the rest of the
+    /// block (cancel-safe: takes nothing).
+    async fn wait_for_batch(&mut self) {
         let origin = self.header.clock_origin_ns;
         let (start, _) = *self
             .started
             .get_or_insert((tokio::time::Instant::now(), origin));
-        let due_ns = self.events[self.next].ts_ns.saturating_sub(origin) as f64 / self.speed;
+        let last = (self.next + WAKE_EVERY - 1).min(self.events.len() - 1);
+        let due_ns = self.events[last].ts_ns.saturating_sub(origin) as f64 / self.speed;
         tokio::time::sleep_until(start + Duration::from_nanos(due_ns as u64)).await;
     }
 
-    /// One past the last event due by now.
-    fn due_until(&self) -> usize {
+    /// How many of the block's events from `next` on are due by now (0 before the start).
+    fn due_now(&self) -> usize {
         let Some((start, origin)) = self.started else {
-            return self.next + 1;
+            return 0;
         };
         let elapsed = start.elapsed().as_nanos() as f64 * self.speed;
         let horizon = origin + elapsed as u64;
-        let due = self.events[self.next..].partition_point(|e| e.ts_ns <= horizon);
-        self.next + due.max(1)
+        self.events[self.next..].partition_point(|e| e.ts_ns <= horizon)
     }
 }
 
@@ -135,6 +149,26 @@ impl Source for ReplaySource {
 
     fn next_batch<'a>(&'a mut self, out: &'a mut Vec<Event>) -> BatchFuture<'a> {
         Box::pin(self.fill(out))
+    }
+
+    /// What is due by now and not yet handed out (paced replay only: at speed 0 every
+    /// `next_batch` hands out all it has).
+    fn take_waiting(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        if self.speed == 0.0 {
+            return Ok(());
+        }
+        while self.refill() {
+            let due = self.due_now();
+            if due == 0 {
+                break;
+            }
+            let end = self.next + due;
+            self.hand_out(out, end);
+            if end < self.events.len() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn now_ns(&self) -> u64 {

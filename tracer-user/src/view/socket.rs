@@ -19,13 +19,13 @@ use anyhow::{bail, Context as _, Result};
 use tokio::{
     io::AsyncWriteExt as _,
     net::{UnixListener, UnixStream},
-    sync::mpsc::{self, error::TrySendError},
+    sync::mpsc::{self, error::TrySendError, UnboundedSender},
     task::JoinHandle,
 };
 
 use crate::{
     protocol::{Hello, Message, Snapshot},
-    runner::{End, Flow, Refresh, Sink},
+    runner::{End, Flow, Input, Refresh, Sink},
     source::SourceInfo,
     view::jsonline::window_line,
 };
@@ -58,6 +58,9 @@ struct Clients {
     /// The latest snapshot: a new client draws at once instead of waiting for the next.
     latest_snapshot: Option<Arc<[u8]>>,
     dropped_slow: u64,
+    /// Told when a client connects: an idle loop sleeps without a deadline, and must start
+    /// sending frames.
+    on_join: Option<UnboundedSender<Input>>,
 }
 
 impl Clients {
@@ -109,6 +112,7 @@ impl SocketServer {
             hello: Message::Hello(hello.clone()).encode()?,
             latest_snapshot: None,
             dropped_slow: 0,
+            on_join: None,
         }));
         let accept = tokio::spawn(accept_clients(listener, Arc::clone(&clients)));
         Ok(SocketServer {
@@ -120,6 +124,11 @@ impl SocketServer {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Send [`Input::Wake`] here whenever a client connects.
+    pub fn wake_on_join(&self, waker: UnboundedSender<Input>) {
+        self.lock().on_join = Some(waker);
     }
 
     /// Send `message` to every client, waiting for none.
@@ -187,6 +196,11 @@ impl SocketSink {
     /// Let the clients take what is queued (at most `within`), then close.
     pub async fn close(self, within: std::time::Duration) {
         self.server.close(within).await;
+    }
+
+    /// See [`SocketServer::wake_on_join`].
+    pub fn wake_on_join(&self, waker: UnboundedSender<Input>) {
+        self.server.wake_on_join(waker);
     }
 
     fn publish_windows(&self, windows: &[crate::model::WindowReport], origin: u64) -> Result<()> {
@@ -318,6 +332,9 @@ async fn accept_clients(listener: UnixListener, clients: Arc<Mutex<Clients>>) {
             queue,
             writer: Some(writer),
         });
+        if let Some(waker) = &clients.on_join {
+            let _ = waker.send(Input::Wake);
+        }
     }
 }
 
