@@ -157,13 +157,33 @@ impl Knobs {
     }
 }
 
+/// `threshold 25% interval 1000 ms`: the one way a pair is written, in knob-change notes
+/// (which replay and the Perfetto export read back), the TUI's header, logs.
 impl fmt::Display for Knobs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "threshold {} %, interval {} ms",
+            "threshold {}% interval {} ms",
             self.threshold, self.interval_ms
         )
+    }
+}
+
+/// A pair that may be unknown (a kernel without the RFC's knobs, a file unreadable), written
+/// as [`Knobs`] is, with dashes for the unknown: `threshold -% interval - ms`.
+pub fn shown(knobs: Option<Knobs>) -> Shown {
+    Shown(knobs)
+}
+
+/// See [`shown`].
+pub struct Shown(Option<Knobs>);
+
+impl fmt::Display for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(knobs) => knobs.fmt(f),
+            None => f.write_str("threshold -% interval - ms"),
+        }
     }
 }
 
@@ -185,6 +205,22 @@ mod tests {
         let err = knobs.check().unwrap_err();
         assert_eq!(err.knob, Knob::Interval);
         assert_eq!(Knobs::DEFAULT.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_pair_is_written_one_way_known_or_not() {
+        extern crate alloc;
+        use alloc::format;
+        let knobs = Knobs {
+            threshold: 40,
+            interval_ms: 500,
+        };
+        assert_eq!(format!("{knobs}"), "threshold 40% interval 500 ms");
+        assert_eq!(
+            format!("{}", shown(Some(knobs))),
+            "threshold 40% interval 500 ms"
+        );
+        assert_eq!(format!("{}", shown(None)), "threshold -% interval - ms");
     }
 
     #[test]

@@ -37,10 +37,10 @@ pub struct KnobChange {
 }
 
 impl KnobChange {
-    /// "before -> after", each side as `source::knobs::describe` writes a knob pair.
+    /// "before -> after", each side as `tracer_common::knobs::shown` writes a pair.
     pub fn describe(&self) -> String {
-        use crate::source::knobs::describe;
-        format!("{} -> {}", describe(self.before), describe(self.after))
+        use tracer_common::knobs::shown;
+        format!("{} -> {}", shown(self.before), shown(self.after))
     }
 }
 

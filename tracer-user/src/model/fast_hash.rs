@@ -63,7 +63,12 @@ mod tests {
     fn names_that_differ_late_land_in_different_buckets() {
         let build = BuildHasherDefault::<FastHasher>::default();
         let low_bits = |name: &str| build.hash_one(name) & 0xff;
-        let names = ["com.tencent.mm", "com.tencent.mo", "com.tencent.mn", "com.tencent.ml"];
+        let names = [
+            "com.tencent.mm",
+            "com.tencent.mo",
+            "com.tencent.mn",
+            "com.tencent.ml",
+        ];
         let mut buckets: Vec<u64> = names.iter().map(|name| low_bits(name)).collect();
         buckets.dedup();
         assert_eq!(buckets.len(), names.len(), "{buckets:?}");
@@ -72,8 +77,13 @@ mod tests {
     #[test]
     fn sequential_ids_spread() {
         let build = BuildHasherDefault::<FastHasher>::default();
-        let buckets: std::collections::BTreeSet<u64> =
-            (1000u32..1064).map(|tgid| build.hash_one(tgid) & 63).collect();
-        assert!(buckets.len() > 32, "64 tgids in {} of 64 buckets", buckets.len());
+        let buckets: std::collections::BTreeSet<u64> = (1000u32..1064)
+            .map(|tgid| build.hash_one(tgid) & 63)
+            .collect();
+        assert!(
+            buckets.len() > 32,
+            "64 tgids in {} of 64 buckets",
+            buckets.len()
+        );
     }
 }

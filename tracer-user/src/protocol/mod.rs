@@ -14,8 +14,9 @@ pub use self::snapshot::Snapshot;
 use crate::source::SourceInfo;
 
 /// The wire format's version, in the hello; a client refuses any other. Version 2: a window
-/// message carries its stream line only (schema v3), no pre-rendered text.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// message carries its stream line only (schema v3), no pre-rendered text. Version 3: the
+/// snapshot's knob pair is one value, `knobs` {`threshold`, `interval_ms`} or null.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The socket's name in the daemon's state directory.
 pub const SOCKET_NAME: &str = "daemon.sock";

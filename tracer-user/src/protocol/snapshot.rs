@@ -2,6 +2,8 @@
 //! (a paused screen simply keeps its snapshot), and the daemon sends it to its clients.
 use std::collections::VecDeque;
 
+use tracer_common::knobs::Knobs;
+
 use crate::{
     model::{checkpoints::CheckpointReport, AppRow, CacheGauges, Counters, Model},
     source::SourceInfo,
@@ -16,8 +18,7 @@ const SPARK_WINDOWS: usize = 240;
 pub struct Snapshot {
     pub source: SourceInfo,
     pub window_secs: f64,
-    pub threshold: Option<u32>,
-    pub interval_ms: Option<u32>,
+    pub knobs: Option<Knobs>,
     pub budget_bytes: Option<u64>,
     pub memory_pressure: Option<f64>,
     pub controller: Option<String>,
@@ -46,8 +47,7 @@ impl Snapshot {
         Snapshot {
             source: source.clone(),
             window_secs: model.config().window_ns as f64 / 1e9,
-            threshold: model.observed().knobs.map(|k| k.threshold),
-            interval_ms: model.observed().knobs.map(|k| k.interval_ms),
+            knobs: model.observed().knobs,
             budget_bytes: model.observed().budget_bytes,
             memory_pressure: model.observed().memory_pressure,
             controller: None,

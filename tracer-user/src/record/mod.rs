@@ -14,6 +14,7 @@ pub mod reader;
 pub mod writer;
 
 use serde::{Deserialize, Serialize};
+use tracer_common::knobs::Knobs;
 
 pub const MAGIC: [u8; 8] = *b"NSCOPE\r\n";
 pub const VERSION: u16 = 1;
@@ -50,8 +51,10 @@ pub struct Header {
     pub devices: Vec<String>,
     /// What the probe planner attached, one line each.
     pub probe_plan: Vec<String>,
-    pub threshold: Option<u32>,
-    pub interval_ms: Option<u32>,
+    /// The knobs at the start, as the fields `threshold` and `interval_ms` (both or neither;
+    /// recordings before the pair was one value wrote two nulls, read as None).
+    #[serde(flatten)]
+    pub knobs: Option<Knobs>,
     /// The origin of the model's windows (events' clock) and their length: a replay cuts the
     /// same windows as the live run.
     pub clock_origin_ns: u64,

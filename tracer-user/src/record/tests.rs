@@ -141,3 +141,27 @@ fn write_fuzz_seed() {
     std::fs::write(dir.join("recording.nsr"), &bytes).unwrap();
     assert_eq!(read_all(&bytes).unwrap().events().count(), 300);
 }
+
+/// The knob pair is one value in the header but keeps its two fields on disk: recordings made
+/// before (two nulls, or two numbers) read as they were, and new ones write the same names.
+#[test]
+fn header_knobs_keep_their_two_fields_on_disk() {
+    let with = Header {
+        knobs: Some(tracer_common::knobs::Knobs {
+            threshold: 40,
+            interval_ms: 500,
+        }),
+        ..Header::default()
+    };
+    let json = serde_json::to_value(&with).unwrap();
+    assert_eq!(json["threshold"], 40);
+    assert_eq!(json["interval_ms"], 500);
+    assert_eq!(serde_json::from_value::<Header>(json).unwrap(), with);
+    let mut old = serde_json::to_value(Header::default()).unwrap();
+    old["threshold"] = serde_json::Value::Null;
+    old["interval_ms"] = serde_json::Value::Null;
+    assert_eq!(serde_json::from_value::<Header>(old).unwrap().knobs, None);
+    let mut half = serde_json::to_value(&with).unwrap();
+    half.as_object_mut().unwrap().remove("interval_ms");
+    assert_eq!(serde_json::from_value::<Header>(half).unwrap().knobs, None);
+}

@@ -29,11 +29,3 @@ impl KnobFiles {
         })
     }
 }
-
-/// `threshold 25% interval 1000 ms`, or dashes when the knobs could not be read.
-pub fn describe(knobs: Option<Knobs>) -> String {
-    match knobs {
-        Some(k) => format!("threshold {}% interval {} ms", k.threshold, k.interval_ms),
-        None => "threshold -% interval - ms".to_string(),
-    }
-}

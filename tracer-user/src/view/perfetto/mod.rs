@@ -64,10 +64,7 @@ const EVENTS_TRACK: &str = "nodescope events";
 /// The whole trace file: a Perfetto `Trace` message.
 pub fn encode(recorded: &Recorded) -> Vec<u8> {
     let mut layout = Layout::default();
-    layout.knobs(
-        recorded.header.clock_origin_ns,
-        header_knobs(&recorded.header),
-    );
+    layout.knobs(recorded.header.clock_origin_ns, recorded.header.knobs);
     for window in &recorded.windows {
         layout.window(window, &recorded.packages);
     }
@@ -78,13 +75,6 @@ pub fn encode(recorded: &Recorded) -> Vec<u8> {
         layout.mark(mark);
     }
     layout.into_trace()
-}
-
-fn header_knobs(header: &Header) -> Option<Knobs> {
-    Some(Knobs {
-        threshold: header.threshold?,
-        interval_ms: header.interval_ms?,
-    })
 }
 
 /// A track event and when it happened.
@@ -372,7 +362,7 @@ fn process_track(row: &ProcessRow, packages: &Packages) -> TrackSpec {
     TrackSpec::process(row.pid, name)
 }
 
-/// The values after a knob change, from its note's text (`source::knobs::describe`, twice:
+/// The values after a knob change, from its note's text (`tracer_common::knobs::shown`, twice:
 /// `before -> after`). None when they were not readable.
 fn knobs_after(text: &str) -> Option<Knobs> {
     let after = text.rsplit(" -> ").next()?;

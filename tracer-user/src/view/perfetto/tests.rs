@@ -1,10 +1,10 @@
-use tracer_common::{knobs::Knobs, Event, EventKind};
+use tracer_common::{
+    knobs::{shown, Knobs},
+    Event, EventKind,
+};
 
 use super::*;
-use crate::{
-    model::{Model, ModelConfig},
-    source::knobs::describe,
-};
+use crate::model::{Model, ModelConfig};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -78,8 +78,10 @@ fn recorded() -> Recorded {
     model.advance_to(4 * SECOND);
     Recorded {
         header: Header {
-            threshold: Some(40),
-            interval_ms: Some(500),
+            knobs: Some(Knobs {
+                threshold: 40,
+                interval_ms: 500,
+            }),
             ..Header::default()
         },
         windows: model.take_closed(),
@@ -161,9 +163,9 @@ fn knob_values_are_read_back_from_their_notes() {
         threshold: 60,
         interval_ms: 1500,
     });
-    let text = format!("{} -> {}", describe(before), describe(after));
+    let text = format!("{} -> {}", shown(before), shown(after));
     assert_eq!(knobs_after(&text), after);
-    let unreadable = format!("{} -> {}", describe(before), describe(None));
+    let unreadable = format!("{} -> {}", shown(before), shown(None));
     assert_eq!(knobs_after(&unreadable), None);
     assert_eq!(knobs_after("something else"), None);
 }

@@ -40,10 +40,6 @@ pub fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
     }
 }
 
-fn or_dash<T: ToString>(value: Option<T>) -> String {
-    value.map_or_else(|| "-".into(), |v| v.to_string())
-}
-
 fn draw_header(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
     let source = format!("{:?}", s.source.kind).to_lowercase();
     let mut first = vec![
@@ -59,9 +55,8 @@ fn draw_header(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
         ));
     }
     let second = Line::from(format!(
-        "threshold {}%  interval {} ms  controller {}  {}",
-        or_dash(s.threshold),
-        or_dash(s.interval_ms),
+        "{}  controller {}  {}",
+        tracer_common::knobs::shown(s.knobs),
         s.controller.as_deref().unwrap_or("off"),
         s.source.detail
     ));
