@@ -9,7 +9,7 @@ use std::{
     hash::{BuildHasherDefault, Hasher},
 };
 
-use tracer_common::{Event, EventKind, QUEUE_RAW};
+use tracer_common::{Decoded, Event};
 
 /// (device << 32 | nid) -> conversion time. Keys come from the kernel, not from an adversary,
 /// so a multiplicative hash is enough (SipHash is the slow part of a lookup here).
@@ -52,24 +52,25 @@ impl ConversionAges {
     /// Account one event; for a restore of an entry whose conversion is remembered, how long
     /// after the conversion it came (ns).
     pub fn restored_after(&mut self, event: &Event) -> Option<u64> {
-        let key = (u64::from(event.dev) << 32) | u64::from(event.nid);
-        match event.kind()? {
-            EventKind::Convert => {
+        let key_of = |nid: u32| (u64::from(event.dev) << 32) | u64::from(nid);
+        match event.decode() {
+            Decoded::Convert { nid, .. } => {
+                let key = key_of(nid);
                 if self.converted_at.len() < self.capacity || self.converted_at.contains_key(&key) {
                     self.converted_at.insert(key, event.ts_ns);
                 }
                 None
             }
-            EventKind::Restore => self
+            Decoded::Restore { nid, .. } => self
                 .converted_at
-                .remove(&key)
+                .remove(&key_of(nid))
                 .map(|at| event.ts_ns.saturating_sub(at)),
-            EventKind::Reclaim if event.queue != QUEUE_RAW => {
-                self.converted_at.remove(&key);
+            Decoded::Reclaim { nid, queue } if queue.is_compressed() => {
+                self.converted_at.remove(&key_of(nid));
                 None
             }
-            EventKind::RestoreFail => {
-                self.converted_at.remove(&key);
+            Decoded::RestoreFail { nid, .. } => {
+                self.converted_at.remove(&key_of(nid));
                 None
             }
             _ => None,
@@ -85,7 +86,7 @@ impl ConversionAges {
 
 #[cfg(test)]
 mod tests {
-    use tracer_common::QUEUE_256;
+    use tracer_common::{EventKind, QUEUE_256};
 
     use super::*;
 
