@@ -109,6 +109,7 @@ impl Queue {
     /// The compressed queues, smallest slot first.
     pub const COMPRESSED: [Queue; QUEUE_COUNT - 1] = [Queue::B256, Queue::B512, Queue::B1024];
 
+    #[inline]
     pub const fn from_code(code: u8) -> Option<Queue> {
         match code {
             QUEUE_RAW => Some(Queue::Raw),
@@ -158,6 +159,7 @@ impl CheckpointPhase {
         CheckpointPhase::FinishCheckpoint,
     ];
 
+    #[inline]
     pub const fn from_code(code: u8) -> Option<CheckpointPhase> {
         match code {
             CP_PHASE_START_BLOCK_OPS => Some(CheckpointPhase::StartBlockOps),
@@ -201,6 +203,7 @@ impl MetaArea {
         MetaArea::Other,
     ];
 
+    #[inline]
     pub const fn from_code(code: u8) -> Option<MetaArea> {
         match code {
             META_AREA_UNKNOWN => Some(MetaArea::LayoutUnknown),
@@ -242,6 +245,7 @@ pub enum JournalEntry {
 
 impl JournalEntry {
     /// The entry of journal `code` (`JOURNAL_*`) for the event's `nid` field.
+    #[inline]
     pub const fn from_code(code: u8, key: u32) -> Option<JournalEntry> {
         match code {
             JOURNAL_NAT => Some(JournalEntry::Nat { nid: key }),
@@ -274,6 +278,7 @@ impl RestoreFailure {
         RestoreFailure::NodeType,
     ];
 
+    #[inline]
     pub const fn from_code(code: u8) -> Option<RestoreFailure> {
         match code {
             RESTORE_FAIL_SLOT_SIZE => Some(RestoreFailure::SlotSize),
@@ -315,6 +320,7 @@ impl SecondChanceBy {
         SecondChanceBy::Race,
     ];
 
+    #[inline]
     pub const fn from_code(code: u8) -> Option<SecondChanceBy> {
         match code {
             SECOND_CHANCE_BY_WORKER => Some(SecondChanceBy::Worker),
@@ -346,6 +352,7 @@ pub enum Access {
 
 impl Access {
     /// A creation is also dirty: `ACCESS_NEW` wins over `ACCESS_DIRTY`. Other bits are ignored.
+    #[inline]
     pub const fn from_flags(flags: u8) -> Access {
         if flags & ACCESS_NEW != 0 {
             Access::Create
@@ -366,8 +373,10 @@ impl Access {
 }
 
 impl Event {
-    /// What this event means, by kind. Cheap (a match on two bytes), so hot paths may call it
-    /// per event; never panics.
+    /// What this event means, by kind. Cheap (a match on two bytes) but not free: a hot path
+    /// decodes each event once and hands the result on (as `Model::ingest` does); never
+    /// panics. Inline, so that the common kinds' arms fold into the caller's match.
+    #[inline]
     pub fn decode(&self) -> Decoded {
         match EventKind::from_u8(self.kind) {
             Some(kind) => self.decode_kind(kind).unwrap_or_else(Decoded::Unknown),
@@ -375,6 +384,7 @@ impl Event {
         }
     }
 
+    #[inline]
     fn decode_kind(&self, kind: EventKind) -> Result<Decoded, Unrecognised> {
         let nid = self.nid;
         let unrecognised = Unrecognised::Code {

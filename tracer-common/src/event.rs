@@ -74,6 +74,7 @@ impl EventKind {
     ];
 
     /// A match, not a search of `ALL`: `Event::decode` calls this for every event.
+    #[inline]
     pub const fn from_u8(value: u8) -> Option<EventKind> {
         Some(match value {
             1 => EventKind::NodeRead,

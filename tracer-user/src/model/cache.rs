@@ -1,6 +1,6 @@
 //! The cache's population as the events tell it: entries per queue and the memory they take.
 use serde::{Deserialize, Serialize};
-use tracer_common::{Decoded, Event, Queue, QUEUE_COUNT};
+use tracer_common::{Decoded, Queue, QUEUE_COUNT};
 
 use super::{PerQueue, ENTRY_BYTES};
 
@@ -24,8 +24,8 @@ pub(super) struct Population {
 }
 
 impl Population {
-    pub(super) fn apply(&mut self, event: &Event) {
-        match event.decode() {
+    pub(super) fn apply(&mut self, event: &Decoded) {
+        match *event {
             Decoded::NodeRead { .. } => *self.of(Queue::Raw) += 1,
             Decoded::Convert { queue, .. } => {
                 *self.of(Queue::Raw) -= 1;

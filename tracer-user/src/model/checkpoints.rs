@@ -129,17 +129,21 @@ pub struct CheckpointTracker {
 
 impl CheckpointTracker {
     pub fn ingest(&mut self, event: &Event) {
-        let decoded = event.decode();
+        self.ingest_decoded(event, &event.decode());
+    }
+
+    /// `ingest` for a caller that has decoded the event already (the model, once per event).
+    pub fn ingest_decoded(&mut self, event: &Event, decoded: &Decoded) {
         if let Decoded::Checkpoint {
             phase,
             reason_flags,
-        } = decoded
+        } = *decoded
         {
             self.phase(phase, reason_flags, event);
             return;
         }
         let mut one = Written::default();
-        if one.record(&decoded) {
+        if one.record(decoded) {
             self.open.add(&one);
             self.window.written.add(&one);
             self.total.written.add(&one);

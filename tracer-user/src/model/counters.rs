@@ -1,6 +1,6 @@
 //! Counters of node-cache activity, for a window, a process, an app or the whole run.
 use serde::{Deserialize, Serialize};
-use tracer_common::{Decoded, Event, Queue};
+use tracer_common::{Decoded, Queue};
 
 /// One count per node-cache queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,8 +67,8 @@ pub struct Counters {
 }
 
 impl Counters {
-    pub fn record(&mut self, event: &Event) {
-        match event.decode() {
+    pub fn record(&mut self, event: &Decoded) {
+        match *event {
             Decoded::NodeRead {
                 readahead: true, ..
             } => self.node_reads_readahead += 1,

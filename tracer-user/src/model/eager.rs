@@ -49,11 +49,11 @@ impl ConversionAges {
         }
     }
 
-    /// Account one event; for a restore of an entry whose conversion is remembered, how long
-    /// after the conversion it came (ns).
-    pub fn restored_after(&mut self, event: &Event) -> Option<u64> {
+    /// Account one event (`decoded` is its `Event::decode`); for a restore of an entry whose
+    /// conversion is remembered, how long after the conversion it came (ns).
+    pub fn restored_after(&mut self, event: &Event, decoded: &Decoded) -> Option<u64> {
         let key_of = |nid: u32| (u64::from(event.dev) << 32) | u64::from(nid);
-        match event.decode() {
+        match *decoded {
             Decoded::Convert { nid, .. } => {
                 let key = key_of(nid);
                 if self.converted_at.len() < self.capacity || self.converted_at.contains_key(&key) {
@@ -100,6 +100,11 @@ mod tests {
             .queue(QUEUE_256)
     }
 
+    /// `restored_after` the way the model calls it.
+    fn account(ages: &mut ConversionAges, event: &Event) -> Option<u64> {
+        ages.restored_after(event, &event.decode())
+    }
+
     #[test]
     fn restores_within_the_eager_time_of_their_conversion_count_once() {
         let mut ages = ConversionAges::new(10);
@@ -115,7 +120,7 @@ mod tests {
             event(EventKind::Restore, 1, 8, 600),
         ]
         .iter()
-        .map(|e| ages.restored_after(e).is_some_and(|age| age < eager))
+        .map(|e| account(&mut ages, e).is_some_and(|age| age < eager))
         .collect();
         assert_eq!(
             results,
@@ -128,11 +133,11 @@ mod tests {
     fn past_capacity_new_conversions_are_not_remembered() {
         let mut ages = ConversionAges::new(2);
         for nid in 0..5 {
-            ages.restored_after(&event(EventKind::Convert, 1, nid, 0));
+            account(&mut ages, &event(EventKind::Convert, 1, nid, 0));
         }
         assert_eq!(ages.tracked(), 2);
         let eager = |ages: &mut ConversionAges, nid| {
-            ages.restored_after(&event(EventKind::Restore, 1, nid, 10))
+            account(ages, &event(EventKind::Restore, 1, nid, 10))
                 .is_some_and(|age| age < 1_000 * MS)
         };
         assert!(eager(&mut ages, 1));
