@@ -60,12 +60,8 @@ pub fn emitted() -> [u64; KIND_SLOTS] {
     std::array::from_fn(|kind| EMITTED[kind].load(Ordering::Relaxed))
 }
 
-/// `NodeAccess` flag: the node page was created in memory (a new inode or node page), not
-/// looked up: raw, dirty and referenced. The kernel's lookup probe never sets it; the simulator
-/// does, so that a replay of its accesses (`nodescope whatif`) creates what it created.
-pub const ACCESS_NEW: u8 = 1 << 6;
-/// `NodeAccess` flag: the lookup was for a modification (the page is dirtied).
-pub const ACCESS_DIRTY: u8 = 1 << 7;
+/// `NodeAccess` flags, defined with the event (readers decode them as `tracer_common::Access`).
+pub use tracer_common::{ACCESS_DIRTY, ACCESS_NEW};
 
 /// Builds events, calls hooks, keeps them when recording.
 pub struct Emitter {

@@ -14,12 +14,12 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use tracer_common::{knobs::Knobs, Event, EventKind, CP_PHASE_FINISH_CHECKPOINT};
+use tracer_common::{knobs::Knobs, Access, CheckpointPhase, Decoded, Event, EventKind};
 
 use crate::{
     cache::{CacheConfig, CacheStats, Payload},
     engine::{Engine, EngineOptions, Pressure},
-    events::{Task, ACCESS_DIRTY, ACCESS_NEW},
+    events::Task,
     f2fs::node::RequestedType,
     knobs::KnobSource,
     nodes::NodeSet,
@@ -181,13 +181,20 @@ impl Trace {
 }
 
 fn op_of(event: &Event) -> Option<Op> {
-    let op = match EventKind::from_u8(event.kind)? {
-        EventKind::NodeAccess if event.flags & ACCESS_NEW != 0 => Op::Create,
-        EventKind::NodeAccess if event.flags & ACCESS_DIRTY != 0 => Op::Modify,
-        EventKind::NodeAccess => Op::Lookup,
-        EventKind::NodeEvict => Op::Evict,
-        EventKind::NodeRead if event.is_readahead() => Op::Readahead,
-        EventKind::Checkpoint if event.queue == CP_PHASE_FINISH_CHECKPOINT => Op::Checkpoint,
+    let op = match event.decode() {
+        Decoded::NodeAccess { access, .. } => match access {
+            Access::Create => Op::Create,
+            Access::Modify => Op::Modify,
+            Access::Lookup => Op::Lookup,
+        },
+        Decoded::NodeEvict { .. } => Op::Evict,
+        Decoded::NodeRead {
+            readahead: true, ..
+        } => Op::Readahead,
+        Decoded::Checkpoint {
+            phase: CheckpointPhase::FinishCheckpoint,
+            ..
+        } => Op::Checkpoint,
         _ => return None,
     };
     Some(op)

@@ -1,6 +1,7 @@
 //! The event: what happened (`EventKind`), its 64-byte record (`Event`) and the codes its
 //! `queue`, `reason` and `flags` fields carry per kind; and `MetaAreas`, the layout the
-//! metadata-write codes are computed from.
+//! metadata-write codes are computed from. Readers decode the codes with `Event::decode`
+//! (`decode.rs`); writers (the eBPF programs, the simulator) set the raw fields.
 
 /// Length of a task's comm, as in the kernel's `TASK_COMM_LEN`.
 pub const COMM_LEN: usize = 16;
@@ -72,8 +73,29 @@ impl EventKind {
         EventKind::JournalEntry,
     ];
 
-    pub fn from_u8(value: u8) -> Option<EventKind> {
-        EventKind::ALL.iter().copied().find(|k| *k as u8 == value)
+    /// A match, not a search of `ALL`: `Event::decode` calls this for every event.
+    #[inline]
+    pub const fn from_u8(value: u8) -> Option<EventKind> {
+        Some(match value {
+            1 => EventKind::NodeRead,
+            2 => EventKind::NodeWrite,
+            3 => EventKind::Checkpoint,
+            4 => EventKind::Convert,
+            5 => EventKind::ConvertReject,
+            6 => EventKind::ConvertAbort,
+            7 => EventKind::Restore,
+            8 => EventKind::RestoreFail,
+            9 => EventKind::RestoreNomem,
+            10 => EventKind::Reclaim,
+            11 => EventKind::SecondChance,
+            12 => EventKind::Lost,
+            13 => EventKind::Hello,
+            14 => EventKind::NodeAccess,
+            15 => EventKind::NodeEvict,
+            16 => EventKind::MetaWrite,
+            17 => EventKind::JournalEntry,
+            _ => return None,
+        })
     }
 
     /// Stable snake_case name, used in JSON and probe manifests.
@@ -104,6 +126,14 @@ impl EventKind {
 pub const FLAG_READAHEAD: u8 = 1 << 0;
 /// `Event::flags`: the read was synchronous (REQ_SYNC).
 pub const FLAG_SYNC: u8 = 1 << 1;
+
+/// `Event::flags` of a `NodeAccess`: the node page was created in memory (a new inode or node
+/// page), not looked up: raw, dirty and referenced. The kernel's lookup probe never sets it;
+/// the simulator does, so that a replay of its accesses (`nodescope whatif`) creates what it
+/// created.
+pub const ACCESS_NEW: u8 = 1 << 6;
+/// `Event::flags` of a `NodeAccess`: the lookup was for a modification (the page is dirtied).
+pub const ACCESS_DIRTY: u8 = 1 << 7;
 
 /// `Event::queue` values: which node-cache queue an entry sits on.
 pub const QUEUE_RAW: u8 = 0;

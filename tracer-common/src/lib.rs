@@ -15,12 +15,14 @@ pub mod text;
 
 mod access;
 mod counters;
+mod decode;
 mod event;
 mod layout;
 mod probe_spec;
 
 pub use access::*;
 pub use counters::*;
+pub use decode::*;
 pub use event::*;
 pub use layout::*;
 pub use probe_spec::*;

@@ -16,9 +16,7 @@
 //!   The simulator has no allocating tasks of its own, so how hard reclaim works stands in for
 //!   the stalls of the allocations that drive it: priority 9 once a second (a phone's ambient
 //!   kswapd) gives 0.4 %, priority 5 every 100 ms (a 1 GiB allocation) 62.5 %.
-use tracer_common::{
-    knobs::eager_span_with_floor_ns, Event, EventKind, QUEUE_RAW, SECOND_CHANCE_BY_SHRINKER,
-};
+use tracer_common::{knobs::eager_span_with_floor_ns, Decoded, Event, SecondChanceBy};
 
 use crate::costs;
 
@@ -72,29 +70,35 @@ impl FeedbackTracker {
 
     /// Account one event; `interval_ms` is the interval in force (for "eager").
     pub fn record(&mut self, event: &Event, interval_ms: u32) {
-        let nid = event.nid;
-        match event.kind() {
-            Some(EventKind::Convert) => *slot(&mut self.converted_at, nid, NEVER) = event.ts_ns,
-            Some(EventKind::Restore) => {
+        match event.decode() {
+            Decoded::Convert { nid, .. } => {
+                *slot(&mut self.converted_at, nid, NEVER) = event.ts_ns;
+            }
+            Decoded::Restore { nid, .. } => {
                 let at = std::mem::replace(slot(&mut self.converted_at, nid, NEVER), NEVER);
                 let eager_ns = eager_span_with_floor_ns(interval_ms, self.eager_floor_ns);
                 if at != NEVER && event.ts_ns.saturating_sub(at) < eager_ns {
                     self.totals.eager_restores += 1;
                 }
             }
-            Some(EventKind::Reclaim) => {
-                if event.queue != QUEUE_RAW {
+            Decoded::Reclaim { nid, queue } => {
+                if queue.is_compressed() {
                     self.totals.wasted += 1;
                 }
                 self.totals.shrinker_scanned += 1;
                 *slot(&mut self.converted_at, nid, NEVER) = NEVER;
                 *slot(&mut self.reclaimed, nid, false) = true;
             }
-            Some(EventKind::SecondChance) if event.reason == SECOND_CHANCE_BY_SHRINKER => {
-                self.totals.shrinker_scanned += 1;
-            }
-            Some(EventKind::RestoreFail) => *slot(&mut self.converted_at, nid, NEVER) = NEVER,
-            Some(EventKind::NodeRead) if !event.is_readahead() => self.demand_read(nid),
+            Decoded::SecondChance {
+                by: Some(SecondChanceBy::Shrinker),
+                ..
+            } => self.totals.shrinker_scanned += 1,
+            Decoded::RestoreFail { nid, .. } => *slot(&mut self.converted_at, nid, NEVER) = NEVER,
+            Decoded::NodeRead {
+                nid,
+                readahead: false,
+                ..
+            } => self.demand_read(nid),
             _ => {}
         }
     }
@@ -166,7 +170,9 @@ fn pressure(start: &Feedback, end: &Feedback, window_ns: u64, shrink_count: u64)
 
 #[cfg(test)]
 mod tests {
-    use tracer_common::{QUEUE_256, SECOND_CHANCE_BY_WORKER};
+    use tracer_common::{
+        EventKind, QUEUE_256, QUEUE_RAW, SECOND_CHANCE_BY_SHRINKER, SECOND_CHANCE_BY_WORKER,
+    };
 
     use super::*;
 

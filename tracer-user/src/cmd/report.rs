@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 use tracer_common::text::escape_controls;
-use tracer_common::{EventKind, QUEUE_1024, QUEUE_256, QUEUE_512};
+use tracer_common::{Decoded, EventKind};
 
 use crate::{
     model::{AppRow, Counters, Model, Packages, PerQueue},
@@ -265,36 +265,21 @@ fn tally(
     slot_mix: &mut PerQueue,
     devices: &mut BTreeMap<String, DeviceReport>,
 ) {
-    match event.kind() {
-        Some(EventKind::Convert) if [QUEUE_256, QUEUE_512, QUEUE_1024].contains(&event.queue) => {
-            *slot_mix.get_mut(event.queue) += 1;
+    let device_count: fn(&mut DeviceReport) -> &mut u64 = match event.decode() {
+        Decoded::Convert { queue, .. } if queue.is_compressed() => {
+            *slot_mix.get_mut(queue) += 1;
+            return;
         }
-        Some(EventKind::NodeWrite) => {
-            devices
-                .entry(crate::system::major_minor(event.dev))
-                .or_default()
-                .node_writes += 1
-        }
-        Some(EventKind::Checkpoint) => {
-            devices
-                .entry(crate::system::major_minor(event.dev))
-                .or_default()
-                .checkpoints += 1
-        }
-        Some(EventKind::NodeAccess) => {
-            devices
-                .entry(crate::system::major_minor(event.dev))
-                .or_default()
-                .node_accesses += 1
-        }
-        Some(EventKind::NodeEvict) => {
-            devices
-                .entry(crate::system::major_minor(event.dev))
-                .or_default()
-                .node_evictions += 1
-        }
-        _ => {}
-    }
+        Decoded::NodeWrite { .. } => |device| &mut device.node_writes,
+        Decoded::Checkpoint { .. } => |device| &mut device.checkpoints,
+        Decoded::NodeAccess { .. } => |device| &mut device.node_accesses,
+        Decoded::NodeEvict { .. } => |device| &mut device.node_evictions,
+        _ => return,
+    };
+    let device = devices
+        .entry(crate::system::major_minor(event.dev))
+        .or_default();
+    *device_count(device) += 1;
 }
 
 fn render(report: &Report) -> String {

@@ -1,6 +1,6 @@
 //! The cache's population as the events tell it: entries per queue and the memory they take.
 use serde::{Deserialize, Serialize};
-use tracer_common::{Event, EventKind, QUEUE_RAW, QUEUE_SLOT_BYTES};
+use tracer_common::{Decoded, Queue, QUEUE_COUNT};
 
 use super::{PerQueue, ENTRY_BYTES};
 
@@ -19,40 +19,46 @@ pub struct CacheGauges {
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Population {
-    per_queue: [i64; 4],
+    /// Entries per queue, index = `Queue::index`.
+    per_queue: [i64; QUEUE_COUNT],
 }
 
 impl Population {
-    pub(super) fn apply(&mut self, event: &Event) {
-        let queue = usize::from(event.queue.min(3));
-        let raw = usize::from(QUEUE_RAW);
-        match event.kind() {
-            Some(EventKind::NodeRead) => self.per_queue[raw] += 1,
-            Some(EventKind::Convert) => {
-                self.per_queue[raw] -= 1;
-                self.per_queue[queue] += 1;
+    pub(super) fn apply(&mut self, event: &Decoded) {
+        match *event {
+            Decoded::NodeRead { .. } => *self.of(Queue::Raw) += 1,
+            Decoded::Convert { queue, .. } => {
+                *self.of(Queue::Raw) -= 1;
+                *self.of(queue) += 1;
             }
-            Some(EventKind::Restore) => {
-                self.per_queue[queue] -= 1;
-                self.per_queue[raw] += 1;
+            Decoded::Restore { queue, .. } => {
+                *self.of(queue) -= 1;
+                *self.of(Queue::Raw) += 1;
             }
-            Some(EventKind::RestoreFail) | Some(EventKind::Reclaim) => self.per_queue[queue] -= 1,
+            Decoded::RestoreFail { queue, .. } | Decoded::Reclaim { queue, .. } => {
+                *self.of(queue) -= 1
+            }
             _ => {}
         }
     }
 
+    fn of(&mut self, queue: Queue) -> &mut i64 {
+        &mut self.per_queue[queue.index()]
+    }
+
     pub(super) fn gauges(&self) -> CacheGauges {
-        let count = |q: usize| self.per_queue[q].max(0) as u64;
+        let count = |queue: Queue| self.per_queue[queue.index()].max(0) as u64;
         let slots = PerQueue {
             raw: 0,
-            b256: count(1),
-            b512: count(2),
-            b1024: count(3),
+            b256: count(Queue::B256),
+            b512: count(Queue::B512),
+            b1024: count(Queue::B1024),
         };
-        let raw_entries = count(0);
-        let raw_bytes = raw_entries * u64::from(QUEUE_SLOT_BYTES[0]);
-        let compressed_bytes: u64 = (1..4)
-            .map(|q| count(q) * u64::from(QUEUE_SLOT_BYTES[q]))
+        let raw_entries = count(Queue::Raw);
+        let raw_bytes = raw_entries * u64::from(Queue::Raw.slot_bytes());
+        let compressed_bytes: u64 = Queue::COMPRESSED
+            .iter()
+            .map(|&queue| count(queue) * u64::from(queue.slot_bytes()))
             .sum();
         let entries = raw_entries + slots.compressed();
         CacheGauges {

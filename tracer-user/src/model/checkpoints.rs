@@ -12,11 +12,7 @@
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
-use tracer_common::{
-    Event, EventKind, CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT,
-    CP_PHASE_START_BLOCK_OPS, JOURNAL_NAT, JOURNAL_SIT, META_AREA_CP, META_AREA_NAT, META_AREA_SIT,
-    META_AREA_SSA,
-};
+use tracer_common::{CheckpointPhase, Decoded, Event, JournalEntry, MetaArea};
 
 /// Completed checkpoints kept for views (top's panel shows the latest few).
 pub const RECENT_CHECKPOINTS: usize = 64;
@@ -39,21 +35,18 @@ pub struct Written {
 
 impl Written {
     /// Count one event; false for kinds that write nothing.
-    fn record(&mut self, event: &Event) -> bool {
-        match event.kind() {
-            Some(EventKind::NodeWrite) => self.node_blocks += 1,
-            Some(EventKind::MetaWrite) => match event.queue {
-                META_AREA_CP => self.cp_blocks += 1,
-                META_AREA_SIT => self.sit_blocks += 1,
-                META_AREA_NAT => self.nat_blocks += 1,
-                META_AREA_SSA => self.ssa_blocks += 1,
-                _ => self.other_meta_blocks += 1,
+    fn record(&mut self, event: &Decoded) -> bool {
+        match event {
+            Decoded::NodeWrite { .. } => self.node_blocks += 1,
+            Decoded::MetaWrite { area, .. } => match area {
+                MetaArea::Cp => self.cp_blocks += 1,
+                MetaArea::Sit => self.sit_blocks += 1,
+                MetaArea::Nat => self.nat_blocks += 1,
+                MetaArea::Ssa => self.ssa_blocks += 1,
+                MetaArea::Other | MetaArea::LayoutUnknown => self.other_meta_blocks += 1,
             },
-            Some(EventKind::JournalEntry) => match event.queue {
-                JOURNAL_NAT => self.nat_journal += 1,
-                JOURNAL_SIT => self.sit_journal += 1,
-                _ => return false,
-            },
+            Decoded::JournalEntry(JournalEntry::Nat { .. }) => self.nat_journal += 1,
+            Decoded::JournalEntry(JournalEntry::Sit { .. }) => self.sit_journal += 1,
             _ => return false,
         }
         true
@@ -136,36 +129,44 @@ pub struct CheckpointTracker {
 
 impl CheckpointTracker {
     pub fn ingest(&mut self, event: &Event) {
-        if event.kind == EventKind::Checkpoint as u8 {
-            self.phase(event);
+        self.ingest_decoded(event, &event.decode());
+    }
+
+    /// `ingest` for a caller that has decoded the event already (the model, once per event).
+    pub fn ingest_decoded(&mut self, event: &Event, decoded: &Decoded) {
+        if let Decoded::Checkpoint {
+            phase,
+            reason_flags,
+        } = *decoded
+        {
+            self.phase(phase, reason_flags, event);
             return;
         }
         let mut one = Written::default();
-        if one.record(event) {
+        if one.record(decoded) {
             self.open.add(&one);
             self.window.written.add(&one);
             self.total.written.add(&one);
         }
     }
 
-    fn phase(&mut self, event: &Event) {
-        match event.queue {
-            CP_PHASE_START_BLOCK_OPS => {
+    fn phase(&mut self, phase: CheckpointPhase, reason_flags: u8, event: &Event) {
+        match phase {
+            CheckpointPhase::StartBlockOps => {
                 self.started_ns = Some(event.ts_ns);
                 self.block_ops_done_ns = None;
             }
-            CP_PHASE_FINISH_BLOCK_OPS => self.block_ops_done_ns = Some(event.ts_ns),
-            CP_PHASE_FINISH_CHECKPOINT => self.complete(event),
-            _ => {}
+            CheckpointPhase::FinishBlockOps => self.block_ops_done_ns = Some(event.ts_ns),
+            CheckpointPhase::FinishCheckpoint => self.complete(reason_flags, event),
         }
     }
 
-    fn complete(&mut self, event: &Event) {
+    fn complete(&mut self, reason_flags: u8, event: &Event) {
         let (start, middle) = (self.started_ns.take(), self.block_ops_done_ns.take());
         let record = CheckpointRecord {
             seq: self.total.count + 1,
             dev: event.dev,
-            reason: event.reason,
+            reason: reason_flags,
             end_ns: event.ts_ns,
             written: std::mem::take(&mut self.open),
             block_ops_ns: start.zip(middle).map(|(s, m)| m.saturating_sub(s)),
@@ -236,7 +237,11 @@ impl CheckpointReport {
 
 #[cfg(test)]
 mod tests {
-    use tracer_common::{META_AREA_OTHER, META_AREA_UNKNOWN};
+    use tracer_common::{
+        EventKind, CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS,
+        JOURNAL_NAT, JOURNAL_SIT, META_AREA_CP, META_AREA_NAT, META_AREA_OTHER, META_AREA_SIT,
+        META_AREA_SSA, META_AREA_UNKNOWN,
+    };
 
     use super::*;
 

@@ -1,6 +1,6 @@
 //! Counters of node-cache activity, for a window, a process, an app or the whole run.
 use serde::{Deserialize, Serialize};
-use tracer_common::{Event, EventKind, QUEUE_1024, QUEUE_256, QUEUE_512, QUEUE_COUNT, QUEUE_RAW};
+use tracer_common::{Decoded, Queue};
 
 /// One count per node-cache queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,21 +12,21 @@ pub struct PerQueue {
 }
 
 impl PerQueue {
-    pub fn get_mut(&mut self, queue: u8) -> &mut u64 {
+    pub fn get_mut(&mut self, queue: Queue) -> &mut u64 {
         match queue {
-            QUEUE_256 => &mut self.b256,
-            QUEUE_512 => &mut self.b512,
-            QUEUE_1024 => &mut self.b1024,
-            _ => &mut self.raw,
+            Queue::Raw => &mut self.raw,
+            Queue::B256 => &mut self.b256,
+            Queue::B512 => &mut self.b512,
+            Queue::B1024 => &mut self.b1024,
         }
     }
 
-    pub fn get(&self, queue: u8) -> u64 {
+    pub fn get(&self, queue: Queue) -> u64 {
         match queue {
-            QUEUE_256 => self.b256,
-            QUEUE_512 => self.b512,
-            QUEUE_1024 => self.b1024,
-            _ => self.raw,
+            Queue::Raw => self.raw,
+            Queue::B256 => self.b256,
+            Queue::B512 => self.b512,
+            Queue::B1024 => self.b1024,
         }
     }
 
@@ -40,13 +40,11 @@ impl PerQueue {
     }
 
     fn add(&mut self, other: &PerQueue) {
-        for queue in [QUEUE_RAW, QUEUE_256, QUEUE_512, QUEUE_1024] {
+        for queue in Queue::ALL {
             *self.get_mut(queue) += other.get(queue);
         }
     }
 }
-
-const _: () = assert!(QUEUE_COUNT == 4);
 
 /// Everything the model counts from events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,28 +67,29 @@ pub struct Counters {
 }
 
 impl Counters {
-    pub fn record(&mut self, event: &Event) {
-        let Some(kind) = event.kind() else {
-            return;
-        };
-        match kind {
-            EventKind::NodeRead if event.is_readahead() => self.node_reads_readahead += 1,
-            EventKind::NodeRead => self.node_reads_demand += 1,
-            EventKind::NodeWrite => self.node_writes += 1,
-            EventKind::Checkpoint => self.checkpoints += 1,
-            EventKind::Restore => self.restores += 1,
-            EventKind::RestoreFail => self.restore_fails += 1,
-            EventKind::RestoreNomem => self.restore_nomem += 1,
-            EventKind::Convert => self.conversions += 1,
-            EventKind::ConvertReject => self.convert_rejects += 1,
-            EventKind::ConvertAbort => self.convert_aborts += 1,
-            EventKind::Reclaim => *self.reclaims.get_mut(event.queue) += 1,
-            EventKind::SecondChance => *self.second_chances.get_mut(event.queue) += 1,
-            EventKind::Lost => self.lost += u64::from(event.len),
+    pub fn record(&mut self, event: &Decoded) {
+        match *event {
+            Decoded::NodeRead {
+                readahead: true, ..
+            } => self.node_reads_readahead += 1,
+            Decoded::NodeRead { .. } => self.node_reads_demand += 1,
+            Decoded::NodeWrite { .. } => self.node_writes += 1,
+            Decoded::Checkpoint { .. } => self.checkpoints += 1,
+            Decoded::Restore { .. } => self.restores += 1,
+            Decoded::RestoreFail { .. } => self.restore_fails += 1,
+            Decoded::RestoreNomem { .. } => self.restore_nomem += 1,
+            Decoded::Convert { .. } => self.conversions += 1,
+            Decoded::ConvertReject { .. } => self.convert_rejects += 1,
+            Decoded::ConvertAbort { .. } => self.convert_aborts += 1,
+            Decoded::Reclaim { queue, .. } => *self.reclaims.get_mut(queue) += 1,
+            Decoded::SecondChance { queue, .. } => *self.second_chances.get_mut(queue) += 1,
+            Decoded::Lost { count } => self.lost += u64::from(count),
             // Access traces are what `whatif` replays; the live tables do not count them yet.
-            EventKind::Hello | EventKind::NodeAccess | EventKind::NodeEvict => {}
+            Decoded::Hello | Decoded::NodeAccess { .. } | Decoded::NodeEvict { .. } => {}
             // Checkpoint anatomy: counted by `model::checkpoints`, not per process.
-            EventKind::MetaWrite | EventKind::JournalEntry => {}
+            Decoded::MetaWrite { .. } | Decoded::JournalEntry(_) => {}
+            // A newer tracer's kind or code: nothing here knows what it would count as.
+            Decoded::Unknown(_) => {}
         }
     }
 

@@ -4,7 +4,7 @@
 //! reclaimed or fails to restore. A restore within the eager time of its conversion counts.
 //! Bounded: past `capacity` tracked entries new conversions are not remembered (their restores
 //! then count as not eager), so a huge cache cannot grow the model without limit.
-use tracer_common::{Event, EventKind, QUEUE_RAW};
+use tracer_common::{Decoded, Event};
 
 use super::fast_hash::FastMap;
 
@@ -25,27 +25,28 @@ impl ConversionAges {
         }
     }
 
-    /// Account one event; for a restore of an entry whose conversion is remembered, how long
-    /// after the conversion it came (ns).
-    pub fn restored_after(&mut self, event: &Event) -> Option<u64> {
-        let key = (u64::from(event.dev) << 32) | u64::from(event.nid);
-        match event.kind()? {
-            EventKind::Convert => {
+    /// Account one event (`decoded` is its `Event::decode`); for a restore of an entry whose
+    /// conversion is remembered, how long after the conversion it came (ns).
+    pub fn restored_after(&mut self, event: &Event, decoded: &Decoded) -> Option<u64> {
+        let key_of = |nid: u32| (u64::from(event.dev) << 32) | u64::from(nid);
+        match *decoded {
+            Decoded::Convert { nid, .. } => {
+                let key = key_of(nid);
                 if self.converted_at.len() < self.capacity || self.converted_at.contains_key(&key) {
                     self.converted_at.insert(key, event.ts_ns);
                 }
                 None
             }
-            EventKind::Restore => self
+            Decoded::Restore { nid, .. } => self
                 .converted_at
-                .remove(&key)
+                .remove(&key_of(nid))
                 .map(|at| event.ts_ns.saturating_sub(at)),
-            EventKind::Reclaim if event.queue != QUEUE_RAW => {
-                self.converted_at.remove(&key);
+            Decoded::Reclaim { nid, queue } if queue.is_compressed() => {
+                self.converted_at.remove(&key_of(nid));
                 None
             }
-            EventKind::RestoreFail => {
-                self.converted_at.remove(&key);
+            Decoded::RestoreFail { nid, .. } => {
+                self.converted_at.remove(&key_of(nid));
                 None
             }
             _ => None,
@@ -61,7 +62,7 @@ impl ConversionAges {
 
 #[cfg(test)]
 mod tests {
-    use tracer_common::QUEUE_256;
+    use tracer_common::{EventKind, QUEUE_256};
 
     use super::*;
 
@@ -73,6 +74,11 @@ mod tests {
             .dev(dev)
             .nid(nid)
             .queue(QUEUE_256)
+    }
+
+    /// `restored_after` the way the model calls it.
+    fn account(ages: &mut ConversionAges, event: &Event) -> Option<u64> {
+        ages.restored_after(event, &event.decode())
     }
 
     #[test]
@@ -90,7 +96,7 @@ mod tests {
             event(EventKind::Restore, 1, 8, 600),
         ]
         .iter()
-        .map(|e| ages.restored_after(e).is_some_and(|age| age < eager))
+        .map(|e| account(&mut ages, e).is_some_and(|age| age < eager))
         .collect();
         assert_eq!(
             results,
@@ -103,11 +109,11 @@ mod tests {
     fn past_capacity_new_conversions_are_not_remembered() {
         let mut ages = ConversionAges::new(2);
         for nid in 0..5 {
-            ages.restored_after(&event(EventKind::Convert, 1, nid, 0));
+            account(&mut ages, &event(EventKind::Convert, 1, nid, 0));
         }
         assert_eq!(ages.tracked(), 2);
         let eager = |ages: &mut ConversionAges, nid| {
-            ages.restored_after(&event(EventKind::Restore, 1, nid, 10))
+            account(ages, &event(EventKind::Restore, 1, nid, 10))
                 .is_some_and(|age| age < 1_000 * MS)
         };
         assert!(eager(&mut ages, 1));

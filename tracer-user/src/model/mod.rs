@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 use tracer_common::{
     knobs::{self, Knobs},
-    Event, EventKind,
+    Decoded, Event, EventKind,
 };
 
 use self::{cache::Population, fast_hash::FastMap};
@@ -207,19 +207,21 @@ impl Model {
     pub fn ingest(&mut self, event: &Event) {
         self.start_at(event.ts_ns);
         self.advance_to(event.ts_ns);
-        self.activity.record(event);
-        self.totals.record(event);
-        self.population.apply(event);
+        // Decoded once here: every table below reads the same meaning of the event.
+        let decoded = event.decode();
+        self.activity.record(&decoded);
+        self.totals.record(&decoded);
+        self.population.apply(&decoded);
         self.record_device(event);
-        self.checkpoints.ingest(event);
-        if let Some(age) = self.ages.restored_after(event) {
+        self.checkpoints.ingest_decoded(event, &decoded);
+        if let Some(age) = self.ages.restored_after(event, &decoded) {
             if age < self.eager_ns() {
                 self.eager_restores += 1;
                 self.eager_restores_total += 1;
             }
         }
         if attributable(event) {
-            self.record_process(event);
+            self.record_process(event, &decoded);
         }
     }
 
@@ -311,7 +313,7 @@ impl Model {
         Some(report)
     }
 
-    fn record_process(&mut self, event: &Event) {
+    fn record_process(&mut self, event: &Event, decoded: &Decoded) {
         let current = self.current;
         let process = match self.processes.get_mut(&event.tgid) {
             Some(process) => process,
@@ -327,8 +329,8 @@ impl Model {
             process.window = Counters::default();
             process.window_index = current;
         }
-        process.window.record(event);
-        process.total.record(event);
+        process.window.record(decoded);
+        process.total.record(decoded);
     }
 
     fn insert_process(&mut self, event: &Event) -> &mut Process {

@@ -229,6 +229,28 @@ fn cache_gauges_follow_conversions_restores_and_reclaims() {
 }
 
 #[test]
+fn events_with_a_kind_or_code_this_build_does_not_know_change_no_table() {
+    let mut model = model();
+    let mut unknown_kind = Event::new(EventKind::NodeRead, 1).task(1).comm("x");
+    unknown_kind.kind = 99;
+    let coded = |kind, code| Event::new(kind, 1).task(1).queue(code).comm("x");
+    for event in [
+        unknown_kind,
+        coded(EventKind::Reclaim, 9),
+        coded(EventKind::Convert, 7),
+        coded(EventKind::Checkpoint, 5),
+        coded(EventKind::MetaWrite, 99),
+        coded(EventKind::JournalEntry, 2),
+    ] {
+        model.ingest(&event);
+    }
+    assert!(model.totals().is_empty(), "{:?}", model.totals());
+    assert_eq!(model.cache(), CacheGauges::default());
+    assert_eq!(*model.checkpoints().pending(), Written::default());
+    assert_eq!(model.checkpoints().total().count, 0);
+}
+
+#[test]
 fn lost_events_are_counted_but_belong_to_no_process() {
     let mut model = model();
     let lost = Event::new(EventKind::Lost, 5).len(42);

@@ -21,7 +21,7 @@ pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tracer_common::{knobs::Knobs, Event, EventKind};
+use tracer_common::{knobs::Knobs, Decoded, Event, EventKind};
 
 use self::{
     tracks::{TrackSpec, Tracks, Unit},
@@ -235,15 +235,15 @@ impl Layout {
     }
 
     fn mark(&mut self, event: &Event) {
-        match event.kind() {
-            Some(EventKind::Checkpoint) => {
+        match event.decode() {
+            Decoded::Checkpoint { .. } => {
                 let track = self.device_track(event.dev);
                 self.instant(event.ts_ns, track, "checkpoint", None);
             }
-            Some(EventKind::Lost) => {
+            Decoded::Lost { count } => {
                 let track = self.tracks.uuid(TrackSpec::plain(None, EVENTS_TRACK));
-                let name = format!("lost {} events", event.len);
-                self.instant(event.ts_ns, track, &name, Some(u64::from(event.len)));
+                let name = format!("lost {count} events");
+                self.instant(event.ts_ns, track, &name, Some(u64::from(count)));
             }
             _ => {}
         }
