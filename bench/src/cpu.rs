@@ -34,23 +34,26 @@ struct Report {
     ns_per_event: f64,
 }
 
-pub fn main(args: &[String]) -> Result<()> {
-    let (mut json, mut rate, mut seconds) = (false, 100_000u64, 10u64);
-    let mut words = args.iter();
-    while let Some(word) = words.next() {
-        let mut value = || -> Result<u64> {
-            let v = words
-                .next()
-                .with_context(|| format!("{word} takes a number"))?;
-            v.parse().with_context(|| format!("{word} {v:?}"))
-        };
-        match word.as_str() {
-            "--json" => json = true,
-            "--rate" => rate = value()?,
-            "--seconds" => seconds = value()?,
-            other => bail!("nodescope-bench cpu: unknown argument {other:?}"),
-        }
-    }
+/// The arguments of `cpu`.
+#[derive(clap::Parser)]
+pub struct Args {
+    /// Print the figures as JSON too.
+    #[arg(long)]
+    json: bool,
+    /// Events per second.
+    #[arg(long, default_value_t = 100_000)]
+    rate: u64,
+    /// Wall seconds measured.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+}
+
+pub fn main(args: Args) -> Result<()> {
+    let Args {
+        json,
+        rate,
+        seconds,
+    } = args;
     let events = simulator_events((rate * seconds + rate) as usize)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

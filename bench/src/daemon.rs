@@ -53,23 +53,23 @@ struct Report {
 /// How long the idle daemon is watched.
 const IDLE_SPAN: Duration = Duration::from_secs(10);
 
-pub fn main(args: &[String]) -> Result<()> {
-    let (mut json, mut rate, mut seconds) = (false, 100_000u64, 20u64);
-    let mut words = args.iter();
-    while let Some(word) = words.next() {
-        let mut value = || -> Result<u64> {
-            let v = words
-                .next()
-                .with_context(|| format!("{word} takes a number"))?;
-            v.parse().with_context(|| format!("{word} {v:?}"))
-        };
-        match word.as_str() {
-            "--json" => json = true,
-            "--rate" => rate = value()?.max(1),
-            "--seconds" => seconds = value()?.max(1),
-            other => bail!("nodescope-bench daemon: unknown argument {other:?}"),
-        }
-    }
+/// The arguments of `daemon`.
+#[derive(clap::Parser)]
+pub struct Args {
+    /// Print the figures as JSON too.
+    #[arg(long)]
+    json: bool,
+    /// Events per second (at least 1).
+    #[arg(long, default_value_t = 100_000)]
+    rate: u64,
+    /// Seconds measured after the warm-up (at least 1).
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+}
+
+pub fn main(args: Args) -> Result<()> {
+    let json = args.json;
+    let (rate, seconds) = (args.rate.max(1), args.seconds.max(1));
     let scratch = tempfile::Builder::new()
         .prefix("nodescope-bench-daemon-")
         .tempdir()

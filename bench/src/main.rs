@@ -15,7 +15,10 @@
 //! * `soak [--hours H]`: a day of the simulated phone through top's, stream's and record's
 //!   code at full speed: memory, descriptors and recording size over time.
 use anyhow::{bail, Context as _, Result};
-use clap::Parser;
+use clap::{
+    error::{ContextKind, ContextValue, ErrorKind},
+    Parser,
+};
 
 mod controller;
 mod cpu;
@@ -38,11 +41,19 @@ struct EventsArgs {
     events: u64,
 }
 
-impl EventsArgs {
-    fn parse_after(name: &str, args: &[String]) -> EventsArgs {
-        let program = format!("nodescope-bench {name}");
-        EventsArgs::parse_from(std::iter::once(program).chain(args.iter().cloned()))
-    }
+/// A benchmark's arguments `args`, parsed by clap as the command line `nodescope-bench NAME
+/// ARGS`: an unknown argument is the error `nodescope-bench NAME: unknown argument "ARG"`;
+/// `--help` and a bad or missing value are clap's (it exits).
+fn parse_after<T: Parser>(name: &str, args: &[String]) -> Result<T> {
+    let program = format!("nodescope-bench {name}");
+    T::try_parse_from(std::iter::once(program).chain(args.iter().cloned())).or_else(|err| {
+        match (err.kind(), err.get(ContextKind::InvalidArg)) {
+            (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) => {
+                bail!("nodescope-bench {name}: unknown argument {arg:?}")
+            }
+            _ => err.exit(),
+        }
+    })
 }
 
 fn main() -> Result<()> {
@@ -54,11 +65,11 @@ fn main() -> Result<()> {
     match name.as_str() {
         "sim" => sim::main(&args),
         "ringbuf" => ringbuf::main(&args),
-        "cpu" => cpu::main(&args),
-        "daemon" => daemon::main(&args),
+        "cpu" => cpu::main(parse_after(&name, &args)?),
+        "daemon" => daemon::main(parse_after(&name, &args)?),
         "controller" => controller::main(&args),
-        "model" => model::main(EventsArgs::parse_after(&name, &args).events),
-        "record" => record::main(EventsArgs::parse_after(&name, &args).events),
+        "model" => model::main(parse_after::<EventsArgs>(&name, &args)?.events),
+        "record" => record::main(parse_after::<EventsArgs>(&name, &args)?.events),
         "soak" => soak::main(&args),
         "whatif" => whatif::main(&args),
         other => bail!("unknown benchmark {other:?}; known: {NAMES}"),

@@ -321,15 +321,7 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_
 
     let files = daemon.recordings();
     assert_eq!(files.len(), 1, "{files:?}");
-    let replay = nodescope(&[
-        "stream",
-        "--json",
-        "--source",
-        "replay",
-        "--speed",
-        "0",
-        files[0].to_str().unwrap(),
-    ]);
+    let replay = nodescope(&common::replay_json_args(&files[0]));
     let replayed: BTreeMap<String, serde_json::Value> = common::json_lines(&replay)
         .into_iter()
         .map(|line| (line["t"].to_string(), line))

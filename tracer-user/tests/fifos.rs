@@ -5,7 +5,7 @@
 //! regression fails the test instead of hanging it.
 use std::{
     fs,
-    path::{Path, PathBuf},
+    path::Path,
     process::Command,
     thread,
     time::{Duration, Instant},
@@ -13,77 +13,14 @@ use std::{
 
 mod common;
 
-use common::{mkfifo, output_within, scratch, send_signal, KillOnDrop, NODESCOPE};
+use common::{
+    mkfifo, output_within, scratch, send_signal,
+    tune::{Fixture, INTERVAL, THRESHOLD},
+    KillOnDrop, NODESCOPE,
+};
 
-const THRESHOLD: &str = "node_compress_threshold";
-const INTERVAL: &str = "node_compress_interval";
 /// A one-shot command that refuses at once: generous for a loaded debug build.
 const PROMPTLY: Duration = Duration::from_secs(15);
-
-/// `<dir>/knobs/sim0` with the RFC's defaults, a PSI file, and where the state goes.
-struct Knobs {
-    dir: PathBuf,
-}
-
-impl Knobs {
-    fn new(dir: &Path) -> Knobs {
-        let knobs = Knobs {
-            dir: dir.to_path_buf(),
-        };
-        fs::create_dir_all(knobs.device()).unwrap();
-        fs::write(knobs.device().join(THRESHOLD), "10\n").unwrap();
-        fs::write(knobs.device().join(INTERVAL), "1000\n").unwrap();
-        fs::write(
-            knobs.psi(),
-            "some avg10=20.00 avg60=0.00 avg300=0.00 total=1\n",
-        )
-        .unwrap();
-        knobs
-    }
-
-    fn device(&self) -> PathBuf {
-        self.dir.join("knobs/sim0")
-    }
-
-    fn psi(&self) -> PathBuf {
-        self.dir.join("psi")
-    }
-
-    fn state_dir(&self) -> PathBuf {
-        self.dir.join("state")
-    }
-
-    fn knob(&self, name: &str) -> String {
-        fs::read_to_string(self.device().join(name)).unwrap()
-    }
-
-    fn state_files(&self) -> Vec<PathBuf> {
-        let Ok(entries) = fs::read_dir(self.state_dir()) else {
-            return Vec::new();
-        };
-        entries
-            .map(|entry| entry.unwrap().path())
-            .filter(|path| path.extension().is_some_and(|ext| ext == "state"))
-            .collect()
-    }
-
-    fn tune(&self, psi: &Path, extra: &[&str]) -> Command {
-        let mut command = Command::new(NODESCOPE);
-        command
-            .arg("tune")
-            .arg("--sysfs-root")
-            .arg(self.dir.join("knobs"))
-            .arg("--psi")
-            .arg(psi)
-            .arg("--state-dir")
-            .arg(self.state_dir())
-            .args(["--decision-period", "0.1", "--min-write-gap", "0"])
-            .arg("--audit")
-            .arg(self.dir.join("audit.jsonl"))
-            .args(extra);
-        command
-    }
-}
 
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -101,15 +38,11 @@ fn assert_refused(output: &std::process::Output, path: &Path, what: &str) {
 
 #[test]
 fn a_knob_that_is_a_fifo_is_refused_at_start() {
-    let scratch = scratch("fifo-knob");
-    let knobs = Knobs::new(scratch.path());
-    let knob = knobs.device().join(THRESHOLD);
+    let knobs = Fixture::new("fifo-knob", "10\n", "1000\n");
+    let knob = knobs.knob_path(THRESHOLD);
     fs::remove_file(&knob).unwrap();
     mkfifo(&knob);
-    let output = output_within(
-        &mut knobs.tune(&knobs.psi(), &["--duration", "1"]),
-        PROMPTLY,
-    );
+    let output = output_within(&mut knobs.command(&["--duration", "1"]), PROMPTLY);
     assert_refused(&output, &knob, "a FIFO");
     assert!(knobs.state_files().is_empty(), "nothing was claimed");
     assert_eq!(knobs.knob(INTERVAL), "1000\n");
@@ -117,9 +50,8 @@ fn a_knob_that_is_a_fifo_is_refused_at_start() {
 
 #[test]
 fn a_knob_replaced_by_a_fifo_while_tuning_ends_the_run_by_its_duration() {
-    let scratch = scratch("fifo-knob-later");
-    let knobs = Knobs::new(scratch.path());
-    let mut command = knobs.tune(&knobs.psi(), &["--duration", "3"]);
+    let knobs = Fixture::new("fifo-knob-later", "10\n", "1000\n");
+    let mut command = knobs.command(&["--duration", "3"]);
     let started = Instant::now();
     let child = KillOnDrop(
         command
@@ -133,7 +65,7 @@ fn a_knob_replaced_by_a_fifo_while_tuning_ends_the_run_by_its_duration() {
         assert!(started.elapsed() < PROMPTLY, "no write");
         thread::sleep(Duration::from_millis(20));
     }
-    let knob = knobs.device().join(THRESHOLD);
+    let knob = knobs.knob_path(THRESHOLD);
     fs::remove_file(&knob).unwrap();
     mkfifo(&knob);
     let mut child = child;
@@ -156,11 +88,11 @@ fn a_knob_replaced_by_a_fifo_while_tuning_ends_the_run_by_its_duration() {
 
 #[test]
 fn a_psi_fifo_is_refused() {
-    let scratch = scratch("fifo-psi");
-    let knobs = Knobs::new(scratch.path());
-    let psi = scratch.path().join("psi-fifo");
+    let knobs = Fixture::new("fifo-psi", "10\n", "1000\n");
+    let psi = knobs.psi();
+    fs::remove_file(&psi).unwrap();
     mkfifo(&psi);
-    let output = output_within(&mut knobs.tune(&psi, &["--duration", "1"]), PROMPTLY);
+    let output = output_within(&mut knobs.command(&["--duration", "1"]), PROMPTLY);
     assert_refused(&output, &psi, "a FIFO");
     assert_eq!(knobs.knob(THRESHOLD), "10\n");
     assert_eq!(knobs.knob(INTERVAL), "1000\n");
@@ -169,11 +101,10 @@ fn a_psi_fifo_is_refused() {
 
 #[test]
 fn a_fifo_named_like_the_stats_file_ends_tuning_by_sigterm_with_the_knobs_back() {
-    let scratch = scratch("fifo-stats");
-    let knobs = Knobs::new(scratch.path());
-    let stats = knobs.device().join("nodescope_stats");
+    let knobs = Fixture::new("fifo-stats", "10\n", "1000\n");
+    let stats = knobs.knob_path("nodescope_stats");
     mkfifo(&stats);
-    let mut command = knobs.tune(&knobs.psi(), &[]);
+    let mut command = knobs.command(&[]);
     let child = command
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -217,8 +148,7 @@ fn a_fifo_named_like_the_stats_file_ends_tuning_by_sigterm_with_the_knobs_back()
 
 #[test]
 fn a_fifo_named_like_a_state_file_is_reported_by_tune_restore() {
-    let scratch = scratch("fifo-state");
-    let knobs = Knobs::new(scratch.path());
+    let knobs = Fixture::new("fifo-state", "10\n", "1000\n");
     fs::create_dir(knobs.state_dir()).unwrap();
     fs::set_permissions(
         knobs.state_dir(),

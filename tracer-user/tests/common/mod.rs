@@ -5,7 +5,9 @@ use std::process::{Child, Command, Output};
 
 use tempfile::TempDir;
 
+pub mod bounded;
 pub mod tmux;
+pub mod tune;
 
 pub const NODESCOPE: &str = env!("CARGO_BIN_EXE_nodescope");
 
@@ -54,6 +56,14 @@ pub fn nodescope(args: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// `stream --json` replaying the recording at `path` as fast as it goes (`--speed 0`).
+pub fn replay_json_args(path: &std::path::Path) -> [&str; 7] {
+    let path = path.to_str().expect("a UTF-8 path");
+    [
+        "stream", "--json", "--source", "replay", "--speed", "0", path,
+    ]
 }
 
 pub fn json_lines(output: &Output) -> Vec<serde_json::Value> {

@@ -16,7 +16,7 @@ use std::{
     fs,
     path::{Path, PathBuf},
     process::Command,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{bail, Context as _, Result};
@@ -64,27 +64,15 @@ pub fn run(which: &str) -> Result<()> {
     let mut failed = false;
     for spec in specs {
         let label = format!("arm64-{}", spec.label);
-        let started = Instant::now();
         let run = Run {
             label: &label,
             cache: &cache,
             host_nodescope: &host_nodescope,
             guest_nodescope: &guest_nodescope,
         };
-        let (line, pass) = match run.boot_and_check(spec, &sim_line) {
-            Ok(verdict) => {
-                for l in &verdict.lines {
-                    println!("{l}");
-                }
-                (verdict.final_line, verdict.pass)
-            }
-            Err(err) => {
-                println!("  FAILED: {err:#}");
-                (format!("vm-test {label} FAIL"), false)
-            }
-        };
-        println!("vm-test {label}: {:.1} s", started.elapsed().as_secs_f64());
-        println!("{line}");
+        let (_, pass) = super::report(&label, format!("vm-test {label} FAIL"), || {
+            run.boot_and_check(spec, &sim_line)
+        });
         failed |= !pass;
     }
     if failed {
@@ -103,15 +91,12 @@ struct Run<'a> {
 impl Run<'_> {
     fn boot_and_check(&self, spec: &kernel::KernelSpec, sim_line: &Json) -> Result<check::Verdict> {
         let kernel = kernel::prepare(spec, self.cache)?;
-        let work = self.cache.join(format!("run-{}", self.label));
-        let _ = fs::remove_dir_all(&work);
-        fs::create_dir_all(&work)?;
+        let files = qemu::GuestFiles::fresh(self.cache.join(format!("run-{}", self.label)))?;
         let userland = initramfs::Userland {
             busybox: arm64_busybox(self.cache)?,
             applets: busybox_applets(&arm64_busybox(self.cache)?)?,
             host_arch: false,
         };
-        let files = qemu::GuestFiles::in_dir(&work);
         let archive = initramfs::build_for(
             &userland,
             &kernel,
@@ -120,7 +105,7 @@ impl Run<'_> {
             &[],
         )?;
         fs::write(&files.initrd, archive)?;
-        format_f2fs(&files.disk, &work)?;
+        format_f2fs(&files.disk, &files.work)?;
         files.create_results_disk()?;
         eprintln!(
             "vm-test {}: kernel {}, initramfs {} KiB",
@@ -128,8 +113,7 @@ impl Run<'_> {
             kernel.release,
             fs::metadata(&files.initrd)?.len() / 1024
         );
-        let boot = files.boot(self.label, Arch::Aarch64, &kernel.vmlinuz, VM_TIMEOUT);
-        let out = super::boot_and_unpack(&boot, &work)?;
+        let out = files.boot_and_unpack(self.label, Arch::Aarch64, &kernel.vmlinuz, VM_TIMEOUT)?;
         let mut core = check::check_core(
             &out,
             super::NDIRS,
@@ -151,9 +135,7 @@ impl Run<'_> {
         );
         let verdict = core.verdict(self.label, &rfc);
         if verdict.pass {
-            for image in [&files.disk, &files.results, &files.initrd] {
-                let _ = fs::remove_file(image);
-            }
+            files.remove_images();
         }
         Ok(verdict)
     }

@@ -1,7 +1,6 @@
 # nodescope vm-test, the arm64 run's own phases (xtask/src/vm/arm64.rs): sourced by guest.sh
 # (OWN_PHASES) after the names, glob, sync and fallback phases, with its functions and $R, $DEV.
-# Android's conventions hold here: tracefs only, /data/system/packages.list, app uids.
-T=/sys/kernel/tracing
+# Android's conventions hold here: tracefs only (at $T), /data/system/packages.list, app uids.
 
 # Start `nodescope record -o $R/$1.nsr` (more arguments go to nodescope); like the x86 record
 # phase, it counts once its file has a header.
@@ -9,12 +8,7 @@ record_start() {
   RN=$1; shift
   nodescope record -o $R/$RN.nsr "$@" > $R/record_$RN.out 2> $R/record_$RN.err &
   RP=$!
-  n=0
-  until [ -s $R/$RN.nsr ]; do
-    kill -0 $RP 2>/dev/null || { fail "record $RN exited early"; return 1; }
-    n=$((n+1)); [ $n -gt 600 ] && { fail "record $RN not started after 60 s"; return 1; }
-    sleep 0.1
-  done
+  wait_for $RP "record $RN" "[ -s $R/$RN.nsr ]"
 }
 
 record_stop() {

@@ -31,9 +31,7 @@ pub fn run(which: &str) -> Result<()> {
     fs::create_dir_all(&cache)?;
     let nodescope = util::build_nodescope()?;
     let kernel = kernel::prepare(spec, &cache)?;
-    let work = cache.join(format!("bench-{}", spec.label));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work)?;
+    let files = qemu::GuestFiles::fresh(cache.join(format!("bench-{}", spec.label)))?;
     let guest_files = [
         ("init", include_str!("bench.sh").to_string()),
         ("replay-names", replay_script(Replay::Names, NDIRS)),
@@ -42,7 +40,6 @@ pub fn run(which: &str) -> Result<()> {
             format!("NDIRS={NDIRS}\nNFILES={NFILES}\nTRACEPOINT={TRACEPOINT}\n"),
         ),
     ];
-    let files = qemu::GuestFiles::in_dir(&work);
     let archive = initramfs::build_for(
         &initramfs::Userland::host()?,
         &kernel,
@@ -69,22 +66,11 @@ pub fn run(which: &str) -> Result<()> {
         spec.label,
         took.as_secs_f64()
     );
-    let out = work.join("results");
-    fs::create_dir_all(&out)?;
-    util::run(
-        std::process::Command::new("tar")
-            .arg("-xf")
-            .arg(&files.results)
-            .arg("-C")
-            .arg(&out),
-    )
-    .context("the guest left no results archive (see console.log)")?;
+    let out = files.unpack()?;
     for line in report(spec.label, &out)? {
         println!("{line}");
     }
-    for image in [&files.disk, &files.results, &files.initrd] {
-        let _ = fs::remove_file(image);
-    }
+    files.remove_images();
     Ok(())
 }
 

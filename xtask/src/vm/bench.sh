@@ -8,9 +8,7 @@
 . /prelude.sh
 . /etc/vm-bench.conf
 mark boot
-mkdir -p /sys/kernel/debug /sys/kernel/tracing
-mount -t debugfs debugfs /sys/kernel/debug
-mount -t tracefs tracefs /sys/kernel/tracing
+mount_tracing
 load_modules
 find_disks
 # What the kernel times BPF programs with (bpf_stats: sched_clock around each run): a coarse
@@ -31,18 +29,11 @@ sync
 mark created
 
 echo 1 > /proc/sys/kernel/bpf_stats_enabled || fail "kernel.bpf_stats_enabled"
-cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 progs() { bpftool -j prog show > $R/progs_$1.json 2>> $R/bpftool.err; }
 
-# Wait ($4 s at most) until command $2 (pid $1) is ready: $3 is a shell test that says so.
-wait_ready() {
-  n=0
-  until eval "$3"; do
-    kill -0 $1 2>/dev/null || { fail "$2 exited before it was ready"; return 1; }
-    n=$((n+1)); [ $n -gt $(($4 * 2)) ] && { fail "$2 not ready after $4 s"; return 1; }
-    sleep 0.5
-  done
-}
+# Wait ($4 s at most) until command $2 (pid $1) is ready: $3 is a shell test that says so
+# (tested every half second: bpftrace's is a bpftool run).
+wait_ready() { wait_for "$1" "$2" "$3" "$4" 5; }
 # nodescope attaches through BPF links, which `bpftool perf list` does not show: it says when
 # it is ready. bpftrace says "Attaching" before it attaches: its perf event is listed after.
 # Under TCG bpftrace takes long to start (it loads LLVM and clang).

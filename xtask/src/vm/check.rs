@@ -135,6 +135,33 @@ impl Phase {
             top.join(", ")
         )
     }
+
+    /// Phase `name` for a check that reports into `failures`: where it cannot be loaded, the
+    /// error goes there (`name: error`) and there is none.
+    pub fn load_or_fail(dir: &Path, name: &str, failures: &mut Vec<String>) -> Option<Phase> {
+        Phase::load(dir, name)
+            .map_err(|err| failures.push(format!("{name}: {err:#}")))
+            .ok()
+    }
+
+    /// What every stream phase over cold reads owes, into `failures` (`name: ...`): node reads
+    /// attributed equal iostat's, exactly, and some; no counter increment lost.
+    pub fn expect_exact(&self, name: &str, failures: &mut Vec<String>) {
+        expect(
+            failures,
+            self.reads() == self.iostat_delta && self.reads() > 0,
+            format!(
+                "{name}: attributed {} != iostat {}",
+                self.reads(),
+                self.iostat_delta
+            ),
+        );
+        expect(
+            failures,
+            self.counter_drops == 0,
+            format!("{name}: {} counter increments lost", self.counter_drops),
+        );
+    }
 }
 
 /// ("fs node" read blocks, CP count) from the guest's copies of iostat_info and debugfs status.

@@ -4,7 +4,7 @@
 //! attributed and the map's population stays bounded.
 use std::{fs, path::Path};
 
-use super::check::Phase;
+use super::check::{expect, Phase};
 
 /// Processes the guest starts, one file each (the file set has NDIRS x NFILES files).
 pub const CHURN: u64 = 10_000;
@@ -13,12 +13,8 @@ const MAP_CAPACITY: u64 = 8192;
 
 /// Check the phase; returns the VM line's `churn=<attributed>/<iostat> fails=<n>` part.
 pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -> String {
-    let phase = match Phase::load(dir, "churn") {
-        Ok(phase) => phase,
-        Err(err) => {
-            failures.push(format!("churn: {err:#}"));
-            return "churn=? fails=?".to_string();
-        }
+    let Some(phase) = Phase::load_or_fail(dir, "churn", failures) else {
+        return "churn=? fails=?".to_string();
     };
     let readers = phase
         .procs
@@ -33,32 +29,19 @@ pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) ->
         peak.map_or("?".to_string(), |p| p.to_string())
     ));
     lines.push(format!("  churn    {}", phase.summary()));
-    let mut expect = |ok: bool, what: String| {
-        if !ok {
-            failures.push(what);
-        }
-    };
+    phase.expect_exact("churn", failures);
     expect(
-        phase.reads() == phase.iostat_delta && phase.reads() > 0,
-        format!(
-            "churn: attributed {} != iostat {}",
-            phase.reads(),
-            phase.iostat_delta
-        ),
-    );
-    expect(
-        phase.counter_drops == 0,
-        format!("churn: {} counter increments lost", phase.counter_drops),
-    );
-    expect(
+        failures,
         readers > MAP_CAPACITY,
         format!("churn: only {readers} processes read node blocks; the map holds {MAP_CAPACITY}"),
     );
     expect(
+        failures,
         peak.is_some_and(|p| p < MAP_CAPACITY / 2),
         format!("churn: counter map peak {peak:?}, want bounded well under {MAP_CAPACITY}"),
     );
     expect(
+        failures,
         phase.rc == Some(0),
         format!("churn: nodescope stream exit status {:?}", phase.rc),
     );

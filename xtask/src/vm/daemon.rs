@@ -5,46 +5,30 @@
 //! with status 0 (the daemon on SIGTERM, the client on the daemon's end message).
 use std::{fs, path::Path};
 
-use super::check::Phase;
+use super::check::{expect, Phase};
 
 /// Check the phase; returns the VM line's `daemon=<attributed>/<iostat>` part.
 pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -> String {
-    let phase = match Phase::load(dir, "daemon") {
-        Ok(phase) => phase,
-        Err(err) => {
-            failures.push(format!("daemon: {err:#}"));
-            return "daemon=?".to_string();
-        }
+    let Some(phase) = Phase::load_or_fail(dir, "daemon", failures) else {
+        return "daemon=?".to_string();
     };
     lines.push(format!("  daemon   {}", phase.summary()));
     let daemon_rc = fs::read_to_string(dir.join("daemon.rc")).unwrap_or_default();
     let client_note = fs::read_to_string(dir.join("stream_daemon.err")).unwrap_or_default();
-    let mut expect = |ok: bool, what: String| {
-        if !ok {
-            failures.push(what);
-        }
-    };
+    // The client's lines: the daemon's windows, as it served them.
+    phase.expect_exact("daemon", failures);
     expect(
-        phase.reads() == phase.iostat_delta && phase.reads() > 0,
-        format!(
-            "daemon: the client's lines attribute {} node reads, iostat counted {}",
-            phase.reads(),
-            phase.iostat_delta
-        ),
-    );
-    expect(
-        phase.counter_drops == 0,
-        format!("daemon: {} counter increments lost", phase.counter_drops),
-    );
-    expect(
+        failures,
         phase.rc == Some(0),
         format!("daemon: stream --connect exit status {:?}", phase.rc),
     );
     expect(
+        failures,
         daemon_rc.trim() == "0",
         format!("daemon: exit status {:?} on SIGTERM", daemon_rc.trim()),
     );
     expect(
+        failures,
         client_note.contains("the daemon stopped (SIGTERM)"),
         "daemon: the client did not see the daemon's end message".to_string(),
     );

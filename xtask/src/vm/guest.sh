@@ -5,10 +5,8 @@
 . /prelude.sh
 . /etc/vm-test.conf
 mark boot
-mkdir -p /sys/kernel/tracing
 # Android mounts no debugfs (ANDROID=1, the arm64 run): its CP count comes from sysfs (snap).
-[ "$ANDROID" = 1 ] || { mkdir -p /sys/kernel/debug; mount -t debugfs debugfs /sys/kernel/debug; }
-mount -t tracefs tracefs /sys/kernel/tracing
+mount_tracing
 load_modules
 find_disks
 mark modules_loaded
@@ -20,7 +18,6 @@ mark modules_loaded
 mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail mount; finish; }
 
 echo $DEV > $R/dev.txt
-S=/sys/fs/f2fs/$DEV
 echo 1 > $S/iostat_enable || fail iostat_enable
 cat $S/readdir_ra > $R/readdir_ra.txt 2>&1
 nodescope stream --plan > $R/plan.txt 2>&1
@@ -53,12 +50,7 @@ done
 cold
 nodescope record -o $R/variant.nsr > $R/record.out 2> $R/record.err &
 RP=$!
-n=0
-until [ -s $R/variant.nsr ]; do
-  kill -0 $RP 2>/dev/null || { fail "record exited early"; break; }
-  n=$((n+1)); [ $n -gt 600 ] && { fail "record not started after 60 s"; break; }
-  sleep 0.1
-done
+wait_for $RP record "[ -s $R/variant.nsr ]"
 mark record_start
 sh /replay-variant
 kill -INT $RP
@@ -69,7 +61,6 @@ mark record_done
 # convert -> its return as a kretprobe (manifest /rfc-probes.toml), counted against a
 # kprobe_events hist trigger on the same function that is armed before nodescope attaches and
 # read after it has stopped.
-T=/sys/kernel/tracing
 cold
 if echo 'p:nodescope_check f2fs_get_node_page' >> $T/kprobe_events &&
    echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_check/trigger; then
@@ -114,12 +105,8 @@ discover_phase() {
     echo $! > $R/discover_$m.pid
   done
   for m in hand gen; do
-    n=0
-    until grep -q 'nodescope stream: ready' $R/stream_discover_$m.err 2>/dev/null; do
-      kill -0 $(cat $R/discover_$m.pid) 2>/dev/null || { fail "discover stream $m exited early"; break; }
-      n=$((n+1)); [ $n -gt 600 ] && { fail "discover stream $m not ready after 60 s"; break; }
-      sleep 0.1
-    done
+    wait_for $(cat $R/discover_$m.pid) "discover stream $m" \
+      "grep -q 'nodescope stream: ready' $R/stream_discover_$m.err 2>/dev/null"
   done
   snap discover_before
   mark discover_start
@@ -138,12 +125,7 @@ daemon_phase() {
   nodescope daemon --source bpf --window 1 --socket /daemon/daemon.sock > $R/daemon.out \
     2> $R/daemon.err &
   DP=$!
-  n=0
-  until grep -q 'daemon: ready' $R/daemon.err 2>/dev/null; do
-    kill -0 $DP 2>/dev/null || { fail "daemon exited early"; return 1; }
-    n=$((n+1)); [ $n -gt 600 ] && { fail "daemon not ready after 60 s"; return 1; }
-    sleep 0.1
-  done
+  wait_for $DP daemon "grep -q 'daemon: ready' $R/daemon.err 2>/dev/null" || return 1
   stream_start daemon --connect /daemon/daemon.sock || { kill -TERM $DP; wait $DP; return 1; }
   sh /replay-variant
   snap daemon_after
@@ -180,12 +162,7 @@ accesses_phase() {
     { fail "kprobe_events: cannot count $fn"; return 1; }
   nodescope record --accesses -o $R/accesses.nsr > $R/accesses_record.out 2> $R/accesses_record.err &
   AP=$!
-  n=0
-  until [ -s $R/accesses.nsr ]; do
-    kill -0 $AP 2>/dev/null || { fail "record --accesses exited early"; break; }
-    n=$((n+1)); [ $n -gt 600 ] && { fail "record --accesses not started after 60 s"; break; }
-    sleep 0.1
-  done
+  wait_for $AP "record --accesses" "[ -s $R/accesses.nsr ]"
   mark accesses_start
   sh /replay-names
   # Every node page dropped (node_evict), then the last directories again: the trace whatif
@@ -209,12 +186,7 @@ cp_anatomy_phase() {
     rm -rf /mnt/fss; sync
     nodescope record -o $R/cpanat_$mix.nsr > $R/cpanat_$mix.out 2> $R/cpanat_$mix.err &
     CP=$!
-    n=0
-    until [ -s $R/cpanat_$mix.nsr ]; do
-      kill -0 $CP 2>/dev/null || { fail "cp-anatomy $mix: record exited early"; break; }
-      n=$((n+1)); [ $n -gt 600 ] && { fail "cp-anatomy $mix: record not started after 60 s"; break; }
-      sleep 0.1
-    done
+    wait_for $CP "cp-anatomy $mix: record" "[ -s $R/cpanat_$mix.nsr ]"
     snap cpanat_${mix}_before
     mark cpanat_${mix}_start
     nodescope fsstress /mnt/fss --mix $mix $CPANAT_ARGS > $R/cpanat_$mix.fsstress 2>&1 ||
@@ -243,12 +215,7 @@ nodescope tune --sysfs-root /knobs --device $DEV --decision-period 3600 --poll 0
   --psi-goal $TUNE_PSI_GOAL \
   --audit $R/tune.jsonl 2> $R/tune.err &
 TP=$!
-n=0
-until grep -q '"start"' $R/tune.jsonl 2>/dev/null; do
-  kill -0 $TP 2>/dev/null || { fail "tune exited early"; break; }
-  n=$((n+1)); [ $n -gt 300 ] && { fail "tune did not start in 30 s"; break; }
-  sleep 0.1
-done
+wait_for $TP tune "grep -q '\"start\"' $R/tune.jsonl 2>/dev/null" 30
 mark tune_started
 cold
 cp /proc/pressure/memory $R/psi_before.txt

@@ -12,7 +12,6 @@ mkdir -p /sys/kernel/debug
 mount -t debugfs debugfs /sys/kernel/debug
 load_modules f2fs.ko
 find_disks
-S=/sys/fs/f2fs/$DEV
 D=/sys/kernel/debug/f2fs/$DEV
 
 # Inode checksums on, so that restore's inode-checksum validation has something to check.

@@ -86,26 +86,9 @@ pub fn run(which: &str, arch: crate::dist::Arch) -> Result<()> {
     let sim_line = sim_stream_line(&nodescope, &cache)?;
     let mut finals = Vec::new();
     for spec in specs {
-        let started = Instant::now();
-        let (line, pass) = match run_kernel(spec, &cache, &nodescope, &sim_line) {
-            Ok(verdict) => {
-                for l in &verdict.lines {
-                    println!("{l}");
-                }
-                (verdict.final_line, verdict.pass)
-            }
-            Err(err) => {
-                println!("  FAILED: {err:#}");
-                (fail_line(spec.label), false)
-            }
-        };
-        println!(
-            "vm-test {}: {:.1} s",
-            spec.label,
-            started.elapsed().as_secs_f64()
-        );
-        println!("{line}");
-        finals.push((line, pass));
+        finals.push(report(spec.label, fail_line(spec.label), || {
+            run_kernel(spec, &cache, &nodescope, &sim_line)
+        }));
     }
     if finals.len() > 1 {
         for (line, _) in &finals {
@@ -116,6 +99,32 @@ pub fn run(which: &str, arch: crate::dist::Arch) -> Result<()> {
         bail!("vm-test failed");
     }
     Ok(())
+}
+
+/// One kernel's run, printed as every vm-test prints it: the verdict's lines (or
+/// `  FAILED: <error>`, and `failed` as the final line), the time it took, the final line. That
+/// line and whether the run passed.
+fn report(
+    label: &str,
+    failed: String,
+    run: impl FnOnce() -> Result<check::Verdict>,
+) -> (String, bool) {
+    let started = Instant::now();
+    let (line, pass) = match run() {
+        Ok(verdict) => {
+            for l in &verdict.lines {
+                println!("{l}");
+            }
+            (verdict.final_line, verdict.pass)
+        }
+        Err(err) => {
+            println!("  FAILED: {err:#}");
+            (failed, false)
+        }
+    };
+    println!("vm-test {label}: {:.1} s", started.elapsed().as_secs_f64());
+    println!("{line}");
+    (line, pass)
 }
 
 fn fail_line(label: &str) -> String {
@@ -156,9 +165,7 @@ fn run_kernel(
     sim_line: &json::Json,
 ) -> Result<check::Verdict> {
     let kernel = kernel::prepare(spec, cache)?;
-    let work = cache.join(format!("run-{}", spec.label));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work)?;
+    let files = qemu::GuestFiles::fresh(cache.join(format!("run-{}", spec.label)))?;
     let config = guest_config();
     let guest_files = [
         ("init", include_str!("guest.sh").to_string()),
@@ -170,8 +177,7 @@ fn run_kernel(
         ("discover-hand.toml", discover::HAND_WRITTEN.to_string()),
         ("etc/vm-test.conf", config),
     ];
-    let files = qemu::GuestFiles::in_dir(&work);
-    let uidswitch = uidswitch::build(&work)?;
+    let uidswitch = uidswitch::build(&files.work)?;
     fs::write(
         &files.initrd,
         initramfs::build(&kernel, nodescope, &guest_files, &[&uidswitch])?,
@@ -183,40 +189,19 @@ fn run_kernel(
         kernel.release,
         fs::metadata(&files.initrd)?.len() / 1024
     );
-    let boot = files.boot(
+    let out = files.boot_and_unpack(
         spec.label,
         crate::dist::Arch::X86_64,
         &kernel.vmlinuz,
         VM_TIMEOUT,
-    );
-    let out = boot_and_unpack(&boot, &work)?;
+    )?;
     let verdict = check::check(
         spec.label, &out, NDIRS, NFILES, &VARIANTS, sim_line, nodescope,
     )?;
     if verdict.pass {
-        // A failing run keeps its images for inspection; a passing one frees ~180 MB of disk.
-        for image in [&files.disk, &files.results, &files.initrd] {
-            let _ = fs::remove_file(image);
-        }
+        files.remove_images();
     }
     Ok(verdict)
-}
-
-/// Boot the guest, then unpack the results archive it left into `work`/results; that directory.
-fn boot_and_unpack(boot: &qemu::Boot, work: &Path) -> Result<std::path::PathBuf> {
-    let took = qemu::run(boot)?;
-    eprintln!("vm-test {}: VM ran {:.1} s", boot.label, took.as_secs_f64());
-    let out = work.join("results");
-    fs::create_dir_all(&out)?;
-    util::run(
-        std::process::Command::new("tar")
-            .arg("-xf")
-            .arg(boot.results)
-            .arg("-C")
-            .arg(&out),
-    )
-    .context("the guest left no results archive (see console.log)")?;
-    Ok(out)
 }
 
 /// /etc/vm-test.conf, the guest script's settings.

@@ -1,8 +1,9 @@
 # nodescope's guest prelude: every /init (guest.sh, kmod.sh, bench.sh, variants.sh) sources it
 # first as /prelude.sh (xtask/src/vm/initramfs.rs puts it in every initramfs). Mounts, the
 # marks and failures the host reads back, the end that hands /results to the host, module
-# loading, the two disks, the RFC's file set, and the stream phases' snapshots, start and stop
-# (a script may define its own snap and cold after sourcing this; kmod.sh and bench.sh do).
+# loading, debugfs and tracefs, the two disks, waiting for a process to be ready, the RFC's
+# file set, and the stream phases' snapshots, start and stop (a script may define its own snap
+# and cold after sourcing this; kmod.sh does).
 export PATH=/bin
 R=/results
 mount -t proc proc /proc
@@ -22,8 +23,16 @@ load_modules() {
     insmod /lib/modules/$m 2>>$R/insmod.txt || echo "insmod $m failed" >> $R/insmod.txt
   done
 }
+# debugfs (none where ANDROID=1: Android mounts none, and the CP count comes from sysfs) and
+# tracefs, at T.
+mount_tracing() {
+  [ "$ANDROID" = 1 ] || { mkdir -p /sys/kernel/debug; mount -t debugfs debugfs /sys/kernel/debug; }
+  mkdir -p /sys/kernel/tracing
+  mount -t tracefs tracefs /sys/kernel/tracing
+  T=/sys/kernel/tracing
+}
 # RES: the disk with serial "results" (without it the host can learn nothing: power off);
-# DEV: the one with serial "f2fs".
+# DEV: the one with serial "f2fs", S its sysfs directory.
 find_disks() {
   DEV=; RES=
   for b in /sys/block/*; do
@@ -31,7 +40,19 @@ find_disks() {
   done
   [ -n "$RES" ] || { echo "@@FAIL no results disk"; poweroff -f; }
   [ -n "$DEV" ] || { fail "no test disk"; finish; }
+  S=/sys/fs/f2fs/$DEV
   uname -r > $R/uname.txt
+}
+# wait_for PID WHAT TEST [SECONDS [TENTHS]]: wait until the shell test TEST holds, checking
+# every TENTHS tenths of a second (1), SECONDS (60) at most, while process PID (WHAT) runs.
+# Fails (and returns 1) when it exits first or the time runs out.
+wait_for() {
+  wn=0
+  until eval "$3"; do
+    kill -0 $1 2>/dev/null || { fail "$2 exited early"; return 1; }
+    wn=$((wn + ${5:-1})); [ $wn -gt $((${4:-60} * 10)) ] && { fail "$2 not ready after ${4:-60} s"; return 1; }
+    sleep $((${5:-1} / 10)).$((${5:-1} % 10))
+  done
 }
 # The RFC's small files under /mnt/t: $NDIRS dirs x $NFILES files.
 make_small_files() {
@@ -66,12 +87,8 @@ stream_start() {
   PH=$1; shift
   nodescope stream --json --window 1 "$@" > $R/stream_$PH.jsonl 2> $R/stream_$PH.err &
   SP=$!
-  n=0
-  until grep -q 'nodescope stream: ready' $R/stream_$PH.err 2>/dev/null; do
-    kill -0 $SP 2>/dev/null || { fail "stream $PH exited early"; return 1; }
-    n=$((n+1)); [ $n -gt 600 ] && { fail "stream $PH not ready after 60 s"; return 1; }
-    sleep 0.1
-  done
+  wait_for $SP "stream $PH" "grep -q 'nodescope stream: ready' $R/stream_$PH.err 2>/dev/null" ||
+    return 1
   snap ${PH}_before
   mark ${PH}_start
 }

@@ -28,6 +28,7 @@ pub struct Boot<'a> {
 /// One guest run's files in its work directory, named the same in every phase: the
 /// initramfs, the F2FS disk, the results disk (its tar comes back there) and the console log.
 pub struct GuestFiles {
+    pub work: PathBuf,
     pub initrd: PathBuf,
     pub disk: PathBuf,
     pub results: PathBuf,
@@ -43,8 +44,16 @@ pub const DISK_BYTES: u64 = 1 << 30;
 const RESULTS_BYTES: u64 = 64 << 20;
 
 impl GuestFiles {
-    pub fn in_dir(work: &Path) -> GuestFiles {
+    /// The files of a run in `work`, emptied first (a run starts from nothing).
+    pub fn fresh(work: PathBuf) -> Result<GuestFiles> {
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        Ok(GuestFiles::in_dir(&work))
+    }
+
+    fn in_dir(work: &Path) -> GuestFiles {
         GuestFiles {
+            work: work.to_path_buf(),
             initrd: work.join("initramfs.cpio"),
             disk: work.join(DISK_IMAGE),
             results: work.join("results.img"),
@@ -80,6 +89,44 @@ impl GuestFiles {
             results: &self.results,
             console_log: &self.console_log,
             timeout,
+        }
+    }
+
+    /// Boot `vmlinuz` with these files to its power-off, then unpack the results archive the
+    /// guest left ([`GuestFiles::unpack`]); that directory.
+    pub fn boot_and_unpack(
+        &self,
+        label: &str,
+        arch: Arch,
+        vmlinuz: &Path,
+        timeout: Duration,
+    ) -> Result<PathBuf> {
+        let took = run(&self.boot(label, arch, vmlinuz, timeout))?;
+        eprintln!("vm-test {label}: VM ran {:.1} s", took.as_secs_f64());
+        self.unpack()
+    }
+
+    /// The results archive the guest left on its results disk, unpacked into `work`/results;
+    /// that directory.
+    pub fn unpack(&self) -> Result<PathBuf> {
+        let out = self.work.join("results");
+        std::fs::create_dir_all(&out)?;
+        crate::util::run(
+            Command::new("tar")
+                .arg("-xf")
+                .arg(&self.results)
+                .arg("-C")
+                .arg(&out),
+        )
+        .context("the guest left no results archive (see console.log)")?;
+        Ok(out)
+    }
+
+    /// The disks and the initramfs removed: a passing run frees ~180 MB of disk (a failing one
+    /// keeps them for inspection).
+    pub fn remove_images(&self) {
+        for image in [&self.disk, &self.results, &self.initrd] {
+            let _ = std::fs::remove_file(image);
         }
     }
 }

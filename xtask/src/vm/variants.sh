@@ -11,13 +11,9 @@
 . /prelude.sh
 . /etc/vm-test.conf
 mark boot
-mkdir -p /sys/kernel/debug /sys/kernel/tracing
-mount -t debugfs debugfs /sys/kernel/debug
-mount -t tracefs tracefs /sys/kernel/tracing
-T=/sys/kernel/tracing
+mount_tracing
 load_modules f2fs.ko
 find_disks
-S=/sys/fs/f2fs/$DEV
 mark modules_loaded
 
 # arm NAME FUNCTION [FETCHARGS [FILTER]]: a kprobe event on FUNCTION with a hist trigger that

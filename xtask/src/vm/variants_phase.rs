@@ -70,23 +70,19 @@ pub fn build_and_run(save_test_data: bool) -> Result<Vec<Outcome>> {
     let cache = util::target_dir().join("vm-cache");
     let kernel = kernel::prepare(spec, &cache)?;
     let nodescope = util::build_nodescope()?;
-    let work = cache.join("run-variants");
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work)?;
-    let files = qemu::GuestFiles::in_dir(&work);
+    let files = qemu::GuestFiles::fresh(cache.join("run-variants"))?;
     let modules: Vec<(String, &Path)> = built
         .iter()
         .map(|(v, m)| (format!("f2fs-{}.ko", v.short()), m.ko.as_path()))
         .collect();
     fs::write(&files.initrd, initramfs_for(&kernel, &nodescope, &modules)?)?;
     files.create_disks()?;
-    let boot = files.boot(
+    let out = files.boot_and_unpack(
         "variants",
         crate::dist::Arch::X86_64,
         &kernel.vmlinuz,
         VM_TIMEOUT,
-    );
-    let out = super::boot_and_unpack(&boot, &work)?;
+    )?;
     let guest_errors = fs::read_to_string(out.join("guest_errors.txt")).unwrap_or_default();
     let mut outcomes = Vec::new();
     for (variant, module) in &built {
@@ -117,9 +113,7 @@ pub fn build_and_run(save_test_data: bool) -> Result<Vec<Outcome>> {
         out.display()
     );
     if outcomes.iter().all(|o| o.pass) {
-        for image in [&files.disk, &files.results, &files.initrd] {
-            let _ = fs::remove_file(image);
-        }
+        files.remove_images();
     }
     Ok(outcomes)
 }

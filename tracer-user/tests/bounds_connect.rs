@@ -1,0 +1,113 @@
+//! The `--connect` client against a hostile or silent server (issue 33, finding 8): a huge
+//! line is refused in bounded memory, `--duration` ends the run, the server's text arrives
+//! escaped (common/bounded.rs).
+use std::{path::Path, time::Duration};
+
+mod common;
+
+use common::{bounded::run, scratch};
+
+/// A server on a Unix socket in `dir` that says hello as the daemon does, then writes `then`
+/// and holds the connection open for `hold` (a silent daemon).
+fn fake_daemon(dir: &Path, then: Vec<u8>, hold: Duration) -> std::path::PathBuf {
+    use nodescope::{
+        protocol::{Hello, Message, PROTOCOL_VERSION},
+        source::{SourceInfo, SourceKind},
+    };
+    let path = dir.join("fake.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let hello = Message::Hello(Hello {
+        v: PROTOCOL_VERSION,
+        source: SourceInfo {
+            kind: SourceKind::Sim,
+            kernel: "simulator".into(),
+            devices: vec!["sim0".into()],
+            detail: "a fake daemon \u{1b}[2J".into(),
+        },
+        banner: None,
+        origin_ns: 0,
+        window_ns: 1_000_000_000,
+        tuning: false,
+    })
+    .encode()
+    .unwrap();
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        use std::io::Write as _;
+        // The client may stop reading (a refused line): errors here are its business.
+        let _ = stream
+            .write_all(&hello)
+            .and_then(|()| stream.write_all(&then));
+        std::thread::sleep(hold);
+    });
+    path
+}
+
+/// Issue 33, finding 8: the `--connect` client trusted its server. A 62 MB line (under the
+/// 64 MiB cap then) cost 1.4-2.1 GB; now a line over 4 MiB is refused in bounded memory.
+#[test]
+fn a_connect_client_refuses_a_huge_line_in_bounded_memory() {
+    let dir = scratch("connect-huge");
+    let mut line = b"{\"type\":\"window\",\"text\":\"\",\"line\":[".to_vec();
+    line.extend(std::iter::repeat_n(b"0,".as_slice(), 31_000_000).flatten());
+    line.extend_from_slice(b"0]}\n");
+    let socket = fake_daemon(dir.path(), line, Duration::from_secs(30));
+    let run = run(
+        &["stream", "--json", "--connect", socket.to_str().unwrap()],
+        dir.path(),
+        None,
+    );
+    run.assert_bounded("stream --connect, a 62 MB line");
+    assert!(!run.success, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("a line longer than 4 MiB"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Issue 33, finding 8: `--duration` counted windows only (against a silent daemon
+/// `--duration 2` ran 10 s and 21 s), and the daemon's text reached the terminal raw. Now the
+/// run ends by --duration + 1 s of wall time, and control characters arrive escaped.
+#[test]
+fn a_connect_client_ends_by_its_duration_and_escapes_the_daemons_text() {
+    let dir = scratch("connect-silent");
+    // The client prints the text form from the daemon's line: a hostile comm in it.
+    let window = nodescope::protocol::Message::Window {
+        line: serde_json::json!({"t": 1, "processes": [{"comm": "\u{1b}]0;pwned\u{7}", "pid": 3}]}),
+    };
+    let socket = fake_daemon(
+        dir.path(),
+        window.encode().unwrap().to_vec(),
+        Duration::from_secs(30),
+    );
+    let run = run(
+        &[
+            "stream",
+            "--duration",
+            "2",
+            "--connect",
+            socket.to_str().unwrap(),
+        ],
+        dir.path(),
+        None,
+    );
+    assert!(run.success, "{}", run.stderr);
+    assert!(run.wall < Duration::from_secs(2 + 1 + 3), "{:?}", run.wall);
+    assert!(
+        run.stdout.contains("\\x1b]0;pwned\\x07[3] r=0"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains('\u{1b}') && !run.stderr.contains('\u{1b}'));
+    assert!(
+        run.stderr.contains("a fake daemon \\x1b[2J"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("--duration passed with 1 of 2 windows"),
+        "{}",
+        run.stderr
+    );
+}
