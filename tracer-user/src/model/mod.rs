@@ -4,6 +4,7 @@
 //! Windows are cut by the events' own clock (`Event::ts_ns`) from an origin, never by when
 //! the events happened to arrive, so a live run and a replay of its recording produce the same
 //! windows.
+mod app_tally;
 pub mod apps;
 pub mod cache;
 pub mod checkpoints;
@@ -21,7 +22,7 @@ use tracer_common::{
     Decoded, Event, EventKind,
 };
 
-use self::{cache::Population, fast_hash::FastMap};
+use self::{cache::Population, fast_hash::FastMap, rows::WindowCounts};
 
 pub use self::{
     apps::{AppKey, Packages},
@@ -104,8 +105,8 @@ pub struct Model {
     /// Processes aged out, summed.
     exited: Counters,
     exited_count: u64,
-    /// Aged-out processes' totals per app, so app totals never go down (metrics are counters).
-    retired_by_app: FastMap<AppKey, Counters>,
+    /// Per app: live processes, totals (retired processes' included), recent windows.
+    apps: app_tally::AppTallies,
     processes: FastMap<u32, Process>,
     population: Population,
     history: VecDeque<WindowReport>,
@@ -133,7 +134,7 @@ impl Model {
             totals: Counters::default(),
             exited: Counters::default(),
             exited_count: 0,
-            retired_by_app: FastMap::default(),
+            apps: app_tally::AppTallies::default(),
             processes: FastMap::default(),
             population: Population::default(),
             history: VecDeque::new(),
@@ -319,18 +320,10 @@ impl Model {
             Some(process) => process,
             None => self.insert_process(event),
         };
-        if process.window_index != current {
-            let adjacent = process.window_index + 1 == current;
-            process.previous = if adjacent {
-                process.window
-            } else {
-                Counters::default()
-            };
-            process.window = Counters::default();
-            process.window_index = current;
-        }
-        process.window.record(decoded);
+        process.window.record(decoded, current);
         process.total.record(decoded);
+        let slot = process.app_slot;
+        self.apps.record(slot, decoded, current);
     }
 
     fn insert_process(&mut self, event: &Event) -> &mut Process {
@@ -339,15 +332,15 @@ impl Model {
         }
         let comm = String::from_utf8_lossy(event.comm_bytes()).into_owned();
         let app = apps::classify(&self.config.packages, event.uid, &comm);
+        let app_slot = self.apps.join(&app, self.current);
         self.processes.entry(event.tgid).or_insert(Process {
             tgid: event.tgid,
             comm,
             uid: event.uid,
             app,
             total: Counters::default(),
-            window: Counters::default(),
-            window_index: self.current,
-            previous: Counters::default(),
+            window: WindowCounts::new(self.current),
+            app_slot,
         })
     }
 
@@ -358,7 +351,7 @@ impl Model {
         let mut by_age: Vec<(u64, u32)> = self
             .processes
             .values()
-            .map(|p| (p.window_index, p.tgid))
+            .map(|p| (p.window.index(), p.tgid))
             .collect();
         let batch = (self.config.max_processes / EVICT_FRACTION).clamp(1, by_age.len().max(1));
         if by_age.len() > batch {
@@ -373,17 +366,7 @@ impl Model {
         if let Some(process) = self.processes.remove(&tgid) {
             self.exited.add(&process.total);
             self.exited_count += 1;
-            let key = if self.retired_by_app.len() < self.config.max_processes
-                || self.retired_by_app.contains_key(&process.app)
-            {
-                process.app
-            } else {
-                AppKey::Program("(other)".into())
-            };
-            self.retired_by_app
-                .entry(key)
-                .or_default()
-                .add(&process.total);
+            self.apps.leave(process.app_slot, self.config.max_processes);
         }
     }
 
@@ -462,13 +445,13 @@ impl Model {
         let mut rows: Vec<ProcessRow> = self
             .processes
             .values()
-            .filter(|p| p.window_index == index && !p.window.is_empty())
+            .filter(|p| p.window.index() == index && !p.window.latest().is_empty())
             .map(|p| ProcessRow {
                 pid: p.tgid,
                 comm: p.comm.clone(),
                 uid: p.uid,
                 app: p.app.name().to_string(),
-                counters: p.window,
+                counters: *p.window.latest(),
             })
             .collect();
         rows.sort_by_key(|row| row.pid);
@@ -480,7 +463,7 @@ impl Model {
         let stale: Vec<u32> = self
             .processes
             .values()
-            .filter(|p| closing.saturating_sub(p.window_index) >= idle)
+            .filter(|p| closing.saturating_sub(p.window.index()) >= idle)
             .map(|p| p.tgid)
             .collect();
         for tgid in stale {
@@ -523,26 +506,7 @@ impl Model {
     /// Per-app totals (live processes and those aged out), live process counts, and the
     /// activity of the last closed window.
     pub fn apps(&self) -> Vec<AppRow> {
-        let last = self.history.back().map(|w| w.index);
-        let mut by_app: FastMap<&AppKey, AppRow> = FastMap::default();
-        for (app, total) in &self.retired_by_app {
-            by_app
-                .entry(app)
-                .or_insert_with(|| AppRow::new(app.clone()))
-                .total
-                .add(total);
-        }
-        for process in self.processes.values() {
-            let row = by_app
-                .entry(&process.app)
-                .or_insert_with(|| AppRow::new(process.app.clone()));
-            row.processes += 1;
-            row.total.add(&process.total);
-            if let Some(last) = last {
-                row.last_window.add(&process.window_counters(last));
-            }
-        }
-        by_app.into_values().collect()
+        self.apps.rows(self.history.back().map(|w| w.index))
     }
 }
 

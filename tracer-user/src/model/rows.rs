@@ -10,22 +10,59 @@ pub struct Process {
     pub uid: u32,
     pub app: AppKey,
     pub total: Counters,
-    /// Counters of window `window_index` (stale when that is not the current window).
     #[serde(skip)]
-    pub(super) window: Counters,
+    pub(super) window: WindowCounts,
+    /// Its app's slot in the per-app table.
     #[serde(skip)]
-    pub(super) window_index: u64,
-    /// The counters of the window before `window_index`'s, kept for rates in the table.
-    #[serde(skip)]
-    pub(super) previous: Counters,
+    pub(super) app_slot: usize,
 }
 
-impl Process {
-    /// This process's counters for window `index`, if they are still known.
-    pub fn window_counters(&self, index: u64) -> Counters {
-        if self.window_index == index {
-            self.window
-        } else if self.window_index == index + 1 {
+/// The counters of the latest window something was counted in, and of the window before it
+/// (for rates in the tables).
+#[derive(Clone, Debug, Default)]
+pub(super) struct WindowCounts {
+    latest: Counters,
+    index: u64,
+    previous: Counters,
+}
+
+impl WindowCounts {
+    pub fn new(index: u64) -> WindowCounts {
+        WindowCounts {
+            index,
+            ..WindowCounts::default()
+        }
+    }
+
+    /// Count `decoded` in window `index` (the open one).
+    pub fn record(&mut self, decoded: &Decoded, index: u64) {
+        if self.index != index {
+            self.previous = if self.index + 1 == index {
+                self.latest
+            } else {
+                Counters::default()
+            };
+            self.latest = Counters::default();
+            self.index = index;
+        }
+        self.latest.record(decoded);
+    }
+
+    /// The latest window anything was counted in.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// The counters of the latest window.
+    pub fn latest(&self) -> &Counters {
+        &self.latest
+    }
+
+    /// The counters of window `index`, if they are still known (else zero).
+    pub fn at(&self, index: u64) -> Counters {
+        if self.index == index {
+            self.latest
+        } else if self.index == index + 1 {
             self.previous
         } else {
             Counters::default()
@@ -90,15 +127,4 @@ pub struct AppRow {
     pub processes: u32,
     pub total: Counters,
     pub last_window: Counters,
-}
-
-impl AppRow {
-    pub(super) fn new(app: AppKey) -> AppRow {
-        AppRow {
-            app,
-            processes: 0,
-            total: Counters::default(),
-            last_window: Counters::default(),
-        }
-    }
 }

@@ -312,3 +312,46 @@ fn a_short_idle_span_is_reported_window_by_window() {
         [0, 1, 2, 3, 4]
     );
 }
+
+/// The per-app table is kept as events arrive: bounded by folding apps whose processes all
+/// retired into "(other)" once there are more than `max_processes` apps, with no count lost.
+#[test]
+fn the_app_table_is_bounded_and_loses_no_count() {
+    let mut model = Model::new(ModelConfig {
+        max_processes: 10,
+        ..ModelConfig::default()
+    });
+    model.start_at(0);
+    // 200 programs, one short-lived process each, two reads apiece.
+    for tgid in 0..200u32 {
+        let comm = format!("prog{tgid}");
+        model.ingest(&read(u64::from(tgid) * 2, tgid, &comm, false));
+        model.ingest(&read(u64::from(tgid) * 2 + 1, tgid, &comm, true));
+    }
+    let apps = model.apps();
+    assert!(apps.len() <= 10 + 2 + 1, "{} app rows", apps.len());
+    let reads: u64 = apps.iter().map(|app| app.total.node_reads()).sum();
+    assert_eq!(reads, 400, "every read is in some app's total");
+    let live: u32 = apps.iter().map(|app| app.processes).sum();
+    assert_eq!(live as usize, model.process_count());
+    let other = apps
+        .iter()
+        .find(|app| app.app == AppKey::Program("(other)".into()))
+        .expect("an (other) row");
+    assert_eq!(other.processes, 0);
+    assert!(other.total.node_reads() > 0);
+    // The last window's activity per app, once it closed.
+    model.advance_to(SECOND);
+    let latest = model.apps();
+    let newest = latest
+        .iter()
+        .find(|app| app.app == AppKey::Program("prog199".into()))
+        .unwrap();
+    assert_eq!(
+        (
+            newest.last_window.node_reads_demand,
+            newest.last_window.node_reads_readahead
+        ),
+        (1, 1)
+    );
+}
