@@ -104,7 +104,7 @@ async fn record(args: RecordArgs) -> Result<()> {
         eprintln!("nodescope record: {note}");
     }
     if let Some(trace) = &args.perfetto {
-        crate::cmd::export::write_trace(&args.output, None, trace, OutputFile::new(args.force))?;
+        crate::view::perfetto::write_trace(&args.output, None, trace, OutputFile::new(args.force))?;
     }
     if args.json {
         let totals =

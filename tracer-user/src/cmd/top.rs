@@ -66,7 +66,7 @@ impl LiveTuneArgs {
         let devices = &pipeline.info().devices;
         anyhow::ensure!(!devices.is_empty(), "the source names no device to tune");
         if !self.dry_run {
-            super::tune::lower_oom_score(controller::oom::DEFAULT_OOM_SCORE_ADJ);
+            crate::control::lower_oom_score(controller::oom::DEFAULT_OOM_SCORE_ADJ);
         }
         let options = TuningOptions {
             state_dir: self.state_dir.clone(),

@@ -15,7 +15,7 @@ use controller::{
     claim::{self, default_state_dir, Claim, StateDir},
     knobs::{self, SysfsKnobs, DEFAULT_SYSFS_ROOT},
     law::Config,
-    oom::{set_oom_score_adj, DEFAULT_OOM_SCORE_ADJ},
+    oom::DEFAULT_OOM_SCORE_ADJ,
     psi::{self, PsiTrigger},
     safety::{signal_name, RestoreGuard, StopSignals},
     session::Session,
@@ -224,7 +224,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     psi::check_psi_path(&args.psi)?;
     // Before anything is written, so that a signal at any later point leads to a restore.
     let stop = StopSignals::install()?;
-    lower_oom_score(args.oom_score_adj);
+    crate::control::lower_oom_score(args.oom_score_adj);
     let stores = open_devices(&args)?;
     let opts = TunerOptions {
         dry_run: args.dry_run,
@@ -311,19 +311,6 @@ fn restore_left_behind(args: &TuneArgs) -> Result<()> {
         log::info!("{done} device(s) restored from {}", state.path().display());
     }
     Ok(())
-}
-
-/// As root, lower our OOM score and say so; otherwise (lowering needs CAP_SYS_RESOURCE) say
-/// why not. Never fatal: the state file covers a controller that gets killed anyway.
-pub fn lower_oom_score(value: i32) {
-    if !crate::system::is_root() {
-        log::info!("not root: oom_score_adj left as it is");
-        return;
-    }
-    match set_oom_score_adj(value) {
-        Ok(previous) => log::info!("oom_score_adj set to {value} (was {previous})"),
-        Err(err) => log::warn!("cannot set oom_score_adj: {err:#}"),
-    }
 }
 
 fn open_audit(path: Option<&Path>) -> Result<AuditLog> {

@@ -369,5 +369,18 @@ fn decision_line(when: &str, record: &AuditRecord) -> String {
 
 // Dropping a `Tuning` drops its guard, which puts the original values back (once).
 
+/// As root, lower our OOM score and say so; otherwise (lowering needs CAP_SYS_RESOURCE) say
+/// why not. Never fatal: the state file covers a controller that gets killed anyway.
+pub fn lower_oom_score(value: i32) {
+    if !crate::system::is_root() {
+        log::info!("not root: oom_score_adj left as it is");
+        return;
+    }
+    match controller::oom::set_oom_score_adj(value) {
+        Ok(previous) => log::info!("oom_score_adj set to {value} (was {previous})"),
+        Err(err) => log::warn!("cannot set oom_score_adj: {err:#}"),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@ pub mod counters;
 pub mod eager;
 pub mod exact;
 mod fast_hash;
+pub mod recording;
 mod rows;
 
 use std::collections::{BTreeMap, VecDeque};

@@ -16,7 +16,9 @@
 //! gets a sample in every window where its count is not zero and one zero after, so summing a
 //! track's samples gives the recording's total exactly.
 mod fields;
+mod recording;
 mod tracks;
+pub use self::recording::{replay, write_trace};
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};

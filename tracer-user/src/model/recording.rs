@@ -1,0 +1,233 @@
+//! What a recording says, aggregated through the model: the report `nodescope report` prints
+//! (as text, `view::report_text`, or JSON) and the per-(kind, nid) counts of `report --nids`.
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use tracer_common::{Decoded, EventKind};
+
+use super::{checkpoints::CheckpointReport, AppRow, Counters, Model, Packages, PerQueue};
+use crate::record::{
+    reader::{Damage, Item, Reader},
+    Header, Note,
+};
+
+/// Notes are listed up to this many bytes of text (a crafted file could hold millions).
+const MAX_NOTES_SHOWN_BYTES: usize = 32 << 20;
+
+/// Per device: checkpoints and the node writes between them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DeviceReport {
+    pub node_writes: u64,
+    pub checkpoints: u64,
+    pub node_writes_per_checkpoint: Option<f64>,
+    /// Node lookups and node-page evictions (recordings made with `--accesses`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub node_accesses: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub node_evictions: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub header: Header,
+    pub time_range: TimeRange,
+    pub totals: Counters,
+    pub hit_ratio: Option<f64>,
+    pub apps: Vec<AppRow>,
+    /// Conversions by the slot they went into.
+    pub slot_mix: PerQueue,
+    pub devices: BTreeMap<String, DeviceReport>,
+    /// Checkpoint anatomy (issue 19): seed 002's table.
+    pub checkpoints: CheckpointReport,
+    pub notes: Vec<Note>,
+    /// Notes past the first [`MAX_NOTES_SHOWN_BYTES`] of them, counted only.
+    pub notes_omitted: u64,
+    /// Events lost before they were recorded.
+    pub drops: u64,
+    pub complete: bool,
+    /// Where the file stopped being readable, if it did.
+    pub damage: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TimeRange {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub seconds: f64,
+}
+
+/// Build the report from a recording, read one record at a time. Damage ends the read; the
+/// report covers what comes before it and names it.
+pub fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages) -> Report {
+    let header = reader.header.clone();
+    let mut model = Model::for_recording(&header, packages);
+    let mut slot_mix = PerQueue::default();
+    let mut devices: BTreeMap<String, DeviceReport> = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut notes_omitted = 0;
+    let mut notes_bytes = 0;
+    let mut footer = None;
+    let mut damage = None;
+    let mut last = header.clock_origin_ns;
+    while let Some(item) = reader.next_item() {
+        match item {
+            Ok(Item::Events(events)) => {
+                for event in &events {
+                    model.ingest(event);
+                    tally(event, &mut slot_mix, &mut devices);
+                }
+                last = events.last().map_or(last, |e| e.ts_ns);
+                // The report needs totals, not windows: none are kept.
+                model.take_closed();
+            }
+            Ok(Item::Note(note)) if notes_bytes < MAX_NOTES_SHOWN_BYTES => {
+                notes_bytes += note.text.len() + note.kind.len();
+                notes.push(note);
+            }
+            Ok(Item::Note(_)) => notes_omitted += 1,
+            Ok(Item::Footer(found)) => footer = Some(found),
+            Err(found) => damage = Some(found),
+        }
+    }
+    let end_ns = footer.as_ref().map_or(last, |f| f.end_ns.max(last));
+    for device in devices.values_mut() {
+        device.node_writes_per_checkpoint =
+            (device.checkpoints > 0).then(|| device.node_writes as f64 / device.checkpoints as f64);
+    }
+    let mut apps = model.apps();
+    apps.sort_by(|a, b| {
+        b.total
+            .node_reads()
+            .cmp(&a.total.node_reads())
+            .then(a.app.cmp(&b.app))
+    });
+    let totals = *model.totals();
+    Report {
+        time_range: TimeRange {
+            start_ns: header.clock_origin_ns,
+            end_ns,
+            seconds: end_ns.saturating_sub(header.clock_origin_ns) as f64 / 1e9,
+        },
+        header,
+        hit_ratio: totals.hit_ratio(),
+        totals,
+        apps,
+        slot_mix,
+        devices,
+        checkpoints: CheckpointReport::from_tracker(model.checkpoints()),
+        notes,
+        notes_omitted,
+        drops: totals.lost,
+        complete: footer.is_some() && damage.is_none(),
+        damage: damage.map(|d| d.to_string()),
+    }
+}
+
+/// The (kind, nid) pairs `report --nids` keeps: a real recording has at most a few hundred
+/// thousand (one F2FS's nids in use, a handful of kinds), and a crafted one with a new nid in
+/// every event must not make the map grow with the file (10 M pairs used 888 MB). About 60
+/// bytes each in the map: 64 MB at most.
+pub const MAX_NID_PAIRS: usize = 1 << 20;
+
+/// Events per (kind, nid), sorted by kind then nid, for at most [`MAX_NID_PAIRS`] pairs.
+#[derive(Debug, Default)]
+pub struct NidCounts {
+    pub counts: BTreeMap<(&'static str, u32), u64>,
+    /// Events of pairs met after the map was full.
+    pub left_out: u64,
+}
+
+/// [`NidCounts`] over the whole recording, and the damage that ended it, if any.
+pub fn nid_counts<R: std::io::Read>(mut reader: Reader<R>) -> (NidCounts, Option<Damage>) {
+    let mut found = NidCounts::default();
+    while let Some(item) = reader.next_item() {
+        match item {
+            Ok(Item::Events(events)) => {
+                for event in &events {
+                    found.add(event.kind().map_or("unknown", EventKind::name), event.nid);
+                }
+            }
+            Ok(_) => {}
+            Err(damage) => return (found, Some(damage)),
+        }
+    }
+    (found, None)
+}
+
+impl NidCounts {
+    fn add(&mut self, kind: &'static str, nid: u32) {
+        if let Some(count) = self.counts.get_mut(&(kind, nid)) {
+            *count += 1;
+        } else if self.counts.len() < MAX_NID_PAIRS {
+            self.counts.insert((kind, nid), 1);
+        } else {
+            self.left_out += 1;
+        }
+    }
+}
+
+fn tally(
+    event: &tracer_common::Event,
+    slot_mix: &mut PerQueue,
+    devices: &mut BTreeMap<String, DeviceReport>,
+) {
+    let device_count: fn(&mut DeviceReport) -> &mut u64 = match event.decode() {
+        Decoded::Convert { queue, .. } if queue.is_compressed() => {
+            *slot_mix.get_mut(queue) += 1;
+            return;
+        }
+        Decoded::NodeWrite { .. } => |device| &mut device.node_writes,
+        Decoded::Checkpoint { .. } => |device| &mut device.checkpoints,
+        Decoded::NodeAccess { .. } => |device| &mut device.node_accesses,
+        Decoded::NodeEvict { .. } => |device| &mut device.node_evictions,
+        _ => return,
+    };
+    let device = devices
+        .entry(crate::system::major_minor(event.dev))
+        .or_default();
+    *device_count(device) += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use tracer_common::{Event, EventKind};
+
+    use crate::record::{reader::Reader, writer::Writer, Header};
+
+    #[test]
+    fn nid_counts_counts_each_kind_and_nid() {
+        let header = Header {
+            window_ns: 1_000_000_000,
+            ..Header::default()
+        };
+        let mut writer = Writer::new(Vec::new(), &header).unwrap();
+        let events = [
+            (EventKind::Restore, 7),
+            (EventKind::Restore, 7),
+            (EventKind::Restore, 9),
+            (EventKind::Convert, 7),
+        ];
+        for (i, (kind, nid)) in events.into_iter().enumerate() {
+            writer
+                .event(&Event::new(kind, i as u64 * 1000).nid(nid))
+                .unwrap();
+        }
+        let bytes = writer.finish(10_000).unwrap().0;
+        let (found, damage) = super::nid_counts(Reader::new(bytes.as_slice()).unwrap());
+        assert!(damage.is_none());
+        assert_eq!(found.left_out, 0);
+        let counts: Vec<_> = found.counts.into_iter().collect();
+        assert_eq!(
+            counts,
+            [
+                (("convert", 7), 1),
+                (("restore", 7), 2),
+                (("restore", 9), 1)
+            ]
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! `nodescope report`'s text.
+use std::fmt::Write as _;
+
+use crate::{model::recording::Report, view::checkpoint_table};
+
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let h = &report.header;
+    let t = &report.totals;
+    let _ = writeln!(
+        out,
+        "recording: {} on {} ({}), {:.1} s",
+        h.source, h.host, h.kernel, report.time_range.seconds
+    );
+    let _ = writeln!(
+        out,
+        "node reads {} (demand {}, readahead {})  restores {}  hit ratio {}  conversions {}  lost {}",
+        t.node_reads(),
+        t.node_reads_demand,
+        t.node_reads_readahead,
+        t.restores,
+        report.hit_ratio.map_or_else(|| "-".into(), |r| format!("{:.1}%", r * 100.0)),
+        t.conversions,
+        report.drops
+    );
+    let r = &t.reclaims;
+    let _ = writeln!(
+        out,
+        "reclaims raw {} 256 {} 512 {} 1024 {}",
+        r.raw, r.b256, r.b512, r.b1024
+    );
+    let m = &report.slot_mix;
+    let _ = writeln!(
+        out,
+        "slot mix of conversions: 256 {} 512 {} 1024 {}",
+        m.b256, m.b512, m.b1024
+    );
+    for (dev, d) in &report.devices {
+        let per = d
+            .node_writes_per_checkpoint
+            .map_or_else(|| "-".into(), |v| format!("{v:.1}"));
+        let _ = write!(
+            out,
+            "device {dev}: checkpoints {} node writes {} per checkpoint {per}",
+            d.checkpoints, d.node_writes
+        );
+        if d.node_accesses + d.node_evictions > 0 {
+            let _ = write!(
+                out,
+                " node accesses {} node evictions {}",
+                d.node_accesses, d.node_evictions
+            );
+        }
+        out.push('\n');
+    }
+    out.push_str(&checkpoint_table::render(&report.checkpoints));
+    let _ = writeln!(
+        out,
+        "\n{:<32} {:>8} {:>8} {:>9} {:>6} {:>8}",
+        "APP", "READS", "RA", "RESTORES", "HIT%", "CONV"
+    );
+    for app in &report.apps {
+        let a = &app.total;
+        let hit = a
+            .hit_ratio()
+            .map_or_else(|| "-".into(), |r| format!("{:.1}", r * 100.0));
+        let name = crate::view::tui::label(&app.app);
+        let _ = writeln!(
+            out,
+            "{name:<32} {:>8} {:>8} {:>9} {hit:>6} {:>8}",
+            a.node_reads_demand, a.node_reads_readahead, a.restores, a.conversions
+        );
+    }
+    if !report.notes.is_empty() {
+        let _ = writeln!(out, "\nknob changes and controller decisions:");
+        for note in &report.notes {
+            let _ = writeln!(
+                out,
+                "  {:>10.3}s {}: {}",
+                note.ts_ns.saturating_sub(h.clock_origin_ns) as f64 / 1e9,
+                note.kind,
+                note.text
+            );
+        }
+        if report.notes_omitted > 0 {
+            let _ = writeln!(out, "  ... and {} more", report.notes_omitted);
+        }
+    }
+    out
+}
