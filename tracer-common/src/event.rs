@@ -206,6 +206,17 @@ pub struct MetaAreas {
 }
 
 impl MetaAreas {
+    /// mkfs.f2fs's layout of a 1 GiB image (2 CP, 2 SIT, 4 NAT segments, SSA, main), for tests.
+    #[cfg(test)]
+    pub(crate) const MKFS_1GIB: MetaAreas = MetaAreas {
+        cp_blkaddr: 512,
+        sit_blkaddr: 1536,
+        nat_blkaddr: 2560,
+        ssa_blkaddr: 4608,
+        main_blkaddr: 5120,
+        _pad: 0,
+    };
+
     /// The `META_AREA_*` of block `addr`.
     pub const fn area_of(&self, addr: u32) -> u8 {
         if addr < self.cp_blkaddr || addr >= self.main_blkaddr {

@@ -101,15 +101,7 @@ mod tests {
 
     #[test]
     fn meta_areas_sort_blocks_by_layout() {
-        // mkfs.f2fs's layout of a 1 GiB image: 2 CP, 2 SIT, 4 NAT segments, SSA, main.
-        let areas = MetaAreas {
-            cp_blkaddr: 512,
-            sit_blkaddr: 1536,
-            nat_blkaddr: 2560,
-            ssa_blkaddr: 4608,
-            main_blkaddr: 5120,
-            _pad: 0,
-        };
+        let areas = MetaAreas::MKFS_1GIB;
         assert_eq!(areas.area_of(0), META_AREA_OTHER);
         assert_eq!(areas.area_of(512), META_AREA_CP);
         assert_eq!(areas.area_of(1535), META_AREA_CP);

@@ -161,14 +161,7 @@ fn every_code_round_trips() {
 
 #[test]
 fn every_meta_area_of_the_layout_decodes() {
-    let areas = MetaAreas {
-        cp_blkaddr: 512,
-        sit_blkaddr: 1536,
-        nat_blkaddr: 2560,
-        ssa_blkaddr: 4608,
-        main_blkaddr: 5120,
-        _pad: 0,
-    };
+    let areas = MetaAreas::MKFS_1GIB;
     let blocks = [
         (0, MetaArea::Other),
         (512, MetaArea::Cp),
