@@ -1,6 +1,6 @@
 //! Counters of node-cache activity, for a window, a process, an app or the whole run.
 use serde::{Deserialize, Serialize};
-use tracer_common::{Decoded, Queue};
+use tracer_common::{CheckpointPhase, Decoded, Queue};
 
 /// One count per node-cache queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +74,13 @@ impl Counters {
             } => self.node_reads_readahead += 1,
             Decoded::NodeRead { .. } => self.node_reads_demand += 1,
             Decoded::NodeWrite { .. } => self.node_writes += 1,
-            Decoded::Checkpoint { .. } => self.checkpoints += 1,
+            // A checkpoint is three events on a kernel (start and finish of block_ops, the
+            // finish); it counts once, as the kernel's CP count does, at its finish.
+            Decoded::Checkpoint {
+                phase: CheckpointPhase::FinishCheckpoint,
+                ..
+            } => self.checkpoints += 1,
+            Decoded::Checkpoint { .. } => {}
             Decoded::Restore { .. } => self.restores += 1,
             Decoded::RestoreFail { .. } => self.restore_fails += 1,
             Decoded::RestoreNomem { .. } => self.restore_nomem += 1,

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 use tracer_common::{
     knobs::{self, Knobs},
-    Decoded, Event, EventKind,
+    CheckpointPhase, Decoded, Event, EventKind,
 };
 
 use self::{cache::Population, fast_hash::FastMap, rows::WindowCounts};
@@ -214,7 +214,7 @@ impl Model {
         self.activity.record(&decoded);
         self.totals.record(&decoded);
         self.population.apply(&decoded);
-        self.record_device(event);
+        self.record_device(event, &decoded);
         self.checkpoints.ingest_decoded(event, &decoded);
         if let Some(age) = self.ages.restored_after(event, &decoded) {
             if age < self.eager_ns() {
@@ -238,13 +238,17 @@ impl Model {
 
     /// Node reads, node writes and checkpoints per device. On the event path: the raw kind
     /// byte is compared, most events (the cache's own) return at once.
-    fn record_device(&mut self, event: &Event) {
-        const READ: u8 = EventKind::NodeRead as u8;
-        const WRITE: u8 = EventKind::NodeWrite as u8;
-        const CHECKPOINT: u8 = EventKind::Checkpoint as u8;
-        if !matches!(event.kind, READ | WRITE | CHECKPOINT) {
-            return;
-        }
+    fn record_device(&mut self, event: &Event, decoded: &Decoded) {
+        let count: fn(&mut DeviceCounts) = match decoded {
+            Decoded::NodeRead { .. } => |counts| counts.node_reads += 1,
+            Decoded::NodeWrite { .. } => |counts| counts.node_writes += 1,
+            // A checkpoint counts once, at its finish (its other phases are events too).
+            Decoded::Checkpoint {
+                phase: CheckpointPhase::FinishCheckpoint,
+                ..
+            } => |counts| counts.checkpoints += 1,
+            _ => return,
+        };
         let at = match self.devices.iter().position(|(dev, _)| *dev == event.dev) {
             Some(at) => at,
             None if self.devices.len() < MAX_DEVICES => {
@@ -254,12 +258,7 @@ impl Model {
             // A crafted recording could name a device per event: the rest go under one row.
             None => self.other_devices_row(),
         };
-        let counts = &mut self.devices[at].1;
-        match event.kind {
-            READ => counts.node_reads += 1,
-            WRITE => counts.node_writes += 1,
-            _ => counts.checkpoints += 1,
-        }
+        count(&mut self.devices[at].1);
     }
 
     fn other_devices_row(&mut self) -> usize {

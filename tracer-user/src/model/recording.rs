@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use tracer_common::{Decoded, EventKind};
+use tracer_common::{CheckpointPhase, Decoded, EventKind};
 
 use super::{checkpoints::CheckpointReport, AppRow, Counters, Model, Packages, PerQueue};
 use crate::record::{
@@ -181,7 +181,10 @@ fn tally(
             return;
         }
         Decoded::NodeWrite { .. } => |device| &mut device.node_writes,
-        Decoded::Checkpoint { .. } => |device| &mut device.checkpoints,
+        Decoded::Checkpoint {
+            phase: CheckpointPhase::FinishCheckpoint,
+            ..
+        } => |device| &mut device.checkpoints,
         Decoded::NodeAccess { .. } => |device| &mut device.node_accesses,
         Decoded::NodeEvict { .. } => |device| &mut device.node_evictions,
         _ => return,

@@ -355,3 +355,33 @@ fn the_app_table_is_bounded_and_loses_no_count() {
         (1, 1)
     );
 }
+
+/// A kernel's checkpoint is three events (block_ops start and finish, the finish): the
+/// totals, the window and the device row count it once, as the kernel's CP count does.
+#[test]
+fn a_checkpoint_counts_once_at_its_finish() {
+    use tracer_common::{
+        CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS,
+    };
+    let mut model = model();
+    for (i, phase) in [
+        CP_PHASE_START_BLOCK_OPS,
+        CP_PHASE_FINISH_BLOCK_OPS,
+        CP_PHASE_FINISH_CHECKPOINT,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        model.ingest(
+            &Event::new(EventKind::Checkpoint, i as u64 * 1000)
+                .task(7)
+                .queue(phase),
+        );
+    }
+    model.advance_to(SECOND);
+    let window = &model.take_closed()[0];
+    assert_eq!(model.totals().checkpoints, 1);
+    assert_eq!(window.activity.checkpoints, 1);
+    let devices: u64 = window.devices.values().map(|d| d.checkpoints).sum();
+    assert_eq!(devices, 1);
+}
