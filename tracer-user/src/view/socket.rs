@@ -218,19 +218,22 @@ impl SocketSink {
 
 impl Sink for SocketSink {
     fn refresh(&mut self, at: &Refresh) -> Result<Flow> {
+        if self.server.client_count() == 0 {
+            // Nobody to tell: nothing is encoded (a client that connects later gets the
+            // decisions pane in its first snapshot).
+            return Ok(Flow::Continue);
+        }
         for line in at.new_lines {
             self.server.publish(&Message::Decision {
                 line: line.text.clone(),
             })?;
         }
         self.publish_windows(at.closed, at.pipeline.origin_ns())?;
-        if self.server.client_count() > 0 {
-            let snapshot = Snapshot::capture(at.pipeline.model(), &self.info)
-                .with_control(at.tuning_mode.clone(), at.pane.lines());
-            self.server.publish(&Message::Snapshot {
-                snapshot: Box::new(snapshot),
-            })?;
-        }
+        let snapshot = Snapshot::capture(at.pipeline.model(), &self.info)
+            .with_control(at.tuning_mode.clone(), at.pane.lines());
+        self.server.publish(&Message::Snapshot {
+            snapshot: Box::new(snapshot),
+        })?;
         Ok(Flow::Continue)
     }
 
