@@ -166,6 +166,11 @@ pub const RESTORE_FAIL_REASONS: [(u8, &str); 7] = [
 pub const SECOND_CHANCE_BY_WORKER: u8 = 1;
 pub const SECOND_CHANCE_BY_SHRINKER: u8 = 2;
 pub const SECOND_CHANCE_BY_RACE: u8 = 3;
+pub const SECOND_CHANCE_REASONS: [(u8, &str); 3] = [
+    (SECOND_CHANCE_BY_WORKER, "worker"),
+    (SECOND_CHANCE_BY_SHRINKER, "shrinker"),
+    (SECOND_CHANCE_BY_RACE, "race"),
+];
 
 /// `Event::queue` for `Checkpoint`: the phase, as newer kernels number it. 6.1 kernels carry a
 /// message string instead; the tracer maps it to the same numbers.

@@ -125,6 +125,15 @@ mod tests {
         assert_eq!(spec(XFORM_NEG).apply((-4i64) as u64), 4);
         assert_eq!(spec(XFORM_BOOL).apply(7), 1);
         assert_eq!(spec(XFORM_NONE).apply(7), 7);
+        // A kernel enum numbered 0, 1, 2 onto codes 1, 2, 3; 7 onto 15; the rest unknown.
+        let codes = ValueSpec {
+            transform: XFORM_CODES,
+            codes: 0x1 | 0x2 << 4 | 0x3 << 8 | 0xf << 28,
+            ..ValueSpec::default()
+        };
+        let mapped: [u64; 10] = core::array::from_fn(|raw| codes.apply(raw as u64));
+        assert_eq!(mapped, [1, 2, 3, 0, 0, 0, 0, 15, 0, 0]);
+        assert_eq!(codes.apply(u64::MAX), 0);
     }
 
     #[test]

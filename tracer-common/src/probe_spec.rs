@@ -36,6 +36,8 @@ pub struct ValueSpec {
     pub transform: u8,
     /// Byte offset for `VALUE_MEM`; the value itself for `VALUE_CONST`.
     pub offset: u32,
+    /// `XFORM_CODES`' table: the code for raw value i in bits 4i..4i+3 (raw 0..7).
+    pub codes: u32,
 }
 
 pub const VALUE_NONE: u8 = 0;
@@ -52,6 +54,12 @@ pub const XFORM_SLOT_QUEUE: u8 = 1;
 pub const XFORM_NEG: u8 = 2;
 /// Any non-zero value to 1.
 pub const XFORM_BOOL: u8 = 3;
+/// A kernel's own numbering (an enum's values) to nodescope's codes, by `ValueSpec::codes`:
+/// raw values 0..7 map through the table, anything else to 0 (no known code).
+pub const XFORM_CODES: u8 = 4;
+/// Raw values `XFORM_CODES` can map, and the largest code it can map one to.
+pub const CODES_RAW_VALUES: u32 = 8;
+pub const CODES_MAX_CODE: u8 = 15;
 
 pub const SPEC_FIELD_DEV: usize = 0;
 pub const SPEC_FIELD_NID: usize = 1;
@@ -83,6 +91,10 @@ impl ValueSpec {
             },
             XFORM_NEG => (raw as i64).wrapping_neg() as u64,
             XFORM_BOOL => (raw != 0) as u64,
+            XFORM_CODES if raw < CODES_RAW_VALUES as u64 => {
+                u64::from((self.codes >> (raw as u32 * 4)) & 0xf)
+            }
+            XFORM_CODES => 0,
             _ => raw,
         }
     }

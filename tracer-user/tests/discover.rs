@@ -146,7 +146,7 @@ kind = "second_chance"
 symbol = "f2fs_node_cache_clear_referenced"   # f2fs_node_cache_clear_referenced(sbi, entry, by)
 nid = "mem(arg1+16):u32"
 queue = "mem(arg1+28):u8"
-reason = "arg2""#;
+reason = "arg2|codes(0=1,1=2,2=3)""#;
 
 #[test]
 fn discover_maps_every_kind_and_field_of_the_split_btf_fixture() {

@@ -46,6 +46,33 @@ impl PerQueue {
     }
 }
 
+/// One count per reason code (index = the code, `RESTORE_FAIL_*` or `SECOND_CHANCE_BY_*`; 0
+/// counts events whose reason this build does not know).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerReason(pub [u64; 8]);
+
+impl PerReason {
+    fn count(&mut self, code: Option<u8>) {
+        let index = code.map_or(0, usize::from);
+        if let Some(slot) = self.0.get_mut(index) {
+            *slot += 1;
+        } else {
+            self.0[0] += 1;
+        }
+    }
+
+    /// The count of a reason code (0: the unknown ones).
+    pub fn get(&self, code: u8) -> u64 {
+        self.0.get(usize::from(code)).copied().unwrap_or(0)
+    }
+
+    fn add(&mut self, other: &PerReason) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
+}
+
 /// Everything the model counts from events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -56,12 +83,18 @@ pub struct Counters {
     /// Compressed entries restored: node reads avoided.
     pub restores: u64,
     pub restore_fails: u64,
+    /// `restore_fails` by validation step.
+    #[serde(default)]
+    pub restore_fail_reasons: PerReason,
     pub restore_nomem: u64,
     pub conversions: u64,
     pub convert_rejects: u64,
     pub convert_aborts: u64,
     pub reclaims: PerQueue,
     pub second_chances: PerQueue,
+    /// `second_chances` by the path that gave them.
+    #[serde(default)]
+    pub second_chance_reasons: PerReason,
     /// Events lost before they reached us.
     pub lost: u64,
 }
@@ -82,13 +115,19 @@ impl Counters {
             } => self.checkpoints += 1,
             Decoded::Checkpoint { .. } => {}
             Decoded::Restore { .. } => self.restores += 1,
-            Decoded::RestoreFail { .. } => self.restore_fails += 1,
+            Decoded::RestoreFail { reason, .. } => {
+                self.restore_fails += 1;
+                self.restore_fail_reasons.count(reason.map(|r| r.code()));
+            }
             Decoded::RestoreNomem { .. } => self.restore_nomem += 1,
             Decoded::Convert { .. } => self.conversions += 1,
             Decoded::ConvertReject { .. } => self.convert_rejects += 1,
             Decoded::ConvertAbort { .. } => self.convert_aborts += 1,
             Decoded::Reclaim { queue, .. } => *self.reclaims.get_mut(queue) += 1,
-            Decoded::SecondChance { queue, .. } => *self.second_chances.get_mut(queue) += 1,
+            Decoded::SecondChance { queue, by, .. } => {
+                *self.second_chances.get_mut(queue) += 1;
+                self.second_chance_reasons.count(by.map(|b| b.code()));
+            }
             Decoded::Lost { count } => self.lost += u64::from(count),
             // Access traces are what `whatif` replays; the live tables do not count them yet.
             Decoded::Hello | Decoded::NodeAccess { .. } | Decoded::NodeEvict { .. } => {}
@@ -132,17 +171,69 @@ impl Counters {
         self.checkpoints += other.checkpoints;
         self.restores += other.restores;
         self.restore_fails += other.restore_fails;
+        self.restore_fail_reasons.add(&other.restore_fail_reasons);
         self.restore_nomem += other.restore_nomem;
         self.conversions += other.conversions;
         self.convert_rejects += other.convert_rejects;
         self.convert_aborts += other.convert_aborts;
         self.reclaims.add(&other.reclaims);
         self.second_chances.add(&other.second_chances);
+        self.second_chance_reasons.add(&other.second_chance_reasons);
         self.lost += other.lost;
     }
 
     /// Whether anything at all happened.
     pub fn is_empty(&self) -> bool {
         *self == Counters::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracer_common::{
+        Event, EventKind, QUEUE_256, QUEUE_RAW, RESTORE_FAIL_CRC, SECOND_CHANCE_BY_RACE,
+        SECOND_CHANCE_BY_WORKER,
+    };
+
+    use super::*;
+
+    fn record(counters: &mut Counters, kind: EventKind, queue: u8, reason: u8) {
+        let mut event = Event::new(kind, 1).nid(7).queue(queue);
+        event.reason = reason;
+        counters.record(&event.decode());
+    }
+
+    #[test]
+    fn reasons_are_counted_per_code_and_unknown_codes_apart() {
+        let mut c = Counters::default();
+        record(
+            &mut c,
+            EventKind::SecondChance,
+            QUEUE_RAW,
+            SECOND_CHANCE_BY_WORKER,
+        );
+        record(
+            &mut c,
+            EventKind::SecondChance,
+            QUEUE_256,
+            SECOND_CHANCE_BY_RACE,
+        );
+        record(
+            &mut c,
+            EventKind::SecondChance,
+            QUEUE_RAW,
+            SECOND_CHANCE_BY_RACE,
+        );
+        record(&mut c, EventKind::SecondChance, QUEUE_RAW, 0);
+        record(&mut c, EventKind::SecondChance, QUEUE_RAW, 200);
+        record(&mut c, EventKind::RestoreFail, QUEUE_256, RESTORE_FAIL_CRC);
+        assert_eq!(c.second_chances.total(), 5);
+        assert_eq!(c.second_chance_reasons.0, [2, 1, 0, 2, 0, 0, 0, 0]);
+        assert_eq!(c.restore_fails, 1);
+        assert_eq!(c.restore_fail_reasons.get(RESTORE_FAIL_CRC), 1);
+        let mut sum = c;
+        sum.add(&c);
+        assert_eq!(sum.second_chance_reasons.get(SECOND_CHANCE_BY_RACE), 4);
+        assert_eq!(sum.restore_fail_reasons.get(RESTORE_FAIL_CRC), 2);
     }
 }

@@ -29,7 +29,7 @@ pub use self::{
     apps::{AppKey, Packages},
     cache::CacheGauges,
     checkpoints::{CheckpointRecord, CheckpointSummary, CheckpointTracker, Written},
-    counters::{Counters, PerQueue},
+    counters::{Counters, PerQueue, PerReason},
     exact::{DeviceCounts, ExactProcess, ExactWindow, KernelCounts},
     rows::{AppRow, Observed, Process, ProcessRow, WindowReport},
 };

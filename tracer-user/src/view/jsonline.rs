@@ -4,7 +4,11 @@
 //! checkpoints are the kernel's exact counts (`model::exact`).
 use serde_json::{json, Value};
 
-use crate::model::{CheckpointSummary, Counters, DeviceCounts, ProcessRow, WindowReport};
+use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
+
+use crate::model::{
+    CheckpointSummary, Counters, DeviceCounts, PerReason, ProcessRow, WindowReport,
+};
 
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
 /// sources); version 2 is one for all; version 3 names the window's length `window_s` (it was
@@ -20,6 +24,7 @@ fn counters(c: &Counters) -> Value {
         "checkpoints": c.checkpoints,
         "restores": c.restores,
         "restore_fails": c.restore_fails,
+        "restore_fail_reasons": reasons(&c.restore_fail_reasons, &RESTORE_FAIL_REASONS),
         "restore_nomem": c.restore_nomem,
         "hit_ratio": c.hit_ratio(),
         "conversions": c.conversions,
@@ -27,7 +32,18 @@ fn counters(c: &Counters) -> Value {
         "convert_aborts": c.convert_aborts,
         "reclaims": c.reclaims,
         "second_chances": c.second_chances,
+        "second_chance_reasons": reasons(&c.second_chance_reasons, &SECOND_CHANCE_REASONS),
     })
+}
+
+/// `{"<reason>": count, ..., "unknown": count}`.
+fn reasons(counts: &PerReason, names: &[(u8, &str)]) -> Value {
+    let mut map = serde_json::Map::new();
+    for &(code, name) in names {
+        map.insert(name.to_string(), counts.get(code).into());
+    }
+    map.insert("unknown".to_string(), counts.get(0).into());
+    Value::Object(map)
 }
 
 fn process(row: &ProcessRow) -> Value {

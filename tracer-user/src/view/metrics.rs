@@ -19,6 +19,7 @@ use tokio::{
     sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore},
     task::JoinHandle,
 };
+use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
 use crate::{
     model::{Counters, Model},
@@ -154,6 +155,30 @@ fn render_device(family: &mut Family, model: &Model, device: &str) {
             &[("device", device), ("queue", queue)],
             value,
         );
+    }
+    for (name, help, counts, names) in [
+        (
+            "nodescope_restore_failures",
+            "Restores whose validation failed (the copy dropped, disk read), per step",
+            &totals.restore_fail_reasons,
+            &RESTORE_FAIL_REASONS[..],
+        ),
+        (
+            "nodescope_second_chances",
+            "REFERENCED entries given a second chance, per path",
+            &totals.second_chance_reasons,
+            &SECOND_CHANCE_REASONS[..],
+        ),
+    ] {
+        family.header(name, "counter", help);
+        let unknown = [(0, "unknown")];
+        for &(code, reason) in names.iter().chain(&unknown) {
+            family.sample(
+                &format!("{name}_total"),
+                &[("device", device), ("reason", reason)],
+                counts.get(code),
+            );
+        }
     }
     family.header(
         "nodescope_events_lost",

@@ -1,7 +1,24 @@
 //! `nodescope report`'s text.
 use std::fmt::Write as _;
 
-use crate::{model::recording::Report, view::checkpoint_table};
+use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
+
+use crate::{
+    model::{recording::Report, PerReason},
+    view::checkpoint_table,
+};
+
+/// `worker 3 shrinker 0 race 1`, with `unknown N` only when there are some.
+fn by_reason(counts: &PerReason, names: &[(u8, &str)]) -> String {
+    let mut words: Vec<String> = names
+        .iter()
+        .map(|&(code, name)| format!("{name} {}", counts.get(code)))
+        .collect();
+    if counts.get(0) > 0 {
+        words.push(format!("unknown {}", counts.get(0)));
+    }
+    words.join(" ")
+}
 
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
@@ -28,6 +45,19 @@ pub fn render(report: &Report) -> String {
         out,
         "reclaims raw {} 256 {} 512 {} 1024 {}",
         r.raw, r.b256, r.b512, r.b1024
+    );
+    let _ = writeln!(
+        out,
+        "restore failures {} ({})  restore nomem {}",
+        t.restore_fails,
+        by_reason(&t.restore_fail_reasons, &RESTORE_FAIL_REASONS),
+        t.restore_nomem
+    );
+    let _ = writeln!(
+        out,
+        "second chances {} ({})",
+        t.second_chances.total(),
+        by_reason(&t.second_chance_reasons, &SECOND_CHANCE_REASONS)
     );
     let m = &report.slot_mix;
     let _ = writeln!(

@@ -65,6 +65,7 @@ for n in 1 2; do
   echo $? > $R/autodiscover_$n.rc
 done
 nodescope probe > $R/autodiscover_probe.txt 2>&1
+cp /run/nodescope/probes-*.toml $R/discovered.toml 2>/dev/null
 mark autodiscover_done
 
 # snap NAME: the module's counters and iostat's node reads now.
@@ -87,6 +88,14 @@ settle() {
 }
 threshold() { echo $1 > $S/node_compress_threshold || fail "threshold $1"; }
 interval() { echo $1 > $S/node_compress_interval || fail "interval $1"; }
+
+# Every event exact (issue 32): one stream, with the probes it discovers, over the three
+# measurements below; its cumulative counts against the module's over the same span (the
+# snaps exact_start and exact_end, taken while the stream runs).
+nodescope stream --json > $R/exact.json 2> $R/exact.err &
+EXACT=$!
+wait_for $EXACT "the exact stream" "grep -q 'nodescope stream: ready' $R/exact.err" 60
+snap exact_start
 
 # 1. Equal node count: the whole file set in the cache, all raw, then compressed.
 threshold 0; interval 100; echo 0 > $D/node_cache_budget
@@ -175,6 +184,14 @@ ls -laR /mnt > $R/ls_mounted.txt 2>&1 || fail "ls -R"
 md5sum -c /sums.md5 > $R/md5_mounted.txt 2>&1 && echo ok > $R/files_mounted.txt || echo bad > $R/files_mounted.txt
 snap faults_done
 mark faults_done
+# The exact stream's span ends: the worker off and a pass's time to finish, so that nothing
+# happens between the last snap and the stream's stop.
+threshold 0
+sleep 2
+snap exact_end
+kill -TERM $EXACT
+wait $EXACT
+echo $? > $R/exact.rc
 
 # 4. Unmount, fsck, remount, and the checksums once more, from disk.
 threshold 0

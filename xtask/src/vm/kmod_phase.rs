@@ -13,6 +13,7 @@ use anyhow::{bail, Context as _, Result};
 use super::{initramfs, kernel, qemu, NDIRS, NFILES};
 use crate::util;
 
+mod exact;
 mod verdict;
 
 use verdict::verdict;

@@ -14,6 +14,7 @@
 //! nid = "arg1"              # argN (0..5), ret, a number, or mem(argN+OFFSET):u8|u16|u32|u64
 //! len = "arg2"
 //! queue = "arg3|slot_queue" # transforms: |slot_queue (256/512/1024 -> queue), |neg, |bool
+//! reason = "arg2|codes(0=1,1=2,2=3)"  # the kernel's numbering (0..7) -> nodescope's codes
 //! ```
 //! Fields: dev, nid, len, queue, reason, readahead. An invalid probe is reported with its line
 //! and skipped; the others still attach.
@@ -23,10 +24,10 @@ use anyhow::{Context as _, Result};
 use serde::Deserialize;
 use toml::Spanned;
 use tracer_common::{
-    EventKind, ProbeSpec, ValueSpec, RET_FILTER_EQ, RET_FILTER_GE, RET_FILTER_LT, RET_FILTER_NE,
-    SPEC_FIELD_DEV, SPEC_FIELD_LEN, SPEC_FIELD_NID, SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD,
-    SPEC_FIELD_REASON, VALUE_ARG, VALUE_CONST, VALUE_MEM, VALUE_RET, XFORM_BOOL, XFORM_NEG,
-    XFORM_NONE, XFORM_SLOT_QUEUE,
+    EventKind, ProbeSpec, ValueSpec, CODES_MAX_CODE, CODES_RAW_VALUES, RET_FILTER_EQ,
+    RET_FILTER_GE, RET_FILTER_LT, RET_FILTER_NE, SPEC_FIELD_DEV, SPEC_FIELD_LEN, SPEC_FIELD_NID,
+    SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD, SPEC_FIELD_REASON, VALUE_ARG, VALUE_CONST, VALUE_MEM,
+    VALUE_RET, XFORM_BOOL, XFORM_CODES, XFORM_NEG, XFORM_NONE, XFORM_SLOT_QUEUE,
 };
 
 /// The shipped manifest for a patched kernel: best guesses at the RFC's function names.
@@ -299,9 +300,9 @@ fn build_spec(
 
 /// `argN`, `ret`, a number, or `mem(argN+OFFSET):SIZE`, optionally followed by `|transform`.
 pub fn parse_value(text: &str, at: At) -> Result<ValueSpec, String> {
-    let (source, transform) = match text.split_once('|') {
+    let (source, (transform, codes)) = match text.split_once('|') {
         Some((source, transform)) => (source.trim(), parse_transform(transform.trim())?),
-        None => (text.trim(), XFORM_NONE),
+        None => (text.trim(), (XFORM_NONE, 0)),
     };
     let mut spec = if let Some(index) = source.strip_prefix("arg") {
         ValueSpec {
@@ -327,18 +328,53 @@ pub fn parse_value(text: &str, at: At) -> Result<ValueSpec, String> {
         }
     };
     spec.transform = transform;
+    spec.codes = codes;
     Ok(spec)
 }
 
-fn parse_transform(name: &str) -> Result<u8, String> {
+/// A transform and, for `codes(...)`, its table.
+fn parse_transform(name: &str) -> Result<(u8, u32), String> {
     match name {
-        "slot_queue" => Ok(XFORM_SLOT_QUEUE),
-        "neg" => Ok(XFORM_NEG),
-        "bool" => Ok(XFORM_BOOL),
-        other => Err(format!(
-            "unknown transform {other:?}; known: slot_queue, neg, bool"
-        )),
+        "slot_queue" => Ok((XFORM_SLOT_QUEUE, 0)),
+        "neg" => Ok((XFORM_NEG, 0)),
+        "bool" => Ok((XFORM_BOOL, 0)),
+        other => match other
+            .strip_prefix("codes(")
+            .and_then(|t| t.strip_suffix(')'))
+        {
+            Some(pairs) => Ok((XFORM_CODES, parse_codes(pairs)?)),
+            None => Err(format!(
+                "unknown transform {other:?}; known: slot_queue, neg, bool, codes(RAW=CODE,...)"
+            )),
+        },
     }
+}
+
+/// `0=1,1=2,2=3`: raw values 0..7, each once, to codes 0..15 (`XFORM_CODES`' table).
+fn parse_codes(pairs: &str) -> Result<u32, String> {
+    let usage = || {
+        format!(
+            "codes(...) maps raw values 0..{} to codes 0..{CODES_MAX_CODE}, each raw value once, \
+             like codes(0=1,1=2); not codes({pairs})",
+            CODES_RAW_VALUES - 1
+        )
+    };
+    let mut table = 0u32;
+    let mut seen = 0u32;
+    for pair in pairs.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (raw, code) = pair.split_once('=').ok_or_else(usage)?;
+        let raw: u32 = raw.trim().parse().map_err(|_| usage())?;
+        let code: u8 = code.trim().parse().map_err(|_| usage())?;
+        if raw >= CODES_RAW_VALUES || code > CODES_MAX_CODE || seen & (1 << raw) != 0 {
+            return Err(usage());
+        }
+        seen |= 1 << raw;
+        table |= u32::from(code) << (raw * 4);
+    }
+    if seen == 0 {
+        return Err(usage());
+    }
+    Ok(table)
 }
 
 fn parse_arg_index(text: &str) -> Result<u8, String> {
@@ -435,6 +471,23 @@ mod tests {
         let ret = parse_value("ret|neg", At::Return).unwrap();
         assert_eq!((ret.source, ret.transform), (VALUE_RET, XFORM_NEG));
         assert!(parse_value("ret", At::Entry).is_err());
+        let codes = parse_value("arg2|codes(0=1, 1=2,2=3)", At::Entry).unwrap();
+        assert_eq!((codes.transform, codes.codes), (XFORM_CODES, 0x321));
+        assert_eq!(
+            (0..4).map(|raw| codes.apply(raw)).collect::<Vec<_>>(),
+            [1, 2, 3, 0]
+        );
+        for bad in [
+            "codes()",
+            "codes(8=1)",
+            "codes(0=16)",
+            "codes(0=1,0=2)",
+            "codes(0:1)",
+            "codes(0=1",
+        ] {
+            let err = parse_value(&format!("arg2|{bad}"), At::Entry).unwrap_err();
+            assert!(err.contains("codes"), "{bad}: {err}");
+        }
         assert!(parse_value("arg6", At::Entry)
             .unwrap_err()
             .contains("bad argument index"));

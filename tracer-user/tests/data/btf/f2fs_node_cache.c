@@ -110,11 +110,25 @@ unsigned long f2fs_node_cache_reclaim_entry(struct f2fs_sb_info *sbi,
 	return (unsigned long)sbi->node_cache_slab[queue] + entry->slot_size;
 }
 
+/* A shrinker batch: named for reclaim, but no entry, nid or page: never the reclaim probe. */
+unsigned long f2fs_node_cache_reclaim_batch(struct f2fs_sb_info *sbi, unsigned long nr_to_scan)
+{
+	return nr_to_scan + (sbi->sb != 0);
+}
+
+/* Numbered from 0, as the reference module numbers it; nodescope's codes start at 1. */
+enum node_cache_chance {
+	NC_CHANCE_WORKER,
+	NC_CHANCE_SHRINKER,
+	NC_CHANCE_RACE,
+	NC_CHANCE_MAX,
+};
+
 int f2fs_node_cache_clear_referenced(struct f2fs_sb_info *sbi, struct node_cache_entry *entry,
-				     int by)
+				     enum node_cache_chance by)
 {
 	entry->referenced = 0;
-	return by + (sbi->sb != 0);
+	return (int)by + (sbi->sb != 0);
 }
 
 /* Not the entry type, though it has crc, slot and len members: no F2FS function takes it. */

@@ -48,7 +48,7 @@ impl Counters {
         )
     }
 
-    fn read(dir: &Path, phase: &str) -> Result<Counters> {
+    pub(super) fn read(dir: &Path, phase: &str) -> Result<Counters> {
         let path = dir.join(format!("nc_{phase}.txt"));
         let text = fs::read_to_string(&path)
             .with_context(|| format!("the guest left no {}", path.display()))?;
@@ -96,6 +96,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     }
     knob_checks(dir, &mut problems);
     startup_discovery_checks(dir, &mut problems, &mut lines);
+    let exact = super::exact::exact_checks(dir, &mut problems, &mut lines);
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
     let last = Counters::read(dir, "faults_done")?;
@@ -141,13 +142,17 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let pass = problems.is_empty();
     let final_line = format!(
         "kmod {label} conversions={} rejects={} aborts={} restores={} restore_fails={fails} \
-         nomem={} reclaims={} second_chances={second_chances} fsck={} files={} {}",
+         nomem={} reclaims={} second_chances={second_chances} exact={}/{} drops={} fsck={} \
+         files={} {}",
         last.get("conversions"),
         last.get("convert_rejects"),
         last.get("convert_aborts"),
         last.get("restores"),
         last.get("restore_nomem"),
         last.get("reclaims"),
+        exact.equal,
+        exact.checks,
+        exact.drops,
         if fsck_clean { "clean" } else { "dirty" },
         if files_ok { "ok" } else { "bad" },
         if pass { "PASS" } else { "FAIL" }
@@ -160,9 +165,10 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
 }
 
 /// Kinds `probe --discover` maps on this module from its BTF and kallsyms (of the nine): node
-/// read, the conversion pass, restore, the reclaim batch and second chance (README, "Patched
-/// kernels"). Fewer is a regression of the rules.
-const DISCOVERED_KINDS_AT_LEAST: u64 = 5;
+/// read, restore and second chance, the three with a function called once per event (README,
+/// "Discovering the RFC's functions"; the conversion pass and the reclaim batch are reported,
+/// not probed). Fewer is a regression of the rules.
+const DISCOVERED_KINDS_AT_LEAST: u64 = 3;
 
 /// Start-up discovery: the first `stream` without `--probes` discovers and caches the RFC's
 /// probes and says so, the second reads the cache, and `probe` names where they came from.

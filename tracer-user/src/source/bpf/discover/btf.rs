@@ -38,10 +38,11 @@ impl BtfFiles {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
     /// An integer (or enum, or bool) of `size` bytes; `typedefs` names the typedefs on the way
-    /// (`nid_t`, `u32`), outermost first.
+    /// (`nid_t`, `u32`), outermost first; an enum's `enumerators` are its (name, value) pairs.
     Int {
         size: u32,
         typedefs: Vec<String>,
+        enumerators: Vec<(String, u32)>,
     },
     /// A pointer to a struct or union of that name (None: to something else).
     Ptr(Option<String>),
@@ -55,6 +56,14 @@ impl Shape {
 
     pub fn is_int(&self) -> bool {
         matches!(self, Shape::Int { .. })
+    }
+
+    /// An enum's (name, value) pairs; empty for anything else.
+    pub fn enumerators(&self) -> &[(String, u32)] {
+        match self {
+            Shape::Int { enumerators, .. } => enumerators,
+            _ => &[],
+        }
     }
 
     pub fn points_to(&self, name: &str) -> bool {
@@ -174,9 +183,9 @@ impl KernelBtf {
         }))
     }
 
-    /// Names of F2FS's structs whose members match `wanted` (each a word some member name
-    /// contains).
-    pub fn structs_with(&self, wanted: &[&str]) -> Result<Vec<String>> {
+    /// Names of F2FS's structs whose members match `wanted`: for each group, some member name
+    /// contains one of its words.
+    pub fn structs_with(&self, wanted: &[&[&str]]) -> Result<Vec<String>> {
         let mut names = Vec::new();
         for ty in self.own_types()? {
             let Type::Struct(st) = ty else { continue };
@@ -185,7 +194,8 @@ impl KernelBtf {
                 .iter()
                 .filter_map(|m| self.btf.resolve_name(m).ok())
                 .collect();
-            if wanted.iter().all(|w| members.iter().any(|m| m.contains(w))) {
+            let has = |words: &[&str]| members.iter().any(|m| words.iter().any(|w| m.contains(w)));
+            if wanted.iter().all(|words| has(words)) {
                 names.push(self.btf.resolve_name(&st).unwrap_or_default());
             }
         }
@@ -254,13 +264,20 @@ impl KernelBtf {
                     return Shape::Int {
                         size: int.size() as u32,
                         typedefs,
+                        enumerators: Vec::new(),
                     }
                 }
                 Type::Enum(e) => {
+                    let enumerators = e
+                        .members
+                        .iter()
+                        .map(|m| (self.btf.resolve_name(m).unwrap_or_default(), m.val()))
+                        .collect();
                     return Shape::Int {
                         size: e.size() as u32,
                         typedefs,
-                    }
+                        enumerators,
+                    };
                 }
                 Type::Ptr(ptr) => return Shape::Ptr(self.pointee_struct(ptr)),
                 _ => return Shape::Other,

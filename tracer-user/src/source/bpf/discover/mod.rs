@@ -119,16 +119,18 @@ fn with_btf(files: &BtfFiles, kallsyms_name: &str, symbols: &Kallsyms) -> Result
     let kinds = PROBE_KINDS
         .iter()
         .map(|&kind| {
-            let candidates = if kind == EventKind::NodeRead {
-                by_names(&rules::NODE_READ_FUNCTIONS)
-            } else {
-                functions
-                    .iter()
-                    .filter(in_scope)
-                    .filter(|f| rules::rfc_kind_of(&f.name) == Some(kind))
-                    .collect()
-            };
-            (kind, found(kind, candidates))
+            if kind == EventKind::NodeRead {
+                return (kind, found(kind, by_names(&rules::NODE_READ_FUNCTIONS)));
+            }
+            let (one_event, passes): (Vec<&Function>, Vec<&Function>) = functions
+                .iter()
+                .filter(in_scope)
+                .filter(|f| rules::rfc_kind_of(&f.name) == Some(kind))
+                .partition(|f| rules::concerns_one_entry(f, entry.as_deref()));
+            if one_event.is_empty() && !passes.is_empty() {
+                return (kind, Outcome::Missing(not_one_event(&passes)));
+            }
+            (kind, found(kind, one_event))
         })
         .collect();
     // The lookup: the first of the known names this kernel can probe.
@@ -194,6 +196,16 @@ fn describe_struct(btf: &KernelBtf, name: &str) -> String {
 }
 
 /// One candidate makes a probe; none or several do not (several are listed).
+/// Why functions named for a kind are not its probe: each handles many entries at once.
+fn not_one_event(passes: &[&Function]) -> String {
+    let signatures: Vec<String> = passes.iter().map(|f| f.signature()).collect();
+    format!(
+        "{} named for it, but takes no node-cache entry, nid or node page: a pass over many \
+         entries, whose calls are not its events",
+        signatures.join(", ")
+    )
+}
+
 fn pick(
     kind: EventKind,
     candidates: Vec<&Function>,

@@ -14,22 +14,29 @@
 //!   with `fail`/`invalid`/`corrupt` -> restore_fail, else restore; `compress` (not
 //!   `decompress`) with `reject` -> convert_reject, with `abort`/`discard`/`cancel` ->
 //!   convert_abort, else convert; `reclaim` -> reclaim.
-//! - The entry type: a struct with members naming `crc`, `slot` and `len` (the cover letter's
-//!   CRC, private-slab slot size, payload length) that an `f2fs*` or `*node_cache*` function
-//!   takes a pointer to. Two such structs: none is used, both are listed.
+//! - One event per call: a function named for a kind must take the entry type, a nid or a
+//!   node page; one that takes none (a pass, a shrinker batch) is reported, never probed.
+//! - The entry type: a struct with members naming `crc`, `len` and `slot` or `alloc` (the
+//!   cover letter's CRC, payload length, private-slab allocation size) that an `f2fs*` or
+//!   `*node_cache*` function takes a pointer to. Two such structs: none is used, both are
+//!   listed.
 //!
 //! Values, first rule that fits:
 //! - nid: a `nid_t` parameter; a parameter named `nid`; the entry's `nid_t`/`nid` member; for
-//!   node_read the page's or folio's `index` (the node inode maps nid to index; its low 32
-//!   bits, read little-endian).
+//!   node_read and restore the page's or folio's `index` (the node inode maps nid to index;
+//!   its low 32 bits, read little-endian): restore fills the node page of that nid.
 //! - len: an integer parameter whose name has `len`; the entry's `*len*` member.
 //! - queue: a parameter `queue`/`q`/`qid`; a parameter with `slot` (bytes, `|slot_queue`); the
 //!   entry's `queue` member; its `*slot*` member (`|slot_queue`).
-//! - reason: a parameter `reason`/`by`/`why`/`step`/`err`.
+//! - reason: a parameter `reason`/`by`/`why`/`step`/`err`. When it is an enum, its values are
+//!   nodescope's codes only by name: each enumerator ending in a reason's name (`NC_CHANCE_RACE`
+//!   -> race, `NC_FAIL_LZ4_LEN` -> lz4_len) maps to that reason's code, through
+//!   `|codes(RAW=CODE,...)` unless the numbering already agrees; an enum that names none of
+//!   the kind's reasons leaves the reason unmapped.
 //! - readahead: a parameter `ra`/`readahead`/`is_ra` (`|bool`).
 //! - dev: a `dev_t` parameter; otherwise unmapped (sbi->sb->s_dev is two pointers deep).
 //! - Only arguments 0..5 (registers on x86_64 and arm64).
-use tracer_common::EventKind;
+use tracer_common::{EventKind, CODES_RAW_VALUES, RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
 use super::btf::{Function, KernelBtf, Member, Param, Shape};
 
@@ -40,8 +47,10 @@ pub const NODE_LOOKUP_FUNCTIONS: [&str; 4] = [
     "__get_node_page",
     "__get_node_folio",
 ];
-/// Member-name words of the RFC's node-cache entry.
-pub const ENTRY_WORDS: [&str; 3] = ["crc", "slot", "len"];
+/// Member-name words of the RFC's node-cache entry, one group per thing the cover letter says
+/// it keeps: the CRC of the original block, the payload length, the private-slab allocation
+/// (slot) size.
+pub const ENTRY_WORDS: [&[&str]; 3] = [&["crc"], &["len"], &["slot", "alloc"]];
 
 /// The fields each kind's events carry (as the simulator's manifest maps them).
 pub fn fields_of(kind: EventKind) -> &'static [&'static str] {
@@ -87,6 +96,20 @@ pub fn rfc_kind_of(name: &str) -> Option<EventKind> {
     }
 }
 
+/// Whether a function concerns one entry, so that each call is one event: it takes the entry
+/// type, a nid or a node page. A function named for a kind that takes none of them is a pass
+/// or a batch (`node_cache_compress_pass(nc, threshold)`), and counting its calls as events
+/// would be wrong.
+pub fn concerns_one_entry(function: &Function, entry: Option<&str>) -> bool {
+    function.params.iter().any(|p| {
+        entry.is_some_and(|e| p.shape.points_to(e))
+            || p.shape.has_typedef("nid_t")
+            || (p.shape.is_int() && p.name == "nid")
+            || p.shape.points_to("page")
+            || p.shape.points_to("folio")
+    })
+}
+
 /// A value as the manifest writes it, or why there is none.
 pub type Mapping = Result<String, String>;
 
@@ -105,13 +128,7 @@ impl Context<'_> {
             "nid" => self.nid(),
             "len" => self.len(),
             "queue" => self.queue(),
-            "reason" => self
-                .param(|p| {
-                    p.shape.is_int()
-                        && ["reason", "by", "why", "step", "err"].contains(&p.name.as_str())
-                })
-                .map(|(i, _)| arg(i))
-                .unwrap_or_else(|| Err("no reason/by parameter".into())),
+            "reason" => self.reason(),
             "readahead" => self.readahead(),
             "dev" => self
                 .param(|p| p.shape.has_typedef("dev_t"))
@@ -124,6 +141,29 @@ impl Context<'_> {
                 }),
             other => Err(format!("no rule for {other}")),
         }
+    }
+
+    fn reason(&self) -> Mapping {
+        let (index, param) = self
+            .param(|p| {
+                p.shape.is_int()
+                    && ["reason", "by", "why", "step", "err"].contains(&p.name.as_str())
+            })
+            .ok_or("no reason/by parameter")?;
+        let source = arg(index)?;
+        let enumerators = param.shape.enumerators();
+        if enumerators.is_empty() {
+            return Ok(source);
+        }
+        let table = reason_codes(self.kind, enumerators)?;
+        if table.iter().all(|&(raw, code)| raw == u32::from(code)) {
+            return Ok(source);
+        }
+        let pairs: Vec<String> = table
+            .iter()
+            .map(|(raw, code)| format!("{raw}={code}"))
+            .collect();
+        Ok(format!("{source}|codes({})", pairs.join(",")))
     }
 
     fn param(&self, test: impl Fn(&Param) -> bool) -> Option<(usize, &Param)> {
@@ -159,10 +199,11 @@ impl Context<'_> {
         {
             return found;
         }
-        if self.kind == EventKind::NodeRead {
+        if matches!(self.kind, EventKind::NodeRead | EventKind::Restore) {
             if let Some(found) = self.page_index() {
                 return found;
             }
+            return Err("no nid_t or nid parameter, node-cache entry or node page".into());
         }
         Err("no nid_t or nid parameter, and no node-cache entry parameter".into())
     }
@@ -225,6 +266,48 @@ impl Context<'_> {
         }
         Err("no readahead parameter".into())
     }
+}
+
+/// The reasons a kind's events carry: (code, name).
+fn reasons_of(kind: EventKind) -> &'static [(u8, &'static str)] {
+    match kind {
+        EventKind::RestoreFail => &RESTORE_FAIL_REASONS,
+        EventKind::SecondChance => &SECOND_CHANCE_REASONS,
+        _ => &[],
+    }
+}
+
+/// (raw value, code) for each enumerator that names one of the kind's reasons, by the longest
+/// reason name it ends in (`_PAYLOAD_LEN` before a shorter name).
+fn reason_codes(kind: EventKind, enumerators: &[(String, u32)]) -> Result<Vec<(u32, u8)>, String> {
+    let reasons = reasons_of(kind);
+    let mut table = Vec::new();
+    for (name, raw) in enumerators {
+        let lower = name.to_ascii_lowercase();
+        let named = reasons
+            .iter()
+            .filter(|(_, reason)| lower == *reason || lower.ends_with(&format!("_{reason}")))
+            .max_by_key(|(_, reason)| reason.len());
+        let Some(&(code, _)) = named else { continue };
+        if *raw >= CODES_RAW_VALUES {
+            return Err(format!(
+                "enumerator {name} = {raw}: codes() maps the values 0..{} only",
+                CODES_RAW_VALUES - 1
+            ));
+        }
+        table.push((*raw, code));
+    }
+    if table.is_empty() {
+        let names: Vec<&str> = enumerators.iter().map(|(n, _)| n.as_str()).collect();
+        let wanted: Vec<&str> = reasons.iter().map(|(_, r)| *r).collect();
+        return Err(format!(
+            "the reason is an enum ({}) naming none of {}: its numbering would be a guess",
+            names.join(", "),
+            wanted.join(", ")
+        ));
+    }
+    table.sort_unstable();
+    Ok(table)
 }
 
 fn arg(index: usize) -> Mapping {
@@ -290,5 +373,55 @@ mod tests {
         ] {
             assert_eq!(rfc_kind_of(name), kind, "{name}");
         }
+    }
+
+    fn enumerators(names: &[&str]) -> Vec<(String, u32)> {
+        names
+            .iter()
+            .zip(0..)
+            .map(|(n, v)| (n.to_string(), v))
+            .collect()
+    }
+
+    #[test]
+    fn reason_enums_map_by_their_names_not_their_numbers() {
+        // The reference module numbers its second chances from 0 and ends with a _MAX.
+        let chance = enumerators(&[
+            "NC_CHANCE_WORKER",
+            "NC_CHANCE_SHRINKER",
+            "NC_CHANCE_RACE",
+            "NC_CHANCE_MAX",
+        ]);
+        assert_eq!(
+            reason_codes(EventKind::SecondChance, &chance).unwrap(),
+            [(0, 1), (1, 2), (2, 3)]
+        );
+        // Another order: race first.
+        let reordered = enumerators(&["BY_RACE", "BY_WORKER", "BY_SHRINKER"]);
+        assert_eq!(
+            reason_codes(EventKind::SecondChance, &reordered).unwrap(),
+            [(0, 3), (1, 1), (2, 2)]
+        );
+        // Restore failures: the longest name wins (payload_len, lz4_len), NONE maps to nothing.
+        let fail = enumerators(&[
+            "NC_FAIL_NONE",
+            "NC_FAIL_SLOT_SIZE",
+            "NC_FAIL_PAYLOAD_LEN",
+            "NC_FAIL_LZ4_LEN",
+            "NC_FAIL_CRC",
+            "NC_FAIL_FOOTER",
+            "NC_FAIL_INODE_CHECKSUM",
+            "NC_FAIL_NODE_TYPE",
+        ]);
+        let table = reason_codes(EventKind::RestoreFail, &fail).unwrap();
+        assert_eq!(table, (1..=7).map(|v| (v, v as u8)).collect::<Vec<_>>());
+        let unknown = enumerators(&["A", "B"]);
+        assert!(reason_codes(EventKind::SecondChance, &unknown)
+            .unwrap_err()
+            .contains("naming none of worker, shrinker, race"));
+        let high = vec![("NC_CHANCE_RACE".to_string(), 9)];
+        assert!(reason_codes(EventKind::SecondChance, &high)
+            .unwrap_err()
+            .contains("0..7 only"));
     }
 }

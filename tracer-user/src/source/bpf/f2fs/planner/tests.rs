@@ -185,6 +185,7 @@ fn int() -> Shape {
     Shape::Int {
         size: 4,
         typedefs: Vec::new(),
+        enumerators: Vec::new(),
     }
 }
 

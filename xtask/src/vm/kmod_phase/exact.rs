@@ -1,0 +1,229 @@
+//! Every event exact (issue 32): `nodescope stream`, with the probes it discovered at start,
+//! ran over the phase's three measurements (kmod.sh, `exact.json`); its cumulative counts
+//! must equal the module's own counters over the same span (`nc_exact_start.txt`,
+//! `nc_exact_end.txt`), for every count of every kind the discovered manifest probes.
+use std::{fs, path::Path};
+
+use super::verdict::Counters;
+use crate::vm::json::Json;
+
+/// One comparison: the stream's count (a path under `cumulative`) and the module's counter.
+struct Check {
+    stream: Vec<&'static str>,
+    module: String,
+}
+
+impl Check {
+    fn new(stream: &[&'static str], module: impl Into<String>) -> Check {
+        Check {
+            stream: stream.to_vec(),
+            module: module.into(),
+        }
+    }
+}
+
+/// Restore failure reasons (the stream's and the module's names agree).
+const FAIL_REASONS: [&str; 7] = [
+    "slot_size",
+    "payload_len",
+    "lz4_len",
+    "crc",
+    "footer",
+    "inode_checksum",
+    "node_type",
+];
+/// (stream's queue name, module's queue name).
+const QUEUES: [(&str, &str); 4] = [
+    ("raw", "raw"),
+    ("b256", "256"),
+    ("b512", "512"),
+    ("b1024", "1024"),
+];
+
+/// The counts a probed kind must get exactly. node_read is not here: the stream counts node
+/// reads from F2FS's tracepoints and iostat, which the VM test proves on its own.
+fn checks_of(kind: &str) -> Vec<Check> {
+    match kind {
+        "convert" => vec![Check::new(&["conversions"], "conversions")],
+        "convert_reject" => vec![Check::new(&["convert_rejects"], "convert_rejects")],
+        "convert_abort" => vec![Check::new(&["convert_aborts"], "convert_aborts")],
+        "restore" => vec![Check::new(&["restores"], "restores")],
+        "restore_nomem" => vec![Check::new(&["restore_nomem"], "restore_nomem")],
+        "restore_fail" => FAIL_REASONS
+            .iter()
+            .map(|r| Check::new(&["restore_fail_reasons", r], format!("restore_fail_{r}")))
+            .collect(),
+        "reclaim" => QUEUES
+            .iter()
+            .map(|(ours, theirs)| Check::new(&["reclaims", ours], format!("reclaim_{theirs}")))
+            .collect(),
+        "second_chance" => ["worker", "shrinker", "race"]
+            .iter()
+            .map(|by| {
+                Check::new(
+                    &["second_chance_reasons", by],
+                    format!("second_chance_{by}"),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The kinds a manifest probes (`kind = "..."` lines).
+fn probed_kinds(manifest: &str) -> Vec<String> {
+    manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("kind = \"")?.strip_suffix('"'))
+        .map(str::to_string)
+        .collect()
+}
+
+pub(super) struct Exact {
+    /// Counts compared, and how many were equal.
+    pub checks: usize,
+    pub equal: usize,
+    pub drops: u64,
+}
+
+/// Compare, pushing a line per count and a problem per difference.
+pub(super) fn exact_checks(
+    dir: &Path,
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) -> Exact {
+    let mut exact = Exact {
+        checks: 0,
+        equal: 0,
+        drops: 0,
+    };
+    let manifest = fs::read_to_string(dir.join("discovered.toml")).unwrap_or_default();
+    let stream = fs::read_to_string(dir.join("exact.json")).unwrap_or_default();
+    let (start, end) = match (
+        Counters::read(dir, "exact_start"),
+        Counters::read(dir, "exact_end"),
+    ) {
+        (Ok(start), Ok(end)) => (start, end),
+        (Err(err), _) | (_, Err(err)) => {
+            problems.push(format!("exact: {err:#}"));
+            return exact;
+        }
+    };
+    let windows: Vec<Json> = stream.lines().filter_map(|l| Json::parse(l).ok()).collect();
+    let Some(last) = windows.last() else {
+        problems.push("exact: the stream printed no window (exact.json, exact.err)".into());
+        return exact;
+    };
+    exact.drops = windows.iter().map(|w| w.get("drops").u64()).sum();
+    if exact.drops > 0 {
+        problems.push(format!("exact: the stream lost {} events", exact.drops));
+    }
+    let rc = fs::read_to_string(dir.join("exact.rc")).unwrap_or_default();
+    if rc.trim() != "0" {
+        problems.push(format!("exact: the stream exited {:?}", rc.trim()));
+    }
+    let cumulative = last.get("cumulative");
+    let kinds = probed_kinds(&manifest);
+    for kind in &kinds {
+        for check in checks_of(kind) {
+            let ours = check
+                .stream
+                .iter()
+                .fold(cumulative, |value, key| value.get(key))
+                .u64();
+            let theirs = end.delta(&start, &check.module);
+            exact.checks += 1;
+            let verdict = if ours == theirs {
+                exact.equal += 1;
+                "ok"
+            } else {
+                problems.push(format!(
+                    "exact: {kind} {}: nodescope {ours}, the module {theirs}",
+                    check.module
+                ));
+                "DIFFERS"
+            };
+            lines.push(format!(
+                "  exact {kind:<13} {:<28} nodescope {ours:>8}  module {theirs:>8}  {verdict}",
+                check.module
+            ));
+        }
+    }
+    let unknown = cumulative.get("second_chance_reasons").get("unknown").u64()
+        + cumulative.get("restore_fail_reasons").get("unknown").u64();
+    if unknown > 0 {
+        problems.push(format!(
+            "exact: {unknown} events with a reason nodescope does not know"
+        ));
+    }
+    if exact.checks == 0 {
+        problems.push(format!(
+            "exact: no count to compare (probed kinds: {kinds:?}; discovered.toml)"
+        ));
+    }
+    exact
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probed_kinds_decide_the_checks() {
+        let manifest = "target = \"kernel\"\n\n[[probe]]\nkind = \"restore\"\n\
+                        symbol = \"f\"\n\n[[probe]]\nkind = \"second_chance\"\n";
+        let kinds = probed_kinds(manifest);
+        assert_eq!(kinds, ["restore", "second_chance"]);
+        let modules: Vec<String> = kinds
+            .iter()
+            .flat_map(|k| checks_of(k))
+            .map(|c| c.module)
+            .collect();
+        assert_eq!(
+            modules,
+            [
+                "restores",
+                "second_chance_worker",
+                "second_chance_shrinker",
+                "second_chance_race"
+            ]
+        );
+        assert_eq!(checks_of("reclaim").len(), 4);
+        assert_eq!(checks_of("restore_fail").len(), 7);
+        assert!(checks_of("node_read").is_empty());
+    }
+
+    #[test]
+    fn equal_counts_pass_and_a_difference_is_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| fs::write(dir.path().join(name), text).unwrap();
+        write("discovered.toml", "[[probe]]\nkind = \"second_chance\"\n");
+        write(
+            "nc_exact_start.txt",
+            "second_chance_worker 10\nsecond_chance_race 1\n",
+        );
+        write(
+            "nc_exact_end.txt",
+            "second_chance_worker 15\nsecond_chance_shrinker 2\nsecond_chance_race 1\n",
+        );
+        write("exact.rc", "0\n");
+        let line = |worker: u64| {
+            format!(
+                "{{\"drops\":0,\"cumulative\":{{\"second_chance_reasons\":\
+                 {{\"worker\":{worker},\"shrinker\":2,\"race\":0,\"unknown\":0}}}}}}\n"
+            )
+        };
+        write("exact.json", &line(5));
+        let (mut problems, mut lines) = (Vec::new(), Vec::new());
+        let exact = exact_checks(dir.path(), &mut problems, &mut lines);
+        assert_eq!((exact.checks, exact.equal, exact.drops), (3, 3, 0));
+        assert!(problems.is_empty(), "{problems:?}");
+        write("exact.json", &line(4));
+        let exact = exact_checks(dir.path(), &mut problems, &mut lines);
+        assert_eq!((exact.checks, exact.equal), (3, 2));
+        assert_eq!(
+            problems,
+            ["exact: second_chance second_chance_worker: nodescope 4, the module 5"]
+        );
+    }
+}
