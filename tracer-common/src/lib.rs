@@ -148,5 +148,10 @@ mod tests {
         assert!(filter(RET_FILTER_LT, 0).accepts_ret(-5));
         assert!(!filter(RET_FILTER_GE, 0).accepts_ret(-1));
         assert!(filter(RET_FILTER_NONE, 0).accepts_ret(-1));
+        assert!(filter(RET_FILTER_TRUE, 0).accepts_ret(1));
+        assert!(
+            !filter(RET_FILTER_TRUE, 0).accepts_ret(0x100),
+            "only the low byte is the bool"
+        );
     }
 }

@@ -75,6 +75,9 @@ pub const RET_FILTER_EQ: u8 = 1;
 pub const RET_FILTER_NE: u8 = 2;
 pub const RET_FILTER_LT: u8 = 3;
 pub const RET_FILTER_GE: u8 = 4;
+/// A bool's truth: its low byte is not 0 (the ABIs return a bool in the low byte of the
+/// return register and leave the rest undefined).
+pub const RET_FILTER_TRUE: u8 = 5;
 
 /// Size of the `RFC_SPECS` and `RFC_COUNTS` maps: every `EventKind` value fits.
 pub const RFC_KIND_SLOTS: u32 = 32;
@@ -109,6 +112,7 @@ impl ProbeSpec {
             RET_FILTER_NE => ret != value,
             RET_FILTER_LT => ret < value,
             RET_FILTER_GE => ret >= value,
+            RET_FILTER_TRUE => ret as u8 != 0,
             _ => true,
         }
     }

@@ -144,6 +144,8 @@ queue = "arg2"
 [[probe]]
 kind = "second_chance"
 symbol = "f2fs_node_cache_clear_referenced"   # f2fs_node_cache_clear_referenced(sbi, entry, by)
+at = "return"
+when = "ret"
 nid = "mem(arg1+16):u32"
 queue = "mem(arg1+28):u8"
 reason = "arg2|codes(0=1,1=2,2=3)""#;

@@ -79,6 +79,12 @@ async fn record(args: RecordArgs) -> Result<()> {
         .map(|d| pipeline.origin_ns() + (d * 1e9) as u64);
     let pipeline = pipeline.until(end_ns);
     let mut recorder = Recorder::create(&args.output, &pipeline, OutputFile::new(args.force))?;
+    // Said once the source is attached: a script may start its workload then.
+    eprintln!(
+        "nodescope record: ready ({}), writing {}",
+        pipeline.info().detail,
+        args.output.display()
+    );
     let mut runner = Runner::new(pipeline, None, RunOptions::stopping());
     // The lines, when asked for, are those `stream --json` prints; a closed stdout stops the
     // run, and the file is still finished.

@@ -1,17 +1,22 @@
 //! `nodescope report FILE`: what a recording says, per app and per device.
-use std::{fmt::Write as _, path::PathBuf};
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::Args;
 use tracer_common::text::escape_controls;
 
 use crate::{
     model::{
-        recording::{build, nid_counts, MAX_NID_PAIRS},
+        comparison::compare,
+        recording::{build, nid_counts, Report, MAX_NID_PAIRS},
         Packages,
     },
     record::reader::{self, Reader},
     view::{
+        compare_text,
         report_text::render,
         stdout::{closed_is_success, print, print_line},
     },
@@ -20,7 +25,13 @@ use crate::{
 #[derive(Args)]
 pub struct ReportArgs {
     /// The recording (from `nodescope record`).
-    file: PathBuf,
+    #[arg(required_unless_present = "compare")]
+    file: Option<PathBuf>,
+    /// Instead of one report: two recordings of the same workload, compression off then on,
+    /// compared as the RFC's cover letter does (retained nodes, attributed memory, node reads,
+    /// restores, the change of each, in total and per app).
+    #[arg(long, num_args = 2, value_names = ["OFF", "ON"], conflicts_with_all = ["file", "nids"])]
+    compare: Option<Vec<PathBuf>>,
     /// One JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -36,35 +47,63 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
-    // Streamed: a recording of any length (or /dev/zero) is read in bounded memory.
-    let reader = reader::open(&args.file)?;
-    if args.nids {
-        return print_nid_counts(reader, &args.file);
+    if let Some(pair) = &args.compare {
+        return print_comparison(&args, &pair[0], &pair[1]);
     }
-    // The packages file's errors name it, not the recording.
-    let packages = Packages::from_file_or(
-        args.packages.as_deref(),
-        reader.header.packages_list.clone(),
-    )?;
-    let report = build(reader, packages);
+    let file = args.file.as_deref().context("a recording to report on")?;
+    // Streamed: a recording of any length (or /dev/zero) is read in bounded memory.
+    let reader = reader::open(file)?;
+    if args.nids {
+        return print_nid_counts(reader, file);
+    }
+    let report = report_of(&args, reader)?;
+    warn_damage(file, &report);
     let printed = if args.json {
         print_line(serde_json::to_string_pretty(&report)?)
     } else {
         // Comms (any process sets its own), host and notes come from the file: escaped.
         print(&escape_controls(&render(&report)))
     };
-    closed_is_success(printed)?;
+    closed_is_success(printed)
+}
+
+fn report_of<R: std::io::Read>(args: &ReportArgs, reader: Reader<R>) -> Result<Report> {
+    // The packages file's errors name it, not the recording.
+    let packages = Packages::from_file_or(
+        args.packages.as_deref(),
+        reader.header.packages_list.clone(),
+    )?;
+    Ok(build(reader, packages))
+}
+
+fn warn_damage(file: &Path, report: &Report) {
     if let Some(damage) = &report.damage {
         eprintln!(
             "warning: {}: {damage}; the report covers what comes before it",
-            args.file.display()
+            file.display()
         );
     }
-    Ok(())
+}
+
+fn print_comparison(args: &ReportArgs, off: &Path, on: &Path) -> Result<()> {
+    let mut reports = Vec::new();
+    for file in [off, on] {
+        let report = report_of(args, reader::open(file)?)?;
+        warn_damage(file, &report);
+        reports.push(report);
+    }
+    let comparison = compare(&reports[0], &reports[1]);
+    let printed = if args.json {
+        print_line(serde_json::to_string_pretty(&comparison)?)
+    } else {
+        // App names come from the files: escaped.
+        print(&escape_controls(&compare_text::render(&comparison)))
+    };
+    closed_is_success(printed)
 }
 
 /// The lines, written as they are made (in chunks): the output is never held whole.
-fn print_nid_counts<R: std::io::Read>(reader: Reader<R>, file: &std::path::Path) -> Result<()> {
+fn print_nid_counts<R: std::io::Read>(reader: Reader<R>, file: &Path) -> Result<()> {
     const CHUNK: usize = 64 * 1024;
     let (found, damage) = nid_counts(reader);
     let mut out = String::with_capacity(CHUNK + 64);

@@ -8,6 +8,7 @@ mod app_tally;
 pub mod apps;
 pub mod cache;
 pub mod checkpoints;
+pub mod comparison;
 pub mod counters;
 pub mod eager;
 pub mod exact;

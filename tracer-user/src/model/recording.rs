@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tracer_common::{CheckpointPhase, Decoded, EventKind};
 
-use super::{checkpoints::CheckpointReport, AppRow, Counters, Model, Packages, PerQueue};
+use super::{
+    checkpoints::CheckpointReport, AppRow, CacheGauges, Counters, Model, Packages, PerQueue,
+};
 use crate::record::{
     reader::{Damage, Item, Reader},
     Header, Note,
@@ -40,6 +42,8 @@ pub struct Report {
     pub apps: Vec<AppRow>,
     /// Conversions by the slot they went into.
     pub slot_mix: PerQueue,
+    /// The cache as the events left it at the end (entries per queue, attributed bytes).
+    pub cache: CacheGauges,
     pub devices: BTreeMap<String, DeviceReport>,
     /// Checkpoint anatomy (issue 19): seed 002's table.
     pub checkpoints: CheckpointReport,
@@ -117,6 +121,7 @@ pub fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages) -> Rep
         totals,
         apps,
         slot_mix,
+        cache: model.cache(),
         devices,
         checkpoints: CheckpointReport::from_tracker(model.checkpoints()),
         notes,

@@ -1,5 +1,6 @@
 //! Views: what a person or a program reads of the model. A view never reaches into a source.
 pub mod checkpoint_table;
+pub mod compare_text;
 pub mod jsonline;
 pub mod lines;
 pub mod metrics;

@@ -123,11 +123,21 @@ for mode in off on; do
   [ $mode = on ] && settle 60
   interval $INTERVAL
   sync; echo 1 > /proc/sys/vm/drop_caches
+  # The replay recorded, for `report --compare` (issue 32): the cover letter's off/on table
+  # from two recordings.
+  nodescope record -o $R/budget_$mode.nsr > /dev/null 2> $R/record_$mode.err &
+  REC=$!
+  wait_for $REC "record $mode" "grep -q 'nodescope record: ready' $R/record_$mode.err" 60
   snap budget_${mode}_before
   sh /replay-manifest
   snap budget_${mode}_after
+  kill -INT $REC
+  wait $REC
+  echo $? > $R/record_$mode.rc
   mark budget_${mode}_done
 done
+nodescope report --compare $R/budget_off.nsr $R/budget_on.nsr > $R/compare.txt 2>&1
+nodescope report --compare $R/budget_off.nsr $R/budget_on.nsr --json > $R/compare.json 2>> $R/compare.txt
 echo 0 > $D/node_cache_budget
 
 # 3. Every failure path. Conversion faults tamper with the block a conversion compresses

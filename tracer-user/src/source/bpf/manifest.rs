@@ -10,7 +10,8 @@
 //!                           # restore_fail restore_nomem reclaim second_chance
 //! symbol = "f2fs_restore_compressed_node"
 //! at = "return"             # "entry" (default) or "return" (adds latency from the entry)
-//! when = "ret == 0"         # return probes: emit only when the test holds (== != < >=)
+//! when = "ret == 0"         # return probes: emit only when the test holds (== != < >=);
+//!                           # "ret" alone: a bool return value is true
 //! nid = "arg1"              # argN (0..5), ret, a number, or mem(argN+OFFSET):u8|u16|u32|u64
 //! len = "arg2"
 //! queue = "arg3|slot_queue" # transforms: |slot_queue (256/512/1024 -> queue), |neg, |bool
@@ -25,9 +26,10 @@ use serde::Deserialize;
 use toml::Spanned;
 use tracer_common::{
     EventKind, ProbeSpec, ValueSpec, CODES_MAX_CODE, CODES_RAW_VALUES, RET_FILTER_EQ,
-    RET_FILTER_GE, RET_FILTER_LT, RET_FILTER_NE, SPEC_FIELD_DEV, SPEC_FIELD_LEN, SPEC_FIELD_NID,
-    SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD, SPEC_FIELD_REASON, VALUE_ARG, VALUE_CONST, VALUE_MEM,
-    VALUE_RET, XFORM_BOOL, XFORM_CODES, XFORM_NEG, XFORM_NONE, XFORM_SLOT_QUEUE,
+    RET_FILTER_GE, RET_FILTER_LT, RET_FILTER_NE, RET_FILTER_TRUE, SPEC_FIELD_DEV, SPEC_FIELD_LEN,
+    SPEC_FIELD_NID, SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD, SPEC_FIELD_REASON, VALUE_ARG,
+    VALUE_CONST, VALUE_MEM, VALUE_RET, XFORM_BOOL, XFORM_CODES, XFORM_NEG, XFORM_NONE,
+    XFORM_SLOT_QUEUE,
 };
 
 /// The shipped manifest for a patched kernel: best guesses at the RFC's function names.
@@ -419,10 +421,16 @@ fn parse_number(text: &str) -> Result<u32, String> {
     parsed.map_err(|_| format!("expected argN, ret, mem(...) or a number, found {text:?}"))
 }
 
-/// `ret == 0`, `ret != 0`, `ret < 0`, `ret >= 0` (any i32 on the right).
+/// `ret == 0`, `ret != 0`, `ret < 0`, `ret >= 0` (any i32 on the right), or `ret` alone: a
+/// bool return value is true (its low byte is not 0).
 fn parse_when(text: &str) -> Result<(u8, i32), String> {
-    let usage = || format!("`when` must look like \"ret == 0\" (== != < >=), not {text:?}");
+    let usage = || {
+        format!("`when` must look like \"ret == 0\" (== != < >=) or \"ret\" (a bool), not {text:?}")
+    };
     let rest = text.trim().strip_prefix("ret").ok_or_else(usage)?.trim();
+    if rest.is_empty() {
+        return Ok((RET_FILTER_TRUE, 0));
+    }
     let (op, value) = [
         ("==", RET_FILTER_EQ),
         ("!=", RET_FILTER_NE),
@@ -493,6 +501,8 @@ mod tests {
             .contains("bad argument index"));
         assert_eq!(parse_when("ret < -1").unwrap(), (RET_FILTER_LT, -1));
         assert_eq!(parse_when("ret>=0").unwrap(), (RET_FILTER_GE, 0));
+        assert_eq!(parse_when(" ret ").unwrap(), (RET_FILTER_TRUE, 0));
+        assert!(parse_when("retx").is_err());
     }
 
     const MIXED: &str = r#"target = "kernel"

@@ -124,11 +124,12 @@ enum node_cache_chance {
 	NC_CHANCE_MAX,
 };
 
-int f2fs_node_cache_clear_referenced(struct f2fs_sb_info *sbi, struct node_cache_entry *entry,
-				     enum node_cache_chance by)
+/* true when the entry was REFERENCED and got its chance: only those calls are events */
+_Bool f2fs_node_cache_clear_referenced(struct f2fs_sb_info *sbi, struct node_cache_entry *entry,
+				       enum node_cache_chance by)
 {
 	entry->referenced = 0;
-	return (int)by + (sbi->sb != 0);
+	return (int)by + (sbi->sb != 0) > 1;
 }
 
 /* Not the entry type, though it has crc, slot and len members: no F2FS function takes it. */

@@ -164,6 +164,68 @@ pub(super) fn exact_checks(
     exact
 }
 
+/// `report --compare` of the budget phase's two recordings (off, on): its node reads and
+/// restores must be iostat's and the module's over the same replays. Returns how many of the
+/// four were equal.
+pub(super) fn compare_checks(
+    dir: &Path,
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) -> usize {
+    let text = fs::read_to_string(dir.join("compare.txt")).unwrap_or_default();
+    lines.push("  report --compare budget_off.nsr budget_on.nsr:".into());
+    lines.extend(text.lines().map(|l| format!("    {l}")));
+    for mode in ["off", "on"] {
+        let rc = fs::read_to_string(dir.join(format!("record_{mode}.rc"))).unwrap_or_default();
+        if rc.trim() != "0" {
+            problems.push(format!("compare: record {mode} exited {:?}", rc.trim()));
+        }
+    }
+    let json = fs::read_to_string(dir.join("compare.json")).unwrap_or_default();
+    let Ok(comparison) = Json::parse(&json) else {
+        problems.push("compare: no JSON comparison (compare.json, compare.txt)".into());
+        return 0;
+    };
+    let mut equal = 0;
+    for (mode, side) in [("off", "off"), ("on", "on")] {
+        let module = |key: &str| -> Option<u64> {
+            let before = Counters::read(dir, &format!("budget_{mode}_before")).ok()?;
+            let after = Counters::read(dir, &format!("budget_{mode}_after")).ok()?;
+            Some(after.delta(&before, key))
+        };
+        let iostat = super::verdict::iostat_reads(dir, &format!("budget_{mode}_after"))
+            .and_then(|after| {
+                Ok(after.saturating_sub(super::verdict::iostat_reads(
+                    dir,
+                    &format!("budget_{mode}_before"),
+                )?))
+            })
+            .ok();
+        let totals = comparison.get("totals");
+        for (what, ours, theirs) in [
+            (
+                "node reads",
+                totals.get("node_reads").get(side).u64(),
+                iostat,
+            ),
+            (
+                "restores",
+                totals.get("restores").get(side).u64(),
+                module("restores"),
+            ),
+        ] {
+            if Some(ours) == theirs {
+                equal += 1;
+            } else {
+                problems.push(format!(
+                    "compare {mode}: {what} {ours}, the kernel's {theirs:?}"
+                ));
+            }
+        }
+    }
+    equal
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

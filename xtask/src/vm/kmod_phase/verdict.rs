@@ -69,7 +69,7 @@ impl Counters {
     }
 }
 
-fn iostat_reads(dir: &Path, phase: &str) -> Result<u64> {
+pub(super) fn iostat_reads(dir: &Path, phase: &str) -> Result<u64> {
     let text = fs::read_to_string(dir.join(format!("iostat_{phase}.txt")))
         .with_context(|| format!("no iostat_{phase}.txt"))?;
     check::fs_node_reads(&text).with_context(|| format!("no fs node reads in iostat_{phase}"))
@@ -99,6 +99,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let exact = super::exact::exact_checks(dir, &mut problems, &mut lines);
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
+    let compared = super::exact::compare_checks(dir, &mut problems, &mut lines);
     let last = Counters::read(dir, "faults_done")?;
     failure_checks(dir, &last, &mut problems, &mut lines);
 
@@ -142,8 +143,8 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let pass = problems.is_empty();
     let final_line = format!(
         "kmod {label} conversions={} rejects={} aborts={} restores={} restore_fails={fails} \
-         nomem={} reclaims={} second_chances={second_chances} exact={}/{} drops={} fsck={} \
-         files={} {}",
+         nomem={} reclaims={} second_chances={second_chances} exact={}/{} drops={} \
+         compare={compared}/4 fsck={} files={} {}",
         last.get("conversions"),
         last.get("convert_rejects"),
         last.get("convert_aborts"),

@@ -83,6 +83,8 @@ pub struct Function {
     pub params: Vec<Param>,
     /// It returns a signed integer (0 / -errno, LOCKED_PAGE ...).
     pub returns_signed: bool,
+    /// It returns a bool: whether it did what its name says.
+    pub returns_bool: bool,
 }
 
 impl Function {
@@ -179,7 +181,12 @@ impl KernelBtf {
         Ok(Some(Function {
             name,
             params,
-            returns_signed: self.returns_signed(proto.return_type_id()),
+            returns_signed: self
+                .return_int(proto.return_type_id())
+                .is_some_and(|int| int.is_signed()),
+            returns_bool: self
+                .return_int(proto.return_type_id())
+                .is_some_and(|int| int.is_bool()),
         }))
     }
 
@@ -305,20 +312,21 @@ impl KernelBtf {
         None
     }
 
-    fn returns_signed(&self, id: u32) -> bool {
+    /// The integer type a function returns (through typedefs and const), if it is one.
+    fn return_int(&self, id: u32) -> Option<btf_rs::Int> {
         if id == 0 {
-            return false;
+            return None;
         }
         let mut ty = self.btf.resolve_type_by_id(id).ok();
         for _ in 0..16 {
             match ty {
-                Some(Type::Int(int)) => return int.is_signed(),
+                Some(Type::Int(int)) => return Some(int),
                 Some(Type::Typedef(ref td)) => ty = self.btf.resolve_chained_type(td).ok(),
                 Some(Type::Const(ref c)) => ty = self.btf.resolve_chained_type(c).ok(),
-                _ => return false,
+                _ => return None,
             }
         }
-        false
+        None
     }
 }
 

@@ -272,6 +272,12 @@ fn probe_for(
         found.at = At::Return;
         found.when = Some("ret == 0".into());
     }
+    // A bool says whether it did what its name says: `second_chance(e)` tests REFERENCED and
+    // gives the chance only when it was set, so a call is an event only when it returns true.
+    if args_kept && function.returns_bool {
+        found.at = At::Return;
+        found.when = Some("ret".into());
+    }
     Outcome::Found(found)
 }
 
@@ -433,6 +439,7 @@ fn line_for(label: &str, outcome: &Outcome) -> String {
                 .map(|(f, v)| format!("{f}={v}"))
                 .collect();
             let at = match (&found.at, &found.when) {
+                (At::Return, Some(when)) if when == "ret" => " at return, when true".into(),
                 (At::Return, Some(when)) => format!(" at return, {when}"),
                 (At::Return, None) => " at return".into(),
                 _ => String::new(),

@@ -178,6 +178,7 @@ fn journal_function(params: &[(&str, Shape)]) -> Function {
             })
             .collect(),
         returns_signed: true,
+        returns_bool: false,
     }
 }
 

@@ -1,0 +1,81 @@
+//! `nodescope report --compare`'s text: the cover letter's comparison of two runs.
+use std::fmt::Write as _;
+
+use crate::model::comparison::{Comparison, Pair};
+
+fn change(pair: &Pair) -> String {
+    pair.change_percent
+        .map_or_else(|| "-".into(), |p| format!("{p:+.2}%"))
+}
+
+fn row(out: &mut String, name: &str, pair: &Pair) {
+    let _ = writeln!(
+        out,
+        "{name:<24} {:>14} {:>14} {:>10}",
+        pair.off,
+        pair.on,
+        change(pair)
+    );
+}
+
+pub fn render(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "compression off ({:.1} s) against on ({:.1} s)\n",
+        c.off_seconds, c.on_seconds
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:>14} {:>14} {:>10}",
+        "", "OFF", "ON", "CHANGE"
+    );
+    let t = &c.totals;
+    row(&mut out, "retained nodes", &t.retained_nodes);
+    row(&mut out, "compressed entries", &t.compressed_entries);
+    row(&mut out, "attributed bytes", &t.attributed_bytes);
+    row(&mut out, "node reads", &t.node_reads);
+    row(&mut out, "node read bytes", &t.node_read_bytes);
+    row(&mut out, "restores", &t.restores);
+    row(&mut out, "conversions", &t.conversions);
+    row(&mut out, "reclaims", &t.reclaims);
+    if !t.cache_is_derived() {
+        let _ = writeln!(
+            out,
+            "(the 'on' recording has restores but no conversions: its probes do not see the \
+             cache fill, so retained nodes and attributed bytes are not the kernel's)"
+        );
+    }
+    if !c.apps.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:<32} {:>10} {:>10} {:>10} {:>12}",
+            "APP", "READS OFF", "READS ON", "CHANGE", "RESTORES ON"
+        );
+        for app in &c.apps {
+            let _ = writeln!(
+                out,
+                "{:<32} {:>10} {:>10} {:>10} {:>12}",
+                app.app,
+                app.node_reads.off,
+                app.node_reads.on,
+                change(&app.node_reads),
+                app.restores.on
+            );
+        }
+    }
+    if c.drops.off + c.drops.on > 0 {
+        let _ = writeln!(
+            out,
+            "\nevents lost: {} off, {} on: the figures undercount",
+            c.drops.off, c.drops.on
+        );
+    }
+    if !c.complete {
+        let _ = writeln!(
+            out,
+            "\na recording is incomplete: the figures cover what was read"
+        );
+    }
+    out
+}
