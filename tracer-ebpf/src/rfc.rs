@@ -6,6 +6,10 @@
 //! same programs attach as kprobes/kretprobes to a patched kernel and as uprobes/uretprobes to
 //! the simulator's hook functions.
 //!
+//! A patch's own tracepoints (`f2fs:f2fs_node_cache_*`) are the fifth kind of attach point:
+//! the tracepoint program hands the record's address to the spec as argument 0, and userspace
+//! writes each field as `mem(arg0+OFFSET)` with the offsets of the tracepoint's format file.
+//!
 //! The event kind is baked into each program (one program per kind and probe type) rather than
 //! passed as an attach cookie: aya 0.14 has no cookies for kprobes, and cookies need Linux 5.15,
 //! newer than many Android kernels.
@@ -13,9 +17,10 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
     },
-    macros::{kprobe, kretprobe, map, uprobe, uretprobe},
+    macros::{kprobe, kretprobe, map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray},
-    programs::{ProbeContext, RetProbeContext},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
+    EbpfContext as _,
 };
 use tracer_common::{
     EventKind, ProbeSpec, ValueSpec, FLAG_READAHEAD, RFC_KIND_SLOTS, SPEC_FIELD_COUNT,
@@ -181,9 +186,24 @@ fn on_return(ctx: &RetProbeContext, kind: EventKind) {
     emit_decoded(kind, spec, &args, ret, latency);
 }
 
-/// Four programs per kind: kernel entry/return and user entry/return.
+/// A tracepoint of the patch: one hit is one event; its fields are read from the record.
+fn on_tracepoint(ctx: &TracePointContext, kind: EventKind) {
+    let Some(spec) = spec_for(kind) else {
+        return;
+    };
+    let mut args = [0u64; ARG_COUNT];
+    args[0] = ctx.as_ptr() as u64;
+    emit_decoded(kind, spec, &args, 0, 0);
+}
+
+/// Five programs per kind: kernel entry/return, user entry/return, and a tracepoint.
 macro_rules! probe_programs {
-    ($kind:expr, $k:ident, $kret:ident, $u:ident, $uret:ident) => {
+    ($kind:expr, $k:ident, $kret:ident, $u:ident, $uret:ident, $t:ident) => {
+        #[tracepoint]
+        pub fn $t(ctx: TracePointContext) -> u32 {
+            on_tracepoint(&ctx, $kind);
+            0
+        }
         #[kprobe]
         pub fn $k(ctx: ProbeContext) -> u32 {
             on_entry(&ctx, $kind);
@@ -212,61 +232,70 @@ probe_programs!(
     k_node_read,
     kr_node_read,
     u_node_read,
-    ur_node_read
+    ur_node_read,
+    t_node_read
 );
 probe_programs!(
     EventKind::Convert,
     k_convert,
     kr_convert,
     u_convert,
-    ur_convert
+    ur_convert,
+    t_convert
 );
 probe_programs!(
     EventKind::ConvertReject,
     k_convert_reject,
     kr_convert_reject,
     u_convert_reject,
-    ur_convert_reject
+    ur_convert_reject,
+    t_convert_reject
 );
 probe_programs!(
     EventKind::ConvertAbort,
     k_convert_abort,
     kr_convert_abort,
     u_convert_abort,
-    ur_convert_abort
+    ur_convert_abort,
+    t_convert_abort
 );
 probe_programs!(
     EventKind::Restore,
     k_restore,
     kr_restore,
     u_restore,
-    ur_restore
+    ur_restore,
+    t_restore
 );
 probe_programs!(
     EventKind::RestoreFail,
     k_restore_fail,
     kr_restore_fail,
     u_restore_fail,
-    ur_restore_fail
+    ur_restore_fail,
+    t_restore_fail
 );
 probe_programs!(
     EventKind::RestoreNomem,
     k_restore_nomem,
     kr_restore_nomem,
     u_restore_nomem,
-    ur_restore_nomem
+    ur_restore_nomem,
+    t_restore_nomem
 );
 probe_programs!(
     EventKind::Reclaim,
     k_reclaim,
     kr_reclaim,
     u_reclaim,
-    ur_reclaim
+    ur_reclaim,
+    t_reclaim
 );
 probe_programs!(
     EventKind::SecondChance,
     k_second_chance,
     kr_second_chance,
     u_second_chance,
-    ur_second_chance
+    ur_second_chance,
+    t_second_chance
 );

@@ -64,6 +64,10 @@ pub struct ProbeArgs {
     /// With --discover: the kallsyms file (default /proc/kallsyms).
     #[arg(long, value_name = "FILE", requires = "discover")]
     kallsyms: Option<PathBuf>,
+    /// With --discover: the tracefs directory whose events/f2fs/*node_cache*/format files
+    /// describe the patch's tracepoints (default: this kernel's tracefs).
+    #[arg(long, value_name = "DIR", requires = "discover")]
+    tracefs: Option<PathBuf>,
 }
 
 /// The manifest's symbols and whether this kernel has them.
@@ -214,7 +218,11 @@ fn run_discover(args: &ProbeArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(discover::kallsyms::PROC_KALLSYMS));
     let text = discover::kallsyms::read(&kallsyms)?;
-    let discovery = discover::discover(btf.as_ref(), &kallsyms.display().to_string(), &text)?;
+    let mut discovery = discover::discover(btf.as_ref(), &kallsyms.display().to_string(), &text)?;
+    if let Some(tracefs) = args.tracefs.clone().or_else(system::tracefs) {
+        let formats = discover::tracepoints::read_formats(&tracefs);
+        discovery.prefer_tracepoints(&formats, &tracefs.display().to_string());
+    }
     let manifest = discovery.manifest();
     // What we write must be what the loader accepts, every probe of it.
     let parsed = Manifest::parse("discovered manifest", &manifest)?;
@@ -302,7 +310,17 @@ fn rfc_probes(manifest: &Manifest, bpf_works: bool) -> Result<RfcProbes> {
         .iter()
         .map(|probe| {
             let kind = probe.kind.name();
-            let in_kallsyms = kallsyms.contains(&probe.symbol);
+            // A tracepoint is looked up in tracefs, by its format file.
+            let in_kallsyms = match &probe.tracepoint {
+                Some(point) => system::tracefs().is_some_and(|t| {
+                    t.join("events")
+                        .join(&point.category)
+                        .join(&point.name)
+                        .join("format")
+                        .is_file()
+                }),
+                None => kallsyms.contains(&probe.symbol),
+            };
             let (status, error) = match &attached {
                 Some(Ok(report)) => attach_status(report, kind, &probe.symbol),
                 Some(Err(err)) => ("found", Some(format!("{err:#}"))),

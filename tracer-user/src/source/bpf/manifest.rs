@@ -23,6 +23,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
 use serde::Deserialize;
+
+use super::format::Format;
 use toml::Spanned;
 use tracer_common::{
     EventKind, ProbeSpec, ValueSpec, CODES_MAX_CODE, CODES_RAW_VALUES, RET_FILTER_EQ,
@@ -72,11 +74,54 @@ pub enum At {
 #[derive(Clone, Debug)]
 pub struct Probe {
     pub kind: EventKind,
+    /// The function (or, for a tracepoint, `category/name`) it attaches to.
     pub symbol: String,
+    /// For a tracepoint of the patch: where it is and which fields its values read.
+    pub tracepoint: Option<Tracepoint>,
     pub at: At,
     pub spec: ProbeSpec,
     /// 1-based line of the probe's `kind` in the manifest.
     pub line: usize,
+}
+
+/// A tracepoint probe (`tracepoint = "f2fs/f2fs_node_cache_compress"`): its values are
+/// `field(NAME)`, read from the record at the offsets of the tracepoint's format file, which
+/// [`Tracepoint::resolve`] fills in when the probe attaches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tracepoint {
+    pub category: String,
+    pub name: String,
+    /// (`SPEC_FIELD_*` index, the record field it reads).
+    pub fields: Vec<(usize, String)>,
+}
+
+impl Tracepoint {
+    /// Write the record fields' offsets and sizes into `spec`, from the tracepoint's format.
+    pub fn resolve(&self, format: &Format, spec: &mut ProbeSpec) -> Result<()> {
+        for (index, field) in &self.fields {
+            let found = format.field(field).with_context(|| {
+                let names: Vec<&str> = format.fields.iter().map(|f| f.name.as_str()).collect();
+                format!(
+                    "{}/{} has no field {field:?} (it has {})",
+                    self.category,
+                    self.name,
+                    names.join(", ")
+                )
+            })?;
+            anyhow::ensure!(
+                matches!(found.size, 1 | 2 | 4 | 8) && !found.is_data_loc(),
+                "{}/{}: field {field} is {} bytes of {}, not an integer",
+                self.category,
+                self.name,
+                found.size,
+                found.c_type
+            );
+            let value = &mut spec.fields[*index];
+            value.offset = u32::from(found.offset);
+            value.size = found.size as u8;
+        }
+        Ok(())
+    }
 }
 
 /// A parsed manifest: the valid probes, and one error (naming its line) per invalid one.
@@ -100,7 +145,8 @@ struct RawManifest {
 #[serde(deny_unknown_fields)]
 struct RawProbe {
     kind: Spanned<String>,
-    symbol: Spanned<String>,
+    symbol: Option<Spanned<String>>,
+    tracepoint: Option<Spanned<String>>,
     at: Option<Spanned<String>>,
     when: Option<Spanned<String>>,
     dev: Option<Spanned<String>>,
@@ -223,25 +269,56 @@ fn parse_probe(
         );
         return Err((line, msg));
     }
-    let symbol = raw.symbol.get_ref().trim().to_string();
-    if symbol.is_empty() {
-        return Err((lines.of(&raw.symbol), "symbol is empty".into()));
-    }
+    let (symbol, tracepoint) = match (&raw.symbol, &raw.tracepoint) {
+        (Some(symbol), None) => {
+            let name = symbol.get_ref().trim().to_string();
+            if name.is_empty() {
+                return Err((lines.of(symbol), "symbol is empty".into()));
+            }
+            (name, None)
+        }
+        (None, Some(tracepoint)) => {
+            let (category, name) = tracepoint
+                .get_ref()
+                .trim()
+                .split_once(['/', ':'])
+                .filter(|(c, n)| !c.is_empty() && !n.is_empty())
+                .ok_or_else(|| {
+                    let msg = "tracepoint must look like \"f2fs/f2fs_node_cache_compress\"";
+                    (lines.of(tracepoint), msg.to_string())
+                })?;
+            let point = Tracepoint {
+                category: category.to_string(),
+                name: name.to_string(),
+                fields: Vec::new(),
+            };
+            (format!("{category}/{name}"), Some(point))
+        }
+        (Some(_), Some(tracepoint)) => {
+            let msg = "a probe has a symbol or a tracepoint, not both";
+            return Err((lines.of(tracepoint), msg.into()));
+        }
+        (None, None) => return Err((line, "a probe needs a symbol or a tracepoint".into())),
+    };
     let at = match raw.at.as_ref().map(|a| a.get_ref().as_str()) {
         None | Some("entry") => At::Entry,
-        Some("return") => At::Return,
+        Some("return") if tracepoint.is_none() => At::Return,
         Some(other) => {
             let at_line = raw.at.as_ref().map_or(line, |a| lines.of(a));
-            return Err((
-                at_line,
-                format!("at must be \"entry\" or \"return\", not {other:?}"),
-            ));
+            let msg = if tracepoint.is_some() {
+                "a tracepoint has no return: leave `at` out".to_string()
+            } else {
+                format!("at must be \"entry\" or \"return\", not {other:?}")
+            };
+            return Err((at_line, msg));
         }
     };
-    let spec = build_spec(lines, raw, at, user_memory)?;
+    let mut tracepoint = tracepoint;
+    let spec = build_spec(lines, raw, at, user_memory, tracepoint.as_mut())?;
     Ok(Probe {
         kind,
         symbol,
+        tracepoint,
         at,
         spec,
         line,
@@ -264,6 +341,7 @@ fn build_spec(
     raw: &RawProbe,
     at: At,
     user_memory: bool,
+    mut tracepoint: Option<&mut Tracepoint>,
 ) -> Result<ProbeSpec, LineError> {
     let mut spec = ProbeSpec {
         enabled: 1,
@@ -280,10 +358,19 @@ fn build_spec(
         (SPEC_FIELD_READAHEAD, &raw.readahead),
     ];
     for (index, value) in fields {
-        if let Some(value) = value {
-            spec.fields[index] =
-                parse_value(value.get_ref(), at).map_err(|msg| (lines.of(value), msg))?;
-        }
+        let Some(value) = value else { continue };
+        let text = value.get_ref();
+        let parsed = match tracepoint.as_deref_mut() {
+            Some(point) => parse_field_value(text).map(|(name, spec)| {
+                point.fields.push((index, name));
+                spec
+            }),
+            None if text.trim_start().starts_with("field(") => {
+                Err("field(NAME) reads a tracepoint's record: this probe has a symbol".into())
+            }
+            None => parse_value(text, at),
+        };
+        spec.fields[index] = parsed.map_err(|msg| (lines.of(value), msg))?;
     }
     if let Some(when) = &raw.when {
         let when_line = lines.of(when);
@@ -298,6 +385,35 @@ fn build_spec(
         spec.ret_filter_value = value;
     }
     Ok(spec)
+}
+
+/// A tracepoint probe's value: `field(NAME)` or a number, optionally with `|transform`. The
+/// field's offset and size come from the format file when the probe attaches.
+fn parse_field_value(text: &str) -> Result<(String, ValueSpec), String> {
+    let (source, rest) = match text.split_once('|') {
+        Some((source, transform)) => (source.trim(), Some(transform)),
+        None => (text.trim(), None),
+    };
+    let name = source
+        .strip_prefix("field(")
+        .and_then(|n| n.strip_suffix(')'))
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .ok_or_else(|| {
+            format!("a tracepoint's values are field(NAME) of its record, not {source:?}")
+        })?;
+    let (transform, codes) = match rest {
+        Some(transform) => parse_transform(transform.trim())?,
+        None => (XFORM_NONE, 0),
+    };
+    let spec = ValueSpec {
+        source: VALUE_MEM,
+        arg: 0,
+        transform,
+        codes,
+        ..ValueSpec::default()
+    };
+    Ok((name.to_string(), spec))
 }
 
 /// `argN`, `ret`, a number, or `mem(argN+OFFSET):SIZE`, optionally followed by `|transform`.

@@ -9,14 +9,15 @@ use tracer_common::maps;
 use anyhow::{Context as _, Result};
 use aya::{
     maps::{Array, PerCpuArray},
-    programs::{uprobe::UProbeScope, KProbe, UProbe},
+    programs::{uprobe::UProbeScope, KProbe, TracePoint, UProbe},
     Ebpf,
 };
 use tracer_common::{EventKind, ProbeSpec, RFC_KIND_SLOTS};
 
 use super::{
+    format::Format,
     load_once,
-    manifest::{At, Manifest, Probe, Target},
+    manifest::{At, Manifest, Probe, Target, Tracepoint},
 };
 
 /// What attached and what did not.
@@ -50,9 +51,12 @@ pub fn attach(ebpf: &mut Ebpf, manifest: &Manifest, scope: UProbeScope) -> Resul
         Target::Binary(_) => None,
     };
     for probe in &manifest.probes {
-        let outcome = check_symbol(probe, kallsyms.as_ref())
-            .and_then(|()| write_spec(ebpf, probe))
-            .and_then(|()| attach_probe(ebpf, &manifest.target, probe, scope));
+        let outcome = match &probe.tracepoint {
+            Some(point) => attach_tracepoint(ebpf, probe, point),
+            None => check_symbol(probe, kallsyms.as_ref())
+                .and_then(|()| write_spec(ebpf, probe, probe.spec))
+                .and_then(|()| attach_probe(ebpf, &manifest.target, probe, scope)),
+        };
         match outcome {
             Ok(how) => {
                 report
@@ -114,12 +118,44 @@ fn check_symbol(probe: &Probe, kallsyms: Option<&HashSet<String>>) -> Result<()>
     }
 }
 
-fn write_spec(ebpf: &mut Ebpf, probe: &Probe) -> Result<()> {
+fn write_spec(ebpf: &mut Ebpf, probe: &Probe, spec: ProbeSpec) -> Result<()> {
     let map = ebpf.named_map_mut(maps::RFC_SPECS)?;
     let mut specs: Array<_, ProbeSpec> = Array::try_from(map)?;
     specs
-        .set(probe.kind as u32, probe.spec, 0)
+        .set(probe.kind as u32, spec, 0)
         .context("writing RFC_SPECS")
+}
+
+/// A tracepoint of the patch: its fields' offsets from its format file, then the program.
+fn attach_tracepoint(ebpf: &mut Ebpf, probe: &Probe, point: &Tracepoint) -> Result<String> {
+    let tracefs = crate::system::tracefs().context("tracefs is not mounted")?;
+    let path = tracefs
+        .join("events")
+        .join(&point.category)
+        .join(&point.name)
+        .join("format");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "no tracepoint {}/{} ({})",
+            point.category,
+            point.name,
+            path.display()
+        )
+    })?;
+    let format = Format::parse(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let mut spec = probe.spec;
+    point.resolve(&format, &mut spec)?;
+    write_spec(ebpf, probe, spec)?;
+    let name = format!("t_{}", probe.kind.name());
+    let program: &mut TracePoint = ebpf
+        .program_mut(&name)
+        .with_context(|| format!("program {name} missing from the object"))?
+        .try_into()?;
+    load_once(program.fd().is_ok(), || program.load())?;
+    program
+        .attach(&point.category, &point.name)
+        .with_context(|| format!("attaching {name} to {}/{}", point.category, point.name))?;
+    Ok("tracepoint".into())
 }
 
 fn attach_probe(
@@ -237,5 +273,69 @@ queue = "arg7"
             report.failed
         );
         assert!(report.failed[1].contains("nodescope_no_such_function"));
+    }
+
+    /// A tracepoint probe reads its values from the record at the format file's offsets: this
+    /// kernel's sched/sched_process_fork stands in for a patch's tracepoint (nid = the child's
+    /// pid, len = the parent's). A field the record lacks is reported with the fields it has.
+    #[test]
+    fn a_tracepoint_probe_reads_its_fields_from_the_record() {
+        if !crate::system::is_root() {
+            test_skip::skip("attaching tracepoints needs root");
+            return;
+        }
+        crate::system::ensure_tracefs().unwrap();
+        let text = r#"target = "kernel"
+
+[[probe]]
+kind = "convert"
+tracepoint = "sched/sched_process_fork"
+nid = "field(child_pid)"
+len = "field(parent_pid)"
+
+[[probe]]
+kind = "reclaim"
+tracepoint = "sched/sched_process_fork"
+nid = "field(no_such_field)"
+"#;
+        let manifest = Manifest::parse("tp.toml", text).unwrap();
+        assert!(manifest.errors.is_empty(), "{:?}", manifest.errors);
+        let mut ebpf = crate::source::bpf::load(256 * 1024).unwrap();
+        let report = attach(&mut ebpf, &manifest, UProbeScope::AllProcesses).unwrap();
+        assert_eq!(
+            report.attached,
+            ["convert -> sched/sched_process_fork (tracepoint)"]
+        );
+        assert_eq!(report.failed.len(), 1, "{:?}", report.failed);
+        assert!(
+            report.failed[0].contains("has no field \"no_such_field\" (it has")
+                && report.failed[0].contains("child_pid"),
+            "{:?}",
+            report.failed
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let _in_runtime = runtime.enter();
+        let mut reader = crate::source::bpf::EventReader::new(&mut ebpf).unwrap();
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let child_pid = child.id();
+        let mut child = child;
+        child.wait().unwrap();
+        let mut seen = Vec::new();
+        reader.take_waiting(|event| seen.push(event));
+        let ours: Vec<_> = seen
+            .iter()
+            .filter(|e| e.kind == EventKind::Convert as u8 && e.nid == child_pid)
+            .collect();
+        assert_eq!(ours.len(), 1, "one fork of pid {child_pid}: {seen:?}");
+        // The record's parent_pid is the forking thread, which is the task current at the event.
+        assert_eq!(
+            ours[0].tgid,
+            std::process::id(),
+            "forked by this test process"
+        );
+        assert_eq!(ours[0].len, ours[0].pid, "parent_pid read from the record");
     }
 }

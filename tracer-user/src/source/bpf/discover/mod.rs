@@ -7,6 +7,7 @@ pub mod btf;
 pub mod kallsyms;
 pub mod rules;
 pub mod startup;
+pub mod tracepoints;
 
 use std::fmt::Write as _;
 
@@ -27,8 +28,10 @@ pub struct Found {
     pub function: String,
     /// `name(param, ...)` when BTF has it.
     pub signature: Option<String>,
-    /// What to attach to (may carry an LTO/CFI suffix).
+    /// What to attach to (may carry an LTO/CFI suffix); for a tracepoint `category/name`.
     pub symbol: String,
+    /// A tracepoint of the patch, not a function.
+    pub tracepoint: bool,
     pub at: At,
     pub when: Option<String>,
     /// (field, manifest value).
@@ -125,7 +128,7 @@ fn with_btf(files: &BtfFiles, kallsyms_name: &str, symbols: &Kallsyms) -> Result
             let (one_event, passes): (Vec<&Function>, Vec<&Function>) = functions
                 .iter()
                 .filter(in_scope)
-                .filter(|f| rules::rfc_kind_of(&f.name) == Some(kind))
+                .filter(|f| rules::rfc_kind_of_function(&f.name) == Some(kind))
                 .partition(|f| rules::concerns_one_entry(f, entry.as_deref()));
             if one_event.is_empty() && !passes.is_empty() {
                 return (kind, Outcome::Missing(not_one_event(&passes)));
@@ -245,6 +248,7 @@ fn probe_for(
         function: function.name.clone(),
         signature: Some(function.signature()),
         symbol: symbol.clone(),
+        tracepoint: false,
         at: At::Entry,
         when: None,
         values: Vec::new(),
@@ -307,7 +311,9 @@ fn without_btf(kallsyms_name: &str, symbols: &Kallsyms) -> Discovery {
             } else {
                 names
                     .iter()
-                    .filter(|n| n.contains("node_cache") && rules::rfc_kind_of(n) == Some(kind))
+                    .filter(|n| {
+                        n.contains("node_cache") && rules::rfc_kind_of_function(n) == Some(kind)
+                    })
                     .collect()
             };
             (kind, found(kind, candidates))
@@ -337,6 +343,7 @@ fn probe_without_btf(kind: EventKind, name: &str, symbols: &Kallsyms) -> Outcome
         function: name.to_string(),
         signature: None,
         symbol,
+        tracepoint: false,
         at: At::Entry,
         when: None,
         values: Vec::new(),
@@ -402,14 +409,20 @@ impl Discovery {
         out.push_str(
             "# Written by `nodescope probe --discover`: check each symbol and value by hand \
              (README, \"Discovering the RFC's functions\").\n\
-             # node_read also comes from F2FS's tracepoints: `stream` and `top` count both.\n\
+             # node_read also comes from F2FS's tracepoints: `stream` and `top` count both \
+             (the probes discovered at start leave it out).\n\
              target = \"kernel\"\n",
         );
         for (kind, found) in self.found() {
             let _ = write!(
                 out,
-                "\n[[probe]]\nkind = \"{}\"\nsymbol = \"{}\"",
+                "\n[[probe]]\nkind = \"{}\"\n{} = \"{}\"",
                 kind.name(),
+                if found.tracepoint {
+                    "tracepoint"
+                } else {
+                    "symbol"
+                },
                 found.symbol
             );
             if let Some(signature) = &found.signature {

@@ -14,6 +14,9 @@
 //!   with `fail`/`invalid`/`corrupt` -> restore_fail, else restore; `compress` (not
 //!   `decompress`) with `reject` -> convert_reject, with `abort`/`discard`/`cancel` ->
 //!   convert_abort, else convert; `reclaim` -> reclaim.
+//! - Never tracing glue: `__traceiter_*`, `__probestub_*`, `__bpf_trace_*`, `perf_trace_*`,
+//!   `trace_event_*`, `trace_raw_output_*`, `trace_*` (a patch's tracepoints are probed as
+//!   tracepoints, tracepoints.rs).
 //! - One event per call: a function named for a kind must take the entry type, a nid or a
 //!   node page; one that takes none (a pass, a shrinker batch) is reported, never probed.
 //! - The entry type: a struct with members naming `crc`, `len` and `slot` or `alloc` (the
@@ -65,7 +68,29 @@ pub fn fields_of(kind: EventKind) -> &'static [&'static str] {
     }
 }
 
-/// The RFC kind a function's name says, if any (see the module doc).
+/// Functions the kernel generates for a tracepoint (`__traceiter_f2fs_node_cache_compress`,
+/// `perf_trace_...`, an out-of-line `trace_...` wrapper): named like the event, but they run
+/// only while something is attached to the tracepoint, or are the tracepoint itself.
+const TRACING_PREFIXES: [&str; 8] = [
+    "__traceiter_",
+    "__probestub_",
+    "__bpf_trace_",
+    "perf_trace_",
+    "trace_event_raw_event_",
+    "trace_raw_output_",
+    "trace_event_",
+    "trace_",
+];
+
+/// The RFC kind a function's name says, if any (see the module doc); never for tracing glue.
+pub fn rfc_kind_of_function(name: &str) -> Option<EventKind> {
+    if TRACING_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        return None;
+    }
+    rfc_kind_of(name)
+}
+
+/// The RFC kind a name (a function's or a tracepoint's) says, if any (see the module doc).
 pub fn rfc_kind_of(name: &str) -> Option<EventKind> {
     let name = name.to_ascii_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| name.contains(w));
@@ -279,7 +304,10 @@ fn reasons_of(kind: EventKind) -> &'static [(u8, &'static str)] {
 
 /// (raw value, code) for each enumerator that names one of the kind's reasons, by the longest
 /// reason name it ends in (`_PAYLOAD_LEN` before a shorter name).
-fn reason_codes(kind: EventKind, enumerators: &[(String, u32)]) -> Result<Vec<(u32, u8)>, String> {
+pub fn reason_codes(
+    kind: EventKind,
+    enumerators: &[(String, u32)],
+) -> Result<Vec<(u32, u8)>, String> {
     let reasons = reasons_of(kind);
     let mut table = Vec::new();
     for (name, raw) in enumerators {
@@ -373,6 +401,20 @@ mod tests {
         ] {
             assert_eq!(rfc_kind_of(name), kind, "{name}");
         }
+        // A tracepoint's generated functions are named like it; they are not its events.
+        for glue in [
+            "__traceiter_f2fs_node_cache_compress",
+            "__bpf_trace_f2fs_node_cache_reclaim",
+            "perf_trace_f2fs_node_cache_restore",
+            "trace_event_raw_event_f2fs_node_cache_second_chance",
+            "trace_f2fs_node_cache_compress_abort",
+        ] {
+            assert_eq!(rfc_kind_of_function(glue), None, "{glue}");
+        }
+        assert_eq!(
+            rfc_kind_of_function("f2fs_node_cache_restore"),
+            Some(EventKind::Restore)
+        );
     }
 
     fn enumerators(names: &[&str]) -> Vec<(String, u32)> {

@@ -45,7 +45,8 @@ pub fn for_this_kernel(state_dir: &Path) -> Result<Discovered> {
     match files::read_regular(&cache, Symlinks::Refuse, MAX_CACHED_BYTES) {
         Ok(bytes) => {
             let text = String::from_utf8(bytes).context("a cached manifest that is not text")?;
-            let manifest = Manifest::parse(&cache.display().to_string(), &text)?;
+            let manifest =
+                without_node_reads(Manifest::parse(&cache.display().to_string(), &text)?);
             let line = format!(
                 "probes: discovered for this kernel build ({} kinds, cached {})",
                 manifest.probes.len(),
@@ -60,9 +61,13 @@ pub fn for_this_kernel(state_dir: &Path) -> Result<Discovered> {
     }
     let text = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS))?;
     let btf = BtfFiles::this_kernel();
-    let discovery = discover(btf.as_ref(), kallsyms::PROC_KALLSYMS, &text)?;
+    let mut discovery = discover(btf.as_ref(), kallsyms::PROC_KALLSYMS, &text)?;
+    if let Some(tracefs) = system::tracefs() {
+        let formats = super::tracepoints::read_formats(&tracefs);
+        discovery.prefer_tracepoints(&formats, &tracefs.display().to_string());
+    }
     let manifest_text = discovery.manifest();
-    let manifest = Manifest::parse("the discovered manifest", &manifest_text)?;
+    let manifest = without_node_reads(Manifest::parse("the discovered manifest", &manifest_text)?);
     let mut line = format!(
         "probes: discovered from {} and kallsyms: {} of {} kinds",
         btf.as_ref()
@@ -78,6 +83,16 @@ pub fn for_this_kernel(state_dir: &Path) -> Result<Discovered> {
 }
 
 /// Written under a temporary name and renamed, so that a reader never sees half a manifest.
+/// The sources count node reads from F2FS's own tracepoints; a discovered node_read probe
+/// (read_node_page) beside them would count every read twice, so the sources leave it out.
+/// The cached file keeps it, as `probe --discover` writes it.
+fn without_node_reads(mut manifest: Manifest) -> Manifest {
+    manifest
+        .probes
+        .retain(|probe| probe.kind != tracer_common::EventKind::NodeRead);
+    manifest
+}
+
 fn write_cache(cache: &Path, text: &str) -> Result<()> {
     let partial = PathBuf::from(format!(
         "{}.partial-{}",
@@ -126,6 +141,16 @@ pub fn gnu_build_id(mut notes: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sources_leave_a_discovered_node_read_probe_out() {
+        let text = "target = \"kernel\"\n\n[[probe]]\nkind = \"node_read\"\n\
+                    symbol = \"read_node_page\"\n\n[[probe]]\nkind = \"restore\"\n\
+                    symbol = \"f2fs_node_cache_restore\"\n";
+        let manifest = without_node_reads(Manifest::parse("m", text).unwrap());
+        let kinds: Vec<&str> = manifest.probes.iter().map(|p| p.kind.name()).collect();
+        assert_eq!(kinds, ["restore"]);
+    }
 
     fn note(kind: u32, name: &[u8], desc: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
