@@ -59,6 +59,10 @@ fn compare_prints_the_two_reports_figures_and_their_changes() {
     let on_report = json(&["report", &on, "--json"]);
     let comparison = json(&["report", "--compare", &off, &on, "--json"]);
     let totals = &comparison["totals"];
+    assert_eq!(
+        comparison["cache_partial"], false,
+        "the simulator starts empty"
+    );
     let reads = |r: &Value| {
         r["totals"]["node_reads_demand"].as_u64().unwrap()
             + r["totals"]["node_reads_readahead"].as_u64().unwrap()

@@ -15,12 +15,18 @@ pub struct CacheGauges {
     pub compressed_bytes: u64,
     /// Entries' bookkeeping + raw buffers + compressed slots.
     pub attributed_bytes: u64,
+    /// Entries left the cache that the events never saw arrive (the source attached to a
+    /// cache that was not empty): the figures count only what the events saw.
+    #[serde(default)]
+    pub partial: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Population {
     /// Entries per queue, index = `Queue::index`.
     per_queue: [i64; QUEUE_COUNT],
+    /// A queue's count went below zero.
+    partial: bool,
 }
 
 impl Population {
@@ -38,12 +44,18 @@ impl Population {
             Decoded::RestoreFail { queue, .. } | Decoded::Reclaim { queue, .. } => {
                 *self.of(queue) -= 1
             }
-            _ => {}
+            _ => return,
         }
+        self.note_unseen();
     }
 
     fn of(&mut self, queue: Queue) -> &mut i64 {
         &mut self.per_queue[queue.index()]
+    }
+
+    /// Whether a departure was of an entry never seen arriving.
+    fn note_unseen(&mut self) {
+        self.partial |= self.per_queue.iter().any(|&count| count < 0);
     }
 
     pub(super) fn gauges(&self) -> CacheGauges {
@@ -67,6 +79,33 @@ impl Population {
             raw_bytes,
             compressed_bytes,
             attributed_bytes: entries * ENTRY_BYTES + raw_bytes + compressed_bytes,
+            partial: self.partial,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracer_common::{Event, EventKind, QUEUE_256, QUEUE_RAW};
+
+    use super::*;
+
+    fn apply(population: &mut Population, kind: EventKind, queue: u8) {
+        population.apply(&Event::new(kind, 1).nid(3).queue(queue).decode());
+    }
+
+    #[test]
+    fn a_departure_never_seen_arriving_marks_the_figures_partial() {
+        let mut seen = Population::default();
+        apply(&mut seen, EventKind::NodeRead, QUEUE_RAW);
+        apply(&mut seen, EventKind::Convert, QUEUE_256);
+        apply(&mut seen, EventKind::Reclaim, QUEUE_256);
+        let gauges = seen.gauges();
+        assert_eq!((gauges.raw_entries, gauges.slots.b256), (0, 0));
+        assert!(!gauges.partial, "everything that left was seen arriving");
+        let mut attached_late = Population::default();
+        apply(&mut attached_late, EventKind::Reclaim, QUEUE_RAW);
+        apply(&mut attached_late, EventKind::NodeRead, QUEUE_RAW);
+        assert!(attached_late.gauges().partial);
     }
 }

@@ -72,6 +72,9 @@ pub struct Comparison {
     pub drops: Pair,
     /// Both recordings were read to their end.
     pub complete: bool,
+    /// A recording began with entries in the cache it never saw arrive: its retained nodes and
+    /// attributed bytes count only what its events saw (`CacheGauges::partial`).
+    pub cache_partial: bool,
 }
 
 pub fn compare(off: &Report, on: &Report) -> Comparison {
@@ -99,6 +102,7 @@ pub fn compare(off: &Report, on: &Report) -> Comparison {
         apps: apps(off, on),
         drops: Pair::new(off.drops, on.drops),
         complete: off.complete && on.complete,
+        cache_partial: off.cache.partial || on.cache.partial,
     }
 }
 

@@ -39,6 +39,13 @@ pub fn render(c: &Comparison) -> String {
     row(&mut out, "restores", &t.restores);
     row(&mut out, "conversions", &t.conversions);
     row(&mut out, "reclaims", &t.reclaims);
+    if c.cache_partial {
+        let _ = writeln!(
+            out,
+            "(a recording began with entries in the cache it never saw arrive: retained nodes \
+             and attributed bytes count only what its events saw; record from an empty cache)"
+        );
+    }
     if !t.cache_is_derived() {
         let _ = writeln!(
             out,

@@ -117,17 +117,18 @@ mark equal_done
 for mode in off on; do
   threshold 0; interval 100
   cold
+  # Recorded from the emptied cache on, for `report --compare` (issue 32): the cover letter's
+  # off/on table from two recordings, every entry's arrival and departure seen.
+  nodescope record -o $R/budget_$mode.nsr > /dev/null 2> $R/record_$mode.err &
+  REC=$!
+  wait_for $REC "record $mode" "grep -q 'nodescope record: ready' $R/record_$mode.err" 60
+  snap budget_${mode}_start
   echo $BUDGET > $D/node_cache_budget
   [ $mode = on ] && threshold $THRESHOLD
   sh /replay-all
   [ $mode = on ] && settle 60
   interval $INTERVAL
   sync; echo 1 > /proc/sys/vm/drop_caches
-  # The replay recorded, for `report --compare` (issue 32): the cover letter's off/on table
-  # from two recordings.
-  nodescope record -o $R/budget_$mode.nsr > /dev/null 2> $R/record_$mode.err &
-  REC=$!
-  wait_for $REC "record $mode" "grep -q 'nodescope record: ready' $R/record_$mode.err" 60
   snap budget_${mode}_before
   sh /replay-manifest
   snap budget_${mode}_after

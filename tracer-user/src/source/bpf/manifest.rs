@@ -17,6 +17,16 @@
 //! queue = "arg3|slot_queue" # transforms: |slot_queue (256/512/1024 -> queue), |neg, |bool
 //! reason = "arg2|codes(0=1,1=2,2=3)"  # the kernel's numbering (0..7) -> nodescope's codes
 //! ```
+//! A patch's tracepoint instead of a function: its record's fields by name (offsets from its
+//! format file when it attaches; no `at`, `when`, `argN` or `ret`):
+//!
+//! ```toml
+//! [[probe]]
+//! kind = "second_chance"
+//! tracepoint = "f2fs/f2fs_node_cache_second_chance"
+//! nid = "field(nid)"
+//! reason = "field(by)|codes(0=1,1=2,2=3)"
+//! ```
 //! Fields: dev, nid, len, queue, reason, readahead. An invalid probe is reported with its line
 //! and skipped; the others still attach.
 use std::path::PathBuf;
@@ -619,6 +629,91 @@ mod tests {
         assert_eq!(parse_when("ret>=0").unwrap(), (RET_FILTER_GE, 0));
         assert_eq!(parse_when(" ret ").unwrap(), (RET_FILTER_TRUE, 0));
         assert!(parse_when("retx").is_err());
+    }
+
+    #[test]
+    fn tracepoint_probes_read_fields_and_refuse_what_a_tracepoint_lacks() {
+        let text = r#"target = "kernel"
+
+[[probe]]
+kind = "convert"
+tracepoint = "f2fs/f2fs_node_cache_compress"
+nid = "field(nid)"
+queue = "field(slot_size)|slot_queue"
+
+[[probe]]
+kind = "restore"
+tracepoint = "f2fs/f2fs_node_cache_restore"
+at = "return"
+
+[[probe]]
+kind = "reclaim"
+tracepoint = "f2fs/f2fs_node_cache_reclaim"
+nid = "arg1"
+
+[[probe]]
+kind = "second_chance"
+symbol = "f2fs_node_cache_second_chance"
+nid = "field(nid)"
+
+[[probe]]
+kind = "restore_fail"
+symbol = "f"
+tracepoint = "f2fs/f2fs_node_cache_restore_fail"
+"#;
+        let manifest = Manifest::parse("m", text).unwrap();
+        assert_eq!(manifest.probes.len(), 1, "{:?}", manifest.errors);
+        let probe = &manifest.probes[0];
+        assert_eq!(probe.symbol, "f2fs/f2fs_node_cache_compress");
+        let point = probe.tracepoint.as_ref().unwrap();
+        assert_eq!(
+            (point.category.as_str(), point.name.as_str()),
+            ("f2fs", "f2fs_node_cache_compress")
+        );
+        assert_eq!(
+            point.fields,
+            [
+                (SPEC_FIELD_NID, "nid".to_string()),
+                (SPEC_FIELD_QUEUE, "slot_size".to_string())
+            ]
+        );
+        assert_eq!(
+            probe.spec.fields[SPEC_FIELD_QUEUE].transform,
+            XFORM_SLOT_QUEUE
+        );
+        let errors = manifest.errors.join("\n");
+        for said in [
+            "m:12: a tracepoint has no return",
+            "m:17: a tracepoint's values are field(NAME)",
+            "m:22: field(NAME) reads a tracepoint's record",
+            "m:27: a probe has a symbol or a tracepoint, not both",
+        ] {
+            assert!(errors.contains(said), "{said}: {errors}");
+        }
+        // Offsets and sizes come from the format when the probe attaches.
+        let format = Format::parse(
+            "name: f2fs_node_cache_compress\nID: 7\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:nid_t nid;\toffset:12;\tsize:4;\tsigned:0;\n\
+             \tfield:unsigned int slot_size;\toffset:20;\tsize:4;\tsigned:0;\n",
+        )
+        .unwrap();
+        let mut spec = probe.spec;
+        point.resolve(&format, &mut spec).unwrap();
+        let nid = spec.fields[SPEC_FIELD_NID];
+        assert_eq!(
+            (nid.source, nid.arg, nid.offset, nid.size),
+            (VALUE_MEM, 0, 12, 4)
+        );
+        assert_eq!(spec.fields[SPEC_FIELD_QUEUE].offset, 20);
+        let short =
+            Format::parse("name: x\nformat:\n\tfield:nid_t nid;\toffset:8;\tsize:4;\tsigned:0;\n")
+                .unwrap();
+        let err = point.resolve(&short, &mut spec).unwrap_err().to_string();
+        assert!(
+            err.contains("has no field \"slot_size\" (it has nid)"),
+            "{err}"
+        );
     }
 
     const MIXED: &str = r#"target = "kernel"

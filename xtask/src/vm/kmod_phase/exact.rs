@@ -164,14 +164,15 @@ pub(super) fn exact_checks(
     exact
 }
 
-/// `report --compare` of the budget phase's two recordings (off, on): its node reads and
-/// restores must be iostat's and the module's over the same replays. Returns how many of the
-/// four were equal.
+/// `report --compare` of the budget phase's two recordings (off, on), each from the emptied
+/// cache to the end of the replay: its node reads and restores must be iostat's and the
+/// module's over the same span, its retained nodes the module's entries at the end. Returns
+/// (equal, compared).
 pub(super) fn compare_checks(
     dir: &Path,
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
-) -> usize {
+) -> (usize, usize) {
     let text = fs::read_to_string(dir.join("compare.txt")).unwrap_or_default();
     lines.push("  report --compare budget_off.nsr budget_on.nsr:".into());
     lines.extend(text.lines().map(|l| format!("    {l}")));
@@ -184,36 +185,34 @@ pub(super) fn compare_checks(
     let json = fs::read_to_string(dir.join("compare.json")).unwrap_or_default();
     let Ok(comparison) = Json::parse(&json) else {
         problems.push("compare: no JSON comparison (compare.json, compare.txt)".into());
-        return 0;
+        return (0, 0);
     };
-    let mut equal = 0;
-    for (mode, side) in [("off", "off"), ("on", "on")] {
-        let module = |key: &str| -> Option<u64> {
-            let before = Counters::read(dir, &format!("budget_{mode}_before")).ok()?;
-            let after = Counters::read(dir, &format!("budget_{mode}_after")).ok()?;
-            Some(after.delta(&before, key))
+    if comparison.get("cache_partial") != &Json::Bool(false) {
+        problems.push("compare: a recording saw entries leave that it never saw arrive".into());
+    }
+    let (mut equal, mut compared) = (0, 0);
+    for mode in ["off", "on"] {
+        let counters = |phase: &str| Counters::read(dir, &format!("budget_{mode}_{phase}")).ok();
+        let (start, end) = (counters("start"), counters("after"));
+        let module = |key: &str| Some(end.as_ref()?.delta(start.as_ref()?, key));
+        let reads =
+            |phase: &str| super::verdict::iostat_reads(dir, &format!("budget_{mode}_{phase}"));
+        let iostat = match (reads("start"), reads("after")) {
+            (Ok(before), Ok(after)) => Some(after.saturating_sub(before)),
+            _ => None,
         };
-        let iostat = super::verdict::iostat_reads(dir, &format!("budget_{mode}_after"))
-            .and_then(|after| {
-                Ok(after.saturating_sub(super::verdict::iostat_reads(
-                    dir,
-                    &format!("budget_{mode}_before"),
-                )?))
-            })
-            .ok();
         let totals = comparison.get("totals");
-        for (what, ours, theirs) in [
+        for (what, key, theirs) in [
+            ("node reads", "node_reads", iostat),
+            ("restores", "restores", module("restores")),
             (
-                "node reads",
-                totals.get("node_reads").get(side).u64(),
-                iostat,
-            ),
-            (
-                "restores",
-                totals.get("restores").get(side).u64(),
-                module("restores"),
+                "retained nodes",
+                "retained_nodes",
+                end.as_ref().map(|e| e.get("entries")),
             ),
         ] {
+            let ours = totals.get(key).get(mode).u64();
+            compared += 1;
             if Some(ours) == theirs {
                 equal += 1;
             } else {
@@ -223,7 +222,7 @@ pub(super) fn compare_checks(
             }
         }
     }
-    equal
+    (equal, compared)
 }
 
 #[cfg(test)]

@@ -99,7 +99,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let exact = super::exact::exact_checks(dir, &mut problems, &mut lines);
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
-    let compared = super::exact::compare_checks(dir, &mut problems, &mut lines);
+    let (compare_equal, compared) = super::exact::compare_checks(dir, &mut problems, &mut lines);
     let last = Counters::read(dir, "faults_done")?;
     failure_checks(dir, &last, &mut problems, &mut lines);
 
@@ -144,7 +144,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let final_line = format!(
         "kmod {label} conversions={} rejects={} aborts={} restores={} restore_fails={fails} \
          nomem={} reclaims={} second_chances={second_chances} exact={}/{} drops={} \
-         compare={compared}/4 fsck={} files={} {}",
+         compare={compare_equal}/{compared} fsck={} files={} {}",
         last.get("conversions"),
         last.get("convert_rejects"),
         last.get("convert_aborts"),
