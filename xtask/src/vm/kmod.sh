@@ -204,7 +204,63 @@ kill -TERM $EXACT
 wait $EXACT
 echo $? > $R/exact.rc
 
-# 4. Unmount, fsck, remount, and the checksums once more, from disk.
+# 4. The controller on the module's real knobs (issue 32), on this kernel's PSI: a tmpfs takes
+# all but HEADROOM_MB of the available memory and the file set is read through what is left,
+# as the stock kernels' VM test does with a knob directory of its own. Windows an hour apart:
+# only the PSI trigger wakes it to act. Then SIGTERM restores; someone else's write stops it
+# and is left alone; after SIGKILL `tune --restore` puts the originals back.
+tune_start() {
+  nodescope tune --device $DEV --decision-period $2 --poll 0.1 --psi-goal $TUNE_PSI_GOAL \
+    --audit $R/$1.jsonl 2> $R/$1.err &
+  TP=$!
+  wait_for $TP $1 "grep -q '\"start\"' $R/$1.jsonl 2>/dev/null" 30
+}
+knobs_now() { echo "$(cat $S/node_compress_threshold) $(cat $S/node_compress_interval)"; }
+threshold $THRESHOLD; interval $INTERVAL
+knobs_now > $R/knobs_before_tune.txt
+tune_start tune 3600
+mark tune_started
+cold
+cp /proc/pressure/memory $R/psi_before.txt
+mkdir -p /hog
+mount -t tmpfs -o size=100% hog /hog
+avail=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
+dd if=/dev/zero of=/hog/fill bs=1M count=$((avail - HEADROOM_MB)) 2> $R/hog.txt
+grep -E '^(MemAvailable|Shmem):' /proc/meminfo >> $R/hog.txt
+sh /replay-all
+knobs_now > $R/knobs_under_pressure.txt
+cp /proc/pressure/memory $R/psi_after.txt
+kill -TERM $TP
+wait $TP
+echo $? > $R/tune.rc
+knobs_now | tr ' ' '\n' > $R/knobs_after.txt
+# Someone else's write: the next window sees it, stops tuning and leaves it.
+tune_start tune_external 2
+echo 40 > $S/node_compress_threshold
+n=0
+while kill -0 $TP 2>/dev/null && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done
+kill -0 $TP 2>/dev/null && { fail "tune did not stop after an external write"; kill -TERM $TP; }
+wait $TP
+echo $? > $R/tune_external.rc
+knobs_now > $R/knobs_after_external.txt
+# SIGKILL after a step under pressure; then tune --restore.
+threshold $THRESHOLD
+tune_start tune_kill 3600
+cold
+sh /replay-all
+n=0
+until grep -q '"decision"' $R/tune_kill.jsonl || [ $n -gt 600 ]; do sleep 0.1; n=$((n+1)); done
+kill -KILL $TP
+wait $TP
+knobs_now > $R/knobs_after_kill.txt
+nodescope tune --restore --device $DEV > $R/tune_restore.txt 2>&1
+echo $? > $R/tune_restore.rc
+knobs_now > $R/knobs_after_restore.txt
+rm -f /hog/fill
+umount /hog
+mark tune_done
+
+# 5. Unmount, fsck, remount, and the checksums once more, from disk.
 threshold 0
 umount /mnt || fail umount
 fsck.f2fs -f /dev/$DEV > $R/fsck.txt 2>&1

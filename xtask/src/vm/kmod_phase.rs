@@ -14,6 +14,7 @@ use super::{initramfs, kernel, qemu, NDIRS, NFILES};
 use crate::util;
 
 mod exact;
+mod tune;
 mod verdict;
 
 use verdict::verdict;
@@ -93,7 +94,9 @@ pub fn run(label: &str, modules: &Modules) -> Result<()> {
 fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -> Result<Vec<u8>> {
     let config = format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
-         BUDGET={BUDGET_BYTES}\n"
+         BUDGET={BUDGET_BYTES}\nHEADROOM_MB={}\nTUNE_PSI_GOAL={}\n",
+        super::HEADROOM_MB,
+        super::TUNE_PSI_GOAL
     );
     let replay_all = super::replay_script(super::Replay::Names, NDIRS)
         + "cat /mnt/shaped/* /mnt/sentinel > /dev/null\n";

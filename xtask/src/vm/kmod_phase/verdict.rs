@@ -100,6 +100,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
     let (compare_equal, compared) = super::exact::compare_checks(dir, &mut problems, &mut lines);
+    let tune = super::tune::tune_checks(dir, &mut lines, &mut problems);
     let last = Counters::read(dir, "faults_done")?;
     failure_checks(dir, &last, &mut problems, &mut lines);
 
@@ -144,7 +145,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let final_line = format!(
         "kmod {label} conversions={} rejects={} aborts={} restores={} restore_fails={fails} \
          nomem={} reclaims={} second_chances={second_chances} exact={}/{} drops={} \
-         compare={compare_equal}/{compared} fsck={} files={} {}",
+         compare={compare_equal}/{compared} tune={} steps={} sigkill={} fsck={} files={} {}",
         last.get("conversions"),
         last.get("convert_rejects"),
         last.get("convert_aborts"),
@@ -154,6 +155,13 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         exact.equal,
         exact.checks,
         exact.drops,
+        if tune.ok { "ok" } else { "FAIL" },
+        tune.steps,
+        if tune.sigkill_restored {
+            "restored"
+        } else {
+            "not-restored"
+        },
         if fsck_clean { "clean" } else { "dirty" },
         if files_ok { "ok" } else { "bad" },
         if pass { "PASS" } else { "FAIL" }

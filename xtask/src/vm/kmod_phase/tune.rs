@@ -1,0 +1,83 @@
+//! The controller on the module's real knobs (kmod.sh, part 4): steps under the guest's own
+//! memory pressure that change the knob files, SIGTERM restoring the originals, someone else's
+//! write stopping it and left alone, and after SIGKILL `tune --restore` putting them back.
+use std::{fs, path::Path};
+
+use crate::vm::{check::expect, json::Json, tune_check::check_tune};
+
+/// What the verdict line says.
+pub(super) struct Tune {
+    pub steps: u64,
+    pub ok: bool,
+    /// The knobs after SIGKILL and `tune --restore` are the originals.
+    pub sigkill_restored: bool,
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    fs::read_to_string(dir.join(name))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| format!("(no {name})"))
+}
+
+pub(super) fn tune_checks(dir: &Path, lines: &mut Vec<String>, problems: &mut Vec<String>) -> Tune {
+    let before = problems.len();
+    let steps = check_tune(dir, lines, problems);
+    let original = read(dir, "knobs_before_tune.txt");
+    let under_pressure = read(dir, "knobs_under_pressure.txt");
+    expect(
+        problems,
+        steps == 0 || under_pressure != original,
+        format!(
+            "tune: {steps} steps, yet the knob files read {under_pressure} (originals {original})"
+        ),
+    );
+    let external = fs::read_to_string(dir.join("tune_external.jsonl")).unwrap_or_default();
+    let saw_external = external
+        .lines()
+        .filter_map(|l| Json::parse(l).ok())
+        .any(|r| r.get("event").str() == "external-change");
+    let after_external = read(dir, "knobs_after_external.txt");
+    expect(
+        problems,
+        saw_external
+            && read(dir, "tune_external.rc") == "0"
+            && after_external.split_whitespace().next() == Some("40"),
+        format!(
+            "tune: an external write of 40 must stop it (audit external-change: {saw_external}, \
+             rc {}) and stay (knobs {after_external})",
+            read(dir, "tune_external.rc")
+        ),
+    );
+    let killed = fs::read_to_string(dir.join("tune_kill.jsonl")).unwrap_or_default();
+    let stepped = killed
+        .lines()
+        .filter_map(|l| Json::parse(l).ok())
+        .any(|r| r.get("event").str() == "decision" && r.get("outcome").str() == "applied");
+    let (after_kill, after_restore) = (
+        read(dir, "knobs_after_kill.txt"),
+        read(dir, "knobs_after_restore.txt"),
+    );
+    let sigkill_restored = stepped
+        && after_kill != original
+        && after_restore == original
+        && read(dir, "tune_restore.rc") == "0";
+    expect(
+        problems,
+        sigkill_restored,
+        format!(
+            "tune: after a step ({stepped}) and SIGKILL the knobs were {after_kill}, after tune \
+             --restore {after_restore} (rc {}), originals {original}",
+            read(dir, "tune_restore.rc")
+        ),
+    );
+    lines.push(format!(
+        "  tune on the module's knobs: originals {original}, under pressure {under_pressure}; \
+         external write -> {after_external}; SIGKILL -> {after_kill}, tune --restore -> \
+         {after_restore}"
+    ));
+    Tune {
+        steps,
+        ok: problems.len() == before,
+        sigkill_restored,
+    }
+}
