@@ -92,7 +92,9 @@ interval() { echo $1 > $S/node_compress_interval || fail "interval $1"; }
 # Every event exact (issue 32): one stream, with the probes it discovers, over the three
 # measurements below; its cumulative counts against the module's over the same span (the
 # snaps exact_start and exact_end, taken while the stream runs).
-nodescope stream --json > $R/exact.json 2> $R/exact.err &
+# It also serves OpenMetrics, scraped at the span's end: the counters must be the stream's.
+ip link set lo up
+nodescope stream --json --openmetrics 127.0.0.1:9464 > $R/exact.json 2> $R/exact.err &
 EXACT=$!
 wait_for $EXACT "the exact stream" "grep -q 'nodescope stream: ready' $R/exact.err" 60
 snap exact_start
@@ -200,6 +202,7 @@ mark faults_done
 threshold 0
 sleep 2
 snap exact_end
+wget -q -O $R/metrics.txt http://127.0.0.1:9464/metrics || fail "scraping /metrics"
 kill -TERM $EXACT
 wait $EXACT
 echo $? > $R/exact.rc

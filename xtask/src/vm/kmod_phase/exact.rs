@@ -156,12 +156,76 @@ pub(super) fn exact_checks(
             "exact: {unknown} events with a reason nodescope does not know"
         ));
     }
+    metrics_checks(dir, cumulative, problems, lines);
     if exact.checks == 0 {
         problems.push(format!(
             "exact: no count to compare (probed kinds: {kinds:?}; discovered.toml)"
         ));
     }
     exact
+}
+
+/// The OpenMetrics scrape at the span's end against the stream's cumulative counts: restores
+/// summed over apps, reclaims per queue, restore failures and second chances per reason.
+fn metrics_checks(
+    dir: &Path,
+    cumulative: &Json,
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) {
+    let text = fs::read_to_string(dir.join("metrics.txt")).unwrap_or_default();
+    if !text.ends_with("# EOF\n") {
+        problems.push("metrics: no complete scrape (metrics.txt)".into());
+        return;
+    }
+    // The sum of a family's samples whose labels contain every `want`.
+    let sum = |name: &str, want: &[&str]| -> u64 {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter(|l| want.iter().all(|w| l.contains(w)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let mut pairs = vec![(
+        "restores".to_string(),
+        sum("nodescope_restores_total", &[]),
+        cumulative.get("restores").u64(),
+    )];
+    for (ours, theirs) in QUEUES {
+        let label = format!("queue=\"{}\"", theirs);
+        pairs.push((
+            format!("reclaims {theirs}"),
+            sum("nodescope_reclaims_total", &[&label]),
+            cumulative.get("reclaims").get(ours).u64(),
+        ));
+    }
+    for reason in FAIL_REASONS {
+        let label = format!("reason=\"{reason}\"");
+        pairs.push((
+            format!("restore failures {reason}"),
+            sum("nodescope_restore_failures_total", &[&label]),
+            cumulative.get("restore_fail_reasons").get(reason).u64(),
+        ));
+    }
+    for by in ["worker", "shrinker", "race"] {
+        let label = format!("reason=\"{by}\"");
+        pairs.push((
+            format!("second chances {by}"),
+            sum("nodescope_second_chances_total", &[&label]),
+            cumulative.get("second_chance_reasons").get(by).u64(),
+        ));
+    }
+    let differ: Vec<String> = pairs
+        .iter()
+        .filter(|(_, scraped, streamed)| scraped != streamed)
+        .map(|(what, scraped, streamed)| format!("{what}: /metrics {scraped}, stream {streamed}"))
+        .collect();
+    lines.push(format!(
+        "  OpenMetrics against the stream: {} of {} counters equal",
+        pairs.len() - differ.len(),
+        pairs.len()
+    ));
+    problems.extend(differ.into_iter().map(|d| format!("metrics: {d}")));
 }
 
 /// `report --compare` of the budget phase's two recordings (off, on), each from the emptied
