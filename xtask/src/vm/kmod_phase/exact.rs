@@ -4,7 +4,7 @@
 //! `nc_exact_end.txt`), for every count of every kind the discovered manifest probes.
 use std::{fs, path::Path};
 
-use super::verdict::Counters;
+use super::verdict::{Counters, FAIL_REASONS};
 use crate::vm::json::Json;
 
 /// One comparison: the stream's count (a path under `cumulative`) and the module's counter.
@@ -22,16 +22,6 @@ impl Check {
     }
 }
 
-/// Restore failure reasons (the stream's and the module's names agree).
-const FAIL_REASONS: [&str; 7] = [
-    "slot_size",
-    "payload_len",
-    "lz4_len",
-    "crc",
-    "footer",
-    "inode_checksum",
-    "node_type",
-];
 /// (stream's queue name, module's queue name).
 const QUEUES: [(&str, &str); 4] = [
     ("raw", "raw"),
@@ -332,6 +322,11 @@ mod tests {
             "second_chance_worker 15\nsecond_chance_shrinker 2\nsecond_chance_race 1\n",
         );
         write("exact.rc", "0\n");
+        write(
+            "metrics.txt",
+            "nodescope_second_chances_total{device=\"vda\",reason=\"worker\"} 5\n\
+             nodescope_second_chances_total{device=\"vda\",reason=\"shrinker\"} 2\n# EOF\n",
+        );
         let line = |worker: u64| {
             format!(
                 "{{\"drops\":0,\"cumulative\":{{\"second_chance_reasons\":\
@@ -348,7 +343,12 @@ mod tests {
         assert_eq!((exact.checks, exact.equal), (3, 2));
         assert_eq!(
             problems,
-            ["exact: second_chance second_chance_worker: nodescope 4, the module 5"]
+            [
+                "exact: second_chance second_chance_worker: nodescope 4, the module 5",
+                "metrics: second chances worker: /metrics 5, stream 4"
+            ]
         );
+        assert!(lines
+            .contains(&"  OpenMetrics against the stream: 15 of 15 counters equal".to_string()));
     }
 }

@@ -11,8 +11,9 @@ use crate::vm::check;
 const RFC_EQUAL: (u64, u64, u64) = (16_676, 69_792_344, 6_008_152);
 const RFC_BUDGET_OFF: (u64, u64, u64, u64) = (3_199_800, 760, 15_668, 0);
 const RFC_BUDGET_ON: (u64, u64, u64, u64) = (3_207_992, 9_208, 7_209, 9_175);
-/// Restore failure reasons, in the order restore validates (the module's names).
-const FAIL_REASONS: [&str; 7] = [
+/// Restore failure reasons, in the order restore validates (the module's names, which the
+/// stream's JSON shares).
+pub(super) const FAIL_REASONS: [&str; 7] = [
     "slot_size",
     "payload_len",
     "lz4_len",
