@@ -71,7 +71,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     };
     let opened = open(&source_args, SourceChoice::Auto)?;
     if let Some(banner) = &opened.banner {
-        eprintln!("{banner}");
+        eprintln!("nodescope record: {banner}");
     }
     let pipeline = crate::cmd::live_pipeline(opened.source, &args.window, None)?;
     let end_ns = args

@@ -16,6 +16,7 @@ use crate::util;
 mod exact;
 mod tune;
 mod verdict;
+mod whatif;
 
 use verdict::verdict;
 

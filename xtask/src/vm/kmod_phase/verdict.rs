@@ -101,6 +101,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
     let (compare_equal, compared) = super::exact::compare_checks(dir, &mut problems, &mut lines);
+    super::whatif::whatif_lines(dir, &mut problems, &mut lines);
     let tune = super::tune::tune_checks(dir, &mut lines, &mut problems);
     let last = Counters::read(dir, "faults_done")?;
     failure_checks(dir, &last, &mut problems, &mut lines);
