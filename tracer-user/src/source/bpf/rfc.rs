@@ -15,7 +15,6 @@ use aya::{
 use tracer_common::{EventKind, ProbeSpec, RFC_KIND_SLOTS};
 
 use super::{
-    format::Format,
     load_once,
     manifest::{At, Manifest, Probe, Target, Tracepoint},
 };
@@ -134,15 +133,8 @@ fn attach_tracepoint(ebpf: &mut Ebpf, probe: &Probe, point: &Tracepoint) -> Resu
         .join(&point.category)
         .join(&point.name)
         .join("format");
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "no tracepoint {}/{} ({})",
-            point.category,
-            point.name,
-            path.display()
-        )
-    })?;
-    let format = Format::parse(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let format = super::discover::tracepoints::read_format(&path)
+        .with_context(|| format!("no tracepoint {}/{}", point.category, point.name))?;
     let mut spec = probe.spec;
     point.resolve(&format, &mut spec)?;
     write_spec(ebpf, probe, spec)?;

@@ -10,7 +10,10 @@
 //! `__print_symbolic` prints for them (never by their numbers).
 use std::{fs, path::Path};
 
-use tracer_common::EventKind;
+use tracer_common::{
+    files::{self, Symlinks},
+    EventKind,
+};
 
 use super::{rules, At, Discovery, Found, Outcome};
 use crate::source::bpf::format::Format;
@@ -18,8 +21,12 @@ use crate::source::bpf::format::Format;
 /// The category the patch's tracepoints are in.
 pub const CATEGORY: &str = "f2fs";
 
+/// The longest format file read: a few KiB in any kernel.
+const MAX_FORMAT_BYTES: u64 = 64 << 10;
+
 /// The formats of `events/f2fs/*node_cache*` under a tracefs directory (empty when there are
-/// none, or no tracefs). Unreadable or malformed files are left out.
+/// none, or no tracefs). Unreadable, oversized or malformed files are left out, and so is
+/// anything that is not a regular file (a FIFO would block the read).
 pub fn read_formats(tracefs: &Path) -> Vec<Format> {
     let Ok(entries) = fs::read_dir(tracefs.join("events").join(CATEGORY)) else {
         return Vec::new();
@@ -27,11 +34,25 @@ pub fn read_formats(tracefs: &Path) -> Vec<Format> {
     let mut formats: Vec<Format> = entries
         .filter_map(|entry| entry.ok())
         .filter(|entry| entry.file_name().to_string_lossy().contains("node_cache"))
-        .filter_map(|entry| fs::read_to_string(entry.path().join("format")).ok())
-        .filter_map(|text| Format::parse(&text).ok())
+        .filter_map(|entry| read_format(&entry.path().join("format")).ok())
         .collect();
     formats.sort_by(|a, b| a.name.cmp(&b.name));
     formats
+}
+
+/// One format file: a regular file (a FIFO would block the read) of at most
+/// `MAX_FORMAT_BYTES`.
+pub fn read_format(path: &Path) -> anyhow::Result<Format> {
+    use anyhow::Context as _;
+    let bytes = files::read_regular(path, Symlinks::Follow, MAX_FORMAT_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
+    anyhow::ensure!(
+        bytes.len() as u64 <= MAX_FORMAT_BYTES,
+        "{}: longer than {MAX_FORMAT_BYTES} bytes, not a format file",
+        path.display()
+    );
+    let text = String::from_utf8(bytes).with_context(|| format!("{}: not text", path.display()))?;
+    Format::parse(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 impl Discovery {
@@ -183,6 +204,34 @@ fn symbol_pair(entry: &str) -> Option<(String, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_are_read_from_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("events/f2fs");
+        for name in [
+            "f2fs_node_cache_second_chance",
+            "f2fs_node_cache_fifo",
+            "f2fs_other",
+        ] {
+            fs::create_dir_all(events.join(name)).unwrap();
+        }
+        let good = events.join("f2fs_node_cache_second_chance/format");
+        fs::write(&good, SECOND_CHANCE).unwrap();
+        fs::write(events.join("f2fs_other/format"), SECOND_CHANCE).unwrap();
+        let fifo =
+            std::ffi::CString::new(events.join("f2fs_node_cache_fifo/format").to_str().unwrap())
+                .unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let formats = read_formats(dir.path());
+        let names: Vec<&str> = formats.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["f2fs_node_cache_second_chance"],
+            "no FIFO read, no other event"
+        );
+    }
 
     const SECOND_CHANCE: &str = r#"name: f2fs_node_cache_second_chance
 ID: 1234
