@@ -220,6 +220,10 @@ pub struct Outcome {
     /// the end of the trace when there was none).
     pub retained_nodes: u64,
     pub retained_bytes: u64,
+    /// Entries and attributed bytes at the end of the trace: what a kernel's counters say when
+    /// the recording stops (equal to the budget point's when pressure lasts to the end).
+    pub end_nodes: u64,
+    pub end_bytes: u64,
     /// After the budget point (the whole trace when there was none).
     pub node_reads: u64,
     pub restores: u64,
@@ -310,6 +314,9 @@ pub fn replay(
         outcome.retained_nodes = memory.entries;
         outcome.retained_bytes = memory.attributed_bytes;
     }
+    let end = engine.cache.memory();
+    outcome.end_nodes = end.entries;
+    outcome.end_bytes = end.attributed_bytes;
     let stats = engine.cache.stats;
     outcome.accesses = trace.accesses;
     outcome.node_reads = engine.disk.reads - mark.reads;

@@ -97,7 +97,7 @@ fn vm_tests(totals: &mut Totals) {
 }
 
 /// The reference module (kmod/) built out of tree and run in Debian's 6.12 under QEMU: one
-/// test in the tally, its verdict line `kmod 6.12 ... PASS`.
+/// test in the tally, its verdict lines `kmod 6.12 ... PASS` and `rfc-kernel 6.12 ... PASS`.
 fn kmod_test(totals: &mut Totals) {
     if !util::is_root() {
         let why = "vm-kmod: not root: the kernel packages come through apt, which needs root";

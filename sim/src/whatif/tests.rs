@@ -43,6 +43,13 @@ fn vm_replay_off_recording_replays_to_the_on_scenario_exactly() {
         (got.node_reads, got.restores, got.retained_nodes),
         (replayed.node_reads, 0, report.equal_memory.off.nodes)
     );
+    // The end of the trace is the run's end: the entries it left, not the budget point's.
+    let end = off.final_snapshot.memory;
+    assert_eq!(
+        (got.end_nodes, got.end_bytes),
+        (end.entries, end.attributed_bytes)
+    );
+    assert_ne!(got.end_nodes, got.retained_nodes);
     // Every lookup of the run is in the trace (mount, parents, modifications, the replay), and
     // every created node: all 16,676 but the root, which the mount read.
     let count = |op: Op| trace.steps.iter().filter(|s| s.op == op).count() as u64;

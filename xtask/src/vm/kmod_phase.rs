@@ -14,6 +14,7 @@ use super::{initramfs, kernel, qemu, NDIRS, NFILES};
 use crate::util;
 
 mod exact;
+mod simulator;
 mod tune;
 mod verdict;
 mod whatif;
@@ -25,6 +26,9 @@ const THRESHOLD: u32 = 25;
 const INTERVAL_MS: u32 = 1000;
 /// "An approximately 3 MiB attributed node-cache budget": the RFC's off row had 3,199,800.
 const BUDGET_BYTES: u64 = 3_200_000;
+/// The simulator's vm-replay budget (sim::scenario::vm_replay::BUDGET_BYTES, "exactly 3 MiB"),
+/// for the module's run of the simulator's procedure (kmod.sh, 2b).
+const SIM_BUDGET_BYTES: u64 = 3 << 20;
 const VM_TIMEOUT: Duration = Duration::from_secs(1200);
 /// The measured replay's manifest: a fixed permutation of the 16,384 small files. The RFC's
 /// manifest order is not published. In creation order the replay walks the cache's own LRU
@@ -78,6 +82,7 @@ pub fn run(label: &str, modules: &Modules) -> Result<()> {
         &kernel.vmlinuz,
         VM_TIMEOUT,
     )?;
+    simulate_vm_replay(&nodescope, &out)?;
     let verdict = verdict(label, &out)?;
     for line in &verdict.lines {
         println!("{line}");
@@ -90,12 +95,29 @@ pub fn run(label: &str, modules: &Modules) -> Result<()> {
     Ok(())
 }
 
+/// The simulator's run of the procedure kmod.sh's part 2b runs on the module, for the verdict
+/// to set beside it (kmod_phase/simulator.rs): `nodescope sim --scenario vm-replay --json`.
+fn simulate_vm_replay(nodescope: &Path, out: &Path) -> Result<()> {
+    let output = std::process::Command::new(nodescope)
+        .args(["sim", "--scenario", "vm-replay", "--json"])
+        .output()
+        .with_context(|| format!("running {} sim", nodescope.display()))?;
+    if !output.status.success() {
+        bail!(
+            "nodescope sim --scenario vm-replay: {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    fs::write(out.join("sim_vm_replay.json"), &output.stdout).context("writing sim_vm_replay.json")
+}
+
 /// The VM test's initramfs with kmod.sh as init, fsck.f2fs, and both builds: the patched one
 /// in Debian's f2fs place (lib/modules/f2fs.ko), the stock one beside it (f2fs-stock.ko).
 fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -> Result<Vec<u8>> {
     let config = format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
-         BUDGET={BUDGET_BYTES}\nHEADROOM_MB={}\nTUNE_PSI_GOAL={}\n",
+         BUDGET={BUDGET_BYTES}\nSIM_BUDGET={SIM_BUDGET_BYTES}\nHEADROOM_MB={}\nTUNE_PSI_GOAL={}\n",
         super::HEADROOM_MB,
         super::TUNE_PSI_GOAL
     );
@@ -104,6 +126,10 @@ fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -
     let files = [
         ("init", include_str!("kmod.sh").to_string()),
         ("replay-all", replay_all),
+        (
+            "replay-small",
+            super::replay_script(super::Replay::Names, NDIRS),
+        ),
         ("replay-manifest", manifest_script(MANIFEST_SEED)),
         ("sums", sums_script()),
         ("etc/vm-test.conf", config),

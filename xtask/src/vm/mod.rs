@@ -273,4 +273,34 @@ mod tests {
         let glob = replay_script(Replay::Glob, 256);
         assert_eq!(glob.lines().last(), Some("cat /mnt/t/d-255/* > /dev/null"));
     }
+
+    /// A guest script that does not parse fails only after a boot, minutes in: `sh -n` each
+    /// here (the host's POSIX sh; the guest's is busybox ash, which accepts what it accepts).
+    #[test]
+    fn every_guest_script_parses() {
+        let scripts = [
+            ("guest.sh", include_str!("guest.sh")),
+            ("kmod.sh", include_str!("kmod.sh")),
+            ("variants.sh", include_str!("variants.sh")),
+            ("arm64.sh", include_str!("arm64.sh")),
+            ("bench.sh", include_str!("bench.sh")),
+            ("prelude.sh", include_str!("prelude.sh")),
+        ];
+        for (name, text) in scripts {
+            let out = std::process::Command::new("sh")
+                .args(["-n", "-c", text])
+                .output()
+                .expect("running sh -n");
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let broken = std::process::Command::new("sh")
+            .args(["-n", "-c", "for a in b; do\n  :\ndone\ndone\n"])
+            .status()
+            .unwrap();
+        assert!(!broken.success(), "sh -n must refuse a stray done");
+    }
 }

@@ -25,9 +25,9 @@ fn start_up_discovery_wants_a_cached_discovery_then_a_cache_hit() {
     let first = "nodescope stream: probes: discovered from BTF /sys/kernel/btf/f2fs (split) \
                  on /sys/kernel/btf/vmlinux and kallsyms: 9 of 9 kinds (cached \
                  /run/nodescope/probes-ab-cd.toml)\nnodescope stream: ready";
-    let second = "nodescope stream: probes: discovered for this kernel build (8 kinds, \
+    let second = "nodescope stream: probes: discovered for this kernel build (9 kinds, \
                   cached /run/nodescope/probes-ab-cd.toml)";
-    let probe = "rfc probes from  probes: discovered for this kernel build (8 kinds, ...)";
+    let probe = "rfc probes from  probes: discovered for this kernel build (9 kinds, ...)";
     assert!(discovery_problems(first, second, probe).is_empty());
     let fewer = first.replace("9 of 9", "8 of 9");
     assert_eq!(discovery_problems(&fewer, second, probe).len(), 1);

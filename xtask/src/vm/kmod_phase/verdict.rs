@@ -96,12 +96,13 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         problems.push(format!("guest: {errors}"));
     }
     knob_checks(dir, &mut problems);
-    startup_discovery_checks(dir, &mut problems, &mut lines);
+    let discovered = startup_discovery_checks(dir, &mut problems, &mut lines);
     let exact = super::exact::exact_checks(dir, &mut problems, &mut lines);
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
     let (compare_equal, compared) = super::exact::compare_checks(dir, &mut problems, &mut lines);
-    super::whatif::whatif_lines(dir, &mut problems, &mut lines);
+    let whatif = super::whatif::whatif_checks(dir, &mut problems, &mut lines);
+    super::simulator::simulator_lines(dir, &mut problems, &mut lines);
     let tune = super::tune::tune_checks(dir, &mut lines, &mut problems);
     let last = Counters::read(dir, "faults_done")?;
     failure_checks(dir, &last, &mut problems, &mut lines);
@@ -144,7 +145,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         lines.push(format!("  problem: {line}"));
     }
     let pass = problems.is_empty();
-    let final_line = format!(
+    lines.push(format!(
         "kmod {label} conversions={} rejects={} aborts={} restores={} restore_fails={fails} \
          nomem={} reclaims={} second_chances={second_chances} exact={}/{} drops={} \
          compare={compare_equal}/{compared} tune={} steps={} sigkill={} fsck={} files={} {}",
@@ -167,6 +168,27 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         if fsck_clean { "clean" } else { "dirty" },
         if files_ok { "ok" } else { "bad" },
         if pass { "PASS" } else { "FAIL" }
+    ));
+    // The issue's line: the kinds discovered, the checks made, the what-if's node reads.
+    let final_line = format!(
+        "rfc-kernel {label} discover={}/{} exact={}/{} drops={} compare={compare_equal}/\
+         {compared} tune={} sigkill={} whatif_reads={} {}",
+        discovered.map_or(0, |d| d.0),
+        discovered.map_or(0, |d| d.1),
+        exact.equal,
+        exact.checks,
+        exact.drops,
+        if tune.ok { "ok" } else { "FAIL" },
+        if tune.sigkill_restored {
+            "restored"
+        } else {
+            "not-restored"
+        },
+        whatif.map_or_else(
+            || "none".to_string(),
+            |w| format!("{}/{}", w.predicted, w.measured)
+        ),
+        if pass { "PASS" } else { "FAIL" }
     );
     Ok(Verdict {
         lines,
@@ -182,11 +204,12 @@ const DISCOVERED_KINDS_AT_LEAST: u64 = 9;
 
 /// Start-up discovery: the first `stream` without `--probes` discovers and caches the RFC's
 /// probes and says so, the second reads the cache, and `probe` names where they came from.
+/// Returns the first start's (kinds mapped, kinds known).
 pub(super) fn startup_discovery_checks(
     dir: &Path,
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
-) {
+) -> Option<(u64, u64)> {
     let first = read_trimmed(dir, "autodiscover_1.err");
     let second = read_trimmed(dir, "autodiscover_2.err");
     let said = |text: &str, want: &str| {
@@ -201,14 +224,12 @@ pub(super) fn startup_discovery_checks(
         discovered.as_deref().unwrap_or("(no line)"),
         cached.as_deref().unwrap_or("(no line)")
     ));
-    let kinds = discovered.as_deref().and_then(|l| {
-        l.split(": ")
-            .nth(2)?
-            .split(" of ")
-            .next()?
-            .parse::<u64>()
-            .ok()
+    let counts = discovered.as_deref().and_then(|l| {
+        let (mapped, rest) = l.split(": ").nth(2)?.split_once(" of ")?;
+        let known = rest.split(' ').next()?;
+        Some((mapped.parse::<u64>().ok()?, known.parse::<u64>().ok()?))
     });
+    let kinds = counts.map(|c| c.0);
     match kinds {
         Some(n) if n >= DISCOVERED_KINDS_AT_LEAST => {}
         _ => problems.push(format!(
@@ -238,6 +259,7 @@ pub(super) fn startup_discovery_checks(
     {
         problems.push("start-up discovery: probe does not say it uses the cached probes".into());
     }
+    counts
 }
 
 /// Knobs present with their defaults, every out-of-range write refused, every in-range one

@@ -45,11 +45,14 @@ pub fn for_this_kernel(state_dir: &Path) -> Result<Discovered> {
     match files::read_regular(&cache, Symlinks::Refuse, MAX_CACHED_BYTES) {
         Ok(bytes) => {
             let text = String::from_utf8(bytes).context("a cached manifest that is not text")?;
-            let manifest =
-                without_node_reads(Manifest::parse(&cache.display().to_string(), &text)?);
+            let cached = Manifest::parse(&cache.display().to_string(), &text)?;
+            // The kinds the discovery mapped, as the first start counted them.
+            let kinds: std::collections::BTreeSet<_> =
+                cached.probes.iter().map(|p| p.kind as u32).collect();
+            let manifest = without_node_reads(cached);
             let line = format!(
                 "probes: discovered for this kernel build ({} kinds, cached {})",
-                manifest.probes.len(),
+                kinds.len(),
                 cache.display()
             );
             return Ok(Discovered { manifest, line });
