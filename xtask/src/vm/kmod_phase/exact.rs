@@ -264,6 +264,16 @@ pub(super) fn compare_checks(
                 "retained_nodes",
                 end.as_ref().map(|e| e.get("entries")),
             ),
+            // nodescope attributes entries, raw buffers and slots: the module's figure less its
+            // fixed context, which no event tells of.
+            (
+                "attributed bytes",
+                "attributed_bytes",
+                end.as_ref().map(|e| {
+                    e.get("attributed_bytes")
+                        .saturating_sub(e.get("fixed_bytes"))
+                }),
+            ),
         ] {
             let ours = totals.get(key).get(mode).u64();
             compared += 1;
