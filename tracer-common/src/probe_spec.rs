@@ -68,7 +68,10 @@ pub const SPEC_FIELD_QUEUE: usize = 3;
 pub const SPEC_FIELD_REASON: usize = 4;
 /// A non-zero value sets FLAG_READAHEAD.
 pub const SPEC_FIELD_READAHEAD: usize = 5;
-pub const SPEC_FIELD_COUNT: usize = 6;
+/// The event's latency in ns, when the kernel records it (a tracepoint's field); otherwise a
+/// return probe measures it from entry to return.
+pub const SPEC_FIELD_LATENCY: usize = 6;
+pub const SPEC_FIELD_COUNT: usize = 7;
 
 pub const RET_FILTER_NONE: u8 = 0;
 pub const RET_FILTER_EQ: u8 = 1;

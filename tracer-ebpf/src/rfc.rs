@@ -24,8 +24,9 @@ use aya_ebpf::{
 };
 use tracer_common::{
     EventKind, ProbeSpec, ValueSpec, FLAG_READAHEAD, RFC_KIND_SLOTS, SPEC_FIELD_COUNT,
-    SPEC_FIELD_DEV, SPEC_FIELD_LEN, SPEC_FIELD_NID, SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD,
-    SPEC_FIELD_REASON, VALUE_ARG, VALUE_CONST, VALUE_MEM, VALUE_RET,
+    SPEC_FIELD_DEV, SPEC_FIELD_LATENCY, SPEC_FIELD_LEN, SPEC_FIELD_NID, SPEC_FIELD_QUEUE,
+    SPEC_FIELD_READAHEAD, SPEC_FIELD_REASON, VALUE_ARG, VALUE_CONST, VALUE_MEM, VALUE_NONE,
+    VALUE_RET,
 };
 
 use crate::maps::{emit, fill_task};
@@ -137,7 +138,12 @@ fn emit_decoded(
         if fields[SPEC_FIELD_READAHEAD] != 0 {
             event.flags |= FLAG_READAHEAD;
         }
-        event.latency_ns = latency;
+        // The kernel's own figure when the probe reads one, else the return probe's timing.
+        event.latency_ns = if spec.fields[SPEC_FIELD_LATENCY].source != VALUE_NONE {
+            fields[SPEC_FIELD_LATENCY]
+        } else {
+            latency
+        };
     });
 }
 

@@ -73,6 +73,57 @@ impl PerReason {
     }
 }
 
+/// Restore latencies in powers of two of nanoseconds: bucket i holds [2^i, 2^(i+1)) ns (the
+/// last everything above). Only restores whose source timed them count: a kernel's own field,
+/// a return probe, the simulator; an entry probe's restore has no latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyHistogram {
+    pub count: u64,
+    pub total_ns: u64,
+    pub log2_ns: [u64; 32],
+}
+
+impl LatencyHistogram {
+    fn record(&mut self, latency_ns: u64) {
+        if latency_ns == 0 {
+            return;
+        }
+        self.count += 1;
+        self.total_ns = self.total_ns.saturating_add(latency_ns);
+        let bucket = (63 - latency_ns.leading_zeros() as usize).min(self.log2_ns.len() - 1);
+        self.log2_ns[bucket] += 1;
+    }
+
+    fn add(&mut self, other: &LatencyHistogram) {
+        self.count += other.count;
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
+        for (mine, theirs) in self.log2_ns.iter_mut().zip(other.log2_ns) {
+            *mine += theirs;
+        }
+    }
+
+    /// The upper bound in ns of the bucket the q-quantile falls in (q in 0..=1); None when
+    /// empty.
+    pub fn quantile_bound_ns(&self, q: f64) -> Option<u64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((self.count as f64 * q).ceil() as u64).clamp(1, self.count);
+        let mut seen = 0;
+        for (i, n) in self.log2_ns.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(1u64 << (i + 1).min(63));
+            }
+        }
+        None
+    }
+
+    pub fn mean_ns(&self) -> Option<u64> {
+        (self.count > 0).then(|| self.total_ns / self.count)
+    }
+}
+
 /// Everything the model counts from events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -82,6 +133,9 @@ pub struct Counters {
     pub checkpoints: u64,
     /// Compressed entries restored: node reads avoided.
     pub restores: u64,
+    /// The latencies of the restores that carry one.
+    #[serde(default)]
+    pub restore_latency: LatencyHistogram,
     pub restore_fails: u64,
     /// `restore_fails` by validation step.
     #[serde(default)]
@@ -114,7 +168,10 @@ impl Counters {
                 ..
             } => self.checkpoints += 1,
             Decoded::Checkpoint { .. } => {}
-            Decoded::Restore { .. } => self.restores += 1,
+            Decoded::Restore { latency_ns, .. } => {
+                self.restores += 1;
+                self.restore_latency.record(latency_ns);
+            }
             Decoded::RestoreFail { reason, .. } => {
                 self.restore_fails += 1;
                 self.restore_fail_reasons.count(reason.map(|r| r.code()));
@@ -170,6 +227,7 @@ impl Counters {
         self.node_writes += other.node_writes;
         self.checkpoints += other.checkpoints;
         self.restores += other.restores;
+        self.restore_latency.add(&other.restore_latency);
         self.restore_fails += other.restore_fails;
         self.restore_fail_reasons.add(&other.restore_fail_reasons);
         self.restore_nomem += other.restore_nomem;
@@ -235,5 +293,34 @@ mod tests {
         sum.add(&c);
         assert_eq!(sum.second_chance_reasons.get(SECOND_CHANCE_BY_RACE), 4);
         assert_eq!(sum.restore_fail_reasons.get(RESTORE_FAIL_CRC), 2);
+    }
+
+    #[test]
+    fn restore_latencies_go_to_power_of_two_buckets_and_add_up() {
+        let restore = |ns: u64| {
+            let mut e = Event::new(EventKind::Restore, 1);
+            e.latency_ns = ns;
+            e
+        };
+        let mut window = Counters::default();
+        for ns in [0, 1, 1_500, 1_500, 3_000] {
+            window.record(&restore(ns).decode());
+        }
+        let h = window.restore_latency;
+        // The restore of 0 ns had no latency (an entry probe): counted as a restore only.
+        assert_eq!((window.restores, h.count, h.total_ns), (5, 4, 6_001));
+        assert_eq!((h.log2_ns[0], h.log2_ns[10], h.log2_ns[11]), (1, 2, 1));
+        assert_eq!(h.quantile_bound_ns(0.5), Some(2_048));
+        assert_eq!(h.quantile_bound_ns(0.99), Some(4_096));
+        assert_eq!(h.mean_ns(), Some(1_500));
+        let mut total = Counters::default();
+        total.add(&window);
+        total.add(&window);
+        assert_eq!(total.restore_latency.count, 8);
+        assert_eq!(total.restore_latency.log2_ns[10], 4);
+        assert_eq!(
+            Counters::default().restore_latency.quantile_bound_ns(0.5),
+            None
+        );
     }
 }

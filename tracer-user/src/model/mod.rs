@@ -30,7 +30,7 @@ pub use self::{
     apps::{AppKey, Packages},
     cache::CacheGauges,
     checkpoints::{CheckpointRecord, CheckpointSummary, CheckpointTracker, Written},
-    counters::{Counters, PerQueue, PerReason},
+    counters::{Counters, LatencyHistogram, PerQueue, PerReason},
     exact::{DeviceCounts, ExactProcess, ExactWindow, KernelCounts},
     rows::{AppRow, Observed, Process, ProcessRow, WindowReport},
 };

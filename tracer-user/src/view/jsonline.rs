@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
 use crate::model::{
-    CheckpointSummary, Counters, DeviceCounts, PerReason, ProcessRow, WindowReport,
+    CheckpointSummary, Counters, DeviceCounts, LatencyHistogram, PerReason, ProcessRow,
+    WindowReport,
 };
 
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
@@ -23,6 +24,7 @@ fn counters(c: &Counters) -> Value {
         "node_writes": c.node_writes,
         "checkpoints": c.checkpoints,
         "restores": c.restores,
+        "restore_latency": latency(&c.restore_latency),
         "restore_fails": c.restore_fails,
         "restore_fail_reasons": reasons(&c.restore_fail_reasons, &RESTORE_FAIL_REASONS),
         "restore_nomem": c.restore_nomem,
@@ -33,6 +35,26 @@ fn counters(c: &Counters) -> Value {
         "reclaims": c.reclaims,
         "second_chances": c.second_chances,
         "second_chance_reasons": reasons(&c.second_chance_reasons, &SECOND_CHANCE_REASONS),
+    })
+}
+
+/// `{"count": N, "total_ns": N, "mean_ns": N|null, "p50_ns": N|null, "p99_ns": N|null,
+/// "log2_ns": {"<bucket's lower bound>": count, ...}}`: the quantiles are their bucket's upper
+/// bound; only non-empty buckets are listed.
+fn latency(h: &LatencyHistogram) -> Value {
+    let mut buckets = serde_json::Map::new();
+    for (i, &n) in h.log2_ns.iter().enumerate() {
+        if n > 0 {
+            buckets.insert((1u64 << i).to_string(), n.into());
+        }
+    }
+    json!({
+        "count": h.count,
+        "total_ns": h.total_ns,
+        "mean_ns": h.mean_ns(),
+        "p50_ns": h.quantile_bound_ns(0.5),
+        "p99_ns": h.quantile_bound_ns(0.99),
+        "log2_ns": buckets,
     })
 }
 

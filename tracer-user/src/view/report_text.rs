@@ -46,6 +46,17 @@ pub fn render(report: &Report) -> String {
         "reclaims raw {} 256 {} 512 {} 1024 {}",
         r.raw, r.b256, r.b512, r.b1024
     );
+    let l = &t.restore_latency;
+    let micros =
+        |ns: Option<u64>| ns.map_or_else(|| "-".into(), |ns| format!("{:.1}", ns as f64 / 1e3));
+    let _ = writeln!(
+        out,
+        "restore latency: {} timed, mean {} us, p50 <= {} us, p99 <= {} us",
+        l.count,
+        micros(l.mean_ns()),
+        micros(l.quantile_bound_ns(0.5)),
+        micros(l.quantile_bound_ns(0.99))
+    );
     let _ = writeln!(
         out,
         "restore failures {} ({})  restore nomem {}",

@@ -27,7 +27,8 @@
 //! nid = "field(nid)"
 //! reason = "field(by)|codes(0=1,1=2,2=3)"
 //! ```
-//! Fields: dev, nid, len, queue, reason, readahead. An invalid probe is reported with its line
+//! Fields: dev, nid, len, queue, reason, readahead, latency (ns; a return probe measures it when
+//! none is given). An invalid probe is reported with its line
 //! and skipped; the others still attach.
 use std::path::PathBuf;
 
@@ -38,10 +39,10 @@ use super::format::Format;
 use toml::Spanned;
 use tracer_common::{
     EventKind, ProbeSpec, ValueSpec, CODES_MAX_CODE, CODES_RAW_VALUES, RET_FILTER_EQ,
-    RET_FILTER_GE, RET_FILTER_LT, RET_FILTER_NE, RET_FILTER_TRUE, SPEC_FIELD_DEV, SPEC_FIELD_LEN,
-    SPEC_FIELD_NID, SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD, SPEC_FIELD_REASON, VALUE_ARG,
-    VALUE_CONST, VALUE_MEM, VALUE_RET, XFORM_BOOL, XFORM_CODES, XFORM_NEG, XFORM_NONE,
-    XFORM_SLOT_QUEUE,
+    RET_FILTER_GE, RET_FILTER_LT, RET_FILTER_NE, RET_FILTER_TRUE, SPEC_FIELD_DEV,
+    SPEC_FIELD_LATENCY, SPEC_FIELD_LEN, SPEC_FIELD_NID, SPEC_FIELD_QUEUE, SPEC_FIELD_READAHEAD,
+    SPEC_FIELD_REASON, VALUE_ARG, VALUE_CONST, VALUE_MEM, VALUE_RET, XFORM_BOOL, XFORM_CODES,
+    XFORM_NEG, XFORM_NONE, XFORM_SLOT_QUEUE,
 };
 
 /// The shipped manifest for a patched kernel: best guesses at the RFC's function names.
@@ -165,6 +166,7 @@ struct RawProbe {
     queue: Option<Spanned<String>>,
     reason: Option<Spanned<String>>,
     readahead: Option<Spanned<String>>,
+    latency: Option<Spanned<String>>,
 }
 
 impl Manifest {
@@ -366,6 +368,7 @@ fn build_spec(
         (SPEC_FIELD_QUEUE, &raw.queue),
         (SPEC_FIELD_REASON, &raw.reason),
         (SPEC_FIELD_READAHEAD, &raw.readahead),
+        (SPEC_FIELD_LATENCY, &raw.latency),
     ];
     for (index, value) in fields {
         let Some(value) = value else { continue };

@@ -37,7 +37,12 @@ fn checks_of(kind: &str) -> Vec<Check> {
         "convert" => vec![Check::new(&["conversions"], "conversions")],
         "convert_reject" => vec![Check::new(&["convert_rejects"], "convert_rejects")],
         "convert_abort" => vec![Check::new(&["convert_aborts"], "convert_aborts")],
-        "restore" => vec![Check::new(&["restores"], "restores")],
+        // Every restore timed (the module's `latency_ns` field), and the times' sum exact.
+        "restore" => vec![
+            Check::new(&["restores"], "restores"),
+            Check::new(&["restore_latency", "count"], "restores"),
+            Check::new(&["restore_latency", "total_ns"], "restore_ns"),
+        ],
         "restore_nomem" => vec![Check::new(&["restore_nomem"], "restore_nomem")],
         "restore_fail" => FAIL_REASONS
             .iter()
@@ -308,6 +313,8 @@ mod tests {
             modules,
             [
                 "restores",
+                "restores",
+                "restore_ns",
                 "second_chance_worker",
                 "second_chance_shrinker",
                 "second_chance_race"

@@ -104,6 +104,14 @@ fn found(kind: EventKind, format: &Format) -> Found {
             Err(why) => found.unmapped.push((field.to_string(), why)),
         }
     }
+    // A tracepoint fires once, so nothing times it: a restore's latency comes only from a
+    // field the kernel fills (the reference module's `latency_ns`).
+    if kind == EventKind::Restore {
+        match map(kind, format, "latency") {
+            Ok(value) => found.values.push(("latency".to_string(), value)),
+            Err(why) => found.unmapped.push(("latency".to_string(), why)),
+        }
+    }
     found
 }
 
@@ -146,6 +154,11 @@ fn map(kind: EventKind, format: &Format, field: &str) -> rules::Mapping {
             let pairs: Vec<String> = table.iter().map(|(r, c)| format!("{r}={c}")).collect();
             value(name, &format!("|codes({})", pairs.join(",")))
         }
+        "latency" => named(&|n, _| n == "latency" || n.ends_with("latency_ns") || n == "ns")
+            .map_or_else(
+                || Err("no latency/*latency_ns field: no restore latency".into()),
+                |n| value(n, ""),
+            ),
         other => Err(format!("no rule for {other} in a tracepoint")),
     }
 }
@@ -294,5 +307,57 @@ print fmt: "dev = (%d,%d), nid = %u, queue = %s, by = %s", ((unsigned int) ((REC
             found.unmapped,
             [("len".to_string(), "no *len* field".to_string())]
         );
+    }
+
+    const RESTORE: &str = r#"name: f2fs_node_cache_restore
+ID: 1235
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:dev_t dev;	offset:8;	size:4;	signed:0;
+	field:nid_t nid;	offset:12;	size:4;	signed:0;
+	field:unsigned int clen;	offset:16;	size:4;	signed:0;
+	field:unsigned int slot_size;	offset:20;	size:4;	signed:0;
+	field:u64 latency_ns;	offset:24;	size:8;	signed:0;
+
+print fmt: "dev = (%d,%d), nid = %u, clen = %u, slot_size = %u, latency_ns = %llu", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int) ((REC->dev) & ((1U << 20) - 1))), REC->nid, REC->clen, REC->slot_size, REC->latency_ns
+"#;
+
+    #[test]
+    fn a_restores_latency_comes_from_the_kernels_field_or_is_said_missing() {
+        let found_in = |text: &str| found(EventKind::Restore, &Format::parse(text).unwrap());
+        let with = found_in(RESTORE);
+        assert_eq!(
+            with.values.last(),
+            Some(&("latency".to_string(), "field(latency_ns)".to_string()))
+        );
+        assert!(with.unmapped.is_empty(), "{:?}", with.unmapped);
+        let without = found_in(
+            &RESTORE
+                .replace(
+                    "\tfield:u64 latency_ns;\toffset:24;\tsize:8;\tsigned:0;\n",
+                    "",
+                )
+                .replace(", latency_ns = %llu", "")
+                .replace(", REC->latency_ns", ""),
+        );
+        assert!(without.values.iter().all(|(field, _)| field != "latency"));
+        assert_eq!(
+            without.unmapped,
+            [(
+                "latency".to_string(),
+                "no latency/*latency_ns field: no restore latency".to_string()
+            )]
+        );
+        // Only a restore has one.
+        let compress = found(
+            EventKind::Convert,
+            &Format::parse(&RESTORE.replace("f2fs_node_cache_restore", "f2fs_node_cache_compress"))
+                .unwrap(),
+        );
+        assert!(compress.values.iter().all(|(field, _)| field != "latency"));
     }
 }
