@@ -139,8 +139,9 @@ pub(super) fn exact_checks(
                 "DIFFERS"
             };
             lines.push(format!(
-                "  exact {kind:<13} {:<28} nodescope {ours:>8}  module {theirs:>8}  {verdict}",
-                check.module
+                "  exact {kind:<13} {:<28} nodescope {ours:>8}  module {theirs:>8}  {verdict}  ({})",
+                check.module,
+                check.stream.join(".")
             ));
         }
     }
