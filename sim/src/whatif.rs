@@ -59,6 +59,11 @@ pub struct Trace {
 /// of more is refused with a clear error, not cut short.
 pub const MAX_TRACE_STEPS: usize = 1 << 22;
 
+/// A pressure episode lasts until the trace has gone this long without an eviction. A kernel
+/// held to a limit evicts only when something new comes in; between two misses the limit still
+/// holds, though the recording shows nothing (the reference module's on run, kmod/README.md).
+pub const PRESSURE_LINGER_NS: u64 = 100_000_000;
+
 /// First pass over a recording's events: which device has the most `NodeAccess` events.
 #[derive(Default)]
 pub struct DeviceCounts {
@@ -266,11 +271,13 @@ pub fn replay(
         bytes: settings.budget_bytes,
     };
     let mut pressing = false;
+    let mut last_evict_ns = 0;
     let mut outcome = Outcome::default();
     let mut mark = Mark::default();
     for step in &trace.steps {
         engine.advance_to(step.ts_ns)?;
-        if pressing && !matches!(step.op, Op::Evict | Op::Checkpoint) {
+        let lingering = step.ts_ns.saturating_sub(last_evict_ns) < PRESSURE_LINGER_NS;
+        if pressing && !lingering && !matches!(step.op, Op::Evict | Op::Checkpoint) {
             engine.set_pressure(Pressure::None);
             pressing = false;
             let memory = engine.cache.memory();
@@ -298,6 +305,7 @@ pub fn replay(
                 engine.checkpoint();
             }
             Op::Evict => {
+                last_evict_ns = step.ts_ns;
                 if !pressing {
                     engine.set_pressure(budget);
                     pressing = true;
