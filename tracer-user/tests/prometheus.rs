@@ -78,6 +78,26 @@ fn prometheus_scrapes_per_app_node_reads() {
     assert_eq!(series["metric"]["job"], "nodescope");
     let value: f64 = series["value"][1].as_str().unwrap().parse().unwrap();
     assert!(value > 0.0, "{answer}");
+    // The restore latency histogram: Prometheus takes all 22 buckets of the device's series
+    // (21 bounds, 2^10 to 2^30 ns, and +Inf), and the simulator's
+    // restores are timed, so its count grows.
+    let buckets = "/api/v1/query?query=count(nodescope_restore_latency_seconds_bucket)";
+    let answer =
+        wait_for(|| http_get(prometheus_port, buckets).filter(|body| body.contains("\"value\"")));
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["data"]["result"][0]["value"][1], "22", "{answer}");
+    let count = "/api/v1/query?query=nodescope_restore_latency_seconds_count";
+    let answer = wait_for(|| {
+        http_get(prometheus_port, count).filter(|body| {
+            serde_json::from_str::<serde_json::Value>(body).is_ok_and(|a| {
+                a["data"]["result"][0]["value"][1]
+                    .as_str()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|v| v > 0.0)
+            })
+        })
+    });
+    assert!(answer.contains("\"success\""), "{answer}");
 }
 
 fn wait_for(mut probe: impl FnMut() -> Option<String>) -> String {

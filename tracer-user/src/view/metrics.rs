@@ -22,7 +22,7 @@ use tokio::{
 use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
 use crate::{
-    model::{Counters, Model},
+    model::{Counters, LatencyHistogram, Model},
     pipeline::Pipeline,
     runner::{Flow, Input, Sink},
 };
@@ -180,6 +180,7 @@ fn render_device(family: &mut Family, model: &Model, device: &str) {
             );
         }
     }
+    restore_latency(family.out, &totals.restore_latency, device);
     family.header(
         "nodescope_events_lost",
         "counter",
@@ -228,6 +229,51 @@ fn render_device(family: &mut Family, model: &Model, device: &str) {
             family.sample(name, &dev, u64::from(value));
         }
     }
+}
+
+/// The smallest and largest bucket bounds exposed, as powers of two of nanoseconds (1.024 us
+/// and 1.07 s): a restore decompresses one 4 KiB block, and the model's buckets below and
+/// above fold into the first bound and `+Inf`, which a cumulative histogram allows.
+const LATENCY_FIRST_BOUND_LOG2: usize = 10;
+const LATENCY_LAST_BOUND_LOG2: usize = 30;
+
+/// Nanoseconds as seconds, exactly (nine decimals), so that a reader gets the sum back to the
+/// nanosecond.
+fn seconds(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// The restore latency histogram (`LatencyHistogram`: bucket i holds [2^i, 2^(i+1)) ns), as
+/// an OpenMetrics histogram in seconds: cumulative buckets up to each bound, `+Inf`, the count
+/// and the exact sum. Only timed restores count, as in the model.
+fn restore_latency(out: &mut String, h: &LatencyHistogram, device: &str) {
+    let name = "nodescope_restore_latency_seconds";
+    let device = escape(device);
+    let _ = writeln!(
+        out,
+        "# TYPE {name} histogram\n# HELP {name} Time from finding a compressed copy to the \
+         block in place, per timed restore\n# UNIT {name} seconds"
+    );
+    let mut below = 0;
+    for (log2, n) in h.log2_ns.iter().enumerate() {
+        below += n;
+        let bound = log2 + 1;
+        if (LATENCY_FIRST_BOUND_LOG2..=LATENCY_LAST_BOUND_LOG2).contains(&bound) {
+            let le = seconds(1 << bound);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{device=\"{device}\",le=\"{le}\"}} {below}"
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{name}_bucket{{device=\"{device}\",le=\"+Inf\"}} {}\n\
+         {name}_count{{device=\"{device}\"}} {}\n{name}_sum{{device=\"{device}\"}} {}",
+        h.count,
+        h.count,
+        seconds(h.total_ns)
+    );
 }
 
 fn queue_values(q: &crate::model::PerQueue) -> [(&'static str, u64); 4] {
@@ -532,6 +578,38 @@ mod tests {
             1,
             "one header per family"
         );
+    }
+
+    #[test]
+    fn restore_latency_is_a_cumulative_histogram_in_seconds_with_the_exact_sum() {
+        let mut model = Model::new(ModelConfig::default());
+        // 1 ns folds into the first bound (1.024 us), 1.5 us twice into [1.024, 2.048) us,
+        // 3 s beyond the last bound (1.07 s) into +Inf only.
+        for ns in [1, 1_500, 1_500, 3_000_000_000] {
+            let mut restore = Event::new(EventKind::Restore, 1);
+            restore.latency_ns = ns;
+            model.ingest(&restore);
+        }
+        let text = render(&model, "sim0");
+        let name = "nodescope_restore_latency_seconds";
+        assert!(
+            text.contains(&format!("# TYPE {name} histogram\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("# UNIT {name} seconds\n")), "{text}");
+        for (le, below) in [
+            ("0.000001024", 1),
+            ("0.000002048", 3),
+            ("0.000004096", 3),
+            ("1.073741824", 3),
+            ("+Inf", 4),
+        ] {
+            let line = format!("{name}_bucket{{device=\"sim0\",le=\"{le}\"}} {below}\n");
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert_eq!(text.matches(&format!("{name}_bucket{{")).count(), 22);
+        assert!(text.contains(&format!("{name}_count{{device=\"sim0\"}} 4\n")));
+        assert!(text.contains(&format!("{name}_sum{{device=\"sim0\"}} 3.000003001\n")));
     }
 
     #[test]

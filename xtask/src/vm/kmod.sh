@@ -291,9 +291,69 @@ knobs_now > $R/knobs_after_kill.txt
 nodescope tune --restore --device $DEV > $R/tune_restore.txt 2>&1
 echo $? > $R/tune_restore.rc
 knobs_now > $R/knobs_after_restore.txt
+mark tune_done
+
+# 4b. Static settings against the controller (issue 32, point 4), under the same hog: each run
+# empties the cache and reads the file set twice (the second pass is served by what the first
+# left); the module's counters and iostat around it, attributed memory sampled every 0.5 s.
+# The controller is `nodescope daemon --tune` from the RFC's settings, on this kernel's PSI.
+sample_memory() {
+  while :; do
+    read up idle < /proc/uptime
+    echo "$up $(grep '^attributed_bytes ' $D/node_cache | cut -d' ' -f2)"
+    sleep 0.5
+  done
+}
+# top in tmux (issue 32, point 6): `nodescope top` with no flags during one static run, its
+# screen captured after each of the two passes.
+mkdir -p /dev/pts
+mount -t devpts devpts /dev/pts
+top_start() {
+  tmux -S /tmp/top.sock new-session -d -x 140 -y 45 \
+    "nodescope top 2> $R/top.err; echo \$? > $R/top.rc" || fail "tmux new-session"
+  wait_for $$ top "[ -e $R/top.rc ] || tmux -S /tmp/top.sock capture-pane -p | grep -q 'source bpf'" 60
+}
+top_capture() { tmux -S /tmp/top.sock capture-pane -p > $R/top_screen_$1.txt; }
+top_stop() {
+  tmux -S /tmp/top.sock send-keys q
+  n=0
+  until [ -e $R/top.rc ] || [ $n -gt 100 ]; do sleep 0.1; n=$((n+1)); done
+  tmux -S /tmp/top.sock kill-server 2>/dev/null
+}
+grid_run() {
+  cold
+  sample_memory > $R/grid_$1_memory.txt &
+  SP=$!
+  snap grid_$1_start
+  sh /replay-all
+  [ -n "$2" ] && top_capture 1
+  sh /replay-all
+  [ -n "$2" ] && top_capture 2
+  snap grid_$1_end
+  kill $SP
+  wait $SP 2>/dev/null
+}
+for point in $GRID; do
+  t=${point%/*}; i=${point#*/}
+  threshold $t; interval $i
+  top=; [ $point = $TOP_AT ] && { top=1; top_start; }
+  grid_run static_${t}_$i $top
+  [ -n "$top" ] && top_stop
+done
+threshold $THRESHOLD; interval $INTERVAL
+knobs_now > $R/knobs_before_daemon.txt
+nodescope daemon --tune --audit $R/daemon_tune.jsonl > $R/daemon.out 2> $R/daemon.err &
+DP=$!
+wait_for $DP "daemon --tune" "grep -q '\"start\"' $R/daemon_tune.jsonl 2>/dev/null" 60
+grid_run controller
+knobs_now > $R/knobs_daemon_end.txt
+kill -TERM $DP
+wait $DP
+echo $? > $R/daemon_tune.rc
+knobs_now > $R/knobs_after_daemon.txt
 rm -f /hog/fill
 umount /hog
-mark tune_done
+mark grid_done
 
 # 5. Unmount, fsck, remount, and the checksums once more, from disk.
 threshold 0

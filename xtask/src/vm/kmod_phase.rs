@@ -14,7 +14,9 @@ use super::{initramfs, kernel, qemu, NDIRS, NFILES};
 use crate::util;
 
 mod exact;
+mod grid;
 mod simulator;
+mod top;
 mod tune;
 mod verdict;
 mod whatif;
@@ -29,6 +31,11 @@ const BUDGET_BYTES: u64 = 3_200_000;
 /// The simulator's vm-replay budget (sim::scenario::vm_replay::BUDGET_BYTES, "exactly 3 MiB"),
 /// for the module's run of the simulator's procedure (kmod.sh, 2b).
 const SIM_BUDGET_BYTES: u64 = 3 << 20;
+/// The static settings (threshold %, interval ms) the controller is set against (kmod.sh, 4b):
+/// off, and the RFC's and half its threshold at the fastest and the default interval.
+pub(super) const GRID: [(u32, u32); 5] = [(0, 1000), (12, 100), (12, 1000), (25, 100), (25, 1000)];
+/// The static run `nodescope top` watches in tmux.
+const TOP_AT: (u32, u32) = (25, 100);
 const VM_TIMEOUT: Duration = Duration::from_secs(1200);
 /// The measured replay's manifest: a fixed permutation of the 16,384 small files. The RFC's
 /// manifest order is not published. In creation order the replay walks the cache's own LRU
@@ -115,11 +122,16 @@ fn simulate_vm_replay(nodescope: &Path, out: &Path) -> Result<()> {
 /// The VM test's initramfs with kmod.sh as init, fsck.f2fs, and both builds: the patched one
 /// in Debian's f2fs place (lib/modules/f2fs.ko), the stock one beside it (f2fs-stock.ko).
 fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -> Result<Vec<u8>> {
+    let grid: Vec<String> = GRID.iter().map(|(t, i)| format!("{t}/{i}")).collect();
     let config = format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
-         BUDGET={BUDGET_BYTES}\nSIM_BUDGET={SIM_BUDGET_BYTES}\nHEADROOM_MB={}\nTUNE_PSI_GOAL={}\n",
+         BUDGET={BUDGET_BYTES}\nSIM_BUDGET={SIM_BUDGET_BYTES}\nHEADROOM_MB={}\nTUNE_PSI_GOAL={}\n\
+         GRID=\"{}\"\nTOP_AT={}/{}\n",
         super::HEADROOM_MB,
-        super::TUNE_PSI_GOAL
+        super::TUNE_PSI_GOAL,
+        grid.join(" "),
+        TOP_AT.0,
+        TOP_AT.1
     );
     let replay_all = super::replay_script(super::Replay::Names, NDIRS)
         + "cat /mnt/shaped/* /mnt/sentinel > /dev/null\n";
@@ -135,11 +147,13 @@ fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -
         ("etc/vm-test.conf", config),
     ];
     let fsck = Path::new("/usr/sbin/fsck.f2fs");
+    // For `nodescope top` on this kernel, captured as a person would see it (kmod.sh, 4b).
+    let tmux = Path::new("/usr/bin/tmux");
     let overrides = initramfs::ModuleOverrides {
         replace: &[("f2fs", modules.patched)],
         extra: &[("f2fs-stock.ko", modules.stock)],
     };
-    initramfs::build_with_modules(kernel, nodescope, &files, &[fsck], overrides)
+    initramfs::build_with_modules(kernel, nodescope, &files, &[fsck, tmux], overrides)
 }
 
 /// The small files in a seeded order, `MANIFEST_BATCH` per cat (no shell loop in the guest).

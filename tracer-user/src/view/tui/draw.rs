@@ -72,16 +72,38 @@ fn draw_sparklines(frame: &mut Frame, area: Rect, s: &Snapshot) {
         ("conversions", &s.conversions, Color::Blue),
         ("reclaims", &s.reclaims, Color::Magenta),
     ];
+    // The restores' mean latency so far, where the source times them (the reference module's
+    // tracepoint, a return probe, the simulator).
+    let latency = s
+        .totals
+        .restore_latency
+        .mean_ns()
+        .map_or_else(String::new, |ns| format!(" avg {}", micros(ns)));
     for ((title, series, color), area) in panels.into_iter().zip(areas.iter()) {
         let last = series.last().copied().unwrap_or(0);
+        let extra = if title == "restores" {
+            latency.as_str()
+        } else {
+            ""
+        };
         // Show the newest windows that fit.
         let width = usize::from(area.width.saturating_sub(2));
         let data = &series[series.len().saturating_sub(width)..];
         let spark = Sparkline::default()
-            .block(Block::bordered().title(format!("{title} {last}/w")))
+            .block(Block::bordered().title(format!("{title} {last}/w{extra}")))
             .data(data)
             .style(Style::new().fg(color));
         frame.render_widget(spark, *area);
+    }
+}
+
+/// Nanoseconds as microseconds, one decimal below 100 us.
+fn micros(ns: u64) -> String {
+    let us = ns as f64 / 1e3;
+    if us < 100.0 {
+        format!("{us:.1}us")
+    } else {
+        format!("{us:.0}us")
     }
 }
 

@@ -52,13 +52,14 @@ fn sample_model() -> Model {
                     .comm("f2fs_writeback-254:0"),
             );
         }
-        model.ingest(
-            &Event::new(EventKind::Restore, ts + 50)
-                .task(4000)
-                .uid(10200)
-                .queue(QUEUE_512)
-                .comm("com.example.video"),
-        );
+        let mut restore = Event::new(EventKind::Restore, ts + 50)
+            .task(4000)
+            .uid(10200)
+            .queue(QUEUE_512)
+            .comm("com.example.video");
+        // 12 to 16 us: a mean of 14 us.
+        restore.latency_ns = 12_000 + second * 1_000;
+        model.ingest(&restore);
         ingest_checkpoint(&mut model, ts + 60);
     }
     model.advance_to(5 * SECOND);
@@ -128,7 +129,7 @@ fn every_panel_is_drawn_with_the_model_data() {
         "threshold 40%",
         "interval 1000 ms",
         "node reads 17/w",
-        "restores 1/w",
+        "restores 1/w avg 14.0us",
         "conversions 3/w",
         "reclaims 0/w",
         "memory (compressed share)",

@@ -152,6 +152,7 @@ pub(super) fn exact_checks(
             "exact: {unknown} events with a reason nodescope does not know"
         ));
     }
+    restorer_checks(&windows, cumulative, problems, lines);
     metrics_checks(dir, cumulative, problems, lines);
     if exact.checks == 0 {
         problems.push(format!(
@@ -159,6 +160,49 @@ pub(super) fn exact_checks(
         ));
     }
     exact
+}
+
+/// Restores per restoring process (each window's `processes`, summed by app): together they
+/// must be every restore of the span, and none may be a kernel thread's. A restore happens in
+/// the lookup of the task that wants the node (the readers here: cat, ls, md5sum), so a kernel
+/// thread's would mean the event was attributed to the wrong context.
+fn restorer_checks(
+    windows: &[Json],
+    cumulative: &Json,
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) {
+    let mut by_app = std::collections::BTreeMap::<String, u64>::new();
+    for process in windows.iter().flat_map(|w| w.get("processes").items()) {
+        let restores = process.get("restores").u64();
+        if restores > 0 {
+            *by_app
+                .entry(process.get("app").str().to_string())
+                .or_default() += restores;
+        }
+    }
+    let attributed: u64 = by_app.values().sum();
+    let total = cumulative.get("restores").u64();
+    if attributed != total {
+        problems.push(format!(
+            "exact: restores attributed to processes {attributed}, restores {total}"
+        ));
+    }
+    let kernel: u64 = by_app
+        .iter()
+        .filter(|(app, _)| app.starts_with('['))
+        .map(|(_, n)| n)
+        .sum();
+    if kernel > 0 {
+        problems.push(format!(
+            "exact: {kernel} restores attributed to kernel threads"
+        ));
+    }
+    let shown: Vec<String> = by_app.iter().map(|(app, n)| format!("{app} {n}")).collect();
+    lines.push(format!(
+        "  restores by restoring app: {} (of {total})",
+        shown.join(", ")
+    ));
 }
 
 /// The OpenMetrics scrape at the span's end against the stream's cumulative counts: restores
@@ -211,6 +255,24 @@ fn metrics_checks(
             cumulative.get("second_chance_reasons").get(by).u64(),
         ));
     }
+    // The restore latency histogram: its count, and its sum (seconds with nine decimals) back
+    // in nanoseconds.
+    let latency = "nodescope_restore_latency_seconds";
+    pairs.push((
+        "restore latency count".into(),
+        sum(&format!("{latency}_count"), &[]),
+        cumulative.get("restore_latency").get("count").u64(),
+    ));
+    let sum_ns = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{latency}_sum{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.replace('.', "").parse::<u64>().ok())
+        .sum();
+    pairs.push((
+        "restore latency sum (ns)".into(),
+        sum_ns,
+        cumulative.get("restore_latency").get("total_ns").u64(),
+    ));
     let differ: Vec<String> = pairs
         .iter()
         .filter(|(_, scraped, streamed)| scraped != streamed)
@@ -343,12 +405,15 @@ mod tests {
         write(
             "metrics.txt",
             "nodescope_second_chances_total{device=\"vda\",reason=\"worker\"} 5\n\
-             nodescope_second_chances_total{device=\"vda\",reason=\"shrinker\"} 2\n# EOF\n",
+             nodescope_second_chances_total{device=\"vda\",reason=\"shrinker\"} 2\n\
+             nodescope_restore_latency_seconds_count{device=\"vda\"} 3\n\
+             nodescope_restore_latency_seconds_sum{device=\"vda\"} 0.000045001\n# EOF\n",
         );
         let line = |worker: u64| {
             format!(
                 "{{\"drops\":0,\"cumulative\":{{\"second_chance_reasons\":\
-                 {{\"worker\":{worker},\"shrinker\":2,\"race\":0,\"unknown\":0}}}}}}\n"
+                 {{\"worker\":{worker},\"shrinker\":2,\"race\":0,\"unknown\":0}},\
+                 \"restore_latency\":{{\"count\":3,\"total_ns\":45001}}}}}}\n"
             )
         };
         write("exact.json", &line(5));
@@ -367,6 +432,39 @@ mod tests {
             ]
         );
         assert!(lines
-            .contains(&"  OpenMetrics against the stream: 15 of 15 counters equal".to_string()));
+            .contains(&"  OpenMetrics against the stream: 17 of 17 counters equal".to_string()));
+    }
+
+    #[test]
+    fn restores_must_all_be_attributed_and_none_to_a_kernel_thread() {
+        let windows: Vec<Json> = [
+            r#"{"processes":[{"app":"cat","restores":3},{"app":"ls","restores":0}]}"#,
+            r#"{"processes":[{"app":"cat","restores":2},{"app":"md5sum","restores":1}]}"#,
+        ]
+        .iter()
+        .map(|l| Json::parse(l).unwrap())
+        .collect();
+        let cumulative = |n: u64| Json::parse(&format!(r#"{{"restores":{n}}}"#)).unwrap();
+        let (mut problems, mut lines) = (Vec::new(), Vec::new());
+        restorer_checks(&windows, &cumulative(6), &mut problems, &mut lines);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            lines,
+            ["  restores by restoring app: cat 5, md5sum 1 (of 6)"]
+        );
+        restorer_checks(&windows, &cumulative(7), &mut problems, &mut lines);
+        assert_eq!(
+            problems,
+            ["exact: restores attributed to processes 6, restores 7"]
+        );
+        let kworker = Json::parse(r#"{"processes":[{"app":"[kernel thread]","restores":1}]}"#);
+        problems.clear();
+        restorer_checks(
+            &[kworker.unwrap()],
+            &cumulative(1),
+            &mut problems,
+            &mut lines,
+        );
+        assert_eq!(problems, ["exact: 1 restores attributed to kernel threads"]);
     }
 }

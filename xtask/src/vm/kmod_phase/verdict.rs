@@ -76,6 +76,14 @@ pub(super) fn iostat_reads(dir: &Path, phase: &str) -> Result<u64> {
     check::fs_node_reads(&text).with_context(|| format!("no fs node reads in iostat_{phase}"))
 }
 
+fn ok(pass: bool) -> &'static str {
+    if pass {
+        "ok"
+    } else {
+        "FAIL"
+    }
+}
+
 fn read_trimmed(dir: &Path, name: &str) -> String {
     fs::read_to_string(dir.join(name))
         .map(|s| s.trim().to_string())
@@ -104,6 +112,8 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let whatif = super::whatif::whatif_checks(dir, &mut problems, &mut lines);
     super::simulator::simulator_lines(dir, &mut problems, &mut lines);
     let tune = super::tune::tune_checks(dir, &mut lines, &mut problems);
+    let daemon = super::grid::grid_checks(dir, &mut problems, &mut lines);
+    let top = super::top::top_checks(dir, &mut problems, &mut lines);
     let last = Counters::read(dir, "faults_done")?;
     failure_checks(dir, &last, &mut problems, &mut lines);
 
@@ -148,7 +158,8 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     lines.push(format!(
         "kmod {label} conversions={} rejects={} aborts={} restores={} restore_fails={fails} \
          nomem={} reclaims={} second_chances={second_chances} exact={}/{} drops={} \
-         compare={compare_equal}/{compared} tune={} steps={} sigkill={} fsck={} files={} {}",
+         compare={compare_equal}/{compared} tune={} steps={} sigkill={} daemon_tune={} top={} \
+         fsck={} files={} {}",
         last.get("conversions"),
         last.get("convert_rejects"),
         last.get("convert_aborts"),
@@ -165,6 +176,8 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         } else {
             "not-restored"
         },
+        ok(daemon.ok),
+        ok(top),
         if fsck_clean { "clean" } else { "dirty" },
         if files_ok { "ok" } else { "bad" },
         if pass { "PASS" } else { "FAIL" }
@@ -172,7 +185,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     // The issue's line: the kinds discovered, the checks made, the what-if's node reads.
     let final_line = format!(
         "rfc-kernel {label} discover={}/{} exact={}/{} drops={} compare={compare_equal}/\
-         {compared} tune={} sigkill={} whatif_reads={} {}",
+         {compared} tune={} sigkill={} daemon_tune={} top={} whatif_reads={} {}",
         discovered.map_or(0, |d| d.0),
         discovered.map_or(0, |d| d.1),
         exact.equal,
@@ -184,6 +197,8 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         } else {
             "not-restored"
         },
+        ok(daemon.ok),
+        ok(top),
         whatif.map_or_else(
             || "none".to_string(),
             |w| format!("{}/{}", w.predicted, w.measured)

@@ -1,0 +1,122 @@
+//! `nodescope top` on the module (kmod.sh, part 4b; issue 32, point 6): started with no flags in
+//! tmux during one static run of the grid, its screen captured after each of the run's two
+//! passes (`top_screen_1.txt`, `top_screen_2.txt`), then quit with `q`. On a patched kernel
+//! with no flags it must show the kernel as its source, the discovered probes, and live
+//! conversion, restore and reclaim panels: each panel's count in the newest window must be
+//! above 0 in at least one capture, and the memory gauge must show compressed slots.
+use std::{fs, path::Path};
+
+/// The sparkline panels whose titles read `<name> <count>/w`.
+const PANELS: [&str; 4] = ["node reads", "restores", "conversions", "reclaims"];
+
+/// The count a panel's title shows in this screen (`restores 312/w avg 15.2us`).
+fn panel_count(screen: &str, panel: &str) -> Option<u64> {
+    let at = screen.find(&format!("{panel} "))? + panel.len() + 1;
+    let rest = &screen[at..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    rest[digits.len()..]
+        .starts_with("/w")
+        .then(|| digits.parse().ok())?
+}
+
+/// The slot count in the memory gauge (`compressed 3.1 MiB (8123 slots)`).
+fn slots(screen: &str) -> Option<u64> {
+    let rest = &screen[screen.find("compressed ")?..];
+    let inside = &rest[rest.find('(')? + 1..];
+    let digits: String = inside.chars().take_while(char::is_ascii_digit).collect();
+    inside[digits.len()..]
+        .starts_with(" slots)")
+        .then(|| digits.parse().ok())?
+}
+
+pub(super) fn top_checks(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec<String>) -> bool {
+    let before = problems.len();
+    let screens: Vec<String> = (1..=2)
+        .filter_map(|n| fs::read_to_string(dir.join(format!("top_screen_{n}.txt"))).ok())
+        .collect();
+    if screens.len() < 2 {
+        problems.push(format!(
+            "top: {} of 2 screens captured (top.err: {})",
+            screens.len(),
+            fs::read_to_string(dir.join("top.err"))
+                .unwrap_or_default()
+                .trim()
+        ));
+        return false;
+    }
+    for (n, screen) in screens.iter().enumerate() {
+        for needle in ["source bpf", "probes: discovered", "apps ("] {
+            if !screen.contains(needle) {
+                problems.push(format!("top: screen {} lacks {needle:?}", n + 1));
+            }
+        }
+    }
+    let mut shown = Vec::new();
+    for panel in PANELS {
+        let counts: Vec<Option<u64>> = screens.iter().map(|s| panel_count(s, panel)).collect();
+        let best = counts.iter().flatten().max().copied();
+        match best {
+            Some(n) if n > 0 => shown.push(format!("{panel} {n}/w")),
+            _ => problems.push(format!("top: the {panel} panel shows {counts:?}")),
+        }
+    }
+    let slots = screens.iter().filter_map(|s| slots(s)).max();
+    if slots.unwrap_or(0) == 0 {
+        problems.push(format!(
+            "top: the memory gauge shows {slots:?} compressed slots"
+        ));
+    }
+    let rc = fs::read_to_string(dir.join("top.rc")).unwrap_or_default();
+    if rc.trim() != "0" {
+        problems.push(format!("top: exit status {:?} after q", rc.trim()));
+    }
+    lines.push(format!(
+        "  top in tmux (no flags): {}; {} compressed slots at most; quit with q: rc {}",
+        shown.join(", "),
+        slots.unwrap_or(0),
+        rc.trim()
+    ));
+    lines.push("  top's screen after the first pass:".into());
+    lines.extend(screens[0].lines().map(|l| format!("    {}", l.trim_end())));
+    problems.len() == before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panel_counts_and_slots_come_from_the_titles_and_the_gauge() {
+        let screen = "│node reads 17/w ││restores 312/w avg 15.2us││conversions 0/w│\n\
+                      │raw 1.0 MiB (300 entries)  compressed 3.1 MiB (8123 slots)  attributed 4.2 MiB│";
+        assert_eq!(panel_count(screen, "node reads"), Some(17));
+        assert_eq!(panel_count(screen, "restores"), Some(312));
+        assert_eq!(panel_count(screen, "conversions"), Some(0));
+        assert_eq!(panel_count(screen, "reclaims"), None);
+        assert_eq!(slots(screen), Some(8123));
+        assert_eq!(slots("no gauge"), None);
+    }
+
+    #[test]
+    fn a_screen_without_restores_is_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let screen = |restores: u64| {
+            format!(
+                "source bpf  probes: discovered\napps (3 shown\nnode reads 5/w restores \
+                 {restores}/w conversions 9/w reclaims 2/w compressed 1.0 MiB (40 slots)\n"
+            )
+        };
+        fs::write(dir.path().join("top_screen_1.txt"), screen(0)).unwrap();
+        fs::write(dir.path().join("top_screen_2.txt"), screen(0)).unwrap();
+        fs::write(dir.path().join("top.rc"), "0\n").unwrap();
+        let (mut problems, mut lines) = (Vec::new(), Vec::new());
+        assert!(!top_checks(dir.path(), &mut problems, &mut lines));
+        assert_eq!(
+            problems,
+            ["top: the restores panel shows [Some(0), Some(0)]"]
+        );
+        fs::write(dir.path().join("top_screen_2.txt"), screen(7)).unwrap();
+        problems.clear();
+        assert!(top_checks(dir.path(), &mut problems, &mut lines));
+    }
+}
