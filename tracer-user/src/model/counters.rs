@@ -1,6 +1,7 @@
 //! Counters of node-cache activity, for a window, a process, an app or the whole run.
 use serde::{Deserialize, Serialize};
-use tracer_common::{CheckpointPhase, Decoded, Queue};
+use serde_json::{json, Value};
+use tracer_common::{CheckpointPhase, Decoded, Queue, RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
 /// One count per node-cache queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,6 +245,64 @@ impl Counters {
     pub fn is_empty(&self) -> bool {
         *self == Counters::default()
     }
+}
+
+impl Counters {
+    /// The JSON of these counts, as `stream --json` prints a window's `totals` and
+    /// `cumulative` and `report --json` its `totals` (docs/STREAM.md): reasons by name, the
+    /// latency histogram with its quantiles.
+    pub fn to_json(&self) -> Value {
+        let c = self;
+        json!({
+        "node_reads": c.node_reads(),
+        "node_reads_demand": c.node_reads_demand,
+        "node_reads_readahead": c.node_reads_readahead,
+        "node_writes": c.node_writes,
+        "checkpoints": c.checkpoints,
+        "restores": c.restores,
+        "restore_latency": latency(&c.restore_latency),
+        "restore_fails": c.restore_fails,
+        "restore_fail_reasons": reasons(&c.restore_fail_reasons, &RESTORE_FAIL_REASONS),
+        "restore_nomem": c.restore_nomem,
+        "hit_ratio": c.hit_ratio(),
+        "conversions": c.conversions,
+        "convert_rejects": c.convert_rejects,
+        "convert_aborts": c.convert_aborts,
+        "reclaims": c.reclaims,
+        "second_chances": c.second_chances,
+        "second_chance_reasons": reasons(&c.second_chance_reasons, &SECOND_CHANCE_REASONS),
+        })
+    }
+}
+
+/// `{"count": N, "total_ns": N, "mean_ns": N|null, "p50_ns": N|null, "p99_ns": N|null,
+/// "log2_ns": {"<bucket's lower bound>": count, ...}}`: the quantiles are their bucket's upper
+/// bound; only non-empty buckets are listed.
+fn latency(h: &LatencyHistogram) -> Value {
+    let mut buckets = serde_json::Map::new();
+    for (i, &n) in h.log2_ns.iter().enumerate() {
+        if n > 0 {
+            buckets.insert((1u64 << i).to_string(), n.into());
+        }
+    }
+    json!({
+        "count": h.count,
+        "total_ns": h.total_ns,
+        "mean_ns": h.mean_ns(),
+        "p50_ns": h.quantile_bound_ns(0.5),
+        "p99_ns": h.quantile_bound_ns(0.99),
+        "log2_ns": buckets,
+    })
+}
+
+/// `{"<reason>": count, ..., "unknown": count}`.
+fn reasons(counts: &PerReason, names: &[(u8, &str)]) -> Value {
+    let mut map = serde_json::Map::new();
+    for &(code, name) in names {
+        map.insert(name.to_string(), counts.get(code).into());
+    }
+    map.insert("unknown".to_string(), counts.get(0).into());
+    Value::Object(map)
 }
 
 #[cfg(test)]

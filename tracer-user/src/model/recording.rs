@@ -37,6 +37,8 @@ fn is_zero(value: &u64) -> bool {
 pub struct Report {
     pub header: Header,
     pub time_range: TimeRange,
+    /// As the stream prints its counts (reasons by name, the latency histogram's quantiles).
+    #[serde(serialize_with = "totals_json")]
     pub totals: Counters,
     pub hit_ratio: Option<f64>,
     pub apps: Vec<AppRow>,
@@ -55,6 +57,10 @@ pub struct Report {
     pub complete: bool,
     /// Where the file stopped being readable, if it did.
     pub damage: Option<String>,
+}
+
+fn totals_json<S: serde::Serializer>(totals: &Counters, serializer: S) -> Result<S::Ok, S::Error> {
+    totals.to_json().serialize(serializer)
 }
 
 #[derive(Debug, Serialize)]

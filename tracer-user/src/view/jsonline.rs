@@ -4,69 +4,12 @@
 //! checkpoints are the kernel's exact counts (`model::exact`).
 use serde_json::{json, Value};
 
-use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
-
-use crate::model::{
-    CheckpointSummary, Counters, DeviceCounts, LatencyHistogram, PerReason, ProcessRow,
-    WindowReport,
-};
+use crate::model::{CheckpointSummary, DeviceCounts, ProcessRow, WindowReport};
 
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
 /// sources); version 2 is one for all; version 3 names the window's length `window_s` (it was
 /// `interval_s`, a word that belongs to the knob `node_compress_interval`).
 pub const STREAM_VERSION: u32 = 3;
-
-fn counters(c: &Counters) -> Value {
-    json!({
-        "node_reads": c.node_reads(),
-        "node_reads_demand": c.node_reads_demand,
-        "node_reads_readahead": c.node_reads_readahead,
-        "node_writes": c.node_writes,
-        "checkpoints": c.checkpoints,
-        "restores": c.restores,
-        "restore_latency": latency(&c.restore_latency),
-        "restore_fails": c.restore_fails,
-        "restore_fail_reasons": reasons(&c.restore_fail_reasons, &RESTORE_FAIL_REASONS),
-        "restore_nomem": c.restore_nomem,
-        "hit_ratio": c.hit_ratio(),
-        "conversions": c.conversions,
-        "convert_rejects": c.convert_rejects,
-        "convert_aborts": c.convert_aborts,
-        "reclaims": c.reclaims,
-        "second_chances": c.second_chances,
-        "second_chance_reasons": reasons(&c.second_chance_reasons, &SECOND_CHANCE_REASONS),
-    })
-}
-
-/// `{"count": N, "total_ns": N, "mean_ns": N|null, "p50_ns": N|null, "p99_ns": N|null,
-/// "log2_ns": {"<bucket's lower bound>": count, ...}}`: the quantiles are their bucket's upper
-/// bound; only non-empty buckets are listed.
-fn latency(h: &LatencyHistogram) -> Value {
-    let mut buckets = serde_json::Map::new();
-    for (i, &n) in h.log2_ns.iter().enumerate() {
-        if n > 0 {
-            buckets.insert((1u64 << i).to_string(), n.into());
-        }
-    }
-    json!({
-        "count": h.count,
-        "total_ns": h.total_ns,
-        "mean_ns": h.mean_ns(),
-        "p50_ns": h.quantile_bound_ns(0.5),
-        "p99_ns": h.quantile_bound_ns(0.99),
-        "log2_ns": buckets,
-    })
-}
-
-/// `{"<reason>": count, ..., "unknown": count}`.
-fn reasons(counts: &PerReason, names: &[(u8, &str)]) -> Value {
-    let mut map = serde_json::Map::new();
-    for &(code, name) in names {
-        map.insert(name.to_string(), counts.get(code).into());
-    }
-    map.insert("unknown".to_string(), counts.get(0).into());
-    Value::Object(map)
-}
 
 fn process(row: &ProcessRow) -> Value {
     let c = &row.counters;
@@ -129,11 +72,11 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
         "t": round_ms(window.end_ns.saturating_sub(origin_ns) as f64 / 1e9),
         "window_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
         "counts": if exact.is_some() { "kernel" } else { "events" },
-        "totals": counters(&window.activity),
+        "totals": window.activity.to_json(),
         "processes": rows.into_iter().map(process).collect::<Vec<_>>(),
         "devices": window.devices.iter().map(|(dev, c)| device(*dev, c)).collect::<Vec<_>>(),
         "cache": window.cache,
-        "cumulative": counters(&window.totals),
+        "cumulative": window.totals.to_json(),
         "eager_restores": window.eager_restores,
         "events": window.events,
         "drops": window.activity.lost,

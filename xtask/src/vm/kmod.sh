@@ -137,9 +137,15 @@ for mode in off on; do
   snap budget_${mode}_before
   sh /replay-manifest
   snap budget_${mode}_after
+  # The recording's span ends as the exact stream's does: the worker stopped and a pass's time
+  # to finish, so that its report can be held to the module's counters (kmod_phase/recorded.rs).
+  threshold 0
+  sleep 2
+  snap budget_${mode}_end
   kill -INT $REC
   wait $REC
   echo $? > $R/record_$mode.rc
+  nodescope report --json $R/budget_$mode.nsr > $R/report_$mode.json 2> $R/report_$mode.err
   mark budget_${mode}_done
 done
 nodescope report --compare $R/budget_off.nsr $R/budget_on.nsr > $R/compare.txt 2>&1

@@ -15,6 +15,7 @@ use crate::util;
 
 mod exact;
 mod grid;
+mod recorded;
 mod simulator;
 mod top;
 mod tune;

@@ -66,7 +66,7 @@ fn checks_of(kind: &str) -> Vec<Check> {
 }
 
 /// The kinds a manifest probes (`kind = "..."` lines).
-fn probed_kinds(manifest: &str) -> Vec<String> {
+pub(super) fn probed_kinds(manifest: &str) -> Vec<String> {
     manifest
         .lines()
         .filter_map(|l| l.trim().strip_prefix("kind = \"")?.strip_suffix('"'))
@@ -74,6 +74,7 @@ fn probed_kinds(manifest: &str) -> Vec<String> {
         .collect()
 }
 
+#[derive(Default)]
 pub(super) struct Exact {
     /// Counts compared, and how many were equal.
     pub checks: usize,
@@ -87,11 +88,7 @@ pub(super) fn exact_checks(
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) -> Exact {
-    let mut exact = Exact {
-        checks: 0,
-        equal: 0,
-        drops: 0,
-    };
+    let mut exact = Exact::default();
     let manifest = fs::read_to_string(dir.join("discovered.toml")).unwrap_or_default();
     let stream = fs::read_to_string(dir.join("exact.json")).unwrap_or_default();
     let (start, end) = match (
@@ -119,39 +116,12 @@ pub(super) fn exact_checks(
     }
     let cumulative = last.get("cumulative");
     let kinds = probed_kinds(&manifest);
-    for kind in &kinds {
-        for check in checks_of(kind) {
-            let ours = check
-                .stream
-                .iter()
-                .fold(cumulative, |value, key| value.get(key))
-                .u64();
-            let theirs = end.delta(&start, &check.module);
-            exact.checks += 1;
-            let verdict = if ours == theirs {
-                exact.equal += 1;
-                "ok"
-            } else {
-                problems.push(format!(
-                    "exact: {kind} {}: nodescope {ours}, the module {theirs}",
-                    check.module
-                ));
-                "DIFFERS"
-            };
-            lines.push(format!(
-                "  exact {kind:<13} {:<28} nodescope {ours:>8}  module {theirs:>8}  {verdict}  ({})",
-                check.module,
-                check.stream.join(".")
-            ));
-        }
-    }
-    let unknown = cumulative.get("second_chance_reasons").get("unknown").u64()
-        + cumulative.get("restore_fail_reasons").get("unknown").u64();
-    if unknown > 0 {
-        problems.push(format!(
-            "exact: {unknown} events with a reason nodescope does not know"
-        ));
-    }
+    let span = Span {
+        label: "stream",
+        start: &start,
+        end: &end,
+    };
+    count_checks(&span, &kinds, cumulative, &mut exact, problems, lines);
     restorer_checks(&windows, cumulative, problems, lines);
     metrics_checks(dir, cumulative, problems, lines);
     if exact.checks == 0 {
@@ -160,6 +130,61 @@ pub(super) fn exact_checks(
         ));
     }
     exact
+}
+
+/// A span of the module's counters and who counted it.
+pub(super) struct Span<'a> {
+    /// `stream`, or the recording a report was made of.
+    pub label: &'a str,
+    pub start: &'a Counters,
+    pub end: &'a Counters,
+}
+
+/// Every count of every probed kind: `counts` (a stream's `cumulative` or a report's `totals`,
+/// the same JSON) against the module's counter increase over `span`; a line per count, a
+/// problem per difference, and one for events with a reason nodescope does not know.
+pub(super) fn count_checks(
+    span: &Span,
+    kinds: &[String],
+    counts: &Json,
+    exact: &mut Exact,
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) {
+    let label = span.label;
+    for kind in kinds {
+        for check in checks_of(kind) {
+            let ours = check
+                .stream
+                .iter()
+                .fold(counts, |value, key| value.get(key))
+                .u64();
+            let theirs = span.end.delta(span.start, &check.module);
+            exact.checks += 1;
+            let verdict = if ours == theirs {
+                exact.equal += 1;
+                "ok"
+            } else {
+                problems.push(format!(
+                    "exact ({label}): {kind} {}: nodescope {ours}, the module {theirs}",
+                    check.module
+                ));
+                "DIFFERS"
+            };
+            lines.push(format!(
+                "  exact {kind:<13} {:<28} nodescope {ours:>8}  module {theirs:>8}  {verdict}  ({label}: {})",
+                check.module,
+                check.stream.join(".")
+            ));
+        }
+    }
+    let unknown = counts.get("second_chance_reasons").get("unknown").u64()
+        + counts.get("restore_fail_reasons").get("unknown").u64();
+    if unknown > 0 {
+        problems.push(format!(
+            "exact ({label}): {unknown} events with a reason nodescope does not know"
+        ));
+    }
 }
 
 /// Restores per restoring process (each window's `processes`, summed by app): together they
@@ -287,8 +312,9 @@ fn metrics_checks(
 }
 
 /// `report --compare` of the budget phase's two recordings (off, on), each from the emptied
-/// cache to the end of the replay: its node reads and restores must be iostat's and the
-/// module's over the same span, its retained nodes the module's entries at the end. Returns
+/// cache to the worker's stop after the replay: its node reads and restores must be iostat's
+/// and the module's over the same span, its retained nodes the module's entries at the end.
+/// Returns
 /// (equal, compared).
 pub(super) fn compare_checks(
     dir: &Path,
@@ -315,11 +341,11 @@ pub(super) fn compare_checks(
     let (mut equal, mut compared) = (0, 0);
     for mode in ["off", "on"] {
         let counters = |phase: &str| Counters::read(dir, &format!("budget_{mode}_{phase}")).ok();
-        let (start, end) = (counters("start"), counters("after"));
+        let (start, end) = (counters("start"), counters("end"));
         let module = |key: &str| Some(end.as_ref()?.delta(start.as_ref()?, key));
         let reads =
             |phase: &str| super::verdict::iostat_reads(dir, &format!("budget_{mode}_{phase}"));
-        let iostat = match (reads("start"), reads("after")) {
+        let iostat = match (reads("start"), reads("end")) {
             (Ok(before), Ok(after)) => Some(after.saturating_sub(before)),
             _ => None,
         };
@@ -427,7 +453,7 @@ mod tests {
         assert_eq!(
             problems,
             [
-                "exact: second_chance second_chance_worker: nodescope 4, the module 5",
+                "exact (stream): second_chance second_chance_worker: nodescope 4, the module 5",
                 "metrics: second chances worker: /metrics 5, stream 4"
             ]
         );

@@ -105,7 +105,8 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     }
     knob_checks(dir, &mut problems);
     let discovered = startup_discovery_checks(dir, &mut problems, &mut lines);
-    let exact = super::exact::exact_checks(dir, &mut problems, &mut lines);
+    let mut exact = super::exact::exact_checks(dir, &mut problems, &mut lines);
+    super::recorded::record_checks(dir, &mut exact, &mut problems, &mut lines);
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
     let (compare_equal, compared) = super::exact::compare_checks(dir, &mut problems, &mut lines);
