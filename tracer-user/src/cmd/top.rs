@@ -49,6 +49,11 @@ pub struct LiveTuneArgs {
     /// `nodescope tune --state-dir`; a device another controller tunes is refused).
     #[arg(long, value_name = "DIR", requires = "tune")]
     pub state_dir: Option<PathBuf>,
+    /// With --tune: the memory pressure to aim for, percent of time with some task stalled
+    /// on memory (as `nodescope tune --psi-goal`).
+    #[arg(long, value_name = "PERCENT", requires = "tune",
+          default_value_t = controller::law::Config::default().psi_goal)]
+    pub psi_goal: f64,
 }
 
 impl LiveTuneArgs {
@@ -68,7 +73,13 @@ impl LiveTuneArgs {
         if !self.dry_run {
             crate::control::lower_oom_score(controller::oom::DEFAULT_OOM_SCORE_ADJ);
         }
+        let config = controller::law::Config {
+            psi_goal: self.psi_goal,
+            ..controller::law::Config::default()
+        };
+        config.validate()?;
         let options = TuningOptions {
+            config,
             state_dir: self.state_dir.clone(),
             ..TuningOptions::default()
         };

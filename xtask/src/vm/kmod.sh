@@ -302,7 +302,8 @@ mark tune_done
 # 4b. Static settings against the controller (issue 32, point 4), under the same hog: each run
 # empties the cache and reads the file set twice (the second pass is served by what the first
 # left); the module's counters and iostat around it, attributed memory sampled every 0.5 s.
-# The controller is `nodescope daemon --tune` from the RFC's settings, on this kernel's PSI.
+# The controller is `nodescope daemon --tune` from the RFC's settings, on this kernel's PSI
+# with the tune phase's goal (the hog's stalls are small: reclaiming clean page cache is cheap).
 sample_memory() {
   while :; do
     read up idle < /proc/uptime
@@ -348,7 +349,8 @@ for point in $GRID; do
 done
 threshold $THRESHOLD; interval $INTERVAL
 knobs_now > $R/knobs_before_daemon.txt
-nodescope daemon --tune --audit $R/daemon_tune.jsonl > $R/daemon.out 2> $R/daemon.err &
+nodescope daemon --tune --psi-goal $TUNE_PSI_GOAL --audit $R/daemon_tune.jsonl \
+  > $R/daemon.out 2> $R/daemon.err &
 DP=$!
 wait_for $DP "daemon --tune" "grep -q '\"start\"' $R/daemon_tune.jsonl 2>/dev/null" 60
 grid_run controller
