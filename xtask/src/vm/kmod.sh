@@ -297,13 +297,23 @@ knobs_now > $R/knobs_after_kill.txt
 nodescope tune --restore --device $DEV > $R/tune_restore.txt 2>&1
 echo $? > $R/tune_restore.rc
 knobs_now > $R/knobs_after_restore.txt
+rm -f /hog/fill
 mark tune_done
 
-# 4b. Static settings against the controller (issue 32, point 4), under the same hog: each run
-# empties the cache and reads the file set twice (the second pass is served by what the first
-# left); the module's counters and iostat around it, attributed memory sampled every 0.5 s.
-# The controller is `nodescope daemon --tune` from the RFC's settings, on this kernel's PSI
-# with the tune phase's goal (the hog's stalls are small: reclaiming clean page cache is cheap).
+# 4b. Static settings against the controller (issue 32, point 4), on one workload: the cache
+# emptied, a hog of $ARRIVING_MB arrives on top of a tmpfs that leaves $GRID_HEADROOM_MB free
+# (measured with the tune phase's 40 MB: the shrinker then drains the compressed queues too and
+# no setting differs), and the file set is read twice (the second pass is served by what the
+# first left). The module's counters and iostat around each run, attributed memory sampled
+# every 0.5 s. The controller is `nodescope daemon --tune` from the RFC's settings on this
+# kernel's PSI with the tune phase's goal; it and `top` start before the hog arrives (their
+# eBPF maps need memory the hog would not leave).
+rm -f /hog/fill
+cold
+avail=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
+base_mb=$((avail - GRID_HEADROOM_MB - ARRIVING_MB))
+dd if=/dev/zero of=/hog/fill bs=1M count=$base_mb 2> $R/grid_hog.txt
+grep -E '^(MemAvailable|Shmem):' /proc/meminfo >> $R/grid_hog.txt
 sample_memory() {
   while :; do
     read up idle < /proc/uptime
@@ -317,10 +327,10 @@ mkdir -p /dev/pts
 mount -t devpts devpts /dev/pts
 top_start() {
   tmux -S /tmp/top.sock new-session -d -x 140 -y 45 \
-    "nodescope top 2> $R/top.err; echo \$? > $R/top.rc" || fail "tmux new-session"
+    "nodescope top 2> $R/top.err; echo \$? > $R/top.rc" 2>> $R/tmux.err || fail "tmux new-session"
   wait_for $$ top "[ -e $R/top.rc ] || tmux -S /tmp/top.sock capture-pane -p | grep -q 'source bpf'" 60
 }
-top_capture() { tmux -S /tmp/top.sock capture-pane -p > $R/top_screen_$1.txt; }
+top_capture() { tmux -S /tmp/top.sock capture-pane -p > $R/top_screen_$1.txt 2>> $R/tmux.err; }
 top_stop() {
   tmux -S /tmp/top.sock send-keys q
   n=0
@@ -328,10 +338,10 @@ top_stop() {
   tmux -S /tmp/top.sock kill-server 2>/dev/null
 }
 grid_run() {
-  cold
   sample_memory > $R/grid_$1_memory.txt &
   SP=$!
   snap grid_$1_start
+  dd if=/dev/zero of=/hog/fill bs=1M seek=$base_mb count=$ARRIVING_MB conv=notrunc 2>> $R/grid_hog.txt
   sh /replay-all
   [ -n "$2" ] && top_capture 1
   sh /replay-all
@@ -339,15 +349,18 @@ grid_run() {
   snap grid_$1_end
   kill $SP
   wait $SP 2>/dev/null
+  truncate -s $((base_mb * 1048576)) /hog/fill
 }
 for point in $GRID; do
   t=${point%/*}; i=${point#*/}
   threshold $t; interval $i
+  cold
   top=; [ $point = $TOP_AT ] && { top=1; top_start; }
   grid_run static_${t}_$i $top
   [ -n "$top" ] && top_stop
 done
 threshold $THRESHOLD; interval $INTERVAL
+cold
 knobs_now > $R/knobs_before_daemon.txt
 nodescope daemon --tune --psi-goal $TUNE_PSI_GOAL --audit $R/daemon_tune.jsonl \
   > $R/daemon.out 2> $R/daemon.err &

@@ -35,6 +35,13 @@ const SIM_BUDGET_BYTES: u64 = 3 << 20;
 /// The static settings (threshold %, interval ms) the controller is set against (kmod.sh, 4b):
 /// off, and the RFC's and half its threshold at the fastest and the default interval.
 pub(super) const GRID: [(u32, u32); 5] = [(0, 1000), (12, 100), (12, 1000), (25, 100), (25, 1000)];
+/// The grid's memory (kmod.sh, 4b): before each run a tmpfs leaves this much free plus
+/// `ARRIVING_MB`, and a hog of `ARRIVING_MB` then arrives. With the tune phase's 40 MB the
+/// shrinker drained the compressed queues as well and every setting read every node twice
+/// (32,150 to 32,175 reads); 64 MB is below the 65 MiB of raw node pages, above what the file
+/// set takes compressed.
+const GRID_HEADROOM_MB: u64 = 64;
+const ARRIVING_MB: u64 = 256;
 /// The static run `nodescope top` watches in tmux.
 const TOP_AT: (u32, u32) = (25, 100);
 const VM_TIMEOUT: Duration = Duration::from_secs(1200);
@@ -127,7 +134,7 @@ fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -
     let config = format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
          BUDGET={BUDGET_BYTES}\nSIM_BUDGET={SIM_BUDGET_BYTES}\nHEADROOM_MB={}\nTUNE_PSI_GOAL={}\n\
-         GRID=\"{}\"\nTOP_AT={}/{}\n",
+         GRID=\"{}\"\nTOP_AT={}/{}\nGRID_HEADROOM_MB={GRID_HEADROOM_MB}\nARRIVING_MB={ARRIVING_MB}\n",
         super::HEADROOM_MB,
         super::TUNE_PSI_GOAL,
         grid.join(" "),
