@@ -10,7 +10,7 @@
 use std::{fs, path::Path};
 
 use super::{
-    verdict::{iostat_reads, Counters},
+    verdict::{iostat_reads, read_trimmed as read, Counters},
     GRID,
 };
 use crate::vm::json::Json;
@@ -175,12 +175,6 @@ fn setting(name: &str) -> String {
         (Some(t), Some(i)) => format!("{t} %, {i} ms"),
         _ => "daemon --tune".into(),
     }
-}
-
-fn read(dir: &Path, name: &str) -> String {
-    fs::read_to_string(dir.join(name))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| format!("(no {name})"))
 }
 
 /// The daemon's steps changed the knob files (its last applied step's read-back is what the

@@ -3,6 +3,7 @@
 //! write stopping it and left alone, and after SIGKILL `tune --restore` putting them back.
 use std::{fs, path::Path};
 
+use super::verdict::read_trimmed as read;
 use crate::vm::{check::expect, json::Json, tune_check::check_tune};
 
 /// What the verdict line says.
@@ -11,12 +12,6 @@ pub(super) struct Tune {
     pub ok: bool,
     /// The knobs after SIGKILL and `tune --restore` are the originals.
     pub sigkill_restored: bool,
-}
-
-fn read(dir: &Path, name: &str) -> String {
-    fs::read_to_string(dir.join(name))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| format!("(no {name})"))
 }
 
 pub(super) fn tune_checks(dir: &Path, lines: &mut Vec<String>, problems: &mut Vec<String>) -> Tune {

@@ -84,7 +84,7 @@ fn ok(pass: bool) -> &'static str {
     }
 }
 
-fn read_trimmed(dir: &Path, name: &str) -> String {
+pub(super) fn read_trimmed(dir: &Path, name: &str) -> String {
     fs::read_to_string(dir.join(name))
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| format!("(no {name})"))
