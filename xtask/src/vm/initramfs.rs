@@ -98,6 +98,11 @@ pub fn build_with_modules(
             helper,
             &format!("bin/{}", name.to_string_lossy()),
         )?;
+        // tmux will not start without a UTF-8 locale ("need UTF-8 locale (LC_CTYPE)"); it
+        // tries C.UTF-8 itself, which glibc reads from this directory (Debian's libc-bin).
+        if name == "tmux" {
+            add_tree(&mut archive, Path::new(C_UTF8_LOCALE))?;
+        }
     }
     Ok(archive.to_bytes())
 }
@@ -200,6 +205,22 @@ fn add_busybox(archive: &mut Archive, userland: &Userland) -> Result<()> {
 fn read_file(path: &Path, executable: bool) -> Result<Entry> {
     let data = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(Entry::File { data, executable })
+}
+
+const C_UTF8_LOCALE: &str = "/usr/lib/locale/C.utf8";
+
+/// A host directory's files, at the same paths.
+fn add_tree(archive: &mut Archive, dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            add_tree(archive, &path)?;
+        } else {
+            let at = path.to_string_lossy().trim_start_matches('/').to_string();
+            archive.add(&at, read_file(&path, false)?);
+        }
+    }
+    Ok(())
 }
 
 /// A dynamically linked host binary and every library `ldd` lists, at the same paths.
