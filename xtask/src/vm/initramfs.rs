@@ -98,10 +98,12 @@ pub fn build_with_modules(
             helper,
             &format!("bin/{}", name.to_string_lossy()),
         )?;
-        // tmux will not start without a UTF-8 locale ("need UTF-8 locale (LC_CTYPE)"); it
-        // tries C.UTF-8 itself, which glibc reads from this directory (Debian's libc-bin).
+        // tmux will not start without a UTF-8 locale ("need UTF-8 locale (LC_CTYPE)"; it
+        // tries C.UTF-8 itself, which glibc reads from Debian's libc-bin directory) nor
+        // without the terminfo entry of its client's TERM (Debian's ncurses-base).
         if name == "tmux" {
             add_tree(&mut archive, Path::new(C_UTF8_LOCALE))?;
+            add_tree(&mut archive, Path::new(TERMINFO))?;
         }
     }
     Ok(archive.to_bytes())
@@ -208,6 +210,7 @@ fn read_file(path: &Path, executable: bool) -> Result<Entry> {
 }
 
 const C_UTF8_LOCALE: &str = "/usr/lib/locale/C.utf8";
+const TERMINFO: &str = "/lib/terminfo";
 
 /// A host directory's files, at the same paths.
 fn add_tree(archive: &mut Archive, dir: &Path) -> Result<()> {

@@ -325,6 +325,7 @@ sample_memory() {
 # screen captured after each of the two passes.
 mkdir -p /dev/pts
 mount -t devpts devpts /dev/pts
+export TERM=xterm-256color
 top_start() {
   tmux -S /tmp/top.sock new-session -d -x 140 -y 45 \
     "nodescope top 2> $R/top.err; echo \$? > $R/top.rc" 2>> $R/tmux.err || fail "tmux new-session"
