@@ -12,24 +12,24 @@ use std::{fs, path::Path};
 /// The sparkline panels whose titles read `<name> <count>/w` and must show activity.
 const LIVE_PANELS: [&str; 3] = ["node reads", "conversions", "reclaims"];
 
+/// The number `text` starts with, when `suffix` follows it.
+fn number_then(text: &str, suffix: &str) -> Option<u64> {
+    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    text[digits.len()..]
+        .starts_with(suffix)
+        .then(|| digits.parse().ok())?
+}
+
 /// The count a panel's title shows in this screen (`restores 312/w avg 15.2us`).
 fn panel_count(screen: &str, panel: &str) -> Option<u64> {
     let at = screen.find(&format!("{panel} "))? + panel.len() + 1;
-    let rest = &screen[at..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    rest[digits.len()..]
-        .starts_with("/w")
-        .then(|| digits.parse().ok())?
+    number_then(&screen[at..], "/w")
 }
 
 /// The slot count in the memory gauge (`compressed 3.1 MiB (8123 slots)`).
 fn slots(screen: &str) -> Option<u64> {
     let rest = &screen[screen.find("compressed ")?..];
-    let inside = &rest[rest.find('(')? + 1..];
-    let digits: String = inside.chars().take_while(char::is_ascii_digit).collect();
-    inside[digits.len()..]
-        .starts_with(" slots)")
-        .then(|| digits.parse().ok())?
+    number_then(&rest[rest.find('(')? + 1..], " slots)")
 }
 
 /// The mean latency the restores panel shows (`restores 0/w avg 79.6us`).
