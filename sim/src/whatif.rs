@@ -8,8 +8,9 @@
 //! - a finished checkpoint: [`Engine::checkpoint`] (every dirty node written back);
 //! - a node page drop: the recorded system was reclaiming. A *pressure episode* begins: the
 //!   engine holds attributed memory to the budget (kswapd ticks and direct reclaim, as
-//!   `Pressure::Budget`) until the next lookup, which ends it. The state at the end of the last
-//!   episode is the **budget point**: its retained nodes and bytes, and the lookups after it
+//!   `Pressure::Budget`) until the trace shows the limit released: lookups go on, for a while
+//!   and for a number of them, without an eviction ([`PRESSURE_LINGER_NS`],
+//!   [`PRESSURE_LINGER_LOOKUPS`]). The state at the end of the last episode is the **budget point**: its retained nodes and bytes, and the lookups after it
 //!   (node reads, restores), are what a what-if compares, as the vm-replay scenario does.
 use std::sync::Arc;
 
@@ -63,6 +64,13 @@ pub const MAX_TRACE_STEPS: usize = 1 << 22;
 /// held to a limit evicts only when something new comes in; between two misses the limit still
 /// holds, though the recording shows nothing (the reference module's on run, kmod/README.md).
 pub const PRESSURE_LINGER_NS: u64 = 100_000_000;
+
+/// ... and for as long as fewer than this many lookups come before the next eviction, however
+/// long they take. Time alone does not tell a released limit from a recorded system that was
+/// slowed (a descheduled guest, a throttled phone): that stretches the gaps between evictions
+/// in time, not in work. A gap this long in lookups is the recorded system reading on without
+/// reclaiming: its limit was released.
+pub const PRESSURE_LINGER_LOOKUPS: u64 = 256;
 
 /// First pass over a recording's events: which device has the most `NodeAccess` events.
 #[derive(Default)]
@@ -168,7 +176,7 @@ impl Trace {
         let missing: Vec<u32> = self
             .steps
             .iter()
-            .filter(|s| !matches!(s.op, Op::Evict | Op::Checkpoint))
+            .filter(|s| s.op.is_lookup())
             .map(|s| s.nid)
             .filter(|nid| nodes.block(*nid).is_none())
             .collect();
@@ -203,6 +211,40 @@ fn op_of(event: &Event) -> Option<Op> {
         _ => return None,
     };
     Some(op)
+}
+
+impl Op {
+    /// A node lookup of some kind: every op but drops and checkpoints.
+    pub fn is_lookup(self) -> bool {
+        !matches!(self, Op::Evict | Op::Checkpoint)
+    }
+}
+
+/// Per step, whether a pressure episode ends there: at the first lookup [`PRESSURE_LINGER_NS`]
+/// or more after an eviction, when at least [`PRESSURE_LINGER_LOOKUPS`] lookups come before the
+/// next eviction (or none follows). The whole trace is known, so the episode ends where the
+/// limit was released, not where the lookups that prove it had been counted.
+fn episode_ends(steps: &[Step]) -> Vec<bool> {
+    let mut ends = vec![false; steps.len()];
+    let evictions: Vec<usize> = (0..steps.len())
+        .filter(|&i| steps[i].op == Op::Evict)
+        .collect();
+    for (k, &at) in evictions.iter().enumerate() {
+        let next = evictions.get(k + 1).copied();
+        let gap = &steps[at + 1..next.unwrap_or(steps.len())];
+        let lookups = gap.iter().filter(|s| s.op.is_lookup()).count() as u64;
+        if next.is_some() && lookups < PRESSURE_LINGER_LOOKUPS {
+            continue;
+        }
+        let lingered = steps[at].ts_ns.saturating_add(PRESSURE_LINGER_NS);
+        if let Some(offset) = gap
+            .iter()
+            .position(|s| s.op.is_lookup() && s.ts_ns >= lingered)
+        {
+            ends[at + 1 + offset] = true;
+        }
+    }
+    ends
 }
 
 /// One grid point's settings.
@@ -270,14 +312,13 @@ pub fn replay(
     let budget = Pressure::Budget {
         bytes: settings.budget_bytes,
     };
+    let ends = episode_ends(&trace.steps);
     let mut pressing = false;
-    let mut last_evict_ns = 0;
     let mut outcome = Outcome::default();
     let mut mark = Mark::default();
-    for step in &trace.steps {
+    for (step, &ends_episode) in trace.steps.iter().zip(&ends) {
         engine.advance_to(step.ts_ns)?;
-        let lingering = step.ts_ns.saturating_sub(last_evict_ns) < PRESSURE_LINGER_NS;
-        if pressing && !lingering && !matches!(step.op, Op::Evict | Op::Checkpoint) {
+        if pressing && ends_episode {
             engine.set_pressure(Pressure::None);
             pressing = false;
             let memory = engine.cache.memory();
@@ -305,7 +346,6 @@ pub fn replay(
                 engine.checkpoint();
             }
             Op::Evict => {
-                last_evict_ns = step.ts_ns;
                 if !pressing {
                     engine.set_pressure(budget);
                     pressing = true;

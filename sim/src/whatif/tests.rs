@@ -100,3 +100,63 @@ fn the_busiest_device_is_chosen_the_lowest_among_equals() {
     }
     assert_eq!(counts.busiest().unwrap(), 4);
 }
+
+/// Steady pressure: an eviction, then `lookups` lookups 1 ms apart, `cycles` times; `pause_ns`
+/// of silence before the first lookup of every cycle.
+fn pressed(cycles: u64, lookups: u64, pause_ns: u64) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut ts = 0;
+    for cycle in 0..cycles {
+        steps.push(Step {
+            ts_ns: ts,
+            nid: 0,
+            op: Op::Evict,
+        });
+        ts += pause_ns;
+        for i in 0..lookups {
+            ts += 1_000_000;
+            let nid = (cycle * lookups + i) as u32;
+            steps.push(Step {
+                ts_ns: ts,
+                nid,
+                op: Op::Lookup,
+            });
+        }
+    }
+    steps
+}
+
+fn ended_at(steps: &[Step]) -> Vec<usize> {
+    let ends = episode_ends(steps);
+    (0..steps.len()).filter(|&i| ends[i]).collect()
+}
+
+/// A recorded system that was slowed (a descheduled guest) leaves gaps of seconds between
+/// evictions with a few lookups in them: the limit held all along, so one episode, ending
+/// only after the last eviction.
+#[test]
+fn a_slowed_recording_does_not_end_its_pressure_episode() {
+    let steps = pressed(50, 10, 2_000_000_000);
+    let last_evict = steps.len() - 11;
+    let first_late = (last_evict + 1..steps.len())
+        .find(|&i| steps[i].ts_ns >= steps[last_evict].ts_ns + PRESSURE_LINGER_NS)
+        .unwrap();
+    assert_eq!(ended_at(&steps), vec![first_late]);
+}
+
+/// A gap long in time and in lookups is a released limit: the episode ends at the first lookup
+/// the linger time after the eviction, and the next eviction begins another.
+#[test]
+fn a_gap_long_in_time_and_lookups_ends_the_episode_where_the_linger_runs_out() {
+    let lookups = PRESSURE_LINGER_LOOKUPS;
+    let steps = pressed(2, lookups, 0);
+    // Lookups are 1 ms apart: the 100th after the eviction is the first 100 ms after it.
+    let linger_lookups = (PRESSURE_LINGER_NS / 1_000_000) as usize;
+    let first_gap_end = linger_lookups;
+    let second_gap_end = 1 + lookups as usize + linger_lookups;
+    assert_eq!(ended_at(&steps), vec![first_gap_end, second_gap_end]);
+    // One lookup fewer in the first gap and it is the same episode.
+    let mut short = steps.clone();
+    short.remove(5);
+    assert_eq!(ended_at(&short), vec![second_gap_end - 1]);
+}

@@ -294,9 +294,21 @@ until grep -q '"decision"' $R/tune_kill.jsonl || [ $n -gt 600 ]; do sleep 0.1; n
 kill -KILL $TP
 wait $TP
 knobs_now > $R/knobs_after_kill.txt
+# The same kill is recovered both ways: what it left (its claim's state file, the knobs as it
+# left them) is kept, `tune --restore` puts the originals back, then the leftovers are put back
+# as they were and the next `tune` must restore the originals at its start.
+mkdir -p /tmp/left && cp /run/nodescope/*.state /tmp/left/
 nodescope tune --restore --device $DEV > $R/tune_restore.txt 2>&1
 echo $? > $R/tune_restore.rc
 knobs_now > $R/knobs_after_restore.txt
+cp /tmp/left/*.state /run/nodescope/
+set -- $(cat $R/knobs_after_kill.txt); threshold $1; interval $2
+tune_start tune_next 3600
+knobs_now > $R/knobs_after_next.txt
+kill -TERM $TP
+wait $TP
+echo $? > $R/tune_next.rc
+knobs_now > $R/knobs_after_next_term.txt
 rm -f /hog/fill
 mark tune_done
 

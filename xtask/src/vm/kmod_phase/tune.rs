@@ -1,6 +1,7 @@
 //! The controller on the module's real knobs (kmod.sh, part 4): steps under the guest's own
 //! memory pressure that change the knob files, SIGTERM restoring the originals, someone else's
-//! write stopping it and left alone, and after SIGKILL `tune --restore` putting them back.
+//! write stopping it and left alone, and after SIGKILL `tune --restore` putting them back, as
+//! the next `tune` does at its start from the same leftovers.
 use std::{fs, path::Path};
 
 use super::verdict::read_trimmed as read;
@@ -10,7 +11,8 @@ use crate::vm::{check::expect, json::Json, tune_check::check_tune};
 pub(super) struct Tune {
     pub steps: u64,
     pub ok: bool,
-    /// The knobs after SIGKILL and `tune --restore` are the originals.
+    /// The knobs after SIGKILL and `tune --restore` are the originals, and so are they after
+    /// the next `tune` started from the same leftovers.
     pub sigkill_restored: bool,
 }
 
@@ -65,14 +67,52 @@ pub(super) fn tune_checks(dir: &Path, lines: &mut Vec<String>, problems: &mut Ve
             read(dir, "tune_restore.rc")
         ),
     );
+    let next_restored = next_tune_restored(dir, &original, &after_kill, problems);
     lines.push(format!(
         "  tune on the module's knobs: originals {original}, under pressure {under_pressure}; \
          external write -> {after_external}; SIGKILL -> {after_kill}, tune --restore -> \
-         {after_restore}"
+         {after_restore}, the next tune -> {}",
+        read(dir, "knobs_after_next.txt")
     ));
     Tune {
         steps,
         ok: problems.len() == before,
-        sigkill_restored,
+        sigkill_restored: sigkill_restored && next_restored,
     }
+}
+
+/// The next `tune` after a SIGKILL, from the killed one's leftovers (knobs at `after_kill`):
+/// a `recover` record that restored, the originals on the device once it has started and
+/// after its SIGTERM, exit status 0.
+fn next_tune_restored(
+    dir: &Path,
+    original: &str,
+    after_kill: &str,
+    problems: &mut Vec<String>,
+) -> bool {
+    let audit = fs::read_to_string(dir.join("tune_next.jsonl")).unwrap_or_default();
+    let recovered = audit
+        .lines()
+        .filter_map(|l| Json::parse(l).ok())
+        .any(|r| r.get("event").str() == "recover" && r.get("outcome").str() == "restored");
+    let (started, ended) = (
+        read(dir, "knobs_after_next.txt"),
+        read(dir, "knobs_after_next_term.txt"),
+    );
+    let ok = recovered
+        && after_kill != original
+        && started == original
+        && ended == original
+        && read(dir, "tune_next.rc") == "0";
+    expect(
+        problems,
+        ok,
+        format!(
+            "tune: the next tune after SIGKILL (knobs {after_kill}) must recover (audit recover \
+             restored: {recovered}) and hold the originals {original} (at its start {started}, \
+             after SIGTERM {ended}, rc {})",
+            read(dir, "tune_next.rc")
+        ),
+    );
+    ok
 }
