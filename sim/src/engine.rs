@@ -420,7 +420,7 @@ impl Engine {
             .peek(nid)
             .ok_or_else(|| anyhow::anyhow!("nid {nid} is not in the image"))?;
         self.em.node_access(nid, crate::events::ACCESS_NEW);
-        self.cache.create(nid, block);
+        self.cache.create(nid, block, &mut self.em);
         self.direct_reclaim();
         Ok(costs::CREATE_NS)
     }

@@ -154,6 +154,13 @@ impl Emitter {
         });
     }
 
+    /// A raw entry began (`NodeCache::insert_raw`): with `forget`, `reclaim` and
+    /// `restore_fail` a consumer counts each queue's population from the events alone.
+    pub fn insert(&mut self, nid: u32) {
+        hooks::nodescope_sim_insert(self.dev, nid);
+        self.push(EventKind::Insert, nid, |_| {});
+    }
+
     pub fn convert(&mut self, nid: u32, clen: u32, slot_bytes: u32, queue: u8) {
         hooks::nodescope_sim_convert(self.dev, nid, clen, slot_bytes);
         self.push(EventKind::Convert, nid, |e| {
@@ -199,6 +206,12 @@ impl Emitter {
     pub fn reclaim(&mut self, nid: u32, queue: u8) {
         hooks::nodescope_sim_reclaim(self.dev, nid, u32::from(queue));
         self.push(EventKind::Reclaim, nid, |e| e.queue = queue);
+    }
+
+    /// An entry of `queue` dropped, neither reclaimed nor a failed restore.
+    pub fn forget(&mut self, nid: u32, queue: u8) {
+        hooks::nodescope_sim_forget(self.dev, nid, u32::from(queue));
+        self.push(EventKind::Forget, nid, |e| e.queue = queue);
     }
 
     pub fn second_chance(&mut self, nid: u32, queue: u8, by: u8) {

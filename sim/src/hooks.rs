@@ -76,6 +76,13 @@ pub extern "C" fn nodescope_sim_reclaim(dev: u32, nid: u32, queue: u32) {
     black_box((EventKind::Reclaim as u8, dev, nid, queue));
 }
 
+/// An entry of `queue` (tracer_common::QUEUE_*) dropped, neither reclaimed nor a failed restore.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_forget(dev: u32, nid: u32, queue: u32) {
+    black_box((EventKind::Forget as u8, dev, nid, queue));
+}
+
 /// A REFERENCED entry got its second chance; `by` = tracer_common::SECOND_CHANCE_BY_*.
 #[no_mangle]
 #[inline(never)]
@@ -90,14 +97,25 @@ pub extern "C" fn nodescope_sim_node_read(dev: u32, nid: u32, readahead: u32) {
     black_box((EventKind::NodeRead as u8, dev, nid, readahead));
 }
 
+/// A raw entry began: a node read from disk (a failed restore's read too), or created.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nodescope_sim_insert(dev: u32, nid: u32) {
+    black_box((EventKind::Insert as u8, dev, nid));
+}
+
 /// Every hook's name and address. Calling this from the code that attaches the probes keeps
 /// each hook in the final binary even if a build never calls one (the linker drops unreferenced
 /// functions, `#[no_mangle]` or not), so uprobes always find their symbols.
-pub fn all() -> [(&'static str, usize); 9] {
+pub fn all() -> [(&'static str, usize); 11] {
     black_box([
         (
             "nodescope_sim_node_read",
             nodescope_sim_node_read as *const () as usize,
+        ),
+        (
+            "nodescope_sim_insert",
+            nodescope_sim_insert as *const () as usize,
         ),
         (
             "nodescope_sim_convert",
@@ -130,6 +148,10 @@ pub fn all() -> [(&'static str, usize); 9] {
         (
             "nodescope_sim_second_chance",
             nodescope_sim_second_chance as *const () as usize,
+        ),
+        (
+            "nodescope_sim_forget",
+            nodescope_sim_forget as *const () as usize,
         ),
     ])
 }

@@ -59,6 +59,15 @@ pub enum Decoded {
         nid: u32,
         queue: Queue,
     },
+    /// A raw entry began.
+    Insert {
+        nid: u32,
+    },
+    /// An entry of `queue` dropped, neither reclaimed nor a failed restore.
+    Forget {
+        nid: u32,
+        queue: Queue,
+    },
     SecondChance {
         nid: u32,
         queue: Queue,
@@ -433,6 +442,11 @@ impl Event {
                 nid,
                 queue: queue()?,
             },
+            EventKind::Insert => Decoded::Insert { nid },
+            EventKind::Forget => Decoded::Forget {
+                nid,
+                queue: queue()?,
+            },
             EventKind::SecondChance => Decoded::SecondChance {
                 nid,
                 queue: queue()?,
@@ -470,6 +484,8 @@ impl Decoded {
             Decoded::RestoreFail { .. } => EventKind::RestoreFail,
             Decoded::RestoreNomem { .. } => EventKind::RestoreNomem,
             Decoded::Reclaim { .. } => EventKind::Reclaim,
+            Decoded::Insert { .. } => EventKind::Insert,
+            Decoded::Forget { .. } => EventKind::Forget,
             Decoded::SecondChance { .. } => EventKind::SecondChance,
             Decoded::Lost { .. } => EventKind::Lost,
             Decoded::Hello => EventKind::Hello,

@@ -50,10 +50,18 @@ pub enum EventKind {
     /// SIT block. `queue` = `JOURNAL_NAT` or `JOURNAL_SIT`, `nid` = the nid (NAT) or segment
     /// number (SIT). The kprobe carries no device: `dev` is 0.
     JournalEntry = 17,
+    /// A raw entry began: a node page the cache now holds, read from disk or found by a lookup
+    /// (the reference module's `f2fs_node_cache_insert`). `nid`. With `Forget`, `Reclaim` and
+    /// `RestoreFail` it makes every entry's life visible, so the cache's population is counted,
+    /// not guessed from node reads.
+    Insert = 18,
+    /// An entry dropped for any reason but reclaim or a failed restore (its node freed, a
+    /// compressed copy made stale by a write or by the page coming back). `nid`, `queue`.
+    Forget = 19,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::NodeRead,
         EventKind::NodeWrite,
         EventKind::Checkpoint,
@@ -71,6 +79,8 @@ impl EventKind {
         EventKind::NodeEvict,
         EventKind::MetaWrite,
         EventKind::JournalEntry,
+        EventKind::Insert,
+        EventKind::Forget,
     ];
 
     /// A match, not a search of `ALL`: `Event::decode` calls this for every event.
@@ -94,6 +104,8 @@ impl EventKind {
             15 => EventKind::NodeEvict,
             16 => EventKind::MetaWrite,
             17 => EventKind::JournalEntry,
+            18 => EventKind::Insert,
+            19 => EventKind::Forget,
             _ => return None,
         })
     }
@@ -118,6 +130,8 @@ impl EventKind {
             EventKind::NodeEvict => "node_evict",
             EventKind::MetaWrite => "meta_write",
             EventKind::JournalEntry => "journal_entry",
+            EventKind::Insert => "insert",
+            EventKind::Forget => "forget",
         }
     }
 }

@@ -305,3 +305,19 @@ probe_programs!(
     ur_second_chance,
     t_second_chance
 );
+probe_programs!(
+    EventKind::Insert,
+    k_insert,
+    kr_insert,
+    u_insert,
+    ur_insert,
+    t_insert
+);
+probe_programs!(
+    EventKind::Forget,
+    k_forget,
+    kr_forget,
+    u_forget,
+    ur_forget,
+    t_forget
+);

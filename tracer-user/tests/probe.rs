@@ -161,12 +161,14 @@ fn probe_shows_each_manifest_kind_as_attached_found_or_missing() {
         report["rfc_probes"]["unmapped_kinds"],
         serde_json::json!([
             "node_read",
+            "insert",
             "convert",
             "convert_reject",
             "convert_abort",
             "restore_fail",
             "restore_nomem",
-            "second_chance"
+            "second_chance",
+            "forget"
         ])
     );
     let table = Command::new(NODESCOPE)
@@ -206,7 +208,7 @@ fn probe_attaches_every_kind_of_the_simulator_manifest_as_uprobes() {
             .unwrap(),
     );
     let symbols = report["rfc_probes"]["symbols"].as_array().unwrap();
-    assert_eq!(symbols.len(), 9);
+    assert_eq!(symbols.len(), 11);
     for symbol in symbols {
         assert_eq!(symbol["status"], "attached", "{symbol}");
     }

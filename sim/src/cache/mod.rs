@@ -57,7 +57,10 @@ pub struct CacheStats {
     pub second_chances_race: u64,
     pub worker_passes: u64,
     pub shrinker_calls: u64,
+    /// Raw entries begun: disk reads (a failed restore's too) and creations.
     pub inserts: u64,
+    /// Entries dropped other than by reclaim or a failed restore (each `Forget` event).
+    pub forgets: u64,
 }
 
 /// How an access was served.
@@ -216,7 +219,14 @@ impl NodeCache {
         em.second_chance(nid, self.config.event_queue(queue), by);
     }
 
-    fn insert_raw(&mut self, nid: u32, block: Arc<Block>, referenced: bool, dirty: bool) -> u32 {
+    fn insert_raw(
+        &mut self,
+        nid: u32,
+        block: Arc<Block>,
+        referenced: bool,
+        dirty: bool,
+        em: &mut Emitter,
+    ) -> u32 {
         let kind = match &self.payload {
             Payload::Sizes(sizes) => sizes.kind(nid),
             Payload::Lz4 => None,
@@ -249,10 +259,12 @@ impl NodeCache {
         self.index[nid as usize] = slot;
         self.push_tail(slot, QUEUE_RAW);
         self.stats.inserts += 1;
+        em.insert(nid);
         slot
     }
 
-    /// Drop an entry entirely (reclaim).
+    /// Drop an entry entirely. The caller reports why: a reclaim, a failed restore, or
+    /// [`NodeCache::forget`] for anything else, so that every entry's end is seen once.
     fn remove(&mut self, slot: u32) {
         self.unlink(slot);
         let entry = &mut self.entries[slot as usize];
@@ -263,6 +275,15 @@ impl NodeCache {
         let nid = entry.nid;
         self.index[nid as usize] = NIL;
         self.free_slots.push(slot);
+    }
+
+    /// Drop an entry neither reclaimed nor failing a restore, and report it (`Forget`).
+    fn forget(&mut self, slot: u32, em: &mut Emitter) {
+        let entry = &self.entries[slot as usize];
+        let (nid, queue) = (entry.nid, self.config.event_queue(entry.queue));
+        self.remove(slot);
+        self.stats.forgets += 1;
+        em.forget(nid, queue);
     }
 
     /// Replace a compressed representation by a raw block, at the raw tail.
@@ -279,12 +300,13 @@ impl NodeCache {
 
     // ---- the access path ----
 
-    /// Create a new node in memory (a new inode or node page): raw, dirty, referenced.
-    pub fn create(&mut self, nid: u32, block: Arc<Block>) {
+    /// Create a new node in memory (a new inode or node page): raw, dirty, referenced. An
+    /// entry the nid still had is stale (the new page is the truth): forgotten, whatever its form.
+    pub fn create(&mut self, nid: u32, block: Arc<Block>, em: &mut Emitter) {
         if let Some(slot) = self.slot_of(nid) {
-            self.remove(slot);
+            self.forget(slot, em);
         }
-        self.insert_raw(nid, block, true, true);
+        self.insert_raw(nid, block, true, true, em);
     }
 
     /// `__get_node_page`: find the node, restoring or reading it as needed. Returns how it was
@@ -337,7 +359,7 @@ impl NodeCache {
         if !readahead {
             self.stats.misses += 1;
         }
-        Ok(self.insert_raw(nid, block, false, false))
+        Ok(self.insert_raw(nid, block, false, false, em))
     }
 
     /// Mark a cached raw node dirty without changing its bytes (a replayed modification).

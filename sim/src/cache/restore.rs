@@ -214,11 +214,14 @@ impl NodeCache {
                 Ok((Served::NoMem, latency))
             }
             Err(Failure::Invalid(reason)) => {
+                // The copy's entry ends here (`RestoreFail`); the disk read begins a new one
+                // (`Insert`), as in the kernel, where the read inserts the page it brings.
+                self.remove(slot);
                 self.stats.restore_fails += 1;
                 em.restore_fail(nid, reason, clen, event_queue);
                 let block = disk.read(nid, false)?;
                 em.node_read(nid, false);
-                self.make_raw(slot, block, true);
+                self.insert_raw(nid, block, true, false, em);
                 Ok((
                     Served::RestoreFailedThenRead(reason),
                     latency + costs::NODE_READ_NS,

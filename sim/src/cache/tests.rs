@@ -1,9 +1,9 @@
 //! Exact expectations for each mechanism, on synthetic node blocks.
 use tracer_common::{
-    EventKind as K, QUEUE_256, QUEUE_RAW, RESTORE_FAIL_CRC, RESTORE_FAIL_FOOTER,
-    RESTORE_FAIL_INODE_CHECKSUM, RESTORE_FAIL_LZ4_LEN, RESTORE_FAIL_NODE_TYPE,
-    RESTORE_FAIL_PAYLOAD_LEN, RESTORE_FAIL_SLOT_SIZE, SECOND_CHANCE_BY_RACE,
-    SECOND_CHANCE_BY_SHRINKER, SECOND_CHANCE_BY_WORKER,
+    Decoded, EventKind as K, Queue, QUEUE_1024, QUEUE_256, QUEUE_512, QUEUE_COUNT, QUEUE_RAW,
+    RESTORE_FAIL_CRC, RESTORE_FAIL_FOOTER, RESTORE_FAIL_INODE_CHECKSUM, RESTORE_FAIL_LZ4_LEN,
+    RESTORE_FAIL_NODE_TYPE, RESTORE_FAIL_PAYLOAD_LEN, RESTORE_FAIL_SLOT_SIZE,
+    SECOND_CHANCE_BY_RACE, SECOND_CHANCE_BY_SHRINKER, SECOND_CHANCE_BY_WORKER,
 };
 
 use super::{
@@ -255,7 +255,8 @@ fn restore_brings_the_raw_block_back() {
     assert_eq!(r.cache.memory().slot_bytes, 0);
 }
 
-/// Tamper with the compressed copy of 100, access it, expect RestoreFail(reason) + NodeRead.
+/// Tamper with the compressed copy of 100, access it, expect RestoreFail(reason) + NodeRead,
+/// and the read's Insert: the copy's entry ended, the read began another.
 fn expect_fallback(want: RequestedType, reason: u8, tamper: impl FnOnce(&mut super::Compressed)) {
     let mut r = rig(1, 0);
     compress_all(&mut r, 100..101);
@@ -273,7 +274,8 @@ fn expect_fallback(want: RequestedType, reason: u8, tamper: impl FnOnce(&mut sup
             .collect::<Vec<_>>(),
         [
             (K::RestoreFail as u8, 100, reason),
-            (K::NodeRead as u8, 100, 0)
+            (K::NodeRead as u8, 100, 0),
+            (K::Insert as u8, 100, 0)
         ],
         "reason {reason}"
     );
@@ -285,6 +287,7 @@ fn expect_fallback(want: RequestedType, reason: u8, tamper: impl FnOnce(&mut sup
         (1, 0)
     );
     assert_eq!(r.cache.stats.restore_fails, 1);
+    assert_eq!((r.cache.stats.inserts, r.cache.stats.forgets), (2, 0));
 }
 
 /// Replace the payload with the compression of a changed block (CRC updated to match), so
@@ -382,9 +385,10 @@ fn hooks_see_the_same_events_the_emitter_records() {
     assert!(events
         .iter()
         .all(|e| e.dev == 7 && e.tgid == 4242 && e.uid == 10_001 && e.comm_bytes() == b"tester"));
-    assert!(events
-        .iter()
-        .all(|e| e.kind == K::NodeRead as u8 && e.flags == 0));
+    let kinds: Vec<u8> = events.iter().map(|e| e.kind).collect();
+    let (read, insert) = (K::NodeRead as u8, K::Insert as u8);
+    assert_eq!(kinds, [read, insert, read, insert]);
+    assert!(events.iter().all(|e| e.flags == 0));
 }
 
 fn shaped_rig(count: u32, slots: &str, weights: &str) -> Rig {
@@ -448,4 +452,127 @@ fn a_fourth_slot_size_gets_its_own_queue_and_restores_from_it() {
     assert_eq!(get(&mut r, 100, RequestedType::Any), Served::Restored);
     assert_eq!(r.cache.queue_len(queue), 3);
     assert_eq!(r.cache.queue_len(0), 1);
+}
+
+/// A rig over inodes 100.. whose noise cycles so that they compress into each slot size, and
+/// one in five not at all.
+fn mixed_rig(count: u32) -> Rig {
+    const NOISE: [usize; 5] = [0, 300, 500, 800, 3000];
+    let blocks = (100..100 + count)
+        .map(|nid| (nid, inode_block(nid, NOISE[nid as usize % NOISE.len()])))
+        .collect();
+    let nodes = std::sync::Arc::new(crate::nodes::NodeSet::from_blocks(
+        blocks,
+        true,
+        crate::testutil::SEED,
+    ));
+    let check = super::NodeCheck {
+        inode_checksums: true,
+        checksum_seed: crate::testutil::SEED,
+    };
+    Rig {
+        cache: super::NodeCache::new(check),
+        disk: crate::disk::Disk::new(nodes),
+        em: crate::events::Emitter::new(7, true),
+    }
+}
+
+/// Per queue, (arrivals - departures) counted from the events, as a tracer counts them.
+fn population_from_events(events: &[tracer_common::Event]) -> [i64; QUEUE_COUNT] {
+    let raw = Queue::Raw.index();
+    let mut held = [0i64; QUEUE_COUNT];
+    for event in events {
+        match event.decode() {
+            Decoded::Insert { .. } => held[raw] += 1,
+            Decoded::Convert { queue, .. } => {
+                held[raw] -= 1;
+                held[queue.index()] += 1;
+            }
+            Decoded::Restore { queue, .. } => {
+                held[queue.index()] -= 1;
+                held[raw] += 1;
+            }
+            Decoded::Reclaim { queue, .. }
+            | Decoded::RestoreFail { queue, .. }
+            | Decoded::Forget { queue, .. } => held[queue.index()] -= 1,
+            _ => {}
+        }
+    }
+    held
+}
+
+#[test]
+fn inserts_and_forgets_let_the_events_count_every_queue_exactly() {
+    let mut r = mixed_rig(41);
+    r.load(100..140);
+    r.pass(25);
+    let lens = r.cache.queue_lens();
+    assert!(
+        lens.iter().all(|n| *n > 0),
+        "every queue holds some: {lens:?}"
+    );
+    let head = |r: &Rig, queue: u8| r.cache.queue_nids(queue)[0];
+    // Restores, and a failed one (its disk read inserts again).
+    for queue in [QUEUE_256, QUEUE_512, QUEUE_1024] {
+        let nid = head(&r, queue);
+        assert_eq!(get(&mut r, nid, RequestedType::Any), Served::Restored);
+    }
+    let stale = head(&r, QUEUE_512);
+    assert!(r.cache.tamper(stale, |c| c.crc ^= 1));
+    assert!(matches!(
+        get(&mut r, stale, RequestedType::Any),
+        Served::RestoreFailedThenRead(RESTORE_FAIL_CRC)
+    ));
+    // Creations over a compressed copy and over a raw entry (each forgotten), and a new node.
+    let block = |nid: u32| std::sync::Arc::from(inode_block(nid, 0));
+    for nid in [head(&r, QUEUE_1024), head(&r, QUEUE_RAW), 500] {
+        r.cache.create(nid, block(nid), &mut r.em);
+    }
+    // A converting entry forgotten: the pass's pending conversion is no longer its to publish.
+    r.load([140]);
+    let mut pass = WorkerPass::start(&mut r.cache, 25);
+    assert!(matches!(
+        pass.step(&mut r.cache, &mut r.em),
+        WorkerStep::Compressing { .. }
+    ));
+    assert!(r.cache.entry(140).unwrap().converting);
+    r.cache.create(140, block(140), &mut r.em);
+    while !matches!(pass.step(&mut r.cache, &mut r.em), WorkerStep::Done { .. }) {}
+    // Reclaims, raw and compressed; the reclaimed read back (readahead too) and converted.
+    r.cache.shrink_scan(64, &mut r.em);
+    let gone: Vec<u32> = (100..141).filter(|nid| !r.cache.contains(*nid)).collect();
+    assert!(gone.len() >= 4, "reclaimed {gone:?}");
+    r.load(gone[..2].iter().copied());
+    for nid in &gone[2..] {
+        assert!(r.cache.readahead(*nid, &mut r.disk, &mut r.em).unwrap());
+    }
+    r.pass(25);
+
+    let events = r.events();
+    let count = |kind: K| events.iter().filter(|e| e.kind == kind as u8).count() as u64;
+    let stats = r.cache.stats;
+    assert_eq!(
+        (count(K::Insert), count(K::Forget)),
+        (stats.inserts, stats.forgets)
+    );
+    assert_eq!(stats.forgets, 3);
+    // The loads, the failed restore's read, the four creations, 140, the reclaimed read back.
+    assert_eq!(stats.inserts, 40 + 1 + 4 + 1 + gone.len() as u64);
+    assert_eq!((stats.restores, stats.restore_fails), (3, 1));
+    assert!(
+        stats.reclaims[QUEUE_RAW as usize] > 0 && stats.reclaims[1..].iter().sum::<u64>() > 0,
+        "{:?}",
+        stats.reclaims
+    );
+    let forgotten: Vec<u8> = events
+        .iter()
+        .filter(|e| e.kind == K::Forget as u8)
+        .map(|e| e.queue)
+        .collect();
+    assert_eq!(forgotten, [QUEUE_1024, QUEUE_RAW, QUEUE_RAW]);
+    assert_eq!(stats.conversions, count(K::Convert));
+    assert_eq!(
+        population_from_events(&events),
+        r.cache.queue_lens().map(i64::from)
+    );
 }

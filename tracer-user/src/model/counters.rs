@@ -150,6 +150,13 @@ pub struct Counters {
     /// `second_chances` by the path that gave them.
     #[serde(default)]
     pub second_chance_reasons: PerReason,
+    /// Raw entries begun (a kernel that tells of them: the reference module's insert
+    /// tracepoint; the simulator).
+    #[serde(default)]
+    pub inserts: u64,
+    /// Entries dropped neither by reclaim nor by a failed restore.
+    #[serde(default)]
+    pub forgets: u64,
     /// Events lost before they reached us.
     pub lost: u64,
 }
@@ -186,6 +193,8 @@ impl Counters {
                 *self.second_chances.get_mut(queue) += 1;
                 self.second_chance_reasons.count(by.map(|b| b.code()));
             }
+            Decoded::Insert { .. } => self.inserts += 1,
+            Decoded::Forget { .. } => self.forgets += 1,
             Decoded::Lost { count } => self.lost += u64::from(count),
             // Access traces are what `whatif` replays; the live tables do not count them yet.
             Decoded::Hello | Decoded::NodeAccess { .. } | Decoded::NodeEvict { .. } => {}
@@ -209,6 +218,8 @@ impl Counters {
             + self.convert_aborts
             + self.reclaims.total()
             + self.second_chances.total()
+            + self.inserts
+            + self.forgets
     }
 
     pub fn node_reads(&self) -> u64 {
@@ -238,6 +249,8 @@ impl Counters {
         self.reclaims.add(&other.reclaims);
         self.second_chances.add(&other.second_chances);
         self.second_chance_reasons.add(&other.second_chance_reasons);
+        self.inserts += other.inserts;
+        self.forgets += other.forgets;
         self.lost += other.lost;
     }
 
@@ -271,6 +284,8 @@ impl Counters {
         "reclaims": c.reclaims,
         "second_chances": c.second_chances,
         "second_chance_reasons": reasons(&c.second_chance_reasons, &SECOND_CHANCE_REASONS),
+        "inserts": c.inserts,
+        "forgets": c.forgets,
         })
     }
 }

@@ -6,8 +6,8 @@
 //! target = "kernel"        # kprobes; "self" = uprobes on this binary; or a path to an ELF file
 //!
 //! [[probe]]
-//! kind = "restore"          # node_read convert convert_reject convert_abort restore
-//!                           # restore_fail restore_nomem reclaim second_chance
+//! kind = "restore"          # node_read insert convert convert_reject convert_abort restore
+//!                           # restore_fail restore_nomem reclaim second_chance forget
 //! symbol = "f2fs_restore_compressed_node"
 //! at = "return"             # "entry" (default) or "return" (adds latency from the entry)
 //! when = "ret == 0"         # return probes: emit only when the test holds (== != < >=);
@@ -54,8 +54,9 @@ pub const SIM_MANIFEST: &str = include_str!("../../../probes/sim.toml");
 const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 /// Event kinds that have probe programs (tracer-ebpf/src/rfc.rs).
-pub const PROBE_KINDS: [EventKind; 9] = [
+pub const PROBE_KINDS: [EventKind; 11] = [
     EventKind::NodeRead,
+    EventKind::Insert,
     EventKind::Convert,
     EventKind::ConvertReject,
     EventKind::ConvertAbort,
@@ -64,6 +65,7 @@ pub const PROBE_KINDS: [EventKind; 9] = [
     EventKind::RestoreNomem,
     EventKind::Reclaim,
     EventKind::SecondChance,
+    EventKind::Forget,
 ];
 
 /// What the probes attach to.

@@ -226,6 +226,14 @@ mod tests {
                 hooks::nodescope_sim_reclaim(7, nid, QUEUE_512 as u32);
                 count(EventKind::Reclaim);
             }
+            for nid in 0..400 {
+                hooks::nodescope_sim_insert(7, nid);
+                count(EventKind::Insert);
+            }
+            for nid in 0..30 {
+                hooks::nodescope_sim_forget(7, nid, QUEUE_512 as u32);
+                count(EventKind::Forget);
+            }
         };
         let ((), observation) = observe(work, || *counted.borrow()).unwrap();
         assert_eq!(observation.drops, 0);
@@ -240,10 +248,12 @@ mod tests {
         assert_eq!(counts("restore_fail"), expect(100));
         assert_eq!(counts("reclaim"), expect(50));
         assert_eq!(counts("second_chance"), expect(0));
+        assert_eq!(counts("insert"), expect(400));
+        assert_eq!(counts("forget"), expect(30));
         assert!(observation.all_equal());
         assert_eq!(
             observation.probes.attached.len(),
-            9,
+            11,
             "{:?}",
             observation.probes
         );

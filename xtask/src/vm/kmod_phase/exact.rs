@@ -34,6 +34,8 @@ const QUEUES: [(&str, &str); 4] = [
 /// reads from F2FS's tracepoints and iostat, which the VM test proves on its own.
 fn checks_of(kind: &str) -> Vec<Check> {
     match kind {
+        "insert" => vec![Check::new(&["inserts"], "inserts")],
+        "forget" => vec![Check::new(&["forgets"], "forgets")],
         "convert" => vec![Check::new(&["conversions"], "conversions")],
         "convert_reject" => vec![Check::new(&["convert_rejects"], "convert_rejects")],
         "convert_abort" => vec![Check::new(&["convert_aborts"], "convert_aborts")],
@@ -123,6 +125,9 @@ pub(super) fn exact_checks(
     };
     count_checks(&span, &kinds, cumulative, &mut exact, problems, lines);
     restorer_checks(&windows, cumulative, problems, lines);
+    if kinds.iter().any(|k| k == "insert") {
+        gauge_checks(last.get("cache"), &start, &end, problems, lines);
+    }
     metrics_checks(dir, cumulative, problems, lines);
     if exact.checks == 0 {
         problems.push(format!(
@@ -130,6 +135,41 @@ pub(super) fn exact_checks(
         ));
     }
     exact
+}
+
+/// The stream's cache gauges at its end against the module's entries per queue. Every entry
+/// the stream saw begin (inserts) and end is counted, so the only difference allowed is an
+/// entry already cached when the stream attached (`entries` at the span's start) that is
+/// still there: the stream may count up to that many fewer, never more.
+fn gauge_checks(
+    cache: &Json,
+    start: &Counters,
+    end: &Counters,
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) {
+    let unseen = start.get("entries");
+    let mut shown = Vec::new();
+    for (ours, theirs) in QUEUES {
+        let counted = if ours == "raw" {
+            cache.get("raw_entries").u64()
+        } else {
+            cache.get("slots").get(ours).u64()
+        };
+        let cached = end.get(&format!("entries_{theirs}"));
+        if counted > cached || cached - counted > unseen {
+            problems.push(format!(
+                "gauges: {ours} entries at the stream's end {counted}, the module's {cached} \
+                 ({unseen} cached before the stream attached)"
+            ));
+        }
+        shown.push(format!("{ours} {counted}/{cached}"));
+    }
+    lines.push(format!(
+        "  gauges at the stream's end (nodescope/module; {unseen} entries cached before it \
+         attached): {}",
+        shown.join(", ")
+    ));
 }
 
 /// A span of the module's counters and who counted it.

@@ -23,13 +23,13 @@ fn discovery_problems(first: &str, second: &str, probe: &str) -> Vec<String> {
 #[test]
 fn start_up_discovery_wants_a_cached_discovery_then_a_cache_hit() {
     let first = "nodescope stream: probes: discovered from BTF /sys/kernel/btf/f2fs (split) \
-                 on /sys/kernel/btf/vmlinux and kallsyms: 9 of 9 kinds (cached \
+                 on /sys/kernel/btf/vmlinux and kallsyms: 11 of 11 kinds (cached \
                  /run/nodescope/probes-ab-cd.toml)\nnodescope stream: ready";
-    let second = "nodescope stream: probes: discovered for this kernel build (9 kinds, \
+    let second = "nodescope stream: probes: discovered for this kernel build (11 kinds, \
                   cached /run/nodescope/probes-ab-cd.toml)";
-    let probe = "rfc probes from  probes: discovered for this kernel build (9 kinds, ...)";
+    let probe = "rfc probes from  probes: discovered for this kernel build (11 kinds, ...)";
     assert!(discovery_problems(first, second, probe).is_empty());
-    let fewer = first.replace("9 of 9", "8 of 9");
+    let fewer = first.replace("11 of 11", "10 of 11");
     assert_eq!(discovery_problems(&fewer, second, probe).len(), 1);
     let uncached = first.replace("(cached", "(not cached:");
     assert_eq!(discovery_problems(&uncached, second, probe).len(), 1);

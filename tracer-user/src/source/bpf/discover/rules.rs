@@ -13,7 +13,8 @@
 //!   `referenced` or `second_chance` -> second_chance; `restore` with `nomem` -> restore_nomem,
 //!   with `fail`/`invalid`/`corrupt` -> restore_fail, else restore; `compress` (not
 //!   `decompress`) with `reject` -> convert_reject, with `abort`/`discard`/`cancel` ->
-//!   convert_abort, else convert; `reclaim` -> reclaim.
+//!   convert_abort, else convert; `reclaim` -> reclaim; `insert` -> insert (a raw entry
+//!   begins); `forget` -> forget (an entry dropped but by reclaim or a failed restore).
 //! - Never tracing glue: `__traceiter_*`, `__probestub_*`, `__bpf_trace_*`, `perf_trace_*`,
 //!   `trace_event_*`, `trace_raw_output_*`, `trace_*` (a patch's tracepoints are probed as
 //!   tracepoints, tracepoints.rs).
@@ -62,7 +63,7 @@ pub fn fields_of(kind: EventKind) -> &'static [&'static str] {
         EventKind::Convert | EventKind::Restore => &["dev", "nid", "len", "queue"],
         EventKind::ConvertReject => &["dev", "nid", "len"],
         EventKind::RestoreFail => &["dev", "nid", "reason"],
-        EventKind::Reclaim => &["dev", "nid", "queue"],
+        EventKind::Reclaim | EventKind::Forget => &["dev", "nid", "queue"],
         EventKind::SecondChance => &["dev", "nid", "queue", "reason"],
         _ => &["dev", "nid"],
     }
@@ -116,6 +117,10 @@ pub fn rfc_kind_of(name: &str) -> Option<EventKind> {
         })
     } else if has(&["reclaim"]) {
         Some(EventKind::Reclaim)
+    } else if has(&["insert"]) {
+        Some(EventKind::Insert)
+    } else if has(&["forget"]) {
+        Some(EventKind::Forget)
     } else {
         None
     }
@@ -396,6 +401,8 @@ mod tests {
                 "f2fs_node_cache_clear_referenced",
                 Some(EventKind::SecondChance),
             ),
+            ("f2fs_node_cache_insert", Some(EventKind::Insert)),
+            ("f2fs_node_cache_forget", Some(EventKind::Forget)),
             ("f2fs_decompress_cluster", None),
             ("f2fs_get_node_page", None),
         ] {
