@@ -190,7 +190,7 @@ impl Emitter {
     }
 
     pub fn restore_fail(&mut self, nid: u32, reason: u8, clen: u32, queue: u8) {
-        hooks::nodescope_sim_restore_fail(self.dev, nid, u32::from(reason));
+        hooks::nodescope_sim_restore_fail(self.dev, nid, u32::from(reason), u32::from(queue));
         self.push(EventKind::RestoreFail, nid, |e| {
             e.reason = reason;
             e.len = clen;

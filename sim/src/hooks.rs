@@ -55,11 +55,12 @@ pub extern "C" fn nodescope_sim_restore(
     black_box(work(ctx))
 }
 
-/// Restore validation failed (`reason` = tracer_common::RESTORE_FAIL_*): copy dropped, disk read.
+/// Restore validation failed (`reason` = tracer_common::RESTORE_FAIL_*): the copy, of `queue`,
+/// dropped, the disk read.
 #[no_mangle]
 #[inline(never)]
-pub extern "C" fn nodescope_sim_restore_fail(dev: u32, nid: u32, reason: u32) {
-    black_box((EventKind::RestoreFail as u8, dev, nid, reason));
+pub extern "C" fn nodescope_sim_restore_fail(dev: u32, nid: u32, reason: u32, queue: u32) {
+    black_box((EventKind::RestoreFail as u8, dev, nid, reason, queue));
 }
 
 /// The raw buffer allocation failed: the compressed copy was kept.

@@ -218,7 +218,7 @@ mod tests {
                 if ret == 0 {
                     count(EventKind::Restore);
                 } else {
-                    hooks::nodescope_sim_restore_fail(7, nid, (-ret) as u32);
+                    hooks::nodescope_sim_restore_fail(7, nid, (-ret) as u32, QUEUE_512 as u32);
                     count(EventKind::RestoreFail);
                 }
             }

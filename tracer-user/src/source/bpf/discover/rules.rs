@@ -62,7 +62,9 @@ pub fn fields_of(kind: EventKind) -> &'static [&'static str] {
         EventKind::NodeRead => &["dev", "nid", "readahead"],
         EventKind::Convert | EventKind::Restore => &["dev", "nid", "len", "queue"],
         EventKind::ConvertReject => &["dev", "nid", "len"],
-        EventKind::RestoreFail => &["dev", "nid", "reason"],
+        // The queue too: a failed restore ends its entry, and the cache's population must
+        // know which queue lost it.
+        EventKind::RestoreFail => &["dev", "nid", "queue", "reason"],
         EventKind::Reclaim | EventKind::Forget => &["dev", "nid", "queue"],
         EventKind::SecondChance => &["dev", "nid", "queue", "reason"],
         _ => &["dev", "nid"],
