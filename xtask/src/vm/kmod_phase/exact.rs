@@ -141,7 +141,7 @@ pub(super) fn exact_checks(
 /// the stream saw begin (inserts) and end is counted, so the only difference allowed is an
 /// entry already cached when the stream attached (`entries` at the span's start) that is
 /// still there: the stream may count up to that many fewer, never more.
-fn gauge_checks(
+pub(super) fn gauge_checks(
     cache: &Json,
     start: &Counters,
     end: &Counters,

@@ -1,3 +1,5 @@
+use crate::vm::json::Json;
+
 use super::{
     verdict::{nomem_outcome, startup_discovery_checks, Counters},
     *,
@@ -83,4 +85,61 @@ fn the_sums_script_names_every_file_once() {
     assert_eq!(script.matches("/mnt/t/d-").count() as u64, NDIRS * NFILES);
     assert!(script.contains(" /mnt/t/d-255/f-63\n"));
     assert!(script.ends_with("md5sum /mnt/shaped/* /mnt/sentinel\n"));
+}
+
+/// The stream may count fewer entries than the module only by those cached before it
+/// attached, never more; a queue off by more is a problem.
+#[test]
+fn gauges_may_miss_only_the_entries_cached_before_the_stream() {
+    let start = Counters::parse("entries 1\n");
+    let end = Counters::parse("entries_raw 10\nentries_256 4\nentries_512 0\nentries_1024 2\n");
+    let problems_for = |cache: &str| {
+        let cache = Json::parse(cache).unwrap();
+        let (mut problems, mut lines) = (Vec::new(), Vec::new());
+        super::exact::gauge_checks(&cache, &start, &end, &mut problems, &mut lines);
+        assert_eq!(lines.len(), 1);
+        problems
+    };
+    let slots = r#""slots":{"b256":4,"b512":0,"b1024":2}"#;
+    assert!(problems_for(&format!(r#"{{"raw_entries":10,{slots}}}"#)).is_empty());
+    assert!(problems_for(&format!(r#"{{"raw_entries":9,{slots}}}"#)).is_empty());
+    assert_eq!(
+        problems_for(&format!(r#"{{"raw_entries":8,{slots}}}"#)).len(),
+        1
+    );
+    assert_eq!(
+        problems_for(&format!(r#"{{"raw_entries":11,{slots}}}"#)).len(),
+        1
+    );
+    let over = r#"{"raw_entries":10,"slots":{"b256":5,"b512":0,"b1024":2}}"#;
+    assert_eq!(problems_for(over).len(), 1);
+}
+
+/// The next tune after SIGKILL must have a `recover` record that restored and the originals
+/// on the device from its start to after its SIGTERM.
+#[test]
+fn the_next_tune_must_recover_and_hold_the_originals() {
+    let ok_with = |audit: &str, started: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("tune_next.jsonl", audit),
+            ("knobs_after_next.txt", started),
+            ("knobs_after_next_term.txt", "25 1000\n"),
+            ("tune_next.rc", "0\n"),
+        ] {
+            fs::write(dir.path().join(name), text).unwrap();
+        }
+        let mut problems = Vec::new();
+        let ok = super::tune::next_tune_restored(dir.path(), "25 1000", "25 100", &mut problems);
+        assert_eq!(ok, problems.is_empty());
+        ok
+    };
+    let recovered = r#"{"event":"recover","outcome":"restored"}
+{"event":"start","outcome":"unchanged"}"#;
+    assert!(ok_with(recovered, "25 1000\n"));
+    assert!(!ok_with(
+        r#"{"event":"start","outcome":"unchanged"}"#,
+        "25 1000\n"
+    ));
+    assert!(!ok_with(recovered, "25 100\n"));
 }

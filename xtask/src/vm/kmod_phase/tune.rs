@@ -84,7 +84,7 @@ pub(super) fn tune_checks(dir: &Path, lines: &mut Vec<String>, problems: &mut Ve
 /// The next `tune` after a SIGKILL, from the killed one's leftovers (knobs at `after_kill`):
 /// a `recover` record that restored, the originals on the device once it has started and
 /// after its SIGTERM, exit status 0.
-fn next_tune_restored(
+pub(super) fn next_tune_restored(
     dir: &Path,
     original: &str,
     after_kill: &str,
