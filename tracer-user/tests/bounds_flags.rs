@@ -146,7 +146,7 @@ fn probe_looks_uprobe_symbols_up_in_the_target_binary() {
     let probes = &report["rfc_probes"];
     assert_eq!(probes["looked_up_in"], NODESCOPE, "{probes}");
     let symbols = probes["symbols"].as_array().unwrap();
-    assert_eq!(symbols.len(), 9, "{probes}");
+    assert_eq!(symbols.len(), 11, "{probes}");
     assert!(symbols.iter().all(|s| s["in_kallsyms"] == true), "{probes}");
 }
 

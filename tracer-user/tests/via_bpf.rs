@@ -29,7 +29,7 @@ fn vm_replay_seen_through_ebpf_matches_the_simulator_for_every_kind() {
         "{report:#}"
     );
     let via_bpf = report["via_bpf"].as_object().unwrap();
-    assert_eq!(via_bpf.len(), 9, "every probed kind is reported");
+    assert_eq!(via_bpf.len(), 11, "every probed kind is reported");
     for (kind, counts) in via_bpf {
         assert_eq!(counts["bpf"], counts["sim"], "{kind}: {counts}");
         assert_eq!(counts["kernel"], counts["sim"], "{kind}: {counts}");
@@ -43,6 +43,7 @@ fn vm_replay_seen_through_ebpf_matches_the_simulator_for_every_kind() {
         "reclaim",
         "second_chance",
         "restore",
+        "insert",
     ] {
         assert!(
             via_bpf[busy]["bpf"].as_u64().unwrap() > 1000,

@@ -87,6 +87,17 @@ fn every_kind_round_trips_to_its_variant() {
             },
         ),
         (
+            raw(EventKind::Insert, QUEUE_RAW),
+            Decoded::Insert { nid: 42 },
+        ),
+        (
+            raw(EventKind::Forget, QUEUE_512),
+            Decoded::Forget {
+                nid: 42,
+                queue: Queue::B512,
+            },
+        ),
+        (
             second_chance,
             Decoded::SecondChance {
                 nid: 42,
@@ -180,7 +191,7 @@ fn every_meta_area_of_the_layout_decodes() {
 
 #[test]
 fn unknown_kinds_decode_to_unknown() {
-    for kind in [0, 18, 31, 200, 255] {
+    for kind in [0, 20, 31, 200, 255] {
         let mut event = Event::ZERO;
         event.kind = kind;
         assert_eq!(event.decode(), Decoded::Unknown(Unrecognised::Kind(kind)));
