@@ -28,11 +28,7 @@ pub(super) fn tune_checks(dir: &Path, lines: &mut Vec<String>, problems: &mut Ve
             "tune: {steps} steps, yet the knob files read {under_pressure} (originals {original})"
         ),
     );
-    let external = fs::read_to_string(dir.join("tune_external.jsonl")).unwrap_or_default();
-    let saw_external = external
-        .lines()
-        .filter_map(|l| Json::parse(l).ok())
-        .any(|r| r.get("event").str() == "external-change");
+    let saw_external = audit_has(dir, "tune_external.jsonl", "external-change", None);
     let after_external = read(dir, "knobs_after_external.txt");
     expect(
         problems,
@@ -45,11 +41,7 @@ pub(super) fn tune_checks(dir: &Path, lines: &mut Vec<String>, problems: &mut Ve
             read(dir, "tune_external.rc")
         ),
     );
-    let killed = fs::read_to_string(dir.join("tune_kill.jsonl")).unwrap_or_default();
-    let stepped = killed
-        .lines()
-        .filter_map(|l| Json::parse(l).ok())
-        .any(|r| r.get("event").str() == "decision" && r.get("outcome").str() == "applied");
+    let stepped = audit_has(dir, "tune_kill.jsonl", "decision", Some("applied"));
     let (after_kill, after_restore) = (
         read(dir, "knobs_after_kill.txt"),
         read(dir, "knobs_after_restore.txt"),
@@ -90,11 +82,7 @@ pub(super) fn next_tune_restored(
     after_kill: &str,
     problems: &mut Vec<String>,
 ) -> bool {
-    let audit = fs::read_to_string(dir.join("tune_next.jsonl")).unwrap_or_default();
-    let recovered = audit
-        .lines()
-        .filter_map(|l| Json::parse(l).ok())
-        .any(|r| r.get("event").str() == "recover" && r.get("outcome").str() == "restored");
+    let recovered = audit_has(dir, "tune_next.jsonl", "recover", Some("restored"));
     let (started, ended) = (
         read(dir, "knobs_after_next.txt"),
         read(dir, "knobs_after_next_term.txt"),
@@ -115,4 +103,12 @@ pub(super) fn next_tune_restored(
         ),
     );
     ok
+}
+
+/// Whether the audit log `file` has a record of `event` (with `outcome`, when given).
+fn audit_has(dir: &Path, file: &str, event: &str, outcome: Option<&str>) -> bool {
+    let audit = fs::read_to_string(dir.join(file)).unwrap_or_default();
+    audit.lines().filter_map(|l| Json::parse(l).ok()).any(|r| {
+        r.get("event").str() == event && outcome.is_none_or(|o| r.get("outcome").str() == o)
+    })
 }
