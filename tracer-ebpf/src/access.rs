@@ -7,9 +7,9 @@
 //! counts what it saw in `ACCESS_COUNTS` (exact even when the ring buffer overflows).
 use aya_ebpf::{
     helpers::bpf_probe_read_kernel,
-    macros::{kprobe, map, tracepoint},
+    macros::{fentry, kprobe, map, tracepoint},
     maps::{Array, HashMap, PerCpuArray},
-    programs::{ProbeContext, TracePointContext},
+    programs::{FEntryContext, ProbeContext, TracePointContext},
 };
 use tracer_common::{
     AccessLayout, EventKind, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
@@ -51,14 +51,24 @@ fn read_at<T>(base: u64, offset: u32) -> Option<T> {
 /// (`__get_node_page`, `__get_node_folio`, `f2fs_get_node_page`, `f2fs_get_node_folio`).
 #[kprobe]
 pub fn f2fs_node_access(ctx: ProbeContext) -> u32 {
-    let _ = on_access(&ctx);
+    if let (Some(sbi), Some(nid)) = (ctx.arg(0), ctx.arg(1)) {
+        let _ = on_access(sbi, nid);
+    }
     0
 }
 
-fn on_access(ctx: &ProbeContext) -> Option<()> {
+/// The same program on a BPF trampoline, where the kernel has BTF and trampolines: the call
+/// into it is a direct call from the function's entry, not a kprobe's ftrace handler with its
+/// saved registers. Userspace loads it against the lookup function's BTF id (the f2fs module's
+/// split BTF when F2FS is a module) and falls back to the kprobe when that fails.
+#[fentry]
+pub fn f2fs_node_access_fentry(ctx: FEntryContext) -> u32 {
+    let _ = on_access(ctx.arg(0), ctx.arg(1));
+    0
+}
+
+fn on_access(sbi: u64, nid: u64) -> Option<()> {
     let layout = ACCESS_LAYOUT.get(0)?;
-    let sbi: u64 = ctx.arg(0)?;
-    let nid: u64 = ctx.arg(1)?;
     let sb: u64 = read_at(sbi, layout.sbi_sb)?;
     let dev: u32 = read_at(sb, layout.sb_s_dev)?;
     count(ACCESS_COUNT_LOOKUPS);

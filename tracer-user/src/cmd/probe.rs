@@ -137,9 +137,13 @@ pub struct AccessProbe {
 }
 
 fn access_probe(bpf_works: bool) -> AccessProbe {
-    let plan = access::plan_this_kernel();
-    let tried = bpf_works
-        .then(|| bpf::load(PROBE_RING_BYTES).and_then(|mut ebpf| access::attach(&mut ebpf, &plan)));
+    let plan = access::plan_this_kernel(access::LookupHook::Auto);
+    // The trampolines detach when the result is dropped, with the object.
+    let tried = bpf_works.then(|| {
+        bpf::load(PROBE_RING_BYTES)
+            .and_then(|mut ebpf| access::attach(&mut ebpf, &plan, &[]))
+            .map(|attached| attached.outcomes)
+    });
     let (outcomes, error) = match tried {
         Some(Ok(outcomes)) => (outcomes, None),
         Some(Err(err)) => (Vec::new(), Some(format!("{err:#}"))),

@@ -78,7 +78,8 @@ pub fn run(args: StreamArgs) -> Result<()> {
     if kernel && args.plan {
         let mut text = planner::plan_this_kernel(args.node_reads).render();
         if args.source.accesses {
-            text += &crate::source::bpf::f2fs::access::plan_this_kernel().render();
+            text += &crate::source::bpf::f2fs::access::plan_this_kernel(args.source.lookup_hook)
+                .render();
         }
         return closed_is_success(print(&text));
     }
@@ -144,7 +145,9 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
     let node_read_events = args.source.node_read_events_with(manifest.as_ref());
     let mut source = BpfSource::start(plan, manifest.as_ref(), node_read_events)?;
     if args.source.accesses {
-        source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel())?;
+        source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel(
+            args.source.lookup_hook,
+        ))?;
     }
     report_attachments(&source, plan);
     Ok(Box::new(source))

@@ -5,6 +5,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 
 use super::{bpf::live::BpfSource, replay::ReplaySource, sim::SimSource, Source};
+use crate::source::bpf::f2fs::access::LookupHook;
 use controller::claim::{default_state_dir, StateDir};
 
 use crate::{
@@ -52,6 +53,11 @@ pub struct SourceArgs {
     /// more events than node reads.
     #[arg(long)]
     pub accesses: bool,
+    /// With --accesses on a kernel: how the node lookup functions are hooked. `auto` takes a
+    /// BPF trampoline (fentry), the cheaper hook, where the kernel has BTF and trampolines, and
+    /// a kprobe where not; `kprobe` always takes the kprobe.
+    #[arg(long, value_enum, default_value_t = LookupHook::Auto)]
+    pub lookup_hook: LookupHook,
     /// Probe manifest for the RFC's own functions (kprobes; see `nodescope probe`): their
     /// events are counted per window under "rfc" and, in a recording, kept as events. Only
     /// the kernel source reads it.
@@ -154,7 +160,7 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     let node_read_events = args.node_read_events_with(manifest.as_ref());
     let mut source = BpfSource::start(&plan, manifest.as_ref(), node_read_events)?;
     if args.accesses {
-        source.attach_accesses(&f2fs::access::plan_this_kernel())?;
+        source.attach_accesses(&f2fs::access::plan_this_kernel(args.lookup_hook))?;
     }
     Ok(Opened {
         source: Box::new(source),

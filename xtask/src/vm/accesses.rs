@@ -62,8 +62,15 @@ pub fn check(
     if rc.trim() != "0" {
         failures.push(format!("accesses: record exit status {:?}", rc.trim()));
     }
-    if !function.starts_with("kprobe ") {
-        failures.push(format!("accesses: no lookup kprobe planned: {function:?}"));
+    // x86_64 has BPF trampolines from 5.5: the lookup function is hooked by fentry, and the
+    // record attached it so (not the kprobe fallback).
+    match function.strip_prefix("fentry ") {
+        Some(name) => failures.extend(
+            on_trampolines(&record_err, &[name])
+                .into_iter()
+                .map(|p| format!("accesses: {p}")),
+        ),
+        None => failures.push(format!("accesses: no lookup fentry planned: {function:?}")),
     }
     if hist.is_none_or(|h| h == 0) || Some(recorded) != hist || counted != hist || drops != 0 {
         failures.push(format!(
@@ -85,6 +92,30 @@ pub fn check(
         "accesses={recorded}/{}",
         hist.map_or_else(|| "?".into(), |h| h.to_string())
     )
+}
+
+/// The targets a `nodescope stream` or `record` said it attached, from its stderr's
+/// `... ready (attached: a, b, ...)` line.
+pub fn attached_targets(err: &str) -> Vec<String> {
+    err.lines()
+        .find_map(|line| line.split_once("ready (attached: ").map(|(_, rest)| rest))
+        .and_then(|rest| rest.rsplit_once(')').map(|(list, _)| list))
+        .map(|list| list.split(", ").map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Each of `functions` attached on its BPF trampoline (`fentry <function>`); one problem per
+/// function that was not, with what was attached instead.
+pub fn on_trampolines(err: &str, functions: &[&str]) -> Vec<String> {
+    let attached = attached_targets(err);
+    functions
+        .iter()
+        .filter(|f| !attached.contains(&format!("fentry {f}")))
+        .map(|f| {
+            let instead: Vec<&String> = attached.iter().filter(|t| t.contains(*f)).collect();
+            format!("{f} not attached by fentry (attached: {instead:?})")
+        })
+        .collect()
 }
 
 /// `nodescope whatif` on the guest's recording and disk at 3 MiB, compression off and on at

@@ -154,7 +154,7 @@ uid_phase
 # recording stays in /results for the host's whatif on this disk's image.
 accesses_phase() {
   nodescope stream --plan --accesses > $R/accesses_plan.txt 2>&1
-  fn=$(sed -n 's/^node_access  *kprobe \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
+  fn=$(sed -n 's/^node_access  *[a-z]* \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
   [ -n "$fn" ] || { fail "accesses: no node lookup function (see accesses_plan.txt)"; return 1; }
   cold
   echo "p:nodescope_access $fn" >> $T/kprobe_events &&

@@ -23,6 +23,8 @@ pub struct Boot<'a> {
     pub results: &'a Path,
     pub console_log: &'a Path,
     pub timeout: Duration,
+    /// Virtual CPUs.
+    pub cpus: u32,
 }
 
 /// One guest run's files in its work directory, named the same in every phase: the
@@ -33,6 +35,8 @@ pub struct GuestFiles {
     pub disk: PathBuf,
     pub results: PathBuf,
     pub console_log: PathBuf,
+    /// The guest's virtual CPUs: 2 unless a phase sets it.
+    pub cpus: u32,
 }
 
 /// The guest's F2FS disk in the run's directory, next to its `results` (the checks read it:
@@ -58,6 +62,7 @@ impl GuestFiles {
             disk: work.join(DISK_IMAGE),
             results: work.join("results.img"),
             console_log: work.join("console.log"),
+            cpus: 2,
         }
     }
 
@@ -89,6 +94,7 @@ impl GuestFiles {
             results: &self.results,
             console_log: &self.console_log,
             timeout,
+            cpus: self.cpus,
         }
     }
 
@@ -221,7 +227,9 @@ pub fn run(boot: &Boot) -> Result<Duration> {
     let mut command = Command::new(qemu);
     command
         .args(machine)
-        .args(["-accel", accel, "-cpu", cpu, "-smp", "2", "-m", "2048"])
+        .args(["-accel", accel, "-cpu", cpu, "-m", "2048"])
+        .arg("-smp")
+        .arg(boot.cpus.to_string())
         .args([
             "-nodefaults",
             "-no-user-config",

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use anyhow::{bail, Context as _, Result};
 use aya::{programs::uprobe::UProbeScope, Ebpf};
-use tracer_common::{Event, EventKind, TaskCounts, TaskKey};
+use tracer_common::{maps, Event, EventKind, TaskCounts, TaskKey};
 
 use crate::{
     source::{
@@ -20,6 +20,7 @@ use crate::{
             },
             manifest::Manifest,
             rfc::{self, AttachReport},
+            trampoline::TrampolineLink,
             EventReader,
         },
         BatchFuture, Source, SourceInfo, SourceKind,
@@ -46,6 +47,8 @@ pub struct BpfSource {
     accesses: bool,
     /// Who holds each CPU's counter slots, and what they counted there.
     slots: SlotTracker,
+    /// The lookup functions' BPF trampolines (`--accesses`), attached while held.
+    trampolines: Vec<TrampolineLink>,
 }
 
 /// Add `more` to `tasks`, summing the counts of a key both hold. Indexed: a phone's reading
@@ -113,6 +116,7 @@ impl BpfSource {
             counters_retired: 0,
             accesses: false,
             slots: SlotTracker::default(),
+            trampolines: Vec::new(),
         })
     }
 
@@ -120,7 +124,15 @@ impl BpfSource {
     /// lookups cannot be traced, since that is what was asked; a missing eviction probe is
     /// logged and listed in the outcomes.
     pub fn attach_accesses(&mut self, plan: &AccessPlan) -> Result<()> {
-        let outcomes = access::attach(&mut self.ebpf, plan)?;
+        let access::Attached {
+            outcomes,
+            trampolines,
+        } = access::attach(
+            &mut self.ebpf,
+            plan,
+            &[(maps::EVENTS, self.reader.ring_fd())],
+        )?;
+        self.trampolines.extend(trampolines);
         let lookups = outcomes
             .iter()
             .any(|o| o.what == "node_access" && o.attached);

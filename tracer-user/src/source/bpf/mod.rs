@@ -8,6 +8,7 @@ pub mod manifest;
 pub mod observe;
 pub mod rfc;
 pub mod selftest;
+pub mod trampoline;
 
 use std::os::fd::AsRawFd as _;
 use tracer_common::maps;
@@ -19,6 +20,11 @@ use tracer_common::Event;
 
 /// The object tracer-user's build.rs built from tracer-ebpf.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
+
+/// The embedded object's bytes, for loaders beside aya's (trampoline.rs).
+pub fn object() -> &'static [u8] {
+    OBJECT
+}
 
 /// Older kernels account BPF memory against RLIMIT_MEMLOCK; newer ones use memcg and ignore it.
 fn raise_memlock_rlimit() {
@@ -109,6 +115,11 @@ impl EventReader {
             .map_err(|err| err.into_parts().1)
             .context("registering the ring buffer with tokio")?;
         Ok(EventReader { ring })
+    }
+
+    /// The ring buffer's map fd (what another loader relocates the programs' EVENTS to).
+    pub fn ring_fd(&self) -> std::os::fd::RawFd {
+        self.ring.get_ref().as_raw_fd()
     }
 
     /// Wait until the kernel wakes the reader, then hand each waiting event to `sink`.

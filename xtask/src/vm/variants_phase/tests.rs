@@ -60,3 +60,25 @@ fn test_data_is_compared_without_ids_and_addresses() {
     );
     assert_eq!(problems.len(), 5, "{problems:?}");
 }
+
+#[test]
+fn lookups_must_be_attached_by_fentry_as_the_ready_line_says() {
+    let err = "nodescope stream: ready (attached: task:task_rename, kprobe:commit_creds, \
+               fentry f2fs_get_node_folio, kprobe f2fs_get_inode_folio (fentry refused: EPERM), \
+               tracepoint filemap:mm_filemap_delete_from_page_cache)\n";
+    let attached = accesses::attached_targets(err);
+    assert_eq!(attached.len(), 5);
+    assert_eq!(attached[2], "fentry f2fs_get_node_folio");
+    assert!(accesses::on_trampolines(err, &["f2fs_get_node_folio"]).is_empty());
+    assert_eq!(
+        accesses::on_trampolines(err, &["f2fs_get_node_folio", "f2fs_get_inode_folio"]),
+        [
+            "f2fs_get_inode_folio not attached by fentry (attached: \
+             [\"kprobe f2fs_get_inode_folio (fentry refused: EPERM)\"])"
+        ]
+    );
+    assert_eq!(
+        accesses::on_trampolines("no ready line", &["f2fs_get_node_page"]),
+        ["f2fs_get_node_page not attached by fentry (attached: [])"]
+    );
+}

@@ -164,6 +164,21 @@ impl KernelBtf {
         })
     }
 
+    /// The BTF type id of the function called `name`, and whether it is in the module's split
+    /// section (else in the base: vmlinux, or F2FS's own BTF when built in). Split ids continue
+    /// the base's numbering, as the kernel's `attach_btf_id` wants them.
+    pub fn function_type_id(&self, name: &str) -> Option<(u32, bool)> {
+        let is_func = |id: &u32| matches!(self.btf.resolve_type_by_id(*id), Ok(Type::Func(_)));
+        if self.split {
+            let split = self.btf.split()?;
+            if let Some(id) = split.resolve_ids_by_name(name).ok()?.into_iter().find(is_func) {
+                return Some((id, true));
+            }
+        }
+        let ids = self.btf.base().resolve_ids_by_name(name).ok()?;
+        ids.into_iter().find(is_func).map(|id| (id, false))
+    }
+
     fn function_of(&self, func: &btf_rs::Func) -> Result<Option<Function>> {
         let name = self.btf.resolve_name(func).context("a function's name")?;
         let Ok(Type::FuncProto(proto)) = self.btf.resolve_chained_type(func) else {

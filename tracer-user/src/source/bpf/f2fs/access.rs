@@ -20,7 +20,10 @@ use aya::{
 use serde::Serialize;
 use tracer_common::{AccessLayout, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS};
 
-use crate::source::bpf::discover::kallsyms;
+use crate::source::bpf::{
+    discover::kallsyms,
+    trampoline::{BtfTarget, TracingPrograms, TrampolineLink},
+};
 
 use super::attach::AttachOutcome;
 use crate::{
@@ -34,6 +37,8 @@ use crate::{
 
 /// Program names in the eBPF object (tracer-ebpf/src/access.rs).
 pub const PROG_ACCESS: &str = "f2fs_node_access";
+/// The same program as an fentry (BPF trampoline) program.
+pub const PROG_ACCESS_FENTRY: &str = "f2fs_node_access_fentry";
 pub const PROG_EVICT: &str = "f2fs_node_evict";
 
 /// The node lookup entry points, each `(struct f2fs_sb_info *, nid_t or pgoff_t nid, ..)`: every
@@ -69,11 +74,27 @@ pub struct StructOffsets {
     pub sbi_node_ino: u32,
 }
 
+/// How the node lookup functions are hooked (`--lookup-hook`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LookupHook {
+    /// A BPF trampoline (fentry) where the kernel has BTF and trampolines, else a kprobe.
+    #[default]
+    Auto,
+    /// Always a kprobe (to compare the two: `cargo xtask vm-bench`).
+    Kprobe,
+}
+
 /// What `--accesses` attaches on this kernel, and why not when it cannot.
 #[derive(Clone, Debug, Serialize)]
 pub struct AccessPlan {
-    /// The kprobes' functions (empty when node lookups cannot be traced).
+    /// The lookup functions (empty when node lookups cannot be traced).
     pub lookup_functions: Vec<String>,
+    /// "fentry" (each function's BPF trampoline; a kprobe where the kernel refuses one) or
+    /// "kprobe".
+    pub lookup_hook: &'static str,
+    /// The functions' BTF ids, when the hook is fentry.
+    #[serde(skip)]
+    pub fentry_targets: Vec<BtfTarget>,
     /// `filemap:mm_filemap_delete_from_page_cache`, when evictions can be traced.
     pub evict_tracepoint: Option<String>,
     /// Why a part is missing, one line each.
@@ -92,7 +113,7 @@ impl AccessPlan {
             let probes: Vec<String> = self
                 .lookup_functions
                 .iter()
-                .map(|f| format!("kprobe {f}"))
+                .map(|f| format!("{} {f}", self.lookup_hook))
                 .collect();
             let _ = writeln!(out, "{:<12} {}", "node_access", probes.join(" + "));
         }
@@ -141,10 +162,55 @@ pub fn plan(
     };
     AccessPlan {
         lookup_functions,
+        lookup_hook: "kprobe",
+        fentry_targets: Vec::new(),
         evict_tracepoint,
         missing,
         layout,
     }
+}
+
+/// The plan with fentry for every lookup function, when `targets` has each one's BTF id; else
+/// with kprobes, and why not fentry among the missing parts.
+pub fn with_fentry(mut plan: AccessPlan, targets: Result<Vec<BtfTarget>>) -> AccessPlan {
+    if plan.lookup_functions.is_empty() {
+        return plan;
+    }
+    match targets {
+        Ok(targets) => {
+            plan.lookup_hook = "fentry";
+            plan.fentry_targets = targets;
+        }
+        Err(err) => plan
+            .missing
+            .push(format!("node_access: fentry: {err:#}; kprobes instead")),
+    }
+    plan
+}
+
+/// Whether BPF trampolines can be used here: `hook` allows them, and the kernel of `machine`
+/// and `release` has them (x86_64 from 5.5, arm64 from 6.0).
+pub fn trampolines(hook: LookupHook, machine: &str, release: &str) -> Result<()> {
+    if hook == LookupHook::Kprobe {
+        bail!("not asked for (--lookup-hook kprobe)");
+    }
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    let since = match bpf::arch::bpf_arch_of_machine(machine) {
+        "x86_64" => (5, 5),
+        "aarch64" => (6, 0),
+        _ => bail!("BPF trampolines are used on x86_64 and arm64 only, not {machine}"),
+    };
+    if version < since {
+        bail!(
+            "{machine} has BPF trampolines from {}.{}; this kernel is {release}",
+            since.0,
+            since.1
+        );
+    }
+    Ok(())
 }
 
 /// Every one of `LOOKUP_FUNCTIONS` this kernel has under its exact name, else the first of
@@ -235,12 +301,17 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
 }
 
 /// The plan for the running kernel.
-pub fn plan_this_kernel() -> AccessPlan {
+pub fn plan_this_kernel(hook: LookupHook) -> AccessPlan {
     let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
-    let offsets = BtfFiles::this_kernel()
-        .context("no BTF (/sys/kernel/btf/vmlinux)")
-        .and_then(|files| KernelBtf::load(&files))
-        .and_then(|btf| struct_offsets(&btf));
+    let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)");
+    let btf = files
+        .as_ref()
+        .map_err(|err| anyhow::anyhow!("{err:#}"))
+        .and_then(|files| Ok((files, KernelBtf::load(files)?)));
+    let offsets = btf
+        .as_ref()
+        .map_err(|err| anyhow::anyhow!("{err:#}"))
+        .and_then(|(_, btf)| struct_offsets(btf));
     let evict_format = system::tracefs()
         .context("tracefs is not mounted")
         .and_then(|root| {
@@ -251,25 +322,72 @@ pub fn plan_this_kernel() -> AccessPlan {
                 .join("format");
             std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
         });
-    plan(&kallsyms, system::has_kprobes(), offsets, evict_format)
+    let plan = plan(&kallsyms, system::has_kprobes(), offsets, evict_format);
+    let release = system::kernel_release();
+    let targets = trampolines(hook, &bpf::arch::kernel_machine(), &release).and_then(|()| {
+        let (files, btf) = btf.map_err(|err| anyhow::anyhow!("{err:#}"))?;
+        plan.lookup_functions
+            .iter()
+            .map(|function| BtfTarget::find(&btf, files, function))
+            .collect()
+    });
+    with_fentry(plan, targets)
+}
+
+/// What `attach` attached: each attachment's outcome, and the trampolines' links, which
+/// detach when dropped (the kprobes and the tracepoint live as long as the `Ebpf`).
+pub struct Attached {
+    pub outcomes: Vec<AttachOutcome>,
+    pub trampolines: Vec<TrampolineLink>,
 }
 
 /// Write the layout, then attach what the plan chose. Each attachment's outcome is returned;
-/// the caller decides what it cannot live without.
-pub fn attach(ebpf: &mut Ebpf, plan: &AccessPlan) -> Result<Vec<AttachOutcome>> {
+/// the caller decides what it cannot live without. A lookup function whose trampoline the
+/// kernel refuses gets the kprobe, and its outcome says why. `taken`: the fds of maps taken
+/// out of `ebpf` (the ring buffer, by its reader), by name.
+pub fn attach(
+    ebpf: &mut Ebpf,
+    plan: &AccessPlan,
+    taken: &[(&str, std::os::fd::RawFd)],
+) -> Result<Attached> {
     let map = ebpf.named_map_mut(maps::ACCESS_LAYOUT)?;
     let mut layouts: Array<_, AccessLayout> = Array::try_from(map)?;
     layouts
         .set(0, plan.layout, 0)
         .context("writing ACCESS_LAYOUT")?;
     let mut outcomes = Vec::new();
+    let mut trampolines = Vec::new();
+    let mut programs: Option<Result<TracingPrograms>> = None;
     for function in &plan.lookup_functions {
+        let refused = match plan.fentry_targets.iter().find(|t| t.function == *function) {
+            None => None,
+            Some(target) => {
+                let programs = programs
+                    .get_or_insert_with(|| TracingPrograms::new(bpf::object(), ebpf, taken));
+                let linked = match programs {
+                    Ok(programs) => programs.attach_fentry(PROG_ACCESS_FENTRY, target),
+                    Err(err) => Err(anyhow::anyhow!("{err:#}")),
+                };
+                match linked {
+                    Ok(link) => {
+                        trampolines.push(link);
+                        outcomes.push(AttachOutcome::of(
+                            "node_access",
+                            format!("fentry {function}"),
+                            Ok(()),
+                        ));
+                        continue;
+                    }
+                    Err(err) => Some(format!("{err:#}")),
+                }
+            }
+        };
         let result = attach_lookup(ebpf, function);
-        outcomes.push(AttachOutcome::of(
-            "node_access",
-            format!("kprobe {function}"),
-            result,
-        ));
+        let target = match refused {
+            Some(why) => format!("kprobe {function} (fentry refused: {why})"),
+            None => format!("kprobe {function}"),
+        };
+        outcomes.push(AttachOutcome::of("node_access", target, result));
     }
     if let Some(tracepoint) = &plan.evict_tracepoint {
         let result = attach_evict(ebpf);
@@ -279,7 +397,10 @@ pub fn attach(ebpf: &mut Ebpf, plan: &AccessPlan) -> Result<Vec<AttachOutcome>> 
             result,
         ));
     }
-    Ok(outcomes)
+    Ok(Attached {
+        outcomes,
+        trampolines,
+    })
 }
 
 fn attach_lookup(ebpf: &mut Ebpf, function: &str) -> Result<()> {

@@ -174,6 +174,8 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
     evict_offsets(&format, &mut layout).expect("this kernel's format has the fields");
     let plan = AccessPlan {
         lookup_functions: Vec::new(),
+        lookup_hook: "kprobe",
+        fentry_targets: Vec::new(),
         evict_tracepoint: Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
         missing: Vec::new(),
         layout,
@@ -194,7 +196,7 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
     let dev = kernel_dev(&meta);
 
     let mut ebpf = bpf::load(64 * 1024).expect("load the object");
-    let outcomes = attach(&mut ebpf, &plan).unwrap();
+    let outcomes = attach(&mut ebpf, &plan, &[]).unwrap().outcomes;
     assert!(outcomes.iter().all(|o| o.attached), "{outcomes:?}");
     watch_inode(&mut ebpf, dev, meta.ino() as u32).unwrap();
     watched.set_len(0).unwrap();
@@ -221,4 +223,50 @@ fn the_node_folio_variant_traces_its_three_lookup_entry_points() {
     let kallsyms = include_str!("../../../../../tests/data/variants/6.12-node-folio/kallsyms.txt");
     let plan = plan(kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
     assert_eq!(plan.lookup_functions, FOLIO_LOOKUPS);
+}
+
+#[test]
+fn trampolines_are_used_where_the_kernel_has_them_and_when_allowed() {
+    assert!(trampolines(LookupHook::Auto, "x86_64", "6.12.118+deb12-amd64").is_ok());
+    assert!(trampolines(LookupHook::Auto, "x86_64", "5.5.0").is_ok());
+    assert!(trampolines(LookupHook::Auto, "aarch64", "6.1.0-57-arm64").is_ok());
+    assert_eq!(
+        trampolines(LookupHook::Auto, "aarch64", "5.15.148-android13")
+            .unwrap_err()
+            .to_string(),
+        "aarch64 has BPF trampolines from 6.0; this kernel is 5.15.148-android13"
+    );
+    assert_eq!(
+        trampolines(LookupHook::Auto, "x86_64", "5.4.0").unwrap_err().to_string(),
+        "x86_64 has BPF trampolines from 5.5; this kernel is 5.4.0"
+    );
+    assert_eq!(
+        trampolines(LookupHook::Auto, "riscv64", "6.12.0").unwrap_err().to_string(),
+        "BPF trampolines are used on x86_64 and arm64 only, not riscv64"
+    );
+    assert_eq!(
+        trampolines(LookupHook::Kprobe, "x86_64", "6.12.0").unwrap_err().to_string(),
+        "not asked for (--lookup-hook kprobe)"
+    );
+}
+
+#[test]
+fn the_plan_names_fentry_when_every_function_has_a_btf_id_and_says_why_not_otherwise() {
+    let plan = super::plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    let target = BtfTarget {
+        function: "f2fs_get_node_page".into(),
+        type_id: 123_456,
+        module: Some("f2fs".into()),
+    };
+    let with = with_fentry(plan.clone(), Ok(vec![target.clone()]));
+    assert_eq!(with.lookup_hook, "fentry");
+    assert_eq!(with.fentry_targets, [target]);
+    assert!(with.render().starts_with("node_access  fentry f2fs_get_node_page\n"));
+    let without = with_fentry(plan, Err(anyhow!("not asked for (--lookup-hook kprobe)")));
+    assert_eq!(without.lookup_hook, "kprobe");
+    assert!(without.render().starts_with("node_access  kprobe f2fs_get_node_page\n"));
+    assert_eq!(
+        without.missing,
+        ["node_access: fentry: not asked for (--lookup-hook kprobe); kprobes instead"]
+    );
 }
