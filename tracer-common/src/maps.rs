@@ -35,6 +35,8 @@ pub const CPANAT_COUNTS: &str = "CPANAT_COUNTS";
 pub const ACCESS_LAYOUT: &str = "ACCESS_LAYOUT";
 /// Device -> its node inode number.
 pub const NODE_INO: &str = "NODE_INO";
+/// Per CPU, the file system whose node inode the lookup program last remembered.
+pub const ACCESS_SEEN: &str = "ACCESS_SEEN";
 /// The `--accesses` programs' counts (`ACCESS_COUNT_*`).
 pub const ACCESS_COUNTS: &str = "ACCESS_COUNTS";
 /// The RFC probes' decoding specs, index = EventKind.
@@ -47,7 +49,7 @@ pub const RFC_STASH: &str = "RFC_STASH";
 pub const BENCH_SETTINGS: &str = "BENCH_SETTINGS";
 
 /// Every map of the object.
-pub const ALL: [&str; 21] = [
+pub const ALL: [&str; 22] = [
     EVENTS,
     DROPS,
     CONFIG,
@@ -64,6 +66,7 @@ pub const ALL: [&str; 21] = [
     CPANAT_COUNTS,
     ACCESS_LAYOUT,
     NODE_INO,
+    ACCESS_SEEN,
     ACCESS_COUNTS,
     RFC_SPECS,
     RFC_COUNTS,

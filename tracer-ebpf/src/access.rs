@@ -15,7 +15,7 @@ use tracer_common::{
     AccessLayout, EventKind, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
 };
 
-use crate::maps::{emit, fill_task};
+use crate::maps::{emit_batched, fill_thread};
 
 /// Index 0: the offsets, written by userspace before attaching.
 #[map(name = "ACCESS_LAYOUT")]
@@ -25,6 +25,12 @@ static ACCESS_LAYOUT: Array<AccessLayout> = Array::with_max_entries(1, 0);
 /// eviction program keeps only pages of that inode on that device.
 #[map(name = "NODE_INO")]
 static NODE_INO: HashMap<u32, u32> = HashMap::with_max_entries(64, 0);
+
+/// Per CPU, the file system (its `f2fs_sb_info` address, index 0, and device, index 1) whose
+/// node inode this CPU last put into NODE_INO: lookups of the same file system skip the read
+/// and the hash lookup, which every lookup would otherwise pay for.
+#[map(name = "ACCESS_SEEN")]
+static ACCESS_SEEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
 
 /// Per-CPU counts, index = `ACCESS_COUNT_*`.
 #[map(name = "ACCESS_COUNTS")]
@@ -73,22 +79,39 @@ fn on_access(sbi: u64, nid: u64) -> Option<()> {
     let dev: u32 = read_at(sb, layout.sb_s_dev)?;
     count(ACCESS_COUNT_LOOKUPS);
     remember_node_ino(sbi, dev, layout);
-    emit(|event| {
-        fill_task(event, EventKind::NodeAccess);
+    // Batched wakeups, as the F2FS programs': a lookup is far more frequent than a node read.
+    emit_batched(|event| {
+        fill_thread(event, EventKind::NodeAccess);
         event.dev = dev;
         event.nid = nid as u32;
     });
     Some(())
 }
 
-/// Record this device's node inode for the eviction filter, unless it is known already.
+/// Record this device's node inode for the eviction filter, unless this CPU did so for the
+/// same file system last.
 fn remember_node_ino(sbi: u64, dev: u32, layout: &AccessLayout) {
+    let (Some(seen_sbi), Some(seen_dev)) = (ACCESS_SEEN.get_ptr_mut(0), ACCESS_SEEN.get_ptr_mut(1))
+    else {
+        return;
+    };
+    // SAFETY: the slots are this CPU's and BPF programs are not preempted on it.
+    if unsafe { *seen_sbi == sbi && *seen_dev == u64::from(dev) } {
+        return;
+    }
     let Some(node_ino) = read_at::<u32>(sbi, layout.sbi_node_ino) else {
         return;
     };
     // SAFETY: the value is a plain u32 copied out at once.
-    if unsafe { NODE_INO.get(&dev) }.copied() != Some(node_ino) {
-        let _ = NODE_INO.insert(&dev, &node_ino, 0);
+    if unsafe { NODE_INO.get(&dev) }.copied() != Some(node_ino)
+        && NODE_INO.insert(&dev, &node_ino, 0).is_err()
+    {
+        return;
+    }
+    // SAFETY: as above.
+    unsafe {
+        *seen_sbi = sbi;
+        *seen_dev = u64::from(dev);
     }
 }
 
@@ -115,8 +138,8 @@ fn on_evict(ctx: &TracePointContext) -> Option<()> {
     // SAFETY: as above.
     let index: u64 = unsafe { ctx.read_at(usize::from(layout.evict_index)) }.ok()?;
     count(ACCESS_COUNT_EVICTIONS);
-    emit(|event| {
-        fill_task(event, EventKind::NodeEvict);
+    emit_batched(|event| {
+        fill_thread(event, EventKind::NodeEvict);
         event.dev = dev;
         event.nid = index as u32;
     });

@@ -16,11 +16,12 @@
 use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
+        generated::{bpf_get_func_arg, bpf_get_func_ret},
     },
-    macros::{kprobe, kretprobe, map, tracepoint, uprobe, uretprobe},
+    macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray},
-    programs::{ProbeContext, RetProbeContext, TracePointContext},
-    EbpfContext as _,
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
+    EbpfContext,
 };
 use tracer_common::{
     EventKind, ProbeSpec, ValueSpec, FLAG_READAHEAD, RFC_KIND_SLOTS, SPEC_FIELD_COUNT,
@@ -70,6 +71,29 @@ fn read_args(ctx: &ProbeContext) -> [u64; ARG_COUNT] {
         *slot = ctx.arg::<u64>(n).unwrap_or(0);
     }
     args
+}
+
+/// A trampoline program's arguments (fentry, fexit). bpf_get_func_arg (Linux 5.17) knows the
+/// traced function's argument count, so one program serves functions of any arity; past the
+/// last argument it fails and the slot stays 0, as a kprobe's extra registers would be junk.
+fn read_func_args(ctx: &impl EbpfContext) -> [u64; ARG_COUNT] {
+    let mut args = [0u64; ARG_COUNT];
+    for (n, slot) in args.iter_mut().enumerate() {
+        let mut value = 0u64;
+        // SAFETY: the helper writes one u64 into `value`, or fails without writing.
+        if unsafe { bpf_get_func_arg(ctx.as_ptr(), n as u32, &mut value) } == 0 {
+            *slot = value;
+        }
+    }
+    args
+}
+
+/// An fexit program's view of the return value (bpf_get_func_ret, Linux 5.17).
+fn read_func_ret(ctx: &FExitContext) -> i64 {
+    let mut value = 0u64;
+    // SAFETY: the helper writes one u64 into `value`, or fails without writing.
+    let _ = unsafe { bpf_get_func_ret(ctx.as_ptr(), &mut value) };
+    value as i64
 }
 
 fn read_memory(address: u64, size: u8, user: bool) -> u64 {
@@ -148,10 +172,20 @@ fn emit_decoded(
 }
 
 fn on_entry(ctx: &ProbeContext, kind: EventKind) {
-    let Some(spec) = spec_for(kind) else {
-        return;
-    };
-    let args = read_args(ctx);
+    if let Some(spec) = spec_for(kind) {
+        entered(spec, read_args(ctx), kind);
+    }
+}
+
+fn on_fentry(ctx: &FEntryContext, kind: EventKind) {
+    if let Some(spec) = spec_for(kind) {
+        entered(spec, read_func_args(ctx), kind);
+    }
+}
+
+/// A function was entered with `args`: emit (entry probes), or save the arguments and the
+/// time for the return program (return probes).
+fn entered(spec: &ProbeSpec, args: [u64; ARG_COUNT], kind: EventKind) {
     if spec.at_return == 0 {
         emit_decoded(kind, spec, &args, 0, 0);
         return;
@@ -169,9 +203,19 @@ fn on_entry(ctx: &ProbeContext, kind: EventKind) {
 }
 
 fn on_return(ctx: &RetProbeContext, kind: EventKind) {
-    let Some(spec) = spec_for(kind) else {
-        return;
-    };
+    if let Some(spec) = spec_for(kind) {
+        returned(spec, ctx.ret(), kind);
+    }
+}
+
+fn on_fexit(ctx: &FExitContext, kind: EventKind) {
+    if let Some(spec) = spec_for(kind) {
+        returned(spec, read_func_ret(ctx), kind);
+    }
+}
+
+/// A function returned `ret`: emit with the arguments and the time the entry saved.
+fn returned(spec: &ProbeSpec, ret: i64, kind: EventKind) {
     let key = StashKey {
         pid_tgid: bpf_get_current_pid_tgid(),
         kind: kind as u64,
@@ -179,7 +223,6 @@ fn on_return(ctx: &RetProbeContext, kind: EventKind) {
     // SAFETY: the value is copied out before the entry is removed below.
     let stash = unsafe { RFC_STASH.get(&key) }.copied();
     let _ = RFC_STASH.remove(&key);
-    let ret: i64 = ctx.ret();
     if !spec.accepts_ret(ret) {
         return;
     }
@@ -202,9 +245,20 @@ fn on_tracepoint(ctx: &TracePointContext, kind: EventKind) {
     emit_decoded(kind, spec, &args, 0, 0);
 }
 
-/// Five programs per kind: kernel entry/return, user entry/return, and a tracepoint.
+/// Seven programs per kind: kernel entry/return as kprobes and as trampolines (fentry/fexit),
+/// user entry/return, and a tracepoint.
 macro_rules! probe_programs {
-    ($kind:expr, $k:ident, $kret:ident, $u:ident, $uret:ident, $t:ident) => {
+    ($kind:expr, $k:ident, $kret:ident, $f:ident, $fx:ident, $u:ident, $uret:ident, $t:ident) => {
+        #[fentry]
+        pub fn $f(ctx: FEntryContext) -> u32 {
+            on_fentry(&ctx, $kind);
+            0
+        }
+        #[fexit]
+        pub fn $fx(ctx: FExitContext) -> u32 {
+            on_fexit(&ctx, $kind);
+            0
+        }
         #[tracepoint]
         pub fn $t(ctx: TracePointContext) -> u32 {
             on_tracepoint(&ctx, $kind);
@@ -237,6 +291,8 @@ probe_programs!(
     EventKind::NodeRead,
     k_node_read,
     kr_node_read,
+    f_node_read,
+    fx_node_read,
     u_node_read,
     ur_node_read,
     t_node_read
@@ -245,6 +301,8 @@ probe_programs!(
     EventKind::Convert,
     k_convert,
     kr_convert,
+    f_convert,
+    fx_convert,
     u_convert,
     ur_convert,
     t_convert
@@ -253,6 +311,8 @@ probe_programs!(
     EventKind::ConvertReject,
     k_convert_reject,
     kr_convert_reject,
+    f_convert_reject,
+    fx_convert_reject,
     u_convert_reject,
     ur_convert_reject,
     t_convert_reject
@@ -261,6 +321,8 @@ probe_programs!(
     EventKind::ConvertAbort,
     k_convert_abort,
     kr_convert_abort,
+    f_convert_abort,
+    fx_convert_abort,
     u_convert_abort,
     ur_convert_abort,
     t_convert_abort
@@ -269,6 +331,8 @@ probe_programs!(
     EventKind::Restore,
     k_restore,
     kr_restore,
+    f_restore,
+    fx_restore,
     u_restore,
     ur_restore,
     t_restore
@@ -277,6 +341,8 @@ probe_programs!(
     EventKind::RestoreFail,
     k_restore_fail,
     kr_restore_fail,
+    f_restore_fail,
+    fx_restore_fail,
     u_restore_fail,
     ur_restore_fail,
     t_restore_fail
@@ -285,6 +351,8 @@ probe_programs!(
     EventKind::RestoreNomem,
     k_restore_nomem,
     kr_restore_nomem,
+    f_restore_nomem,
+    fx_restore_nomem,
     u_restore_nomem,
     ur_restore_nomem,
     t_restore_nomem
@@ -293,6 +361,8 @@ probe_programs!(
     EventKind::Reclaim,
     k_reclaim,
     kr_reclaim,
+    f_reclaim,
+    fx_reclaim,
     u_reclaim,
     ur_reclaim,
     t_reclaim
@@ -301,6 +371,8 @@ probe_programs!(
     EventKind::SecondChance,
     k_second_chance,
     kr_second_chance,
+    f_second_chance,
+    fx_second_chance,
     u_second_chance,
     ur_second_chance,
     t_second_chance
@@ -309,6 +381,8 @@ probe_programs!(
     EventKind::Insert,
     k_insert,
     kr_insert,
+    f_insert,
+    fx_insert,
     u_insert,
     ur_insert,
     t_insert
@@ -317,6 +391,8 @@ probe_programs!(
     EventKind::Forget,
     k_forget,
     kr_forget,
+    f_forget,
+    fx_forget,
     u_forget,
     ur_forget,
     t_forget

@@ -24,6 +24,7 @@ use crate::{
             manifest::{Manifest, Target, DEFAULT_KERNEL_MANIFEST, PROBE_KINDS},
             rfc,
             selftest::{self, SelfTest},
+            trampoline::FunctionHook,
         },
         open,
     },
@@ -137,7 +138,7 @@ pub struct AccessProbe {
 }
 
 fn access_probe(bpf_works: bool) -> AccessProbe {
-    let plan = access::plan_this_kernel(access::LookupHook::Auto);
+    let plan = access::plan_this_kernel(FunctionHook::Auto);
     // The trampolines detach when the result is dropped, with the object.
     let tried = bpf_works.then(|| {
         bpf::load(PROBE_RING_BYTES)
@@ -359,9 +360,17 @@ fn rfc_probes(manifest: &Manifest, bpf_works: bool) -> Result<RfcProbes> {
     })
 }
 
+/// Each probe attached as a source would attach it (trampolines where the kernel allows),
+/// then detached.
 fn try_attach(manifest: &Manifest) -> Result<rfc::AttachReport> {
     let mut ebpf = bpf::load(PROBE_RING_BYTES)?;
-    rfc::attach(&mut ebpf, manifest, UProbeScope::AllProcesses)
+    rfc::attach_with(
+        &mut ebpf,
+        manifest,
+        UProbeScope::AllProcesses,
+        FunctionHook::Auto,
+    )
+    .map(|(report, _links)| report)
 }
 
 /// ("attached" | "found", error) for one probe, from what `rfc::attach` reported.

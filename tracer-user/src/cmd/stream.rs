@@ -78,7 +78,7 @@ pub fn run(args: StreamArgs) -> Result<()> {
     if kernel && args.plan {
         let mut text = planner::plan_this_kernel(args.node_reads).render();
         if args.source.accesses {
-            text += &crate::source::bpf::f2fs::access::plan_this_kernel(args.source.lookup_hook)
+            text += &crate::source::bpf::f2fs::access::plan_this_kernel(args.source.function_hook)
                 .render();
         }
         return closed_is_success(print(&text));
@@ -143,10 +143,15 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         eprintln!("nodescope stream: {banner}");
     }
     let node_read_events = args.source.node_read_events_with(manifest.as_ref());
-    let mut source = BpfSource::start(plan, manifest.as_ref(), node_read_events)?;
+    let mut source = BpfSource::start(
+        plan,
+        manifest.as_ref(),
+        node_read_events,
+        args.source.function_hook,
+    )?;
     if args.source.accesses {
         source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel(
-            args.source.lookup_hook,
+            args.source.function_hook,
         ))?;
     }
     report_attachments(&source, plan);

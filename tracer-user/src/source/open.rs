@@ -5,7 +5,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 
 use super::{bpf::live::BpfSource, replay::ReplaySource, sim::SimSource, Source};
-use crate::source::bpf::f2fs::access::LookupHook;
+use crate::source::bpf::trampoline::FunctionHook;
 use controller::claim::{default_state_dir, StateDir};
 
 use crate::{
@@ -53,11 +53,12 @@ pub struct SourceArgs {
     /// more events than node reads.
     #[arg(long)]
     pub accesses: bool,
-    /// With --accesses on a kernel: how the node lookup functions are hooked. `auto` takes a
-    /// BPF trampoline (fentry), the cheaper hook, where the kernel has BTF and trampolines, and
-    /// a kprobe where not; `kprobe` always takes the kprobe.
-    #[arg(long, value_enum, default_value_t = LookupHook::Auto)]
-    pub lookup_hook: LookupHook,
+    /// Kernel source: how kernel functions are hooked, the node lookups of --accesses and the
+    /// RFC's functions of a probe manifest. `auto` takes BPF trampolines (fentry, fexit), the
+    /// cheaper hook, where the kernel has BTF and trampolines, and kprobes where not or where
+    /// the kernel refuses one; `kprobe` always takes kprobes.
+    #[arg(long, value_enum, default_value_t = FunctionHook::Auto)]
+    pub function_hook: FunctionHook,
     /// Probe manifest for the RFC's own functions (kprobes; see `nodescope probe`): their
     /// events are counted per window under "rfc" and, in a recording, kept as events. Only
     /// the kernel source reads it.
@@ -158,9 +159,14 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     let (manifest, banner) = rfc_probes(args)?;
     let plan = f2fs::planner::plan_this_kernel(None);
     let node_read_events = args.node_read_events_with(manifest.as_ref());
-    let mut source = BpfSource::start(&plan, manifest.as_ref(), node_read_events)?;
+    let mut source = BpfSource::start(
+        &plan,
+        manifest.as_ref(),
+        node_read_events,
+        args.function_hook,
+    )?;
     if args.accesses {
-        source.attach_accesses(&f2fs::access::plan_this_kernel(args.lookup_hook))?;
+        source.attach_accesses(&f2fs::access::plan_this_kernel(args.function_hook))?;
     }
     Ok(Opened {
         source: Box::new(source),

@@ -103,6 +103,7 @@ impl Run<'_> {
             self.guest_nodescope,
             &guest_files(),
             &[],
+            &[],
         )?;
         fs::write(&files.initrd, archive)?;
         format_f2fs(&files.disk, &files.work)?;

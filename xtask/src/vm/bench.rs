@@ -10,7 +10,7 @@ use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{bail, Context as _, Result};
 
-use super::{initramfs, json::Json, kernel, qemu, replay_script, Replay};
+use super::{bench_lookups, initramfs, json::Json, kernel, qemu, replay_script, Replay};
 use super::{NDIRS, NFILES, VM_TIMEOUT};
 use crate::util;
 
@@ -37,15 +37,20 @@ pub fn run(which: &str) -> Result<()> {
         ("replay-names", replay_script(Replay::Names, NDIRS)),
         (
             "etc/vm-bench.conf",
-            format!("NDIRS={NDIRS}\nNFILES={NFILES}\nTRACEPOINT={TRACEPOINT}\n"),
+            format!(
+                "NDIRS={NDIRS}\nNFILES={NFILES}\nTRACEPOINT={TRACEPOINT}\n{}",
+                bench_lookups::guest_config()
+            ),
         ),
     ];
+    let lookuploop = bench_lookups::build_helper(&files.work)?;
     let archive = initramfs::build_for(
         &initramfs::Userland::host()?,
         &kernel,
         &nodescope,
         &guest_files,
         &["bpftrace", "bpftool"],
+        &[&lookuploop],
     )?;
     fs::write(&files.initrd, archive)?;
     files.create_disks()?;
@@ -68,6 +73,9 @@ pub fn run(which: &str) -> Result<()> {
     );
     let out = files.unpack()?;
     for line in report(spec.label, &out)? {
+        println!("{line}");
+    }
+    for line in bench_lookups::report(&out)? {
         println!("{line}");
     }
     files.remove_images();
@@ -201,7 +209,7 @@ fn floor_line(dir: &Path, baseline_ids: &[u64]) -> String {
     }
 }
 
-fn read(dir: &Path, name: &str) -> Result<String> {
+pub(super) fn read(dir: &Path, name: &str) -> Result<String> {
     fs::read_to_string(dir.join(name))
         .with_context(|| format!("the guest wrote no {name} (see console.log)"))
 }
@@ -244,15 +252,15 @@ fn wall_times(marks: &str) -> Result<BTreeMap<&'static str, f64>> {
 
 /// One BPF program as `bpftool -j prog show` lists it.
 #[derive(Debug, PartialEq)]
-struct Program {
-    id: u64,
-    kind: String,
-    name: String,
+pub(super) struct Program {
+    pub id: u64,
+    pub kind: String,
+    pub name: String,
     run_time_ns: u64,
     run_cnt: u64,
 }
 
-fn programs(text: &str) -> Result<Vec<Program>> {
+pub(super) fn programs(text: &str) -> Result<Vec<Program>> {
     let list = Json::parse(text.trim())?;
     Ok(list
         .items()
@@ -269,19 +277,23 @@ fn programs(text: &str) -> Result<Vec<Program>> {
 
 /// Run time and runs of the chosen programs between two listings.
 #[derive(Debug, PartialEq)]
-struct Cost {
+pub(super) struct Cost {
     ns: u64,
-    runs: u64,
+    pub runs: u64,
 }
 
 impl Cost {
-    fn ns_per_run(&self) -> f64 {
+    pub fn ns_per_run(&self) -> f64 {
         self.ns as f64 / self.runs as f64
     }
 }
 
 /// The chosen programs' run time and count in `after` less `before`; None if they never ran.
-fn cost(before: &[Program], after: &[Program], chosen: impl Fn(&Program) -> bool) -> Option<Cost> {
+pub(super) fn cost(
+    before: &[Program],
+    after: &[Program],
+    chosen: impl Fn(&Program) -> bool,
+) -> Option<Cost> {
     let mut total = Cost { ns: 0, runs: 0 };
     for program in after.iter().filter(|p| chosen(p)) {
         let earlier = before.iter().find(|p| p.id == program.id);

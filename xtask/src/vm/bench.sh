@@ -117,5 +117,45 @@ done
 eval "$BPFTRACE_READY" && replay floor
 kill -INT $BP
 wait $BP
+# Node lookups (issue 30; xtask/src/vm/bench_lookups.rs): one file asked $LOOKUP_CALLS times
+# for an xattr it lacks, each call one f2fs_get_node_page of a cached inode page, timed
+# ($LOOKUP_RUNS runs) with nothing attached, under nodescope's lookup program as a kprobe and
+# as fentry, and under bpftrace's kprobe. A calibration run first, with a kprobe_events hist
+# trigger counting the lookups the loop makes.
+echo lookup > /mnt/lookup-target
+sync
+lookup_runs() {
+  progs lookup_$1_before
+  i=0
+  while [ $i -lt $LOOKUP_RUNS ]; do
+    lookuploop /mnt/lookup-target $LOOKUP_CALLS >> $R/lookup_$1.txt || fail "lookuploop ($1)"
+    i=$((i+1))
+  done
+  progs lookup_$1_after
+}
+echo "p:nsbench_lookup $LOOKUP_FUNCTION" >> $T/kprobe_events &&
+  echo 'hist:keys=common_type' > $T/events/kprobes/nsbench_lookup/trigger &&
+  lookuploop /mnt/lookup-target $LOOKUP_CALLS > $R/lookup_calibrate.txt &&
+  cat $T/events/kprobes/nsbench_lookup/hist > $R/lookup_calibrate.hist ||
+  fail "lookup calibration"
+echo '!hist:keys=common_type' > $T/events/kprobes/nsbench_lookup/trigger
+echo '-:nsbench_lookup' >> $T/kprobe_events
+lookup_runs none
+for hook in kprobe auto; do
+  nodescope stream --json --window 1 --accesses --function-hook $hook \
+    > $R/lookup_stream_$hook.jsonl 2> $R/lookup_stream_$hook.err &
+  SP=$!
+  wait_ready $SP "nodescope stream --function-hook $hook" "$(stream_ready lookup_stream_$hook.err)" 60 &&
+    lookup_runs $hook
+  kill -INT $SP
+  wait $SP
+done
+bpftrace -e "kprobe:$LOOKUP_FUNCTION { @[tid] = count(); }" > $R/lookup_bpftrace.out \
+  2> $R/lookup_bpftrace.err &
+BP=$!
+wait_ready $BP "bpftrace (kprobe)" \
+  "bpftool perf list 2>/dev/null | grep -q 'kprobe.*$LOOKUP_FUNCTION'" 300 && lookup_runs bpftrace
+kill -INT $BP
+wait $BP
 umount /mnt || fail umount
 finish

@@ -111,16 +111,28 @@ pub fn build_with_modules(
 
 /// [`build`] with the given userland, plus host programs found by name (e.g. `bpftrace`,
 /// `bpftool` for `vm-bench`; host architecture only), each at bin/<name> with its `ldd`
-/// closure.
+/// closure, and `helpers` built for the guest, at bin/<file name>.
 pub fn build_for(
     userland: &Userland,
     kernel: &Kernel,
     nodescope: &Path,
     guest_files: &[(&str, String)],
     tools: &[&str],
+    helpers: &[&Path],
 ) -> Result<Vec<u8>> {
     let modules = ModuleOverrides::default();
-    Ok(archive_for(userland, kernel, nodescope, guest_files, tools, modules)?.to_bytes())
+    let mut archive = archive_for(userland, kernel, nodescope, guest_files, tools, modules)?;
+    for helper in helpers {
+        let name = helper
+            .file_name()
+            .with_context(|| format!("{} has no file name", helper.display()))?;
+        add_binary(
+            &mut archive,
+            helper,
+            &format!("bin/{}", name.to_string_lossy()),
+        )?;
+    }
+    Ok(archive.to_bytes())
 }
 
 fn archive_for(

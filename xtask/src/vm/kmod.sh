@@ -97,6 +97,11 @@ ip link set lo up
 nodescope stream --json --openmetrics 127.0.0.1:9464 > $R/exact.json 2> $R/exact.err &
 EXACT=$!
 wait_for $EXACT "the exact stream" "grep -q 'nodescope stream: ready' $R/exact.err" 60
+# Beside it over the same span (issue 30): two of the module's functions, hooked by BPF
+# trampolines, whose counts must be the module's too (kmod_phase/functions.rs).
+nodescope stream --json --probes /etc/rfc-functions.toml > $R/functions.json 2> $R/functions.err &
+FUNCS=$!
+wait_for $FUNCS "the functions stream" "grep -q 'nodescope stream: ready' $R/functions.err" 60
 snap exact_start
 
 # 1. Equal node count: the whole file set in the cache, all raw, then compressed.
@@ -241,9 +246,11 @@ threshold 0
 sleep 2
 snap exact_end
 wget -q -O $R/metrics.txt http://127.0.0.1:9464/metrics || fail "scraping /metrics"
-kill -TERM $EXACT
+kill -TERM $EXACT $FUNCS
 wait $EXACT
 echo $? > $R/exact.rc
+wait $FUNCS
+echo $? > $R/functions.rc
 
 # 4. The controller on the module's real knobs (issue 32), on this kernel's PSI: a tmpfs takes
 # all but HEADROOM_MB of the available memory and the file set is read through what is left,

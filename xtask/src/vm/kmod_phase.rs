@@ -14,6 +14,7 @@ use super::{initramfs, kernel, qemu, NDIRS, NFILES};
 use crate::util;
 
 mod exact;
+mod functions;
 mod grid;
 mod recorded;
 mod simulator;
@@ -155,6 +156,10 @@ fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -
         ("replay-manifest", manifest_script(MANIFEST_SEED)),
         ("sums", sums_script()),
         ("etc/vm-test.conf", config),
+        (
+            "etc/rfc-functions.toml",
+            include_str!("kmod_phase/rfc-functions.toml").to_string(),
+        ),
     ];
     let fsck = Path::new("/usr/sbin/fsck.f2fs");
     // For `nodescope top` on this kernel, captured as a person would see it (kmod.sh, 4b).

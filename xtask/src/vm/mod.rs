@@ -7,6 +7,7 @@
 mod accesses;
 mod arm64;
 pub mod bench;
+mod bench_lookups;
 mod check;
 mod churn;
 mod cp_anatomy;

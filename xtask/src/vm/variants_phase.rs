@@ -230,7 +230,10 @@ fn verdict(
     };
     judge(&figures, problems);
     let err = fs::read_to_string(out.join(format!("stream_{}.err", variant.short())));
-    problems.extend(accesses::on_trampolines(&err.unwrap_or_default(), variant.lookups));
+    problems.extend(accesses::on_trampolines(
+        &err.unwrap_or_default(),
+        variant.lookups,
+    ));
     if variant.kprobe_reads {
         kprobe_reads(variant, out, &mut lines, problems);
     }

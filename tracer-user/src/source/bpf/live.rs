@@ -20,7 +20,7 @@ use crate::{
             },
             manifest::Manifest,
             rfc::{self, AttachReport},
-            trampoline::TrampolineLink,
+            trampoline::{FunctionHook, TrampolineLink},
             EventReader,
         },
         BatchFuture, Source, SourceInfo, SourceKind,
@@ -76,7 +76,8 @@ fn add_counts(
 impl BpfSource {
     /// Load the object and attach what `plan` chose, and the RFC probes `manifest` names. Fails
     /// when node reads could not be attached at all (nothing useful would come); other parts may
-    /// be missing, and say so. `node_read_events`: every node read is also an event in the
+    /// be missing, and say so. `hook`: how the manifest's kernel functions are hooked.
+    /// `node_read_events`: every node read is also an event in the
     /// ring buffer (`record` needs them); without, node reads are only counted in the kernel,
     /// which is what the model's node-read figures come from anyway, at a fraction of the
     /// per-read cost (docs/PERFORMANCE.md).
@@ -84,6 +85,7 @@ impl BpfSource {
         plan: &Plan,
         manifest: Option<&Manifest>,
         node_read_events: bool,
+        hook: FunctionHook,
     ) -> Result<BpfSource> {
         let mut ebpf = bpf::load(RING_BYTES)?;
         // Before attaching: a metadata write must find its device's layout.
@@ -91,9 +93,14 @@ impl BpfSource {
             log::warn!("{problem}");
         }
         let outcomes = attach::attach(&mut ebpf, plan, node_read_events)?;
-        let rfc = manifest
-            .map(|manifest| rfc::attach(&mut ebpf, manifest, UProbeScope::AllProcesses))
-            .transpose()?;
+        let (rfc, trampolines) = match manifest {
+            Some(manifest) => {
+                let (report, links) =
+                    rfc::attach_with(&mut ebpf, manifest, UProbeScope::AllProcesses, hook)?;
+                (Some(report), links)
+            }
+            None => (None, Vec::new()),
+        };
         let reads_attached = outcomes
             .iter()
             .any(|o| o.what == "node_reads" && o.attached);
@@ -116,7 +123,7 @@ impl BpfSource {
             counters_retired: 0,
             accesses: false,
             slots: SlotTracker::default(),
-            trampolines: Vec::new(),
+            trampolines,
         })
     }
 

@@ -17,6 +17,7 @@ use tracer_common::{EventKind, ProbeSpec, RFC_KIND_SLOTS};
 use super::{
     load_once,
     manifest::{At, Manifest, Probe, Target, Tracepoint},
+    trampoline::{FunctionHook, KernelTrampolines, TrampolineLink},
 };
 
 /// What attached and what did not.
@@ -26,6 +27,9 @@ pub struct AttachReport {
     pub attached: Vec<String>,
     /// One line per probe that did not attach (and per invalid manifest entry), with the line.
     pub failed: Vec<String>,
+    /// Why the kernel's functions got kprobes rather than BPF trampolines, when they did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_trampolines: Option<String>,
 }
 
 /// Program names in the object: k_<kind>, kr_<kind>, u_<kind>, ur_<kind>.
@@ -39,8 +43,21 @@ fn program_name(kind: EventKind, target: &Target, ret: bool) -> String {
     format!("{prefix}_{}", kind.name())
 }
 
-/// Attach every valid probe of `manifest`. `scope` limits uprobes (e.g. to this process).
+/// Attach every valid probe of `manifest` with kprobes (uprobes on a binary). `scope` limits
+/// uprobes (e.g. to this process).
 pub fn attach(ebpf: &mut Ebpf, manifest: &Manifest, scope: UProbeScope) -> Result<AttachReport> {
+    attach_with(ebpf, manifest, scope, FunctionHook::Kprobe).map(|(report, _)| report)
+}
+
+/// [`attach`], with the kernel's functions hooked as `hook` says: with `Auto`, by BPF
+/// trampolines (fentry, and fexit for return probes) where the kernel allows, else by kprobes.
+/// The trampolines stay attached while their links are held.
+pub fn attach_with(
+    ebpf: &mut Ebpf,
+    manifest: &Manifest,
+    scope: UProbeScope,
+    hook: FunctionHook,
+) -> Result<(AttachReport, Vec<TrampolineLink>)> {
     let mut report = AttachReport {
         failed: manifest.errors.clone(),
         ..AttachReport::default()
@@ -49,12 +66,22 @@ pub fn attach(ebpf: &mut Ebpf, manifest: &Manifest, scope: UProbeScope) -> Resul
         Target::Kernel => Some(kernel_symbols()?),
         Target::Binary(_) => None,
     };
+    let hooks_functions = manifest.probes.iter().any(|p| p.tracepoint.is_none());
+    let mut trampolines = match (&manifest.target, hooks_functions) {
+        (Target::Kernel, true) => KernelTrampolines::for_this_kernel(hook, ebpf, &[])
+            .map_err(|why| report.no_trampolines = Some(format!("{why:#}")))
+            .ok(),
+        _ => None,
+    };
     for probe in &manifest.probes {
         let outcome = match &probe.tracepoint {
             Some(point) => attach_tracepoint(ebpf, probe, point),
             None => check_symbol(probe, kallsyms.as_ref())
                 .and_then(|()| write_spec(ebpf, probe, probe.spec))
-                .and_then(|()| attach_probe(ebpf, &manifest.target, probe, scope)),
+                .and_then(|()| match trampolines.as_mut() {
+                    Some(trampolines) => attach_kernel(ebpf, trampolines, probe, scope),
+                    None => attach_probe(ebpf, &manifest.target, probe, scope),
+                }),
         };
         match outcome {
             Ok(how) => {
@@ -71,7 +98,34 @@ pub fn attach(ebpf: &mut Ebpf, manifest: &Manifest, scope: UProbeScope) -> Resul
             )),
         }
     }
-    Ok(report)
+    let links = trampolines.map(|t| t.links).unwrap_or_default();
+    Ok((report, links))
+}
+
+/// A kernel function's probe by trampolines (f_<kind>, and fx_<kind> for a return probe), or
+/// by kprobes when the kernel refuses them, saying why.
+fn attach_kernel(
+    ebpf: &mut Ebpf,
+    trampolines: &mut KernelTrampolines,
+    probe: &Probe,
+    scope: UProbeScope,
+) -> Result<String> {
+    let kind = probe.kind.name();
+    let (entry, exit) = (format!("f_{kind}"), format!("fx_{kind}"));
+    let at_return = probe.at == At::Return;
+    let exit = at_return.then_some(exit.as_str());
+    match trampolines.attach_pair(&probe.symbol, &entry, exit) {
+        Ok(()) => Ok(if at_return {
+            "fentry + fexit"
+        } else {
+            "fentry"
+        }
+        .into()),
+        Err(refused) => {
+            let how = attach_probe(ebpf, &Target::Kernel, probe, scope)?;
+            Ok(format!("{how}; fentry refused: {refused:#}"))
+        }
+    }
 }
 
 /// The symbols a manifest's probes attach to, and where they were looked up: /proc/kallsyms

@@ -21,6 +21,115 @@ use aya::{maps::Map, Ebpf};
 use aya_obj::generated::{bpf_attach_type, bpf_btf_info, bpf_cmd, bpf_insn, bpf_prog_type};
 
 use super::discover::btf::{BtfFiles, KernelBtf};
+use crate::system;
+
+/// How nodescope hooks kernel functions, the node lookups (`--accesses`) and the RFC's
+/// functions (`--function-hook`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum FunctionHook {
+    /// BPF trampolines (fentry, fexit) where the kernel has BTF and trampolines, kprobes
+    /// where not or where the kernel refuses one.
+    #[default]
+    Auto,
+    /// Always kprobes and kretprobes (to compare the two: `cargo xtask vm-bench`).
+    Kprobe,
+}
+
+/// Which end of a function a trampoline program runs at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    Entry,
+    Exit,
+}
+
+impl Hook {
+    fn attach_type(self) -> bpf_attach_type {
+        match self {
+            Hook::Entry => bpf_attach_type::BPF_TRACE_FENTRY,
+            Hook::Exit => bpf_attach_type::BPF_TRACE_FEXIT,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Entry => "fentry",
+            Hook::Exit => "fexit",
+        }
+    }
+}
+
+/// Whether BPF trampolines can be used here: `hook` allows them, and the kernel of `machine`
+/// and `release` has them (x86_64 from 5.5, arm64 from 6.0). The RFC's programs also read their
+/// arguments with bpf_get_func_arg (5.17); where that is missing the kernel refuses them at
+/// load, and they fall back to kprobes like any refused trampoline.
+pub fn usable(hook: FunctionHook, machine: &str, release: &str) -> Result<()> {
+    if hook == FunctionHook::Kprobe {
+        bail!("not asked for (--function-hook kprobe)");
+    }
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok());
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    let since = match super::arch::bpf_arch_of_machine(machine) {
+        "x86_64" => (5, 5),
+        "aarch64" => (6, 0),
+        _ => bail!("BPF trampolines are used on x86_64 and arm64 only, not {machine}"),
+    };
+    if version < since {
+        bail!(
+            "{machine} has BPF trampolines from {}.{}; this kernel is {release}",
+            since.0,
+            since.1
+        );
+    }
+    Ok(())
+}
+
+/// Trampolines on this kernel's functions, found by name: its BTF, the relocated programs, and
+/// what is attached (detached when dropped).
+pub struct KernelTrampolines {
+    files: BtfFiles,
+    btf: KernelBtf,
+    programs: TracingPrograms,
+    pub links: Vec<TrampolineLink>,
+}
+
+impl KernelTrampolines {
+    /// Ready to attach, or why this kernel gets kprobes instead.
+    pub fn for_this_kernel(
+        hook: FunctionHook,
+        ebpf: &Ebpf,
+        taken: &[(&str, RawFd)],
+    ) -> Result<KernelTrampolines> {
+        usable(
+            hook,
+            &super::arch::kernel_machine(),
+            &system::kernel_release(),
+        )?;
+        let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)")?;
+        let btf = KernelBtf::load(&files)?;
+        let programs = TracingPrograms::new(super::object(), ebpf, taken)?;
+        Ok(KernelTrampolines {
+            files,
+            btf,
+            programs,
+            links: Vec::new(),
+        })
+    }
+
+    /// `entry` at `function`'s entry and, when given, `exit` at its exit: both or neither.
+    pub fn attach_pair(&mut self, function: &str, entry: &str, exit: Option<&str>) -> Result<()> {
+        let target = BtfTarget::find(&self.btf, &self.files, function)?;
+        let first = self.programs.attach(entry, &target, Hook::Entry)?;
+        if let Some(exit) = exit {
+            // On a refusal `first` is dropped here, which detaches it.
+            let second = self.programs.attach(exit, &target, Hook::Exit)?;
+            self.links.push(second);
+        }
+        self.links.push(first);
+        Ok(())
+    }
+}
 
 /// Where a function's BTF lives: its type id, in vmlinux's BTF or in a module's split BTF
 /// (whose ids continue vmlinux's numbering).
@@ -115,8 +224,14 @@ impl TracingPrograms {
         })
     }
 
-    /// Load `program` (an `#[fentry]` program of the object) against `target` and attach it.
-    pub fn attach_fentry(&mut self, program: &str, target: &BtfTarget) -> Result<TrampolineLink> {
+    /// Load `program` (an `#[fentry]` or `#[fexit]` program of the object, as `hook` says)
+    /// against `target` and attach it.
+    pub fn attach(
+        &mut self,
+        program: &str,
+        target: &BtfTarget,
+        hook: Hook,
+    ) -> Result<TrampolineLink> {
         let prog = self
             .object
             .programs
@@ -137,11 +252,17 @@ impl TracingPrograms {
             program,
             &instructions,
             &license,
-            bpf_attach_type::BPF_TRACE_FENTRY,
+            hook.attach_type(),
             target.type_id,
             btf_obj,
         )
-        .with_context(|| format!("loading {program} on {}", describe(target)))?;
+        .with_context(|| {
+            format!(
+                "loading {program} ({}) on {}",
+                hook.name(),
+                describe(target)
+            )
+        })?;
         let link = raw_tracepoint_open(loaded.as_raw_fd())
             .with_context(|| format!("attaching {program} to {}", describe(target)))?;
         Ok(TrampolineLink {
@@ -165,7 +286,10 @@ impl TracingPrograms {
 
 fn describe(target: &BtfTarget) -> String {
     match &target.module {
-        Some(module) => format!("{} (BTF id {} in {module})", target.function, target.type_id),
+        Some(module) => format!(
+            "{} (BTF id {} in {module})",
+            target.function, target.type_id
+        ),
         None => format!("{} (BTF id {} in vmlinux)", target.function, target.type_id),
     }
 }
@@ -299,8 +423,8 @@ fn raw_tracepoint_open(prog_fd: RawFd) -> Result<OwnedFd> {
         prog_fd: prog_fd as u32,
         ..RawTracepointAttr::default()
     };
-    let fd = sys_bpf(bpf_cmd::BPF_RAW_TRACEPOINT_OPEN, &mut attr)
-        .context("BPF_RAW_TRACEPOINT_OPEN")?;
+    let fd =
+        sys_bpf(bpf_cmd::BPF_RAW_TRACEPOINT_OPEN, &mut attr).context("BPF_RAW_TRACEPOINT_OPEN")?;
     Ok(owned_fd(fd))
 }
 

@@ -106,6 +106,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     knob_checks(dir, &mut problems);
     let discovered = startup_discovery_checks(dir, &mut problems, &mut lines);
     let mut exact = super::exact::exact_checks(dir, &mut problems, &mut lines);
+    let functions = super::functions::function_checks(dir, &mut problems, &mut lines);
     super::recorded::record_checks(dir, &mut exact, &mut problems, &mut lines);
     lines.extend(equal_table(dir)?);
     lines.extend(budget_table(dir)?);
@@ -185,13 +186,16 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     ));
     // The issue's line: the kinds discovered, the checks made, the what-if's node reads.
     let final_line = format!(
-        "rfc-kernel {label} discover={}/{} exact={}/{} drops={} compare={compare_equal}/\
-         {compared} tune={} sigkill={} daemon_tune={} top={} whatif_reads={} {}",
+        "rfc-kernel {label} discover={}/{} exact={}/{} drops={} fentry={}/{} \
+         compare={compare_equal}/{compared} tune={} sigkill={} daemon_tune={} top={} \
+         whatif_reads={} {}",
         discovered.map_or(0, |d| d.0),
         discovered.map_or(0, |d| d.1),
         exact.equal,
         exact.checks,
         exact.drops,
+        functions.0,
+        functions.1,
         if tune.ok { "ok" } else { "FAIL" },
         if tune.sigkill_restored {
             "restored"

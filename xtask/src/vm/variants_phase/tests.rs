@@ -72,10 +72,8 @@ fn lookups_must_be_attached_by_fentry_as_the_ready_line_says() {
     assert!(accesses::on_trampolines(err, &["f2fs_get_node_folio"]).is_empty());
     assert_eq!(
         accesses::on_trampolines(err, &["f2fs_get_node_folio", "f2fs_get_inode_folio"]),
-        [
-            "f2fs_get_inode_folio not attached by fentry (attached: \
-             [\"kprobe f2fs_get_inode_folio (fentry refused: EPERM)\"])"
-        ]
+        ["f2fs_get_inode_folio not attached by fentry (attached: \
+             [\"kprobe f2fs_get_inode_folio (fentry refused: EPERM)\"])"]
     );
     assert_eq!(
         accesses::on_trampolines("no ready line", &["f2fs_get_node_page"]),

@@ -171,7 +171,12 @@ impl KernelBtf {
         let is_func = |id: &u32| matches!(self.btf.resolve_type_by_id(*id), Ok(Type::Func(_)));
         if self.split {
             let split = self.btf.split()?;
-            if let Some(id) = split.resolve_ids_by_name(name).ok()?.into_iter().find(is_func) {
+            if let Some(id) = split
+                .resolve_ids_by_name(name)
+                .ok()?
+                .into_iter()
+                .find(is_func)
+            {
                 return Some((id, true));
             }
         }

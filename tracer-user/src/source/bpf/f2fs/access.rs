@@ -22,7 +22,7 @@ use tracer_common::{AccessLayout, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS};
 
 use crate::source::bpf::{
     discover::kallsyms,
-    trampoline::{BtfTarget, TracingPrograms, TrampolineLink},
+    trampoline::{self, BtfTarget, FunctionHook, Hook, TracingPrograms, TrampolineLink},
 };
 
 use super::attach::AttachOutcome;
@@ -72,16 +72,6 @@ pub struct StructOffsets {
     pub sbi_sb: u32,
     pub sb_s_dev: u32,
     pub sbi_node_ino: u32,
-}
-
-/// How the node lookup functions are hooked (`--lookup-hook`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum LookupHook {
-    /// A BPF trampoline (fentry) where the kernel has BTF and trampolines, else a kprobe.
-    #[default]
-    Auto,
-    /// Always a kprobe (to compare the two: `cargo xtask vm-bench`).
-    Kprobe,
 }
 
 /// What `--accesses` attaches on this kernel, and why not when it cannot.
@@ -188,31 +178,6 @@ pub fn with_fentry(mut plan: AccessPlan, targets: Result<Vec<BtfTarget>>) -> Acc
     plan
 }
 
-/// Whether BPF trampolines can be used here: `hook` allows them, and the kernel of `machine`
-/// and `release` has them (x86_64 from 5.5, arm64 from 6.0).
-pub fn trampolines(hook: LookupHook, machine: &str, release: &str) -> Result<()> {
-    if hook == LookupHook::Kprobe {
-        bail!("not asked for (--lookup-hook kprobe)");
-    }
-    let mut numbers = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|n| n.parse::<u32>().ok());
-    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
-    let since = match bpf::arch::bpf_arch_of_machine(machine) {
-        "x86_64" => (5, 5),
-        "aarch64" => (6, 0),
-        _ => bail!("BPF trampolines are used on x86_64 and arm64 only, not {machine}"),
-    };
-    if version < since {
-        bail!(
-            "{machine} has BPF trampolines from {}.{}; this kernel is {release}",
-            since.0,
-            since.1
-        );
-    }
-    Ok(())
-}
-
 /// Every one of `LOOKUP_FUNCTIONS` this kernel has under its exact name, else the first of
 /// `INNER_LOOKUP_FUNCTIONS`.
 fn lookup_functions(kallsyms: &str, kprobes: bool) -> Result<Vec<String>> {
@@ -301,7 +266,7 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
 }
 
 /// The plan for the running kernel.
-pub fn plan_this_kernel(hook: LookupHook) -> AccessPlan {
+pub fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
     let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
     let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)");
     let btf = files
@@ -324,7 +289,7 @@ pub fn plan_this_kernel(hook: LookupHook) -> AccessPlan {
         });
     let plan = plan(&kallsyms, system::has_kprobes(), offsets, evict_format);
     let release = system::kernel_release();
-    let targets = trampolines(hook, &bpf::arch::kernel_machine(), &release).and_then(|()| {
+    let targets = trampoline::usable(hook, &bpf::arch::kernel_machine(), &release).and_then(|()| {
         let (files, btf) = btf.map_err(|err| anyhow::anyhow!("{err:#}"))?;
         plan.lookup_functions
             .iter()
@@ -365,7 +330,7 @@ pub fn attach(
                 let programs = programs
                     .get_or_insert_with(|| TracingPrograms::new(bpf::object(), ebpf, taken));
                 let linked = match programs {
-                    Ok(programs) => programs.attach_fentry(PROG_ACCESS_FENTRY, target),
+                    Ok(programs) => programs.attach(PROG_ACCESS_FENTRY, target, Hook::Entry),
                     Err(err) => Err(anyhow::anyhow!("{err:#}")),
                 };
                 match linked {

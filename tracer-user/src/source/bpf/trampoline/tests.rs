@@ -57,7 +57,7 @@ fn an_fentry_program_loaded_by_hand_counts_every_call_of_its_function() {
     layouts.set(0, layout, 0).unwrap();
     let mut programs = TracingPrograms::new(crate::source::bpf::object(), &ebpf, &[]).unwrap();
     let target = BtfTarget::find(&btf, &files, "vfs_read").unwrap();
-    let link = match programs.attach_fentry("f2fs_node_access_fentry", &target) {
+    let link = match programs.attach("f2fs_node_access_fentry", &target, Hook::Entry) {
         Ok(link) => link,
         // Some kernels refuse every tracing program (this project's CI host, a Firecracker
         // guest, refuses aya's own FEntry::load the same way, with an empty verifier log).
@@ -73,7 +73,7 @@ fn an_fentry_program_loaded_by_hand_counts_every_call_of_its_function() {
     let mut buf = [0u8; 64];
     for _ in 0..100 {
         // pread is not vfs_read; read(2) is.
-        (&file).read(&mut buf).unwrap();
+        let _bytes = (&file).read(&mut buf).unwrap();
         let _ = file.read_at(&mut buf, 0);
     }
     // SAFETY: gettid has no preconditions.
@@ -82,12 +82,11 @@ fn an_fentry_program_loaded_by_hand_counts_every_call_of_its_function() {
 
     let counts: PerCpuArray<_, u64> =
         PerCpuArray::try_from(ebpf.named_map(maps::ACCESS_COUNTS).unwrap()).unwrap();
-    let lookups: u64 = counts
-        .get(&ACCESS_COUNT_LOOKUPS, 0)
-        .unwrap()
-        .iter()
-        .sum();
-    assert!(lookups >= 100, "counted {lookups} calls, this thread made 100");
+    let lookups: u64 = counts.get(&ACCESS_COUNT_LOOKUPS, 0).unwrap().iter().sum();
+    assert!(
+        lookups >= 100,
+        "counted {lookups} calls, this thread made 100"
+    );
     let mut ring = RingBuf::try_from(ebpf.take_named_map(maps::EVENTS).unwrap()).unwrap();
     let mut ours = 0;
     while let Some(item) = ring.next() {
@@ -108,3 +107,26 @@ fn an_unknown_module_has_no_btf_object() {
     assert!(find_kernel_btf("no_such_module").unwrap().is_none());
 }
 
+#[test]
+fn trampolines_are_used_where_the_kernel_has_them_and_when_allowed() {
+    let why = |hook, machine, release| usable(hook, machine, release).unwrap_err().to_string();
+    assert!(usable(FunctionHook::Auto, "x86_64", "6.12.118+deb12-amd64").is_ok());
+    assert!(usable(FunctionHook::Auto, "x86_64", "5.5.0").is_ok());
+    assert!(usable(FunctionHook::Auto, "aarch64", "6.1.0-57-arm64").is_ok());
+    assert_eq!(
+        why(FunctionHook::Auto, "aarch64", "5.15.148-android13"),
+        "aarch64 has BPF trampolines from 6.0; this kernel is 5.15.148-android13"
+    );
+    assert_eq!(
+        why(FunctionHook::Auto, "x86_64", "5.4.0"),
+        "x86_64 has BPF trampolines from 5.5; this kernel is 5.4.0"
+    );
+    assert_eq!(
+        why(FunctionHook::Auto, "riscv64", "6.12.0"),
+        "BPF trampolines are used on x86_64 and arm64 only, not riscv64"
+    );
+    assert_eq!(
+        why(FunctionHook::Kprobe, "x86_64", "6.12.0"),
+        "not asked for (--function-hook kprobe)"
+    );
+}

@@ -226,31 +226,6 @@ fn the_node_folio_variant_traces_its_three_lookup_entry_points() {
 }
 
 #[test]
-fn trampolines_are_used_where_the_kernel_has_them_and_when_allowed() {
-    assert!(trampolines(LookupHook::Auto, "x86_64", "6.12.118+deb12-amd64").is_ok());
-    assert!(trampolines(LookupHook::Auto, "x86_64", "5.5.0").is_ok());
-    assert!(trampolines(LookupHook::Auto, "aarch64", "6.1.0-57-arm64").is_ok());
-    assert_eq!(
-        trampolines(LookupHook::Auto, "aarch64", "5.15.148-android13")
-            .unwrap_err()
-            .to_string(),
-        "aarch64 has BPF trampolines from 6.0; this kernel is 5.15.148-android13"
-    );
-    assert_eq!(
-        trampolines(LookupHook::Auto, "x86_64", "5.4.0").unwrap_err().to_string(),
-        "x86_64 has BPF trampolines from 5.5; this kernel is 5.4.0"
-    );
-    assert_eq!(
-        trampolines(LookupHook::Auto, "riscv64", "6.12.0").unwrap_err().to_string(),
-        "BPF trampolines are used on x86_64 and arm64 only, not riscv64"
-    );
-    assert_eq!(
-        trampolines(LookupHook::Kprobe, "x86_64", "6.12.0").unwrap_err().to_string(),
-        "not asked for (--lookup-hook kprobe)"
-    );
-}
-
-#[test]
 fn the_plan_names_fentry_when_every_function_has_a_btf_id_and_says_why_not_otherwise() {
     let plan = super::plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
     let target = BtfTarget {
@@ -261,12 +236,16 @@ fn the_plan_names_fentry_when_every_function_has_a_btf_id_and_says_why_not_other
     let with = with_fentry(plan.clone(), Ok(vec![target.clone()]));
     assert_eq!(with.lookup_hook, "fentry");
     assert_eq!(with.fentry_targets, [target]);
-    assert!(with.render().starts_with("node_access  fentry f2fs_get_node_page\n"));
-    let without = with_fentry(plan, Err(anyhow!("not asked for (--lookup-hook kprobe)")));
+    assert!(with
+        .render()
+        .starts_with("node_access  fentry f2fs_get_node_page\n"));
+    let without = with_fentry(plan, Err(anyhow!("not asked for (--function-hook kprobe)")));
     assert_eq!(without.lookup_hook, "kprobe");
-    assert!(without.render().starts_with("node_access  kprobe f2fs_get_node_page\n"));
+    assert!(without
+        .render()
+        .starts_with("node_access  kprobe f2fs_get_node_page\n"));
     assert_eq!(
         without.missing,
-        ["node_access: fentry: not asked for (--lookup-hook kprobe); kprobes instead"]
+        ["node_access: fentry: not asked for (--function-hook kprobe); kprobes instead"]
     );
 }
