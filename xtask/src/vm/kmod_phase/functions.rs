@@ -61,7 +61,11 @@ pub(super) fn function_checks(
         }
     };
     let windows = read("functions.json");
-    let Some(last) = windows.lines().filter_map(|l| Json::parse(l).ok()).last() else {
+    let Some(last) = windows
+        .lines()
+        .filter_map(|l| Json::parse(l).ok())
+        .next_back()
+    else {
         problems.push("functions: the stream printed no window (functions.json)".into());
         return (0, CHECKS.len());
     };
