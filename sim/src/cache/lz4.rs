@@ -23,9 +23,10 @@ pub fn compress_into(block: &Block, out: &mut [u8; MAX_COMPRESSED]) -> usize {
         .expect("the output holds lz4_flex's bound for a 4 KiB block")
 }
 
-/// Decompress the LZ4 block `payload` into `out`: the decompressed length, or None when the
-/// payload is not a whole, valid LZ4 block or its output does not fit 4096 bytes.
-pub fn decompress_into(payload: &[u8], out: &mut Block) -> Option<usize> {
+/// Decompress the LZ4 block `payload` into `out` (a node block, or any buffer: recordings'
+/// event blocks are mostly zeros too): the decompressed length, or None when the payload is
+/// not a whole, valid LZ4 block or its output does not fit `out`.
+pub fn decompress_into(payload: &[u8], out: &mut [u8]) -> Option<usize> {
     let mut input = Reader { payload, at: 0 };
     let mut pos = 0;
     loop {
@@ -50,7 +51,7 @@ pub fn decompress_into(payload: &[u8], out: &mut Block) -> Option<usize> {
 
 /// Copy `length` bytes from `offset` bytes back to `pos`, the regions possibly overlapping
 /// (then the copy repeats the last `offset` bytes). None when out of bounds.
-fn copy_match(out: &mut Block, pos: usize, offset: usize, length: usize) -> Option<()> {
+fn copy_match(out: &mut [u8], pos: usize, offset: usize, length: usize) -> Option<()> {
     if offset == 0 || offset > pos || length > out.len() - pos {
         return None;
     }

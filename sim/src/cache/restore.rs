@@ -101,7 +101,7 @@ impl RestoreCtx<'_> {
         if c.clen == 0 || c.clen > c.slot_bytes {
             return Err(Failure::Invalid(RESTORE_FAIL_PAYLOAD_LEN));
         }
-        match lz4::decompress_into(&c.slot[..c.clen as usize], &mut raw) {
+        match lz4::decompress_into(&c.slot[..c.clen as usize], &mut raw[..]) {
             Some(len) if len == raw.len() => {}
             _ => return Err(Failure::Invalid(RESTORE_FAIL_LZ4_LEN)),
         }

@@ -248,12 +248,15 @@ impl<R: Read> Reader<R> {
             )));
         }
         let expected = count * EVENT_BYTES;
-        let raw = lz4_flex::block::decompress(&payload[4..], expected)
-            .map_err(|err| self.damage(format!("events block does not decompress: {err}")))?;
-        if raw.len() != expected {
+        // The simulator's decoder: events are mostly zeros, long overlapping matches, which it
+        // fills where lz4_flex copies a byte at a time.
+        let mut raw = vec![0u8; expected];
+        let len = sim::cache::lz4::decompress_into(&payload[4..], &mut raw).ok_or_else(|| {
+            self.damage("events block does not decompress (not a whole, valid LZ4 block, or more than its count of events)".into())
+        })?;
+        if len != expected {
             return Err(self.damage(format!(
-                "events block holds {} bytes, {expected} expected",
-                raw.len()
+                "events block holds {len} bytes, {expected} expected"
             )));
         }
         let events: Vec<Event> = raw

@@ -2,7 +2,7 @@
 use std::io::Write;
 
 use anyhow::{Context as _, Result};
-use tracer_common::{Decoded, Event};
+use tracer_common::{Decoded, Event, EventKind};
 
 use super::{
     Footer, Header, Note, EVENTS_PER_BLOCK, MAGIC, TAG_EVENTS, TAG_FOOTER, TAG_NOTE, VERSION,
@@ -43,8 +43,11 @@ impl<W: Write> Writer<W> {
         self.pending_events += 1;
         self.footer.events += 1;
         self.footer.end_ns = self.footer.end_ns.max(event.ts_ns);
-        if let Decoded::Lost { count } = event.decode() {
-            self.footer.lost += u64::from(count);
+        // Decoded only when it is one: the kind byte first (every event passes here).
+        if event.kind == EventKind::Lost as u8 {
+            if let Decoded::Lost { count } = event.decode() {
+                self.footer.lost += u64::from(count);
+            }
         }
         if self.pending_events as usize >= EVENTS_PER_BLOCK {
             self.flush_block()?;
