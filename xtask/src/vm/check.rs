@@ -518,9 +518,21 @@ fn export_and_check(dir: &Path, nodescope: &Path) -> Result<String> {
     Ok(format!("demand reads {reads}: {said}"))
 }
 
-/// The RFC probes as a kprobe and a kretprobe on f2fs_get_node_page count exactly the calls
-/// the kernel's own kprobe_events hist trigger counted.
+/// The RFC probes at entry and at return on f2fs_get_node_page, by BPF trampolines (fentry,
+/// fentry + fexit: x86_64 has them on both kernels), count exactly the calls the kernel's own
+/// kprobe_events hist trigger counted.
 fn check_rfc_probes(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) {
+    let err = fs::read_to_string(dir.join("stream_rfc.err")).unwrap_or_default();
+    for said in [
+        "rfc: restore -> f2fs_get_node_page (fentry)",
+        "rfc: convert -> f2fs_get_node_page (fentry + fexit)",
+    ] {
+        expect(
+            failures,
+            err.lines().any(|l| l.ends_with(said)),
+            format!("rfc: the stream did not say `{said}` (stream_rfc.err)"),
+        );
+    }
     let phase = match Phase::load(dir, "rfc") {
         Ok(phase) => phase,
         Err(err) => return failures.push(format!("rfc: {err:#}")),
@@ -532,14 +544,12 @@ fn check_rfc_probes(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<Stri
         phase.rfc.get("convert").copied(),
     );
     lines.push(format!(
-        "  rfc      kprobe f2fs_get_node_page={entry:?} kretprobe={ret:?} kprobe_events hist={hits:?}"
+        "  rfc      fentry f2fs_get_node_page={entry:?} fexit={ret:?} kprobe_events hist={hits:?}"
     ));
     expect(
         failures,
         hits.is_some_and(|h| h > 0) && entry == hits && ret == hits,
-        format!(
-            "rfc: kprobe {entry:?} and kretprobe {ret:?} must equal the hist trigger's {hits:?}"
-        ),
+        format!("rfc: fentry {entry:?} and fexit {ret:?} must equal the hist trigger's {hits:?}"),
     );
 }
 

@@ -57,8 +57,9 @@ kill -INT $RP
 wait $RP
 echo $? > $R/record.rc
 mark record_done
-# The RFC probes on a real kernel function: restore -> f2fs_get_node_page as a kprobe and
-# convert -> its return as a kretprobe (manifest /rfc-probes.toml), counted against a
+# The RFC probes on a real kernel function: restore -> f2fs_get_node_page at entry and
+# convert -> its return (manifest /rfc-probes.toml), by fentry and fentry + fexit where the
+# kernel has BPF trampolines (else kprobe and kretprobe), counted against a
 # kprobe_events hist trigger on the same function that is armed before nodescope attaches and
 # read after it has stopped.
 cold

@@ -390,6 +390,11 @@ fn load_tracing(
     }
     match sys_bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
         Ok(fd) => Ok(owned_fd(fd)),
+        // The verifier gave up after its instruction budget: a second pass for its log would
+        // take as long again, and the log would only say so.
+        Err(err) if err.raw_os_error() == Some(libc::E2BIG) => {
+            bail!("BPF_PROG_LOAD: {err}: too complex for this kernel's verifier")
+        }
         Err(first) => {
             // Again with the verifier's log, which says why.
             let mut log = vec![0u8; 1 << 20];
