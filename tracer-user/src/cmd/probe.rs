@@ -16,11 +16,7 @@ use crate::{
         bpf::{
             self,
             discover::{self, btf::BtfFiles},
-            f2fs::{
-                access::{self, AccessPlan},
-                attach::AttachOutcome,
-                planner,
-            },
+            f2fs::planner,
             manifest::{Manifest, Target, DEFAULT_KERNEL_MANIFEST, PROBE_KINDS},
             rfc,
             selftest::{self, SelfTest},
@@ -34,6 +30,8 @@ use crate::{
 
 /// Ring buffer of the object `probe` loads to try the manifest's probes (no event is read).
 const PROBE_RING_BYTES: u32 = 64 * 1024;
+
+mod accesses;
 
 #[derive(Args)]
 pub struct ProbeArgs {
@@ -121,62 +119,9 @@ pub struct ProbeReport {
     /// Which F2FS probes `stream` and `top` would attach here, and why not the others.
     pub f2fs_plan: planner::Plan,
     /// What `--accesses` would attach here (node lookups and evictions), and whether it does.
-    pub accesses: AccessProbe,
+    pub accesses: accesses::AccessProbe,
     /// What is missing, in words, with what it prevents.
     pub missing: Vec<String>,
-}
-
-/// The access traces' plan and, when BPF works, each planned probe tried (attached, then
-/// detached when the object is dropped).
-#[derive(Debug, Serialize)]
-pub struct AccessProbe {
-    pub plan: AccessPlan,
-    pub outcomes: Vec<AttachOutcome>,
-    /// Why nothing was tried, when loading the object failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-fn access_probe(bpf_works: bool) -> AccessProbe {
-    let plan = access::plan_this_kernel(FunctionHook::Auto);
-    // The trampolines detach when the result is dropped, with the object.
-    let tried = bpf_works.then(|| {
-        bpf::load(PROBE_RING_BYTES)
-            .and_then(|mut ebpf| access::attach(&mut ebpf, &plan, &[]))
-            .map(|attached| attached.outcomes)
-    });
-    let (outcomes, error) = match tried {
-        Some(Ok(outcomes)) => (outcomes, None),
-        Some(Err(err)) => (Vec::new(), Some(format!("{err:#}"))),
-        None => (Vec::new(), None),
-    };
-    AccessProbe {
-        plan,
-        outcomes,
-        error,
-    }
-}
-
-fn render_accesses(probe: &AccessProbe) -> String {
-    let mut out = probe.plan.render();
-    for outcome in &probe.outcomes {
-        match &outcome.error {
-            None => drop(writeln!(
-                out,
-                "{:<12} attached {}",
-                outcome.what, outcome.target
-            )),
-            Some(err) => drop(writeln!(
-                out,
-                "{:<12} NOT attached {}: {err}",
-                outcome.what, outcome.target
-            )),
-        }
-    }
-    if let Some(err) = &probe.error {
-        let _ = writeln!(out, "{:<12} not tried: {err}", "");
-    }
-    out
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
@@ -294,7 +239,7 @@ fn collect_with(manifest: &Manifest) -> Result<ProbeReport> {
         rfc_probes: rfc_probes(manifest, bpf)?,
         rfc_probes_from: String::new(),
         f2fs_plan: planner::plan_this_kernel(None),
-        accesses: access_probe(bpf),
+        accesses: accesses::access_probe(bpf),
         missing,
     };
     Ok(with_feature_gaps(report))
@@ -520,7 +465,7 @@ pub fn render_table(report: &ProbeReport) -> String {
     let _ = write!(
         out,
         "\nAccess traces (--accesses):\n{}",
-        render_accesses(&report.accesses)
+        accesses::render_accesses(&report.accesses)
     );
     if !report.missing.is_empty() {
         let _ = writeln!(out, "\nmissing:");

@@ -1,0 +1,96 @@
+use tracer_common::{Event, EventKind, FLAG_READAHEAD};
+
+use super::*;
+use crate::model::{ModelConfig, Packages};
+
+#[test]
+fn exposition_has_per_app_counters_with_labels_and_ends_with_eof() {
+    let packages = Packages::parse("com.example.chat 10123 0 /data x 3003\n");
+    let mut model = Model::new(ModelConfig {
+        packages,
+        ..ModelConfig::default()
+    });
+    let mut read = Event {
+        kind: EventKind::NodeRead as u8,
+        tgid: 5,
+        uid: 10123,
+        ..Event::ZERO
+    };
+    read.comm[..4].copy_from_slice(b"chat");
+    for _ in 0..3 {
+        model.ingest(&read);
+    }
+    model.ingest(&Event {
+        flags: FLAG_READAHEAD,
+        ..read
+    });
+    model.observe_knobs(Some(tracer_common::knobs::Knobs {
+        threshold: 40,
+        interval_ms: 1000,
+    }));
+    let text = render(&model, "sim0");
+    assert!(
+        text.contains("# TYPE nodescope_node_reads counter\n"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "nodescope_node_reads_total{app=\"com.example.chat\",device=\"sim0\",kind=\"demand\"} 3\n"
+    ), "{text}");
+    assert!(text.contains(
+        "nodescope_node_reads_total{app=\"com.example.chat\",device=\"sim0\",kind=\"readahead\"} 1\n"
+    ));
+    assert!(text.contains("nodescope_knob_threshold_percent{device=\"sim0\"} 40\n"));
+    assert!(text.ends_with("# EOF\n"));
+    assert_eq!(
+        text.matches("# TYPE nodescope_node_reads ").count(),
+        1,
+        "one header per family"
+    );
+}
+
+#[test]
+fn restore_latency_is_a_cumulative_histogram_in_seconds_with_the_exact_sum() {
+    let mut model = Model::new(ModelConfig::default());
+    // 1 ns folds into the first bound (1.024 us), 1.5 us twice into [1.024, 2.048) us,
+    // 3 s beyond the last bound (1.07 s) into +Inf only.
+    for ns in [1, 1_500, 1_500, 3_000_000_000] {
+        let mut restore = Event::new(EventKind::Restore, 1);
+        restore.latency_ns = ns;
+        model.ingest(&restore);
+    }
+    let text = render(&model, "sim0");
+    let name = "nodescope_restore_latency_seconds";
+    assert!(
+        text.contains(&format!("# TYPE {name} histogram\n")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("# UNIT {name} seconds\n")), "{text}");
+    for (le, below) in [
+        ("0.000001024", 1),
+        ("0.000002048", 3),
+        ("0.000004096", 3),
+        ("1.073741824", 3),
+        ("+Inf", 4),
+    ] {
+        let line = format!("{name}_bucket{{device=\"sim0\",le=\"{le}\"}} {below}\n");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    assert_eq!(text.matches(&format!("{name}_bucket{{")).count(), 22);
+    assert!(text.contains(&format!("{name}_count{{device=\"sim0\"}} 4\n")));
+    assert!(text.contains(&format!("{name}_sum{{device=\"sim0\"}} 3.000003001\n")));
+}
+
+#[test]
+fn only_get_metrics_is_served() {
+    assert_eq!(route(b"GET /metrics HTTP/1.1\r\n\r\n"), Some(false));
+    assert_eq!(route(b"GET /metrics?x=1 HTTP/1.1\r\n\r\n"), Some(false));
+    assert_eq!(route(b"HEAD /metrics HTTP/1.1\r\n\r\n"), Some(true));
+    assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n"), None);
+    assert_eq!(route(b"POST /metrics HTTP/1.1\r\n\r\n"), None);
+    let ok = respond("x 1\n# EOF\n", false);
+    assert!(ok.starts_with("HTTP/1.1 200 OK\r\n") && ok.ends_with("x 1\n# EOF\n"));
+    assert!(ok.contains(CONTENT_TYPE));
+    let head = respond("x 1\n# EOF\n", true);
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n"));
+}
