@@ -10,7 +10,7 @@
 //! the fastest run, over the lookups made: the whole hook, the kprobe's or the trampoline's way
 //! into the program included. bpf_stats' figure (the program's own run time) is printed beside.
 //! Under TCG only the ratios mean anything; the goal is fentry <= 0.5 x bpftrace's kprobe.
-use std::{fs, path::Path};
+use std::path::Path;
 
 use anyhow::{ensure, Context as _, Result};
 
@@ -38,18 +38,7 @@ pub fn guest_config() -> String {
 
 /// Build lookuploop.c with the host's cc into `dir`; its path.
 pub fn build_helper(dir: &Path) -> Result<std::path::PathBuf> {
-    let source = dir.join("lookuploop.c");
-    let binary = dir.join("lookuploop");
-    fs::write(&source, include_str!("lookuploop.c"))
-        .with_context(|| format!("writing {}", source.display()))?;
-    crate::util::run(
-        std::process::Command::new("cc")
-            .args(["-O2", "-Wall", "-o"])
-            .arg(&binary)
-            .arg(&source),
-    )
-    .context("building vm-bench's lookup loop with cc")?;
-    Ok(binary)
+    super::uidswitch::build_c_helper(dir, "lookuploop", include_str!("lookuploop.c"))
 }
 
 /// The fastest run's nanoseconds in a `lookup_<case>.txt` ("calls N ns T" per run).

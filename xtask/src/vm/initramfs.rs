@@ -89,24 +89,26 @@ pub fn build_with_modules(
 ) -> Result<Vec<u8>> {
     let userland = Userland::host()?;
     let mut archive = archive_for(&userland, kernel, nodescope, guest_files, &[], modules)?;
+    add_helpers(&mut archive, helpers)?;
+    Ok(archive.to_bytes())
+}
+
+/// Each helper at bin/<its file name>, with its `ldd` closure.
+fn add_helpers(archive: &mut Archive, helpers: &[&Path]) -> Result<()> {
     for helper in helpers {
         let name = helper
             .file_name()
             .with_context(|| format!("{} has no file name", helper.display()))?;
-        add_binary(
-            &mut archive,
-            helper,
-            &format!("bin/{}", name.to_string_lossy()),
-        )?;
+        add_binary(archive, helper, &format!("bin/{}", name.to_string_lossy()))?;
         // tmux will not start without a UTF-8 locale ("need UTF-8 locale (LC_CTYPE)"; it
         // tries C.UTF-8 itself, which glibc reads from Debian's libc-bin directory) nor
         // without the terminfo entry of its client's TERM (Debian's ncurses-base).
         if name == "tmux" {
-            add_tree(&mut archive, Path::new(C_UTF8_LOCALE))?;
-            add_tree(&mut archive, Path::new(TERMINFO))?;
+            add_tree(archive, Path::new(C_UTF8_LOCALE))?;
+            add_tree(archive, Path::new(TERMINFO))?;
         }
     }
-    Ok(archive.to_bytes())
+    Ok(())
 }
 
 /// [`build`] with the given userland, plus host programs found by name (e.g. `bpftrace`,
@@ -122,16 +124,7 @@ pub fn build_for(
 ) -> Result<Vec<u8>> {
     let modules = ModuleOverrides::default();
     let mut archive = archive_for(userland, kernel, nodescope, guest_files, tools, modules)?;
-    for helper in helpers {
-        let name = helper
-            .file_name()
-            .with_context(|| format!("{} has no file name", helper.display()))?;
-        add_binary(
-            &mut archive,
-            helper,
-            &format!("bin/{}", name.to_string_lossy()),
-        )?;
-    }
+    add_helpers(&mut archive, helpers)?;
     Ok(archive.to_bytes())
 }
 

@@ -19,16 +19,23 @@ const SOURCE: &str = include_str!("uidswitch.c");
 
 /// Build the helper into `dir`; its path.
 pub fn build(dir: &Path) -> Result<std::path::PathBuf> {
-    let source = dir.join("uidswitch.c");
-    let binary = dir.join(COMM);
-    fs::write(&source, SOURCE).with_context(|| format!("writing {}", source.display()))?;
+    build_c_helper(dir, COMM, SOURCE)
+}
+
+/// Build a guest helper from its C source with the host's cc (the guest runs with the host's
+/// libraries): `dir`/`name`.
+pub fn build_c_helper(dir: &Path, name: &str, source: &str) -> Result<std::path::PathBuf> {
+    let source_path = dir.join(format!("{name}.c"));
+    let binary = dir.join(name);
+    fs::write(&source_path, source)
+        .with_context(|| format!("writing {}", source_path.display()))?;
     crate::util::run(
         std::process::Command::new("cc")
             .args(["-O2", "-Wall", "-o"])
             .arg(&binary)
-            .arg(&source),
+            .arg(&source_path),
     )
-    .context("building the uid phase's helper with cc")?;
+    .with_context(|| format!("building the guest helper {name} with cc"))?;
     Ok(binary)
 }
 
