@@ -32,7 +32,8 @@ pub struct AttachReport {
     pub no_trampolines: Option<String>,
 }
 
-/// Program names in the object: k_<kind>, kr_<kind>, u_<kind>, ur_<kind>.
+/// Program names in the object: k_<kind>, kr_<kind>, u_<kind>, ur_<kind> (and f_<kind>,
+/// fx_<kind>, the trampoline ones, named in `attach_kernel`).
 fn program_name(kind: EventKind, target: &Target, ret: bool) -> String {
     let prefix = match (target, ret) {
         (Target::Kernel, false) => "k",
