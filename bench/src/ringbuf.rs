@@ -18,7 +18,7 @@ use tracer_common::maps;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use aya::{maps::Array, programs::TracePoint, Ebpf};
-use nodescope::source::bpf::{dropped, live::RING_BYTES, load, EventReader};
+use nodescope::source::bpf::{dropped, load, EventReader, RING_BYTES};
 use serde::Serialize;
 use tracer_common::{Event, EventKind};
 

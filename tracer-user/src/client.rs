@@ -16,10 +16,10 @@ use crate::protocol::{default_socket_path, Hello, Message, PROTOCOL_VERSION};
 /// (measured: 19.5 KB for the android-launch scenario's 16 apps): 4 MiB holds some 3,000. A line is parsed whole, and JSON values cost several
 /// times their text, so this bound is what bounds the client's memory against a hostile or
 /// broken server (at 64 MiB one 62 MB line took 1.4-2.1 GB).
-pub const MAX_LINE_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_LINE_BYTES: u64 = 4 << 20;
 
 /// `--connect` without a path means the daemon's default socket.
-pub fn socket_or_default(path: &Path) -> PathBuf {
+pub(crate) fn socket_or_default(path: &Path) -> PathBuf {
     if path.as_os_str().is_empty() {
         default_socket_path()
     } else {

@@ -26,11 +26,11 @@ use serde::Serialize;
 use sim::rng::Rng;
 
 mod mix;
-pub use mix::{Mix, Op, OP_COUNT};
+pub(crate) use mix::{Mix, Op, OP_COUNT};
 
 /// One run's settings.
 #[derive(Clone, Debug)]
-pub struct Config {
+pub(crate) struct Config {
     pub dir: PathBuf,
     pub procs: u32,
     pub ops: u32,
@@ -40,7 +40,7 @@ pub struct Config {
 
 /// Operations done and failed, per op.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub done: [u64; OP_COUNT],
     pub failed: [u64; OP_COUNT],
 }
@@ -53,16 +53,16 @@ impl Tally {
         }
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.done.iter().sum()
     }
 
-    pub fn failures(&self) -> u64 {
+    pub(crate) fn failures(&self) -> u64 {
         self.failed.iter().sum()
     }
 
     /// `creat=12/1 ...`: done/failed per op that ran.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let parts: Vec<String> = Op::ALL
             .iter()
             .enumerate()
@@ -78,7 +78,7 @@ impl Tally {
 /// Each worker's directory is made here and must not exist yet: an existing one, or a symlink
 /// at its name, could hold symlinks at the names the seeded workload will use, and nodescope
 /// runs as root. All are made before any worker starts, so a refusal leaves nothing done.
-pub fn run(config: &Config) -> Result<Tally> {
+pub(crate) fn run(config: &Config) -> Result<Tally> {
     fs::create_dir_all(&config.dir)
         .with_context(|| format!("creating {}", config.dir.display()))?;
     let top = rfs::openat(rfs::CWD, &config.dir, DIR_FLAGS, Mode::empty())

@@ -2,18 +2,22 @@
 //!
 //! Data flows one way: a source (bpf | sim | replay) produces `tracer_common::Event`s, the
 //! model aggregates them, views show the model, the controller reads the model and writes
-//! knobs (docs/ARCHITECTURE.md). The binary (src/main.rs) only parses the command line; the
-//! benchmarks and the fuzz targets use these modules too.
-pub mod client;
-pub mod cmd;
-pub mod control;
-pub mod fsstress;
+//! knobs (docs/ARCHITECTURE.md). The binary (src/main.rs) only calls [`main`]. What is public
+//! here is what the benchmarks, the fuzz targets and the integration tests use; the rest is
+//! crate-private (`unreachable_pub` keeps it so).
+#![warn(unreachable_pub)]
+pub(crate) mod client;
+pub(crate) mod cmd;
+pub(crate) mod control;
+pub(crate) mod fsstress;
 pub mod model;
 pub mod output;
 pub mod pipeline;
 pub mod protocol;
 pub mod record;
-pub mod runner;
+pub(crate) mod runner;
 pub mod source;
 pub mod system;
 pub mod view;
+
+pub use cmd::main;

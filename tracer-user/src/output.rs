@@ -29,7 +29,7 @@ impl OutputFile {
     }
 
     /// A file only its owner may read: per-process data, as the daemon's socket (0600).
-    pub fn private(force: bool) -> OutputFile {
+    pub(crate) fn private(force: bool) -> OutputFile {
         OutputFile { force, mode: 0o600 }
     }
 

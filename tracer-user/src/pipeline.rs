@@ -25,20 +25,20 @@ pub struct Finished {
 }
 
 /// Where the kernel keeps the knobs, for sources that do not say.
-pub const SYSFS_ROOT: &str = "/sys/fs/f2fs";
+pub(crate) const SYSFS_ROOT: &str = "/sys/fs/f2fs";
 
 /// A change of the knob values between two refreshes (by a person, a script or a controller).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KnobChange {
     /// The source's clock when the change was seen.
-    pub at_ns: u64,
+    pub(crate) at_ns: u64,
     pub before: Option<Knobs>,
     pub after: Option<Knobs>,
 }
 
 impl KnobChange {
     /// "before -> after", each side as `tracer_common::knobs::shown` writes a pair.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         use tracer_common::knobs::shown;
         format!("{} -> {}", shown(self.before), shown(self.after))
     }
@@ -70,7 +70,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// The decisions pane's line for a knob change this refresh found: the window it falls in
     /// and the change.
-    pub fn knob_change_line(&self, change: &KnobChange) -> String {
+    pub(crate) fn knob_change_line(&self, change: &KnobChange) -> String {
         let window = self.model().history().back().map_or(0, |w| w.index + 1);
         format!("window {window}: knobs {}", change.describe())
     }
@@ -124,7 +124,7 @@ impl Pipeline {
     /// What the source already holds without waiting (the kernel's ring buffer between its
     /// wake-ups, which come once per batch) into the model and into `batch`, for a recorder
     /// to write them too. Returns whether the end time was reached, as [`Pipeline::ingest`].
-    pub fn take_waiting(&mut self, batch: &mut Vec<Event>) -> Result<bool> {
+    pub(crate) fn take_waiting(&mut self, batch: &mut Vec<Event>) -> Result<bool> {
         self.source.take_waiting(batch)?;
         if batch.is_empty() {
             return Ok(false);
@@ -155,11 +155,11 @@ impl Pipeline {
     }
 
     /// The source said it has ended: its clock no longer closes windows.
-    pub fn source_ended(&mut self) {
+    pub(crate) fn source_ended(&mut self) {
         self.source_open = false;
     }
 
-    pub fn is_source_open(&self) -> bool {
+    pub(crate) fn is_source_open(&self) -> bool {
         self.source_open
     }
 
@@ -198,7 +198,7 @@ impl Pipeline {
     }
 
     /// The source's word on its own bookkeeping, for the end of a run.
-    pub fn closing_note(&self) -> Option<String> {
+    pub(crate) fn closing_note(&self) -> Option<String> {
         self.source.closing_note()
     }
 
@@ -239,7 +239,7 @@ impl Pipeline {
     }
 
     /// Whether the source's clock has reached the end time.
-    pub fn is_past_end(&self) -> bool {
+    pub(crate) fn is_past_end(&self) -> bool {
         self.end_ns.is_some_and(|end| self.now_ns() >= end)
     }
 

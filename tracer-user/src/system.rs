@@ -7,11 +7,11 @@ use std::{
 use anyhow::{Context as _, Result};
 use tracer_common::knobs::{INTERVAL_FILE, THRESHOLD_FILE};
 
-pub mod android;
+pub(crate) mod android;
 
 /// "major:minor" from the kernel's dev_t encoding as F2FS tracepoints print it
 /// (major << 20 | minor).
-pub fn major_minor(dev: u32) -> String {
+pub(crate) fn major_minor(dev: u32) -> String {
     format!("{}:{}", dev >> 20, dev & 0xfffff)
 }
 
@@ -21,15 +21,15 @@ const CAP_BPF: u32 = 39;
 
 /// The effective capabilities that matter for tracing.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct Privileges {
+pub(crate) struct Privileges {
     pub root: bool,
     pub cap_bpf: bool,
-    pub cap_perfmon: bool,
-    pub cap_sys_admin: bool,
+    pub(crate) cap_perfmon: bool,
+    pub(crate) cap_sys_admin: bool,
 }
 
 impl Privileges {
-    pub fn current() -> Result<Privileges> {
+    pub(crate) fn current() -> Result<Privileges> {
         let status =
             fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
         let cap_eff = status
@@ -49,13 +49,13 @@ impl Privileges {
     }
 
     /// Loading tracing programs needs CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN on older kernels.
-    pub fn may_trace(&self) -> bool {
+    pub(crate) fn may_trace(&self) -> bool {
         (self.cap_bpf && self.cap_perfmon) || self.cap_sys_admin
     }
 }
 
 /// This process's effective user id: the one the kernel checks permissions against.
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
@@ -111,22 +111,22 @@ fn mount_pseudo(fstype: &str, target: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn kernel_release() -> String {
+pub(crate) fn kernel_release() -> String {
     fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())
 }
 
-pub fn has_btf() -> bool {
+pub(crate) fn has_btf() -> bool {
     Path::new("/sys/kernel/btf/vmlinux").exists()
 }
 
 /// A perf PMU for kprobes exists only when the kernel has CONFIG_KPROBES (+ KPROBE_EVENTS).
-pub fn has_kprobes() -> bool {
+pub(crate) fn has_kprobes() -> bool {
     Path::new("/sys/bus/event_source/devices/kprobe").exists()
 }
 
-pub fn has_uprobes() -> bool {
+pub(crate) fn has_uprobes() -> bool {
     Path::new("/sys/bus/event_source/devices/uprobe").exists()
 }
 
@@ -142,7 +142,7 @@ pub fn has_f2fs() -> bool {
 }
 
 /// The F2FS tracepoint names nodescope knows, across kernel versions.
-pub const F2FS_TRACEPOINT_VARIANTS: [&str; 7] = [
+pub(crate) const F2FS_TRACEPOINT_VARIANTS: [&str; 7] = [
     "f2fs_submit_page_bio",
     "f2fs_submit_folio_bio",
     "f2fs_submit_read_bio",
@@ -166,13 +166,13 @@ pub fn f2fs_tracepoints(tracefs: Option<&Path>) -> Vec<String> {
 
 /// One mounted F2FS device as /sys/fs/f2fs/<dev> shows it.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct F2fsDevice {
+pub(crate) struct F2fsDevice {
     pub name: String,
     pub node_compress_threshold: bool,
     pub node_compress_interval: bool,
 }
 
-pub fn f2fs_devices(sysfs_root: &Path) -> Vec<F2fsDevice> {
+pub(crate) fn f2fs_devices(sysfs_root: &Path) -> Vec<F2fsDevice> {
     let Ok(entries) = fs::read_dir(sysfs_root) else {
         return Vec::new();
     };
@@ -189,7 +189,7 @@ pub fn f2fs_devices(sysfs_root: &Path) -> Vec<F2fsDevice> {
     devices
 }
 
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())

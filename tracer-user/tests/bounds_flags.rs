@@ -179,7 +179,7 @@ fn kallsyms_from_dev_zero_or_a_huge_file_are_refused_in_bounded_memory() {
 fn report_nids_keeps_a_bounded_map_and_says_what_it_left_out() {
     let dir = scratch("nids");
     let path = dir.path().join("nids.nsr");
-    let cap = nodescope::model::recording::MAX_NID_PAIRS;
+    let cap = nodescope::model::MAX_NID_PAIRS;
     recording(&path, cap as u64 + 200_000);
     let run = run(
         &["report", "--nids", path.to_str().unwrap()],

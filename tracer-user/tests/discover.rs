@@ -7,7 +7,7 @@ use std::{
     process::Command,
 };
 
-use nodescope::source::bpf::manifest::Manifest;
+use nodescope::source::bpf::Manifest;
 
 mod common;
 
@@ -325,10 +325,7 @@ fn a_kernel_without_f2fs_gets_a_note_and_nothing_mapped() {
 /// split BTF (f2fs_sb_info) on its base (super_block) gives exactly the C layout's.
 #[test]
 fn access_offsets_come_from_split_btf() {
-    use nodescope::source::bpf::{
-        discover::btf::{BtfFiles, KernelBtf},
-        f2fs::access::{struct_offsets, StructOffsets},
-    };
+    use nodescope::source::bpf::{struct_offsets, BtfFiles, KernelBtf, StructOffsets};
     let dir = scratch("access-btf");
     let (base, module) = build_btf(dir.path());
     let btf = KernelBtf::load(&BtfFiles {

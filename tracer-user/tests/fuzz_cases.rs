@@ -4,7 +4,7 @@
 //! crashed: sim/tests/f2fs_fuzz_cases.rs.)
 use std::path::{Path, PathBuf};
 
-use nodescope::{model::Packages, source::bpf::manifest::Manifest};
+use nodescope::{model::Packages, source::bpf::Manifest};
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")

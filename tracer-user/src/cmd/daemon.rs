@@ -35,7 +35,7 @@ use crate::{
 const CLOSE_WITHIN: Duration = Duration::from_secs(2);
 
 #[derive(Args)]
-pub struct DaemonArgs {
+pub(crate) struct DaemonArgs {
     /// The source: auto (the kernel when it has F2FS and we may load programs, else the
     /// simulator), bpf, sim or replay FILE.
     #[command(flatten)]
@@ -70,7 +70,7 @@ pub struct DaemonArgs {
     log: Option<PathBuf>,
 }
 
-pub fn run(args: DaemonArgs) -> Result<()> {
+pub(crate) fn run(args: DaemonArgs) -> Result<()> {
     if let Some(log) = &args.log {
         redirect_stderr(log)?;
     }

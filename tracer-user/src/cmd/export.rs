@@ -9,7 +9,7 @@ use clap::Args;
 use crate::{output::OutputFile, view::perfetto::write_trace};
 
 #[derive(Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// The recording (from `nodescope record`) to write as a Perfetto protobuf trace.
     #[arg(long, value_name = "RECORDING")]
     perfetto: PathBuf,
@@ -24,7 +24,7 @@ pub struct ExportArgs {
     force: bool,
 }
 
-pub fn run(args: ExportArgs) -> Result<()> {
+pub(crate) fn run(args: ExportArgs) -> Result<()> {
     let output = OutputFile::new(args.force);
     output.check(&args.output)?;
     write_trace(

@@ -8,7 +8,7 @@ use clap::Args;
 use crate::fsstress::{self, Config, Mix};
 
 #[derive(Args)]
-pub struct FsstressArgs {
+pub(crate) struct FsstressArgs {
     /// The directory to work in (created when missing; one `p<N>` directory per worker inside,
     /// made by fsstress: an existing one is refused).
     dir: PathBuf,
@@ -26,7 +26,7 @@ pub struct FsstressArgs {
     seed: u64,
 }
 
-pub fn run(args: FsstressArgs) -> Result<()> {
+pub(crate) fn run(args: FsstressArgs) -> Result<()> {
     let config = Config {
         dir: args.dir,
         procs: args.procs,

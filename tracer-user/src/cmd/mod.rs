@@ -1,27 +1,30 @@
 //! One module per subcommand. Each parses its own arguments and wires a source to views.
-pub mod daemon;
-pub mod export;
-pub mod fsstress;
-pub mod probe;
-pub mod record;
-pub mod report;
-pub mod sim;
-pub mod stream;
-pub mod top;
-pub mod tune;
-pub mod whatif;
+mod cli;
+pub(crate) mod daemon;
+pub(crate) mod export;
+pub(crate) mod fsstress;
+pub(crate) mod probe;
+pub(crate) mod record;
+pub(crate) mod report;
+pub(crate) mod sim;
+pub(crate) mod stream;
+pub(crate) mod top;
+pub(crate) mod tune;
+pub(crate) mod whatif;
 
 use clap::Args;
 
+pub use self::cli::main;
+
 /// The shortest window: windows are bookkept one by one, so a nanosecond window would cost a
 /// billion reports a second. The same limit as a recording's header (`record::MIN_WINDOW_NS`).
-pub const MIN_WINDOW_S: f64 = 0.001;
+pub(crate) const MIN_WINDOW_S: f64 = 0.001;
 /// The longest window: a day.
-pub const MAX_WINDOW_S: f64 = 86_400.0;
+pub(crate) const MAX_WINDOW_S: f64 = 86_400.0;
 
 /// The window length, shared by the subcommands that cut windows (top, stream, record).
 #[derive(Args, Clone, Copy, Debug)]
-pub struct WindowArg {
+pub(crate) struct WindowArg {
     /// Window length in seconds, 0.001 to 86400: counts, rates and lines are per window.
     #[arg(
         long = "window",
@@ -58,7 +61,7 @@ fn parse_f64(text: &str) -> Result<f64, String> {
 }
 
 /// `--window`: between [`MIN_WINDOW_S`] and [`MAX_WINDOW_S`].
-pub fn parse_window(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_window(text: &str) -> Result<f64, String> {
     let seconds = parse_f64(text)?;
     if !(MIN_WINDOW_S..=MAX_WINDOW_S).contains(&seconds) {
         return Err(format!(
@@ -70,7 +73,7 @@ pub fn parse_window(text: &str) -> Result<f64, String> {
 
 /// `--duration`: a positive, finite number of seconds (negative ones reach this parser, with
 /// `allow_negative_numbers`, to be refused in words).
-pub fn parse_duration(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<f64, String> {
     let seconds = parse_f64(text)?;
     if !(seconds.is_finite() && seconds > 0.0) {
         return Err(format!(
@@ -81,7 +84,7 @@ pub fn parse_duration(text: &str) -> Result<f64, String> {
 }
 
 /// `--speed`: 0 (as fast as possible) or a positive, finite factor.
-pub fn parse_speed(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_speed(text: &str) -> Result<f64, String> {
     let speed = parse_f64(text)?;
     if !(speed.is_finite() && speed >= 0.0) {
         return Err(format!(
@@ -93,7 +96,7 @@ pub fn parse_speed(text: &str) -> Result<f64, String> {
 
 /// The one pipeline a live command runs: `source` into a model cut in `window`s, its apps named
 /// by `packages` (a packages.list) or else by the list the source brings.
-pub fn live_pipeline(
+pub(crate) fn live_pipeline(
     source: Box<dyn crate::source::Source>,
     window: &WindowArg,
     packages: Option<&std::path::Path>,

@@ -34,7 +34,7 @@ const PROBE_RING_BYTES: u32 = 64 * 1024;
 mod accesses;
 
 #[derive(Args)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -71,7 +71,7 @@ pub struct ProbeArgs {
 
 /// The manifest's symbols and whether this kernel has them.
 #[derive(Debug, Serialize)]
-pub struct RfcProbes {
+pub(crate) struct RfcProbes {
     pub manifest: String,
     /// Where the symbols were looked up: /proc/kallsyms, or the uprobe target's ELF file
     /// (`in_kallsyms` then means "in that file").
@@ -84,7 +84,7 @@ pub struct RfcProbes {
 }
 
 #[derive(Debug, Serialize)]
-pub struct RfcSymbol {
+pub(crate) struct RfcSymbol {
     pub kind: String,
     pub symbol: String,
     pub in_kallsyms: bool,
@@ -96,7 +96,7 @@ pub struct RfcSymbol {
 }
 
 #[derive(Debug, Serialize)]
-pub struct ProbeReport {
+pub(crate) struct ProbeReport {
     pub kernel: String,
     pub privileges: Privileges,
     /// From /sys/fs/selinux/enforce; absent without SELinux.
@@ -124,7 +124,7 @@ pub struct ProbeReport {
     pub missing: Vec<String>,
 }
 
-pub fn run(args: ProbeArgs) -> Result<()> {
+pub(crate) fn run(args: ProbeArgs) -> Result<()> {
     if args.discover {
         return run_discover(&args);
     }
@@ -428,7 +428,7 @@ fn yes_no(value: bool) -> &'static str {
     }
 }
 
-pub fn render_table(report: &ProbeReport) -> String {
+pub(crate) fn render_table(report: &ProbeReport) -> String {
     let mut out = String::new();
     let p = &report.privileges;
     let rows = [

@@ -19,7 +19,7 @@ use crate::{
 };
 
 #[derive(Args)]
-pub struct RecordArgs {
+pub(crate) struct RecordArgs {
     /// The file to write (never stdout: the format needs a file).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
@@ -44,7 +44,7 @@ pub struct RecordArgs {
     json: bool,
 }
 
-pub fn run(args: RecordArgs) -> Result<()> {
+pub(crate) fn run(args: RecordArgs) -> Result<()> {
     anyhow::ensure!(args.window.seconds > 0.0, "--window must be positive");
     anyhow::ensure!(
         args.output != Path::new("-"),
@@ -113,7 +113,7 @@ async fn record(args: RecordArgs) -> Result<()> {
         crate::view::perfetto::write_trace(&args.output, None, trace, OutputFile::new(args.force))?;
     }
     if args.json {
-        let totals = serde_json::json!({ "totals": pipeline.model().totals().to_json(), "events": footer.events });
+        let totals = serde_json::json!({ "totals": pipeline.model().totals().json(), "events": footer.events });
         closed_is_success(print_line(totals))?;
     }
     Ok(())

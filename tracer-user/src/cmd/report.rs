@@ -23,7 +23,7 @@ use crate::{
 };
 
 #[derive(Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// The recording (from `nodescope record`).
     #[arg(required_unless_present = "compare")]
     file: Option<PathBuf>,
@@ -46,7 +46,7 @@ pub struct ReportArgs {
     nids: bool,
 }
 
-pub fn run(args: ReportArgs) -> Result<()> {
+pub(crate) fn run(args: ReportArgs) -> Result<()> {
     if let Some(pair) = &args.compare {
         return print_comparison(&args, &pair[0], &pair[1]);
     }

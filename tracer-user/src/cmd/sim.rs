@@ -27,7 +27,7 @@ use sim::{
 };
 
 #[derive(Args)]
-pub struct SimArgs {
+pub(crate) struct SimArgs {
     /// Scenario: vm-replay or android-launch.
     #[arg(long, value_name = "NAME")]
     scenario: String,
@@ -49,7 +49,7 @@ pub struct SimArgs {
     via_bpf: bool,
 }
 
-pub fn run(args: SimArgs) -> Result<()> {
+pub(crate) fn run(args: SimArgs) -> Result<()> {
     let scenario: ScenarioName = args.scenario.parse()?;
     let ran = if args.via_bpf {
         run_via_bpf(scenario, &args)

@@ -29,7 +29,7 @@ use crate::{
 };
 
 #[derive(Args)]
-pub struct StreamArgs {
+pub(crate) struct StreamArgs {
     /// One JSON object per line (docs/STREAM.md); without it, a short text line.
     #[arg(long)]
     json: bool,
@@ -61,7 +61,7 @@ pub struct StreamArgs {
     connect: Option<std::path::PathBuf>,
 }
 
-pub fn run(args: StreamArgs) -> Result<()> {
+pub(crate) fn run(args: StreamArgs) -> Result<()> {
     let positive = |seconds: f64| seconds.is_finite() && seconds > 0.0;
     if !positive(args.window.seconds) || args.duration.is_some_and(|d| !positive(d)) {
         bail!("--window and --duration must be positive numbers of seconds");

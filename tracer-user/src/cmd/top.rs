@@ -15,7 +15,7 @@ use crate::{
 };
 
 #[derive(Args)]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     #[command(flatten)]
     source: SourceArgs,
     #[command(flatten)]
@@ -34,7 +34,7 @@ pub struct TopArgs {
 
 /// The controller in a live process (`top --tune`, `daemon --tune`).
 #[derive(Args, Clone, Debug)]
-pub struct LiveTuneArgs {
+pub(crate) struct LiveTuneArgs {
     /// Let the controller tune node_compress_threshold and node_compress_interval while you
     /// watch (docs/CONTROLLER.md); the original values come back when top ends.
     #[arg(long)]
@@ -60,7 +60,7 @@ impl LiveTuneArgs {
     /// With --tune: claim the source's first device and start the controller on it (the
     /// originals come back when the returned `Tuning` is dropped); lowers our OOM score as
     /// `tune` does, since the controller lives in this process.
-    pub fn start(
+    pub(crate) fn start(
         &self,
         pipeline: &Pipeline,
         knob_root: &std::path::Path,
@@ -94,7 +94,7 @@ impl LiveTuneArgs {
     }
 }
 
-pub fn run(args: TopArgs) -> Result<()> {
+pub(crate) fn run(args: TopArgs) -> Result<()> {
     anyhow::ensure!(args.window.seconds > 0.0, "--window must be positive");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

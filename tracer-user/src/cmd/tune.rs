@@ -24,7 +24,7 @@ use controller::{
 };
 
 #[derive(Args)]
-pub struct TuneArgs {
+pub(crate) struct TuneArgs {
     /// Directory with one subdirectory per device holding the knob files (the simulator's
     /// knob directory, or the kernel's).
     #[arg(long, value_name = "DIR", default_value = DEFAULT_SYSFS_ROOT)]
@@ -210,7 +210,7 @@ fn wait_for(stop: &StopSignals, trigger: Option<&PsiTrigger>, timeout: Duration)
     })
 }
 
-pub fn run(args: TuneArgs) -> Result<()> {
+pub(crate) fn run(args: TuneArgs) -> Result<()> {
     let cfg = Config {
         psi_goal: args.psi_goal,
         ..Config::default()
@@ -314,11 +314,7 @@ fn restore_left_behind(args: &TuneArgs) -> Result<()> {
 }
 
 fn open_audit(path: Option<&Path>) -> Result<AuditLog> {
-    match path {
-        None => Ok(AuditLog::to_stderr()),
-        Some(path) if path == Path::new("-") => Ok(AuditLog::to_stdout()),
-        Some(path) => AuditLog::to_file(path),
-    }
+    crate::control::open_audit(path, crate::control::AuditDefault::Stderr)
 }
 
 fn announce(args: &TuneArgs, session: &Session<SysfsKnobs>) {

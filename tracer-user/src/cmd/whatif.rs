@@ -40,7 +40,7 @@ use crate::{
 };
 
 #[derive(Args)]
-pub struct WhatifArgs {
+pub(crate) struct WhatifArgs {
     /// A recording made with `--accesses` (not needed with --compressors).
     recording: Option<PathBuf>,
     /// The recorded device's F2FS image.
@@ -154,7 +154,7 @@ struct Point {
     pareto: Vec<Question>,
 }
 
-pub fn run(args: WhatifArgs) -> Result<()> {
+pub(crate) fn run(args: WhatifArgs) -> Result<()> {
     let (source, what) = match (&args.image, &args.device) {
         (Some(image), None) => (image, "image"),
         (None, Some(device)) => (device, "device"),
@@ -272,7 +272,7 @@ fn axes(args: &WhatifArgs) -> Result<Axes> {
 /// The most grid points one run takes: each replays the whole trace, and each keeps its
 /// outcome and row, so the plain product of long axes would run for days and allocate
 /// gigabytes before the first answer.
-pub const MAX_GRID_POINTS: u64 = 10_000;
+pub(crate) const MAX_GRID_POINTS: u64 = 10_000;
 
 /// Refuses a grid over [`MAX_GRID_POINTS`], naming the product (an upper bound: slot sets and
 /// weights that do not fit each other are left out later).

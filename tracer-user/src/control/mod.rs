@@ -40,7 +40,7 @@ use crate::model::{Model, WindowReport};
 
 /// Turns the model's closed windows into [`Signals`].
 #[derive(Clone, Copy, Debug)]
-pub struct ModelSignals {
+pub(crate) struct ModelSignals {
     /// Rates are measured over the closed windows of this trailing period (at least one
     /// window), so a workload whose period does not divide the window cannot make every other
     /// window look clean: the controller's own [`DEFAULT_RATE_PERIOD`] unless a test says.
@@ -59,7 +59,7 @@ impl ModelSignals {
     /// The signals at the end of window `upto`: rates over it and the windows before it (at most
     /// `rate_windows` in all), its cache gauges, and the given pressure and budget. `None` when
     /// `history` does not hold window `upto`.
-    pub fn signals(
+    pub(crate) fn signals(
         &self,
         history: &VecDeque<WindowReport>,
         upto: u64,
@@ -116,7 +116,7 @@ fn counts_before(window: &WindowReport) -> Counts {
 /// The model's windows as the controller's signal source, at one moment: the signals of
 /// closed window `window` (a decision) or the gauges now (a poll). The model tracks one cache,
 /// so every device is given the same signals.
-pub struct WindowSignals<'a> {
+pub(crate) struct WindowSignals<'a> {
     pub model: &'a Model,
     pub window: u64,
     pub rates: &'a ModelSignals,
@@ -149,7 +149,7 @@ impl SignalSource for WindowSignals<'_> {
 
 /// What [`Tuning::start_with`] can change.
 #[derive(Clone, Debug)]
-pub struct TuningOptions {
+pub(crate) struct TuningOptions {
     pub config: Config,
     /// At most one write per knob per this long (model time).
     pub min_write_gap: Duration,
@@ -174,7 +174,7 @@ impl Default for TuningOptions {
 }
 
 /// The controller on the model's windows, for the devices of one source.
-pub struct Tuning {
+pub(crate) struct Tuning {
     guard: RestoreGuard<Session<SysfsKnobs>>,
     options: TuningOptions,
     /// PSI, unless `options.psi` is None.
@@ -187,7 +187,7 @@ pub struct Tuning {
 
 /// Whose stdout an audit log `-` would write to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AuditDefault {
+pub(crate) enum AuditDefault {
     /// `nodescope tune`: no file means stderr, `-` means stdout.
     Stderr,
     /// The live view: stdout and stderr are the screen, so no file means no log (the
@@ -196,7 +196,7 @@ pub enum AuditDefault {
 }
 
 /// The audit log a `--audit` argument names.
-pub fn open_audit(path: Option<&Path>, default: AuditDefault) -> Result<AuditLog> {
+pub(crate) fn open_audit(path: Option<&Path>, default: AuditDefault) -> Result<AuditLog> {
     match (path, default) {
         (None, AuditDefault::Stderr) => Ok(AuditLog::to_stderr()),
         (None, AuditDefault::Screen) => Ok(AuditLog::discard()),
@@ -212,7 +212,8 @@ impl Tuning {
     /// Tune `devices` under `knob_root` (`Source::knob_root()` for the simulator, else
     /// `/sys/fs/f2fs`) with the default law. Refuses to start, naming the file, when a knob is
     /// missing, unparsable, out of range or (unless `dry_run`) not writable.
-    pub fn start(
+    #[cfg(test)]
+    pub(crate) fn start(
         knob_root: &Path,
         devices: &[String],
         dry_run: bool,
@@ -221,7 +222,7 @@ impl Tuning {
         Self::start_with(knob_root, devices, dry_run, audit, TuningOptions::default())
     }
 
-    pub fn start_with(
+    pub(crate) fn start_with(
         knob_root: &Path,
         devices: &[String],
         dry_run: bool,
@@ -263,7 +264,7 @@ impl Tuning {
     }
 
     /// What the header shows after "controller".
-    pub fn mode(&self) -> String {
+    pub(crate) fn mode(&self) -> String {
         let session = self.guard.lock();
         let modes: Vec<String> = session
             .tuners()
@@ -287,7 +288,7 @@ impl Tuning {
     /// Decide once per window closed since the last step, oldest first (on the first step,
     /// only on the newest: older windows were before the controller started); without a newly
     /// closed window, poll the gauges. Returns the decisions pane's lines.
-    pub fn step(&mut self, model: &Model) -> Result<Vec<String>> {
+    pub(crate) fn step(&mut self, model: &Model) -> Result<Vec<String>> {
         let newest = model.history().back().map(|w| w.index);
         let after = self.last_window.or(newest.and_then(|n| n.checked_sub(1)));
         let fresh: Vec<u64> = model
@@ -371,7 +372,7 @@ fn decision_line(when: &str, record: &AuditRecord) -> String {
 
 /// As root, lower our OOM score and say so; otherwise (lowering needs CAP_SYS_RESOURCE) say
 /// why not. Never fatal: the state file covers a controller that gets killed anyway.
-pub fn lower_oom_score(value: i32) {
+pub(crate) fn lower_oom_score(value: i32) {
     if !crate::system::is_root() {
         log::info!("not root: oom_score_adj left as it is");
         return;

@@ -4,7 +4,7 @@ use serde::Serialize;
 /// Every operation, in fsstress's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Op {
+pub(crate) enum Op {
     Chown,
     Creat,
     Dread,
@@ -27,10 +27,10 @@ pub enum Op {
     Write,
 }
 
-pub const OP_COUNT: usize = 20;
+pub(crate) const OP_COUNT: usize = 20;
 
 impl Op {
-    pub const ALL: [Op; OP_COUNT] = [
+    pub(crate) const ALL: [Op; OP_COUNT] = [
         Op::Chown,
         Op::Creat,
         Op::Dread,
@@ -53,7 +53,7 @@ impl Op {
         Op::Write,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Op::Chown => "chown",
             Op::Creat => "creat",
@@ -81,7 +81,7 @@ impl Op {
 
 /// An operation mix: relative frequencies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mix {
+pub(crate) enum Mix {
     /// fsstress's default frequencies (its XFS-only operations left out).
     Default,
     /// The seed's creat/fsync/fdatasync/mkdir/mknod/rename/rmdir/truncate/unlink mix.
@@ -89,14 +89,14 @@ pub enum Mix {
 }
 
 impl Mix {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mix::Default => "default",
             Mix::Metadata => "metadata",
         }
     }
 
-    pub fn frequency(self, op: Op) -> u32 {
+    pub(crate) fn frequency(self, op: Op) -> u32 {
         match self {
             Mix::Default => match op {
                 Op::Chown => 3,

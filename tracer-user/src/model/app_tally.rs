@@ -26,7 +26,7 @@ struct Tally {
 
 impl AppTallies {
     /// The slot of `key`'s app, counting one more live process in it.
-    pub fn join(&mut self, key: &AppKey, window: u64) -> usize {
+    pub(super) fn join(&mut self, key: &AppKey, window: u64) -> usize {
         let slot = match self.index.get(key) {
             Some(&slot) => slot,
             None => self.insert(key.clone(), window),
@@ -35,14 +35,14 @@ impl AppTallies {
         slot
     }
 
-    pub fn record(&mut self, slot: usize, decoded: &Decoded, window: u64) {
+    pub(super) fn record(&mut self, slot: usize, decoded: &Decoded, window: u64) {
         let tally = self.tally(slot);
         tally.total.record(decoded);
         tally.window.record(decoded, window);
     }
 
     /// One of the app's processes retired; its counts stay in the app's totals.
-    pub fn leave(&mut self, slot: usize, max_apps: usize) {
+    pub(super) fn leave(&mut self, slot: usize, max_apps: usize) {
         let apps = self.index.len();
         let tally = self.tally(slot);
         tally.live = tally.live.saturating_sub(1);
@@ -64,7 +64,7 @@ impl AppTallies {
 
     /// One row per app: live processes, totals, and the counters of window `last` (the last
     /// closed one).
-    pub fn rows(&self, last: Option<u64>) -> Vec<AppRow> {
+    pub(super) fn rows(&self, last: Option<u64>) -> Vec<AppRow> {
         self.slots
             .iter()
             .flatten()

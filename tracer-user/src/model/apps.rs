@@ -180,7 +180,7 @@ const KERNEL_THREAD_PREFIXES: [&str; 9] = [
 ];
 
 /// Whether a comm names a kernel thread.
-pub fn is_kernel_thread(comm: &str) -> bool {
+pub(crate) fn is_kernel_thread(comm: &str) -> bool {
     KERNEL_THREAD_PREFIXES.iter().any(|p| comm.starts_with(p))
 }
 

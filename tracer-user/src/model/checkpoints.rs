@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tracer_common::{CheckpointPhase, Decoded, Event, JournalEntry, MetaArea};
 
 /// Completed checkpoints kept for views (top's panel shows the latest few).
-pub const RECENT_CHECKPOINTS: usize = 64;
+pub(crate) const RECENT_CHECKPOINTS: usize = 64;
 
 /// Blocks and entries written, over a checkpoint, a window or a whole run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,7 +202,7 @@ impl CheckpointTracker {
 }
 
 /// Rows of single checkpoints shown (the latest ones).
-pub const ROWS_SHOWN: usize = 20;
+pub(crate) const ROWS_SHOWN: usize = 20;
 
 /// What a report and the live view show of the checkpoints (the table of
 /// `view::checkpoint_table`).

@@ -12,7 +12,7 @@ const NODE_BLOCK_BYTES: u64 = 4096;
 
 /// One figure in both runs.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Pair {
+pub(crate) struct Pair {
     pub off: u64,
     pub on: u64,
     /// (on - off) / off in percent; None when off is 0.
@@ -20,7 +20,7 @@ pub struct Pair {
 }
 
 impl Pair {
-    pub fn new(off: u64, on: u64) -> Pair {
+    pub(crate) fn new(off: u64, on: u64) -> Pair {
         Pair {
             off,
             on,
@@ -31,7 +31,7 @@ impl Pair {
 
 /// The cover letter's rows, from the cache as the events left it and the counts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Entries in the cache at the end (raw and compressed).
     pub retained_nodes: Pair,
     pub compressed_entries: Pair,
@@ -48,13 +48,13 @@ pub struct Totals {
 
 impl Totals {
     /// Whether the cache figures can be trusted: compressed entries came from somewhere.
-    pub fn cache_is_derived(&self) -> bool {
+    pub(crate) fn cache_is_derived(&self) -> bool {
         self.restores.on == 0 || self.conversions.on > 0
     }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct AppComparison {
+pub(crate) struct AppComparison {
     pub app: String,
     pub node_reads: Pair,
     pub node_read_bytes: Pair,
@@ -62,7 +62,7 @@ pub struct AppComparison {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     pub off_seconds: f64,
     pub on_seconds: f64,
     pub totals: Totals,
@@ -77,7 +77,7 @@ pub struct Comparison {
     pub cache_partial: bool,
 }
 
-pub fn compare(off: &Report, on: &Report) -> Comparison {
+pub(crate) fn compare(off: &Report, on: &Report) -> Comparison {
     let cache = |r: &Report| r.cache;
     let totals = Totals {
         retained_nodes: Pair::new(

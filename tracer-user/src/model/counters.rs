@@ -264,7 +264,7 @@ impl Counters {
     /// The JSON of these counts, as `stream --json` prints a window's `totals` and
     /// `cumulative` and `report --json` its `totals` (docs/STREAM.md): reasons by name, the
     /// latency histogram with its quantiles.
-    pub fn to_json(&self) -> Value {
+    pub fn json(&self) -> Value {
         let c = self;
         json!({
         "node_reads": c.node_reads(),

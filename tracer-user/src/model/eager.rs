@@ -12,13 +12,13 @@ use super::fast_hash::FastMap;
 type Ages = FastMap<u64, u64>;
 
 #[derive(Debug)]
-pub struct ConversionAges {
+pub(crate) struct ConversionAges {
     converted_at: Ages,
     capacity: usize,
 }
 
 impl ConversionAges {
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         ConversionAges {
             converted_at: Ages::default(),
             capacity,
@@ -27,7 +27,7 @@ impl ConversionAges {
 
     /// Account one event (`decoded` is its `Event::decode`); for a restore of an entry whose
     /// conversion is remembered, how long after the conversion it came (ns).
-    pub fn restored_after(&mut self, event: &Event, decoded: &Decoded) -> Option<u64> {
+    pub(crate) fn restored_after(&mut self, event: &Event, decoded: &Decoded) -> Option<u64> {
         let key_of = |nid: u32| (u64::from(event.dev) << 32) | u64::from(nid);
         match *decoded {
             Decoded::Convert { nid, .. } => {
@@ -55,7 +55,7 @@ impl ConversionAges {
 
     /// Compressed entries whose conversion time is remembered.
     #[cfg(test)]
-    pub fn tracked(&self) -> usize {
+    pub(crate) fn tracked(&self) -> usize {
         self.converted_at.len()
     }
 }

@@ -71,7 +71,7 @@ pub struct ExactWindow {
 
 /// Turns cumulative readings into per-window deltas.
 #[derive(Debug, Default)]
-pub struct ExactTracker {
+pub(crate) struct ExactTracker {
     previous: HashMap<TaskKey, TaskCounts>,
     previous_failures: u64,
     previous_rfc: BTreeMap<&'static str, u64>,
@@ -82,7 +82,7 @@ pub struct ExactTracker {
 
 impl ExactTracker {
     /// Add what changed since the previous reading to the open window.
-    pub fn observe(&mut self, reading: &KernelCounts) {
+    pub(crate) fn observe(&mut self, reading: &KernelCounts) {
         let window = self.open.get_or_insert_with(ExactWindow::default);
         for (key, counts) in &reading.tasks {
             let before = self.previous.get(key).copied().unwrap_or_default();
@@ -121,7 +121,7 @@ impl ExactTracker {
     }
 
     /// The open window's counts, leaving an empty one open (`None`: no reading yet).
-    pub fn close(&mut self) -> Option<ExactWindow> {
+    pub(crate) fn close(&mut self) -> Option<ExactWindow> {
         let mut window = self.open.take()?;
         window.cumulative = self.cumulative;
         self.open = Some(ExactWindow {
@@ -135,7 +135,7 @@ impl ExactTracker {
     }
 
     /// Whether the open window holds any count.
-    pub fn open_is_empty(&self) -> bool {
+    pub(crate) fn open_is_empty(&self) -> bool {
         self.open.as_ref().is_none_or(|w| {
             w.processes.is_empty()
                 && w.counter_drops == 0
@@ -158,7 +158,7 @@ impl ExactProcess {
 }
 
 /// Put the kernel's four counts in place of those the events gave.
-pub fn set_counts(counters: &mut Counters, exact: &ExactTotals) {
+pub(crate) fn set_counts(counters: &mut Counters, exact: &ExactTotals) {
     counters.node_reads_demand = exact.node_reads_demand;
     counters.node_reads_readahead = exact.node_reads_readahead;
     counters.node_writes = exact.node_writes;

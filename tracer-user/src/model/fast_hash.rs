@@ -8,11 +8,11 @@ use std::{
 };
 
 /// A `HashMap` with [`FastHasher`].
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub(super) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
 /// Fibonacci hashing, eight bytes at a time.
 #[derive(Default)]
-pub struct FastHasher(u64);
+pub(super) struct FastHasher(u64);
 
 impl Hasher for FastHasher {
     fn write(&mut self, bytes: &[u8]) {

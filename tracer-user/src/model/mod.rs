@@ -5,15 +5,15 @@
 //! the events happened to arrive, so a live run and a replay of its recording produce the same
 //! windows.
 mod app_tally;
-pub mod apps;
-pub mod cache;
-pub mod checkpoints;
-pub mod comparison;
-pub mod counters;
-pub mod eager;
-pub mod exact;
+pub(crate) mod apps;
+pub(crate) mod cache;
+pub(crate) mod checkpoints;
+pub(crate) mod comparison;
+pub(crate) mod counters;
+pub(crate) mod eager;
+pub(crate) mod exact;
 mod fast_hash;
-pub mod recording;
+pub(crate) mod recording;
 mod rows;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -26,29 +26,33 @@ use tracer_common::{
 
 use self::{cache::Population, fast_hash::FastMap, rows::WindowCounts};
 
-pub use self::{
-    apps::{AppKey, Packages},
+pub(crate) use self::{
+    apps::AppKey,
     cache::CacheGauges,
-    checkpoints::{CheckpointRecord, CheckpointSummary, CheckpointTracker, Written},
+    checkpoints::{CheckpointSummary, CheckpointTracker},
     counters::{Counters, LatencyHistogram, PerQueue, PerReason},
-    exact::{DeviceCounts, ExactProcess, ExactWindow, KernelCounts},
+    exact::{DeviceCounts, ExactWindow, KernelCounts},
     rows::{AppRow, Observed, Process, ProcessRow, WindowReport},
+};
+pub use self::{
+    apps::{classify, Packages},
+    recording::MAX_NID_PAIRS,
 };
 
 /// Attributed bytes of one cache entry's bookkeeping, as the RFC's accounting counts it (see
 /// docs/ARCHITECTURE.md and the simulator's accounting notes).
-pub const ENTRY_BYTES: u64 = 88;
+pub(crate) const ENTRY_BYTES: u64 = 88;
 
 /// At most this many devices are counted apart in one window; events of others count under
 /// [`OTHER_DEVICES`].
-pub const MAX_DEVICES: usize = 64;
+pub(crate) const MAX_DEVICES: usize = 64;
 
 /// An idle span of up to this many empty windows is reported window by window; a longer one
 /// is skipped whole (see [`Model::advance_to`]).
-pub const MAX_IDLE_WINDOWS: u64 = 10_000;
+pub(crate) const MAX_IDLE_WINDOWS: u64 = 10_000;
 
 /// The device number the per-device counts of devices past [`MAX_DEVICES`] go under.
-pub const OTHER_DEVICES: u32 = u32::MAX;
+pub(crate) const OTHER_DEVICES: u32 = u32::MAX;
 
 /// A full process table retires 1/EVICT_FRACTION of itself, the least recently active.
 const EVICT_FRACTION: usize = 8;
@@ -148,7 +152,7 @@ impl Model {
 
     /// The model a recording is read back into (report, export): the recording's windows from
     /// its origin, every process kept however long it was idle.
-    pub fn for_recording(header: &crate::record::Header, packages: Packages) -> Model {
+    pub(crate) fn for_recording(header: &crate::record::Header, packages: Packages) -> Model {
         let mut model = Model::new(ModelConfig {
             // The reader has checked it is within the recording limits.
             window_ns: header.window_ns.max(1),
@@ -165,7 +169,7 @@ impl Model {
     }
 
     /// Fix the start of window 0. Without it the first event's time is used.
-    pub fn start_at(&mut self, origin_ns: u64) {
+    pub(crate) fn start_at(&mut self, origin_ns: u64) {
         if self.origin_ns.is_none() {
             self.origin_ns = Some(origin_ns);
         }
@@ -178,12 +182,12 @@ impl Model {
     }
 
     /// When the window events are going into now ends, in the events' clock.
-    pub fn open_window_end_ns(&self) -> u64 {
+    pub(crate) fn open_window_end_ns(&self) -> u64 {
         self.window_end(self.current)
     }
 
     /// Time since window 0 began, up to the latest event or `advance_to` (0 before either).
-    pub fn elapsed_ns(&self) -> u64 {
+    pub(crate) fn elapsed_ns(&self) -> u64 {
         self.latest_ns.saturating_sub(self.origin_ns.unwrap_or(0))
     }
 
@@ -191,7 +195,7 @@ impl Model {
     /// of up to [`MAX_IDLE_WINDOWS`] empty windows is reported window by window; a longer one
     /// is skipped whole, so that the work and memory follow the windows that hold data, not the time
     /// span (the reports' `index` and `start_ns` show the gap).
-    pub fn advance_to(&mut self, now_ns: u64) {
+    pub(crate) fn advance_to(&mut self, now_ns: u64) {
         let Some(origin) = self.origin_ns else {
             return;
         };
@@ -278,19 +282,23 @@ impl Model {
 
     /// The knob values in force (read from their files by the pipeline): the eager time
     /// depends on the interval.
-    pub fn observe_knobs(&mut self, knobs: Option<Knobs>) {
+    pub(crate) fn observe_knobs(&mut self, knobs: Option<Knobs>) {
         self.observed.knobs = knobs;
     }
 
     /// The source's gauges: the budget it holds the cache to, its own memory pressure.
-    pub fn observe_gauges(&mut self, budget_bytes: Option<u64>, memory_pressure: Option<f64>) {
+    pub(crate) fn observe_gauges(
+        &mut self,
+        budget_bytes: Option<u64>,
+        memory_pressure: Option<f64>,
+    ) {
         self.observed.budget_bytes = budget_bytes;
         self.observed.memory_pressure = memory_pressure;
     }
 
     /// A reading of the kernel's exact counters: what changed since the previous one belongs
     /// to the window open now.
-    pub fn observe_kernel(&mut self, reading: &KernelCounts) {
+    pub(crate) fn observe_kernel(&mut self, reading: &KernelCounts) {
         self.exact.observe(reading);
     }
 
@@ -473,7 +481,7 @@ impl Model {
     }
 
     /// Windows closed since the last call, oldest first.
-    pub fn take_closed(&mut self) -> Vec<WindowReport> {
+    pub(crate) fn take_closed(&mut self) -> Vec<WindowReport> {
         self.closed.drain(..).collect()
     }
 

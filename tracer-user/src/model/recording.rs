@@ -18,7 +18,7 @@ const MAX_NOTES_SHOWN_BYTES: usize = 32 << 20;
 
 /// Per device: checkpoints and the node writes between them.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct DeviceReport {
+pub(crate) struct DeviceReport {
     pub node_writes: u64,
     pub checkpoints: u64,
     pub node_writes_per_checkpoint: Option<f64>,
@@ -34,7 +34,7 @@ fn is_zero(value: &u64) -> bool {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub header: Header,
     pub time_range: TimeRange,
     /// As the stream prints its counts (reasons by name, the latency histogram's quantiles).
@@ -60,11 +60,11 @@ pub struct Report {
 }
 
 fn totals_json<S: serde::Serializer>(totals: &Counters, serializer: S) -> Result<S::Ok, S::Error> {
-    totals.to_json().serialize(serializer)
+    totals.json().serialize(serializer)
 }
 
 #[derive(Debug, Serialize)]
-pub struct TimeRange {
+pub(crate) struct TimeRange {
     pub start_ns: u64,
     pub end_ns: u64,
     pub seconds: f64,
@@ -72,7 +72,7 @@ pub struct TimeRange {
 
 /// Build the report from a recording, read one record at a time. Damage ends the read; the
 /// report covers what comes before it and names it.
-pub fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages) -> Report {
+pub(crate) fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages) -> Report {
     let header = reader.header.clone();
     let mut model = Model::for_recording(&header, packages);
     let mut slot_mix = PerQueue::default();
@@ -146,14 +146,14 @@ pub const MAX_NID_PAIRS: usize = 1 << 20;
 
 /// Events per (kind, nid), sorted by kind then nid, for at most [`MAX_NID_PAIRS`] pairs.
 #[derive(Debug, Default)]
-pub struct NidCounts {
+pub(crate) struct NidCounts {
     pub counts: BTreeMap<(&'static str, u32), u64>,
     /// Events of pairs met after the map was full.
     pub left_out: u64,
 }
 
 /// [`NidCounts`] over the whole recording, and the damage that ended it, if any.
-pub fn nid_counts<R: std::io::Read>(mut reader: Reader<R>) -> (NidCounts, Option<Damage>) {
+pub(crate) fn nid_counts<R: std::io::Read>(mut reader: Reader<R>) -> (NidCounts, Option<Damage>) {
     let mut found = NidCounts::default();
     while let Some(item) = reader.next_item() {
         match item {

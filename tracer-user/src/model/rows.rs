@@ -4,7 +4,7 @@ use super::*;
 
 /// One process (tgid) as the model tracks it.
 #[derive(Clone, Debug, Serialize)]
-pub struct Process {
+pub(crate) struct Process {
     pub tgid: u32,
     pub comm: String,
     pub uid: u32,
@@ -27,7 +27,7 @@ pub(super) struct WindowCounts {
 }
 
 impl WindowCounts {
-    pub fn new(index: u64) -> WindowCounts {
+    pub(super) fn new(index: u64) -> WindowCounts {
         WindowCounts {
             index,
             ..WindowCounts::default()
@@ -35,7 +35,7 @@ impl WindowCounts {
     }
 
     /// Count `decoded` in window `index` (the open one).
-    pub fn record(&mut self, decoded: &Decoded, index: u64) {
+    pub(super) fn record(&mut self, decoded: &Decoded, index: u64) {
         if self.index != index {
             self.previous = if self.index + 1 == index {
                 self.latest
@@ -49,17 +49,17 @@ impl WindowCounts {
     }
 
     /// The latest window anything was counted in.
-    pub fn index(&self) -> u64 {
+    pub(super) fn index(&self) -> u64 {
         self.index
     }
 
     /// The counters of the latest window.
-    pub fn latest(&self) -> &Counters {
+    pub(super) fn latest(&self) -> &Counters {
         &self.latest
     }
 
     /// The counters of window `index`, if they are still known (else zero).
-    pub fn at(&self, index: u64) -> Counters {
+    pub(super) fn at(&self, index: u64) -> Counters {
         if self.index == index {
             self.latest
         } else if self.index == index + 1 {

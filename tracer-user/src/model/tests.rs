@@ -1,5 +1,6 @@
 use tracer_common::{FLAG_READAHEAD, QUEUE_256, QUEUE_512, QUEUE_RAW};
 
+use super::checkpoints::Written;
 use super::*;
 
 const SECOND: u64 = 1_000_000_000;

@@ -19,11 +19,11 @@ use crate::source::SourceInfo;
 pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The socket's name in the daemon's state directory.
-pub const SOCKET_NAME: &str = "daemon.sock";
+pub(crate) const SOCKET_NAME: &str = "daemon.sock";
 
 /// `<state dir>/daemon.sock`: /run/nodescope as root, /data/local/tmp/nodescope on Android,
 /// else $XDG_RUNTIME_DIR/nodescope (`controller::claim::default_state_dir`).
-pub fn default_socket_path() -> PathBuf {
+pub(crate) fn default_socket_path() -> PathBuf {
     controller::claim::default_state_dir().join(SOCKET_NAME)
 }
 

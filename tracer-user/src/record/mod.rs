@@ -16,29 +16,29 @@ pub mod writer;
 use serde::{Deserialize, Serialize};
 use tracer_common::knobs::Knobs;
 
-pub const MAGIC: [u8; 8] = *b"NSCOPE\r\n";
-pub const VERSION: u16 = 1;
+pub(crate) const MAGIC: [u8; 8] = *b"NSCOPE\r\n";
+pub(crate) const VERSION: u16 = 1;
 pub const TAG_EVENTS: u8 = b'E';
-pub const TAG_NOTE: u8 = b'N';
-pub const TAG_FOOTER: u8 = b'F';
+pub(crate) const TAG_NOTE: u8 = b'N';
+pub(crate) const TAG_FOOTER: u8 = b'F';
 /// Events per compressed block: big enough to compress well, small enough that a damaged block
 /// loses little.
-pub const EVENTS_PER_BLOCK: usize = 4096;
+pub(crate) const EVENTS_PER_BLOCK: usize = 4096;
 /// Sanity limit on the header's JSON (it carries the packages list): a reader allocates no
 /// more than this for it, whatever a damaged or crafted length field says.
-pub const MAX_PAYLOAD: u32 = 16 * 1024 * 1024;
+pub(crate) const MAX_PAYLOAD: u32 = 16 * 1024 * 1024;
 /// Sanity limit on a note's or the footer's JSON (a knob change or a decision is a line).
-pub const MAX_NOTE_BYTES: usize = 64 * 1024;
-pub const EVENT_BYTES: usize = std::mem::size_of::<tracer_common::Event>();
+pub(crate) const MAX_NOTE_BYTES: usize = 64 * 1024;
+pub(crate) const EVENT_BYTES: usize = std::mem::size_of::<tracer_common::Event>();
 /// The largest events block the writer makes, decoded: [`EVENTS_PER_BLOCK`] events.
-pub const MAX_BLOCK_BYTES: usize = EVENTS_PER_BLOCK * EVENT_BYTES;
+pub(crate) const MAX_BLOCK_BYTES: usize = EVENTS_PER_BLOCK * EVENT_BYTES;
 /// The shortest and longest window a recording may declare (the flags' own limits,
 /// `cmd::MIN_WINDOW_S` and `cmd::MAX_WINDOW_S`): windows are bookkept one by one.
-pub const MIN_WINDOW_NS: u64 = 1_000_000;
-pub const MAX_WINDOW_NS: u64 = 86_400 * 1_000_000_000;
+pub(crate) const MIN_WINDOW_NS: u64 = 1_000_000;
+pub(crate) const MAX_WINDOW_NS: u64 = 86_400 * 1_000_000_000;
 /// No event or footer lies further than this after the recording's clock origin (a year): a
 /// timestamp beyond it is damage, not a very long recording.
-pub const MAX_SPAN_NS: u64 = 366 * 86_400 * 1_000_000_000;
+pub(crate) const MAX_SPAN_NS: u64 = 366 * 86_400 * 1_000_000_000;
 
 /// What the recording says about itself, written first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

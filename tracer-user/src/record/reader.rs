@@ -164,7 +164,7 @@ impl<R: Read> Reader<R> {
 
     /// The next item; None at the clean end, after the footer. The input ending anywhere else,
     /// even exactly between records, is damage: without its footer a recording is incomplete.
-    pub fn next_item(&mut self) -> Option<Result<Item, Damage>> {
+    pub(crate) fn next_item(&mut self) -> Option<Result<Item, Damage>> {
         if self.done {
             return None;
         }
@@ -327,7 +327,7 @@ impl Contents {
 }
 
 /// At most this many events are held by [`read_all`] (64 MiB): the commands stream instead.
-pub const MAX_EVENTS_HELD: usize = 1 << 20;
+pub(crate) const MAX_EVENTS_HELD: usize = 1 << 20;
 
 /// Read a whole recording held in memory (tests, the fuzzer). Only a broken header is an
 /// error: later damage is in `damage`, and so is a recording with more than

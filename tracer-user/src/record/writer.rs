@@ -97,7 +97,7 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
-    pub fn bytes_written(&self) -> u64 {
+    pub(crate) fn bytes_written(&self) -> u64 {
         self.written
     }
 

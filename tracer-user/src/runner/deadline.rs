@@ -14,12 +14,12 @@ use std::{
 use anyhow::{Context as _, Result};
 use tokio::io::{unix::AsyncFd, Interest};
 
-pub struct Deadline {
+pub(super) struct Deadline {
     timer: AsyncFd<OwnedFd>,
 }
 
 impl Deadline {
-    pub fn new() -> Result<Deadline> {
+    pub(super) fn new() -> Result<Deadline> {
         // SAFETY: timerfd_create takes no pointers; the result is checked before use.
         let fd = unsafe {
             libc::timerfd_create(
@@ -42,7 +42,7 @@ impl Deadline {
 
     /// Expire `after` from now (a zero wait becomes 1 ns: a zero timerfd value disarms it);
     /// None disarms it, and the loop waits for its other wakers only.
-    pub fn set(&mut self, after: Option<Duration>) -> Result<()> {
+    pub(super) fn set(&mut self, after: Option<Duration>) -> Result<()> {
         let value = match after {
             Some(after) => {
                 let after = after.max(Duration::from_nanos(1));
@@ -84,7 +84,7 @@ impl Deadline {
 
     /// Until the deadline passes (cancel-safe: an expiry that came while nobody waited is
     /// kept until taken or replaced by [`Deadline::set`]).
-    pub async fn expired(&self) -> Result<()> {
+    pub(super) async fn expired(&self) -> Result<()> {
         loop {
             let mut guard = self
                 .timer

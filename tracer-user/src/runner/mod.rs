@@ -13,7 +13,7 @@
 //! kernel's ring buffer once per batch); what is left in the source is taken at each refresh.
 mod deadline;
 mod pane;
-pub mod signals;
+pub(crate) mod signals;
 
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use ratatui::crossterm::event::KeyEvent;
 use tokio::sync::mpsc;
 use tracer_common::Event;
 
-pub use self::pane::{DecisionsPane, LineKind, PaneLine};
+pub(crate) use self::pane::{DecisionsPane, LineKind, PaneLine};
 use self::{
     deadline::Deadline,
     signals::{Received, StopSignals},
@@ -41,7 +41,7 @@ const SHORTEST_SLEEP: Duration = Duration::from_millis(1);
 
 /// What a sink tells the loop after a step.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Flow {
+pub(crate) enum Flow {
     Continue,
     /// Stop the run, for this reason ("quit", "standard output closed", ...).
     Stop(String),
@@ -60,7 +60,7 @@ pub enum Input {
 }
 
 /// What sinks see at a refresh.
-pub struct Refresh<'a> {
+pub(crate) struct Refresh<'a> {
     pub pipeline: &'a Pipeline,
     /// Windows closed since the last refresh, oldest first.
     pub closed: &'a [WindowReport],
@@ -73,7 +73,7 @@ pub struct Refresh<'a> {
 }
 
 /// What sinks see at the end.
-pub struct End<'a> {
+pub(crate) struct End<'a> {
     pub pipeline: &'a Pipeline,
     pub finished: &'a Finished,
     /// Why the run stopped.
@@ -81,7 +81,7 @@ pub struct End<'a> {
 }
 
 /// A view of the run: each takes what it needs when it needs it.
-pub trait Sink {
+pub(crate) trait Sink {
     /// The events the pipeline just took, in order (a recorder writes these very events).
     fn events(&mut self, _batch: &[Event], _pipeline: &Pipeline) -> Result<()> {
         Ok(())
@@ -120,7 +120,7 @@ pub trait Sink {
 
 /// Why a run stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stopped {
+pub(crate) enum Stopped {
     Signal(Received),
     /// The source had no more events.
     SourceEnded,
@@ -131,7 +131,7 @@ pub enum Stopped {
 }
 
 impl Stopped {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Stopped::Signal(signal) => signal.name().to_string(),
             Stopped::SourceEnded => "source ended".into(),
@@ -143,7 +143,7 @@ impl Stopped {
 
 /// When the source ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceEnd {
+pub(crate) enum SourceEnd {
     /// The run stops (`stream`, `record`).
     Stop,
     /// The run goes on showing the last state until a signal or a sink stops it (`top`,
@@ -152,14 +152,14 @@ pub enum SourceEnd {
 }
 
 /// What SIGHUP does.
-pub enum Hangup {
+pub(crate) enum Hangup {
     /// Stop, as SIGTERM does.
     Stop,
     /// Call this and go on (the daemon reopens its log).
     Call(Box<dyn FnMut()>),
 }
 
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// How often to refresh while a sink shows frames or a controller runs.
     pub frame_every: Duration,
     pub source_end: SourceEnd,
@@ -167,11 +167,11 @@ pub struct RunOptions {
 }
 
 /// The frame rate of the live view and of a daemon's clients.
-pub const FRAME_EVERY: Duration = Duration::from_millis(250);
+pub(crate) const FRAME_EVERY: Duration = Duration::from_millis(250);
 
 impl RunOptions {
     /// The commands that print or record: stop at the source's end and at SIGHUP.
-    pub fn stopping() -> RunOptions {
+    pub(crate) fn stopping() -> RunOptions {
         RunOptions {
             frame_every: FRAME_EVERY,
             source_end: SourceEnd::Stop,
@@ -180,7 +180,7 @@ impl RunOptions {
     }
 
     /// The commands that show the last state until told to stop (`top`, `daemon`).
-    pub fn serving(hangup: Hangup) -> RunOptions {
+    pub(crate) fn serving(hangup: Hangup) -> RunOptions {
         RunOptions {
             frame_every: FRAME_EVERY,
             source_end: SourceEnd::Serve,
@@ -189,7 +189,7 @@ impl RunOptions {
     }
 }
 
-pub struct Runner {
+pub(crate) struct Runner {
     pipeline: Pipeline,
     tuning: Option<Tuning>,
     pane: DecisionsPane,
@@ -201,7 +201,7 @@ pub struct Runner {
 impl Runner {
     /// A run of `pipeline`; with `tuning`, its controller steps at every refresh (and puts
     /// the knobs back when the runner, or the tuning taken from it, is dropped).
-    pub fn new(pipeline: Pipeline, tuning: Option<Tuning>, options: RunOptions) -> Runner {
+    pub(crate) fn new(pipeline: Pipeline, tuning: Option<Tuning>, options: RunOptions) -> Runner {
         let (input_sender, inputs) = mpsc::unbounded_channel();
         Runner {
             pipeline,
@@ -214,26 +214,22 @@ impl Runner {
     }
 
     /// Where key presses and scrapes go.
-    pub fn input_sender(&self) -> mpsc::UnboundedSender<Input> {
+    pub(crate) fn input_sender(&self) -> mpsc::UnboundedSender<Input> {
         self.input_sender.clone()
     }
 
-    pub fn pipeline(&self) -> &Pipeline {
+    pub(crate) fn pipeline(&self) -> &Pipeline {
         &self.pipeline
     }
 
-    pub fn tuning(&self) -> Option<&Tuning> {
-        self.tuning.as_ref()
-    }
-
     /// The controller, to drop (restoring the knobs) at a moment of the caller's choosing.
-    pub fn take_tuning(&mut self) -> Option<Tuning> {
+    pub(crate) fn take_tuning(&mut self) -> Option<Tuning> {
         self.tuning.take()
     }
 
     /// Run until a signal, the source's end (as the options say), the end time or a sink
     /// stops it; then drain the source, close the last windows and finish every sink.
-    pub async fn run(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<Stopped> {
+    pub(crate) async fn run(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<Stopped> {
         let stop = self.run_until_stop(sinks).await?;
         let mut batch = Vec::new();
         self.pipeline.take_waiting(&mut batch)?;

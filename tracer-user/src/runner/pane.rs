@@ -7,7 +7,7 @@ const PANE_LINES: usize = 200;
 
 /// Where a pane line came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LineKind {
+pub(crate) enum LineKind {
     /// The knob values changed between two refreshes (by anyone).
     KnobChange,
     /// The controller decided.
@@ -17,25 +17,25 @@ pub enum LineKind {
 }
 
 #[derive(Clone, Debug)]
-pub struct PaneLine {
+pub(crate) struct PaneLine {
     pub kind: LineKind,
     pub text: String,
 }
 
 #[derive(Debug, Default)]
-pub struct DecisionsPane {
+pub(crate) struct DecisionsPane {
     lines: VecDeque<String>,
 }
 
 impl DecisionsPane {
-    pub fn push(&mut self, line: String) {
+    pub(crate) fn push(&mut self, line: String) {
         self.lines.push_back(line);
         while self.lines.len() > PANE_LINES {
             self.lines.pop_front();
         }
     }
 
-    pub fn lines(&self) -> &VecDeque<String> {
+    pub(crate) fn lines(&self) -> &VecDeque<String> {
         &self.lines
     }
 }

@@ -5,7 +5,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// Which signal arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Received {
+pub(crate) enum Received {
     Terminate,
     Interrupt,
     Hangup,
@@ -13,7 +13,7 @@ pub enum Received {
 
 impl Received {
     /// The signal's name, as logs and the daemon's end message say it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Received::Terminate => "SIGTERM",
             Received::Interrupt => "SIGINT",
@@ -24,14 +24,14 @@ impl Received {
 
 /// SIGTERM, SIGINT and SIGHUP, caught (so that a run always unwinds: files get their footers,
 /// knobs their original values, the terminal its mode).
-pub struct StopSignals {
+pub(crate) struct StopSignals {
     terminate: Signal,
     interrupt: Signal,
     hangup: Signal,
 }
 
 impl StopSignals {
-    pub fn install() -> Result<StopSignals> {
+    pub(crate) fn install() -> Result<StopSignals> {
         let install = |kind: SignalKind, name: &str| {
             signal(kind).with_context(|| format!("installing the {name} handler"))
         };
@@ -43,7 +43,7 @@ impl StopSignals {
     }
 
     /// The next signal (cancel-safe: a signal that arrived while nobody waited is kept).
-    pub async fn next(&mut self) -> Received {
+    pub(crate) async fn next(&mut self) -> Received {
         tokio::select! {
             _ = self.terminate.recv() => Received::Terminate,
             _ = self.interrupt.recv() => Received::Interrupt,
@@ -52,7 +52,7 @@ impl StopSignals {
     }
 
     /// `work`, unless a signal comes first (None then).
-    pub async fn until_signal<T>(
+    pub(crate) async fn until_signal<T>(
         &mut self,
         work: impl std::future::Future<Output = T>,
     ) -> Option<T> {

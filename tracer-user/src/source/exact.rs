@@ -14,7 +14,7 @@ use crate::model::KernelCounts;
 impl BpfSource {
     /// Every in-kernel counter at once: per task, the counter map's failures, and the RFC
     /// probes' per-kind counts (only the kinds that attached), with the devices' names.
-    pub fn read_kernel_counts(&mut self) -> Result<KernelCounts> {
+    pub(crate) fn read_kernel_counts(&mut self) -> Result<KernelCounts> {
         let mut tasks = self.counts()?;
         let retired = self.retire_exited(&mut tasks)?;
         // Thousands of tasks share a device or two: one look-up per device.

@@ -7,12 +7,12 @@ use tracer_common::knobs::{Knob, Knobs};
 
 /// Where a device's knob files live: /sys/fs/f2fs/<dev>, or the simulator's directory.
 #[derive(Clone, Debug)]
-pub struct KnobFiles {
+pub(crate) struct KnobFiles {
     pub dir: PathBuf,
 }
 
 impl KnobFiles {
-    pub fn new(root: &Path, device: &str) -> KnobFiles {
+    pub(crate) fn new(root: &Path, device: &str) -> KnobFiles {
         KnobFiles {
             dir: root.join(device),
         }
@@ -21,7 +21,7 @@ impl KnobFiles {
     /// Both values; None when either file is missing or does not hold a valid value (a kernel
     /// without the RFC's knobs). Read as the controller reads them (`controller::knobs::
     /// read_file`: no symlink followed, no FIFO waited on).
-    pub fn read(&self) -> Option<Knobs> {
+    pub(crate) fn read(&self) -> Option<Knobs> {
         let value = |knob: Knob| read_file(&self.dir.join(knob.file_name()), knob).ok();
         Some(Knobs {
             threshold: value(Knob::Threshold)?,

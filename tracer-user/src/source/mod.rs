@@ -5,10 +5,10 @@
 //! `EventKind::Lost` events (`len` = how many), so recordings and views count them the same way.
 pub mod bpf;
 mod exact;
-pub mod knobs;
-pub mod open;
-pub mod replay;
-pub mod sim;
+pub(crate) mod knobs;
+pub(crate) mod open;
+pub(crate) mod replay;
+pub(crate) mod sim;
 
 use std::{future::Future, pin::Pin};
 

@@ -14,7 +14,7 @@ use crate::{
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SourceChoice {
+pub(crate) enum SourceChoice {
     /// eBPF when this kernel has F2FS and we may load programs, else the simulator.
     Auto,
     /// The kernel, through eBPF.
@@ -27,7 +27,7 @@ pub enum SourceChoice {
 
 /// Source options shared by top, stream and record.
 #[derive(Args, Clone, Debug)]
-pub struct SourceArgs {
+pub(crate) struct SourceArgs {
     /// Where events come from (each command has its own default).
     #[arg(long, value_enum)]
     pub source: Option<SourceChoice>,
@@ -75,25 +75,25 @@ pub struct SourceArgs {
 impl SourceArgs {
     /// Whether the kernel source must send node reads as events: when asked, and when the
     /// RFC's probes are attached (the cache's raw entries are counted from node-read events).
-    pub fn wants_node_read_events(&self) -> bool {
+    pub(crate) fn wants_node_read_events(&self) -> bool {
         self.node_read_events || self.probes.is_some()
     }
 
     /// `wants_node_read_events`, given the manifest the source will attach: one discovered at
     /// start needs node-read events as much as one named by `--probes`.
-    pub fn node_read_events_with(&self, manifest: Option<&Manifest>) -> bool {
+    pub(crate) fn node_read_events_with(&self, manifest: Option<&Manifest>) -> bool {
         self.wants_node_read_events() || manifest.is_some()
     }
 }
 
 /// Why `auto` chose what it chose, for the banner.
-pub struct Opened {
+pub(crate) struct Opened {
     pub source: Box<dyn Source>,
     pub banner: Option<String>,
 }
 
 /// Open the source the arguments name, or `default` when they name none.
-pub fn open(args: &SourceArgs, default: SourceChoice) -> Result<Opened> {
+pub(crate) fn open(args: &SourceArgs, default: SourceChoice) -> Result<Opened> {
     let choice = args.source.unwrap_or(default);
     if args.probes.is_some() && matches!(choice, SourceChoice::Sim | SourceChoice::Replay) {
         bail!(
@@ -176,7 +176,7 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
 
 /// The RFC's probes for the kernel source: `--probes FILE`, else those discovered at start on a
 /// kernel with the RFC's knobs; with the line that says where they came from, if any.
-pub fn rfc_probes(args: &SourceArgs) -> Result<(Option<Manifest>, Option<String>)> {
+pub(crate) fn rfc_probes(args: &SourceArgs) -> Result<(Option<Manifest>, Option<String>)> {
     match &args.probes {
         Some(path) => Ok((Some(Manifest::load(path)?), None)),
         None => Ok(discovered_probes()),
@@ -186,7 +186,7 @@ pub fn rfc_probes(args: &SourceArgs) -> Result<(Option<Manifest>, Option<String>
 /// Without `--probes`, on a kernel with the RFC's knobs: the probes discovered at start (or
 /// cached for this kernel build), and the line that says so. A failed discovery is said, and
 /// the source runs without the RFC's probes.
-pub fn discovered_probes() -> (Option<Manifest>, Option<String>) {
+pub(crate) fn discovered_probes() -> (Option<Manifest>, Option<String>) {
     if !startup::rfc_kernel() {
         return (None, None);
     }

@@ -20,7 +20,7 @@ use crate::record::{
 /// The kernel source's ring buffer wakes its reader once per this many events.
 const WAKE_EVERY: usize = tracer_common::maps::RING_WAKEUP_EVENTS as usize;
 
-pub struct ReplaySource {
+pub(crate) struct ReplaySource {
     header: Header,
     footer: Option<Footer>,
     /// The recording, read one block at a time: memory does not grow with its length.
@@ -37,7 +37,7 @@ pub struct ReplaySource {
 }
 
 impl ReplaySource {
-    pub fn open(path: &Path, speed: f64) -> Result<ReplaySource> {
+    pub(crate) fn open(path: &Path, speed: f64) -> Result<ReplaySource> {
         anyhow::ensure!(
             speed.is_finite() && speed >= 0.0,
             "--speed must be 0 (as fast as possible) or a positive number"
@@ -59,7 +59,7 @@ impl ReplaySource {
     }
 
     /// The end of the recorded time range: the footer's, or the last event's when cut short.
-    pub fn end_ns(&self) -> u64 {
+    pub(crate) fn end_ns(&self) -> u64 {
         let last = self.last_ns.unwrap_or(self.header.clock_origin_ns);
         self.footer.as_ref().map_or(last, |f| f.end_ns.max(last))
     }

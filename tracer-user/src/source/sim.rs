@@ -17,7 +17,7 @@ use super::{BatchFuture, Source, SourceInfo, SourceKind};
 /// How often the simulator is advanced: the live view refreshes faster than its windows.
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
-pub struct SimSource {
+pub(crate) struct SimSource {
     sim: LiveSim,
     scenario: ScenarioName,
     knob_root: PathBuf,
@@ -32,7 +32,7 @@ pub struct SimSource {
 
 impl SimSource {
     /// Start `scenario` with its knobs under `knob_root` (default: a per-user directory).
-    pub fn start(
+    pub(crate) fn start(
         scenario: &str,
         seed: u64,
         knob_root: Option<PathBuf>,
@@ -89,7 +89,7 @@ fn default_knob_root() -> Result<PathBuf> {
 /// name in a shared /tmp may have been prepared by someone else, with symlinks inside that
 /// would make us (perhaps root) write their targets.
 /// `what` names the directory in the refusal.
-pub fn private_dir(dir: &Path, what: &str) -> Result<()> {
+pub(crate) fn private_dir(dir: &Path, what: &str) -> Result<()> {
     match DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(err) if err.kind() == ErrorKind::AlreadyExists => {}

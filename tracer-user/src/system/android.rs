@@ -8,16 +8,16 @@ use std::{
 };
 
 /// Where Android keeps uid -> package names.
-pub const PACKAGES_LIST: &str = "data/system/packages.list";
+pub(crate) const PACKAGES_LIST: &str = "data/system/packages.list";
 /// The one directory a phone gives shell and root for scratch files (there is no /tmp).
-pub const PHONE_SCRATCH: &str = "data/local/tmp";
+pub(crate) const PHONE_SCRATCH: &str = "data/local/tmp";
 const SELINUX_ENFORCE: &str = "sys/fs/selinux/enforce";
 const BUILD_PROP: &str = "system/build.prop";
 
 /// SELinux as /sys/fs/selinux/enforce says; absent when the kernel has no SELinux mounted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Selinux {
+pub(crate) enum Selinux {
     Enforcing,
     Permissive,
 }
@@ -33,7 +33,7 @@ impl std::fmt::Display for Selinux {
 
 /// SELinux's mode under `root`, `None` when there is no readable enforce file (or it says
 /// something other than 0 or 1).
-pub fn selinux(root: &Path) -> Option<Selinux> {
+pub(crate) fn selinux(root: &Path) -> Option<Selinux> {
     let text = std::fs::read_to_string(root.join(SELINUX_ENFORCE)).ok()?;
     match text.trim() {
         "1" => Some(Selinux::Enforcing),
@@ -43,7 +43,7 @@ pub fn selinux(root: &Path) -> Option<Selinux> {
 }
 
 /// `ro.build.type` from /system/build.prop: "user", "userdebug" or "eng"; `None` off Android.
-pub fn build_type(root: &Path) -> Option<String> {
+pub(crate) fn build_type(root: &Path) -> Option<String> {
     let text = std::fs::read_to_string(root.join(BUILD_PROP)).ok()?;
     text.lines()
         .find_map(|line| line.trim().strip_prefix("ro.build.type="))
@@ -51,18 +51,19 @@ pub fn build_type(root: &Path) -> Option<String> {
 }
 
 /// Whether `root` looks like an Android system (it has /system/build.prop).
-pub fn is_android(root: &Path) -> bool {
+#[cfg(test)]
+pub(crate) fn is_android(root: &Path) -> bool {
     root.join(BUILD_PROP).is_file()
 }
 
 /// The packages.list text under `root`, when the file is there (on a phone, as root).
-pub fn packages_list(root: &Path) -> Option<String> {
+pub(crate) fn packages_list(root: &Path) -> Option<String> {
     std::fs::read_to_string(root.join(PACKAGES_LIST)).ok()
 }
 
 /// Where scratch files and default outputs go: /tmp, else /data/local/tmp (a phone), else /tmp
 /// all the same (so the error names the usual place).
-pub fn scratch_dir(root: &Path) -> PathBuf {
+pub(crate) fn scratch_dir(root: &Path) -> PathBuf {
     let tmp = root.join("tmp");
     let phone = root.join(PHONE_SCRATCH);
     if !tmp.is_dir() && phone.is_dir() {
@@ -85,7 +86,7 @@ fn refusal(err: &anyhow::Error) -> Option<&'static str> {
 
 /// The line `nodescope probe` shows when loading or attaching BPF failed: what to do when
 /// the kernel refused (EPERM/EACCES), else the error chain.
-pub fn explain_bpf_failure(root: &Path, err: &anyhow::Error) -> String {
+pub(crate) fn explain_bpf_failure(root: &Path, err: &anyhow::Error) -> String {
     let Some(errno) = refusal(err) else {
         return format!("BPF self-test failed: {err:#}");
     };

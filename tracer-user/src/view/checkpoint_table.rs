@@ -3,7 +3,7 @@
 //! checkpoints one per row. `report` prints it; its JSON carries the same numbers.
 use std::fmt::Write as _;
 
-pub use crate::model::checkpoints::{CheckpointReport, ROWS_SHOWN};
+pub(crate) use crate::model::checkpoints::CheckpointReport;
 
 fn ratio(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{v:.3}"))
@@ -14,7 +14,7 @@ fn millis(ns: Option<u64>) -> String {
 }
 
 /// The table as text.
-pub fn render(report: &CheckpointReport) -> String {
+pub(crate) fn render(report: &CheckpointReport) -> String {
     let mut out = String::new();
     let s = &report.summary;
     let w = &s.written;

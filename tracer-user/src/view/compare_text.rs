@@ -18,7 +18,7 @@ fn row(out: &mut String, name: &str, pair: &Pair) {
     );
 }
 
-pub fn render(c: &Comparison) -> String {
+pub(crate) fn render(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

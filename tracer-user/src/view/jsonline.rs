@@ -9,7 +9,7 @@ use crate::model::{CheckpointSummary, DeviceCounts, ProcessRow, WindowReport};
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
 /// sources); version 2 is one for all; version 3 names the window's length `window_s` (it was
 /// `interval_s`, a word that belongs to the knob `node_compress_interval`).
-pub const STREAM_VERSION: u32 = 3;
+pub(crate) const STREAM_VERSION: u32 = 3;
 
 fn process(row: &ProcessRow) -> Value {
     let c = &row.counters;
@@ -72,11 +72,11 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
         "t": round_ms(window.end_ns.saturating_sub(origin_ns) as f64 / 1e9),
         "window_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
         "counts": if exact.is_some() { "kernel" } else { "events" },
-        "totals": window.activity.to_json(),
+        "totals": window.activity.json(),
         "processes": rows.into_iter().map(process).collect::<Vec<_>>(),
         "devices": window.devices.iter().map(|(dev, c)| device(*dev, c)).collect::<Vec<_>>(),
         "cache": window.cache,
-        "cumulative": window.totals.to_json(),
+        "cumulative": window.totals.json(),
         "eager_restores": window.eager_restores,
         "events": window.events,
         "drops": window.activity.lost,
@@ -87,13 +87,13 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
 }
 
 /// The short text form of a window (`stream` without `--json`).
-pub fn window_text(window: &WindowReport, origin_ns: u64) -> String {
+pub(crate) fn window_text(window: &WindowReport, origin_ns: u64) -> String {
     line_text(&window_line(window, origin_ns))
 }
 
 /// The short text form of a window's line: what `stream` prints, and what `stream --connect`
 /// prints from the lines a daemon sends.
-pub fn line_text(line: &Value) -> String {
+pub(crate) fn line_text(line: &Value) -> String {
     let t = &line["totals"];
     let top: Vec<String> = line["processes"]
         .as_array()

@@ -11,7 +11,7 @@ use crate::{
     },
 };
 
-pub struct WindowLines {
+pub(crate) struct WindowLines {
     json: bool,
     /// Stop after this many windows.
     wanted: Option<u64>,
@@ -24,10 +24,10 @@ pub struct WindowLines {
 }
 
 /// Why a run stops when its reader went away.
-pub const STDOUT_CLOSED: &str = "standard output closed";
+pub(crate) const STDOUT_CLOSED: &str = "standard output closed";
 
 impl WindowLines {
-    pub fn new(json: bool, wanted: Option<u64>, partial_last: bool) -> WindowLines {
+    pub(crate) fn new(json: bool, wanted: Option<u64>, partial_last: bool) -> WindowLines {
         WindowLines {
             json,
             wanted,

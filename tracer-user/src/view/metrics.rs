@@ -102,7 +102,7 @@ pub fn render(model: &Model, device: &str) -> String {
 
 /// [`render`], and for the daemon with `--record`, whether its rolling recording is still
 /// written (`Some(false)` once an error stopped it).
-pub fn render_with(model: &Model, device: &str, recording: Option<bool>) -> String {
+pub(crate) fn render_with(model: &Model, device: &str, recording: Option<bool>) -> String {
     let mut out = String::new();
     let mut family = Family { out: &mut out };
     let mut apps = model.apps();
@@ -305,14 +305,14 @@ impl Renderer {
 }
 
 /// The run loop's side: answers each scrape with the model's exposition.
-pub struct MetricsSink {
+pub(crate) struct MetricsSink {
     device: String,
     /// Whether the daemon's rolling recording runs (None: no recording was asked for).
     recording: Option<Arc<AtomicBool>>,
 }
 
 impl MetricsSink {
-    pub fn new(device: String, recording: Option<Arc<AtomicBool>>) -> MetricsSink {
+    pub(crate) fn new(device: String, recording: Option<Arc<AtomicBool>>) -> MetricsSink {
         MetricsSink { device, recording }
     }
 }
@@ -344,7 +344,7 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// link, while idle connections give up their slots five times sooner than the client
 /// timeout. Each arriving byte starts the deadline again: a slow but live client keeps the
 /// client timeout.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 /// The longest request head read: a scrape's is a few hundred bytes.
 const MAX_REQUEST_BYTES: usize = 8192;
 /// After an accept error (EMFILE at the open-file limit, ENOBUFS): wait, doubling up to the

@@ -62,7 +62,7 @@ impl Recorder {
     }
 
     /// Bytes written to the file so far (the open block and buffers aside).
-    pub fn bytes_written(&self) -> u64 {
+    pub(crate) fn bytes_written(&self) -> u64 {
         self.writer.bytes_written()
     }
 

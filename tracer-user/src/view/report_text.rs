@@ -20,7 +20,7 @@ fn by_reason(counts: &PerReason, names: &[(u8, &str)]) -> String {
     words.join(" ")
 }
 
-pub fn render(report: &Report) -> String {
+pub(crate) fn render(report: &Report) -> String {
     let mut out = String::new();
     let h = &report.header;
     let t = &report.totals;

@@ -22,14 +22,14 @@ const PREFIX: &str = "nodescope-";
 const SUFFIX: &str = ".nsr";
 /// The highest file number the daemon uses (12 digits; at one file a second, 31,000 years). A
 /// name with a higher one is not the daemon's: `u64::MAX` there once wrapped the sequence.
-pub const MAX_SEQUENCE: u64 = 999_999_999_999;
+pub(crate) const MAX_SEQUENCE: u64 = 999_999_999_999;
 /// Names skipped at a rotation because something else took them (a directory, a foreign file):
 /// past this many in a row the rotation fails, and the daemon stops recording.
 const TAKEN_NAMES_SKIPPED: u64 = 64;
 
 /// How much the rolling recording may keep.
 #[derive(Clone, Copy, Debug)]
-pub struct RollingLimits {
+pub(crate) struct RollingLimits {
     /// All files together, about (each file may pass its share by one block).
     pub max_bytes: u64,
     /// Files kept, the one being written included (at least 2: one finished, one open).
@@ -43,7 +43,7 @@ impl RollingLimits {
     }
 }
 
-pub struct RollingRecorder {
+pub(crate) struct RollingRecorder {
     dir: PathBuf,
     limits: RollingLimits,
     current: Recorder,
@@ -62,7 +62,7 @@ impl RollingRecorder {
     /// Start a new file in `dir` (created if missing), numbered after any recording there.
     /// Only the daemon's own files count (see [`numbered`]); anything else in `dir` is named
     /// in the log once, and never numbered after, rotated or removed.
-    pub fn start(dir: &Path, limits: RollingLimits, pipeline: &Pipeline) -> Result<Self> {
+    pub(crate) fn start(dir: &Path, limits: RollingLimits, pipeline: &Pipeline) -> Result<Self> {
         anyhow::ensure!(
             limits.files >= 2,
             "--record-files must be at least 2 (one finished file and the one being written)"
@@ -90,22 +90,22 @@ impl RollingRecorder {
         Ok(rolling)
     }
 
-    pub fn events(&mut self, events: &[Event]) -> Result<()> {
+    pub(crate) fn events(&mut self, events: &[Event]) -> Result<()> {
         self.current.events(events)
     }
 
-    pub fn knob_change(&mut self, change: &KnobChange) -> Result<()> {
+    pub(crate) fn knob_change(&mut self, change: &KnobChange) -> Result<()> {
         self.current.knob_change(change)
     }
 
     /// The file being written.
-    pub fn current_path(&self) -> PathBuf {
+    pub(crate) fn current_path(&self) -> PathBuf {
         file_name(&self.dir, self.sequence)
     }
 
     /// At a refresh: flush on the recorder's time bound, and start the next file when this one
     /// has reached its share of the cap.
-    pub fn tick(&mut self, pipeline: &Pipeline) -> Result<()> {
+    pub(crate) fn tick(&mut self, pipeline: &Pipeline) -> Result<()> {
         self.current.flush_if_due()?;
         if self.current.bytes_written() < self.limits.file_bytes() {
             return Ok(());
@@ -118,7 +118,7 @@ impl RollingRecorder {
     }
 
     /// Finish the file being written; returns its path and size.
-    pub fn finish(self, end_ns: u64) -> Result<(PathBuf, u64, u64)> {
+    pub(crate) fn finish(self, end_ns: u64) -> Result<(PathBuf, u64, u64)> {
         let path = self.current_path();
         let (bytes, footer) = self.current.finish(end_ns)?;
         Ok((path, bytes, footer.events))
@@ -220,14 +220,14 @@ fn sequence_of(name: &str) -> Option<u64> {
 /// every next name taken) stops the recording, not the daemon: said in the log, to the clients
 /// (a notice in the decisions pane) and in the metrics (`recording_active` 0, through
 /// [`RollingSink::active`]).
-pub struct RollingSink {
+pub(crate) struct RollingSink {
     recording: Option<RollingRecorder>,
     active: std::sync::Arc<std::sync::atomic::AtomicBool>,
     notices: Vec<String>,
 }
 
 impl RollingSink {
-    pub fn new(recording: RollingRecorder) -> RollingSink {
+    pub(crate) fn new(recording: RollingRecorder) -> RollingSink {
         RollingSink {
             recording: Some(recording),
             active: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
@@ -236,7 +236,7 @@ impl RollingSink {
     }
 
     /// Whether the recording still runs, for the metrics.
-    pub fn active(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    pub(crate) fn active(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
         std::sync::Arc::clone(&self.active)
     }
 
@@ -301,7 +301,7 @@ impl Sink for RollingSink {
     }
 }
 
-pub fn numbered(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+pub(crate) fn numbered(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(list(dir)?.ours)
 }
 

@@ -24,7 +24,7 @@ fn percent(fraction: f64) -> String {
     format!("{:.3} %", fraction * 100.0)
 }
 
-pub fn vm_replay_table(r: &VmReplayReport, seed: u64) -> String {
+pub(crate) fn vm_replay_table(r: &VmReplayReport, seed: u64) -> String {
     let mut s = String::new();
     let (n, m) = (&r.equal_nodes, &r.equal_memory);
     let _ = writeln!(
@@ -108,7 +108,7 @@ pub fn vm_replay_table(r: &VmReplayReport, seed: u64) -> String {
     s
 }
 
-pub fn android_table(r: &AndroidReport, seed: u64) -> String {
+pub(crate) fn android_table(r: &AndroidReport, seed: u64) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "android-launch: 18 apps, seed pass, 1 GiB pressure 30 s, two measured passes (seed {seed})\n");
     let _ = writeln!(
@@ -154,7 +154,7 @@ pub fn android_table(r: &AndroidReport, seed: u64) -> String {
     s
 }
 
-pub fn totals_table(t: &RunTotals) -> String {
+pub(crate) fn totals_table(t: &RunTotals) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,

@@ -32,9 +32,9 @@ use crate::{
 
 /// Messages queued for one client before it counts as slow and is dropped: at four snapshots
 /// a second, about a minute of backlog.
-pub const CLIENT_QUEUE: usize = 256;
+pub(crate) const CLIENT_QUEUE: usize = 256;
 /// Clients served at once; more are closed at once.
-pub const MAX_CLIENTS: usize = 32;
+pub(crate) const MAX_CLIENTS: usize = 32;
 /// One connected client: its queue, and the task that writes the queue to the socket (aborted
 /// when the client is dropped, which closes the connection even mid-write).
 struct Client {
@@ -87,7 +87,7 @@ impl Clients {
     }
 }
 
-pub struct SocketServer {
+pub(crate) struct SocketServer {
     path: PathBuf,
     clients: Arc<Mutex<Clients>>,
     accept: JoinHandle<()>,
@@ -96,7 +96,7 @@ pub struct SocketServer {
 impl SocketServer {
     /// Bind `path` (its directory made private, a stale socket replaced, a live one refused)
     /// and accept clients in the background, each greeted with `hello`. Needs a tokio runtime.
-    pub fn bind(path: &Path, hello: &Hello) -> Result<SocketServer> {
+    pub(crate) fn bind(path: &Path, hello: &Hello) -> Result<SocketServer> {
         let dir = path
             .parent()
             .filter(|dir| !dir.as_os_str().is_empty())
@@ -122,17 +122,13 @@ impl SocketServer {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Send [`Input::Wake`] here whenever a client connects.
-    pub fn wake_on_join(&self, waker: UnboundedSender<Input>) {
+    pub(crate) fn wake_on_join(&self, waker: UnboundedSender<Input>) {
         self.lock().on_join = Some(waker);
     }
 
     /// Send `message` to every client, waiting for none.
-    pub fn publish(&self, message: &Message) -> Result<()> {
+    pub(crate) fn publish(&self, message: &Message) -> Result<()> {
         let bytes = message.encode()?;
         let mut clients = self.lock();
         if let Message::Snapshot { .. } = message {
@@ -144,7 +140,7 @@ impl SocketServer {
 
     /// The end: stop accepting, let every client's writer send what is queued (the last
     /// windows, the end message) for at most `within`, then close the connections.
-    pub async fn close(self, within: std::time::Duration) {
+    pub(crate) async fn close(self, within: std::time::Duration) {
         self.accept.abort();
         let writers: Vec<JoinHandle<()>> = {
             let mut clients = self.lock();
@@ -162,12 +158,13 @@ impl SocketServer {
     }
 
     /// Clients connected now.
-    pub fn client_count(&self) -> usize {
+    pub(crate) fn client_count(&self) -> usize {
         self.lock().connected.len()
     }
 
     /// Clients dropped for reading too slowly, since the start.
-    pub fn dropped_slow(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn dropped_slow(&self) -> u64 {
         self.lock().dropped_slow
     }
 
@@ -182,24 +179,24 @@ impl SocketServer {
 /// The run loop's side of the socket: every pane line as a decision; for connected clients,
 /// each closed window and a snapshot per refresh (nothing is copied or encoded while nobody is
 /// connected); at the end the last windows and the end message.
-pub struct SocketSink {
+pub(crate) struct SocketSink {
     server: SocketServer,
     /// What the snapshots say about the source (the banner included).
     info: SourceInfo,
 }
 
 impl SocketSink {
-    pub fn new(server: SocketServer, info: SourceInfo) -> SocketSink {
+    pub(crate) fn new(server: SocketServer, info: SourceInfo) -> SocketSink {
         SocketSink { server, info }
     }
 
     /// Let the clients take what is queued (at most `within`), then close.
-    pub async fn close(self, within: std::time::Duration) {
+    pub(crate) async fn close(self, within: std::time::Duration) {
         self.server.close(within).await;
     }
 
     /// See [`SocketServer::wake_on_join`].
-    pub fn wake_on_join(&self, waker: UnboundedSender<Input>) {
+    pub(crate) fn wake_on_join(&self, waker: UnboundedSender<Input>) {
         self.server.wake_on_join(waker);
     }
 

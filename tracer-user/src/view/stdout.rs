@@ -11,7 +11,7 @@ use anyhow::{Context as _, Result};
 
 /// Nobody reads our standard output any more (EPIPE).
 #[derive(Debug)]
-pub struct StdoutClosed;
+pub(crate) struct StdoutClosed;
 
 impl fmt::Display for StdoutClosed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -22,7 +22,7 @@ impl fmt::Display for StdoutClosed {
 impl std::error::Error for StdoutClosed {}
 
 /// Write `text` to stdout and flush it (lines reach a pipe at once, as `println!` did).
-pub fn print(text: &str) -> Result<()> {
+pub(crate) fn print(text: &str) -> Result<()> {
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
@@ -31,17 +31,17 @@ pub fn print(text: &str) -> Result<()> {
 }
 
 /// [`print`] with a newline.
-pub fn print_line(line: impl fmt::Display) -> Result<()> {
+pub(crate) fn print_line(line: impl fmt::Display) -> Result<()> {
     print(&format!("{line}\n"))
 }
 
 /// Whether `err` is (or was caused by) a closed stdout.
-pub fn is_closed(err: &anyhow::Error) -> bool {
+pub(crate) fn is_closed(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| cause.is::<StdoutClosed>())
 }
 
 /// A closed stdout is a normal end: `Ok`; any other error stays one.
-pub fn closed_is_success(result: Result<()>) -> Result<()> {
+pub(crate) fn closed_is_success(result: Result<()>) -> Result<()> {
     match result {
         Err(err) if is_closed(&err) => Ok(()),
         other => other,

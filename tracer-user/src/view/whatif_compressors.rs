@@ -20,7 +20,7 @@ struct CompressorsReport {
 
 /// The table (or, with `json`, one JSON object) for every setting of [`Compressor::all`]. The
 /// rows are measured one after another, not in parallel, so their speeds do not share cores.
-pub fn compressors_table(image: &Path, json: bool) -> Result<String> {
+pub(crate) fn compressors_table(image: &Path, json: bool) -> Result<String> {
     let blocks = node_blocks(image)?;
     let refs: Vec<&[u8]> = blocks.iter().map(|b| &b[..]).collect();
     let rows: Vec<CompressorRow> = Compressor::all()

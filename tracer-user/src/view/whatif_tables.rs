@@ -11,7 +11,7 @@ use super::whatif_plot::{pareto_front, PlotPoint};
 /// Which question a table answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Question {
+pub(crate) enum Question {
     Slots,
     Weights,
     ThresholdInterval,
@@ -19,7 +19,7 @@ pub enum Question {
 }
 
 impl Question {
-    pub const ALL: [Question; 4] = [
+    pub(crate) const ALL: [Question; 4] = [
         Question::Slots,
         Question::Weights,
         Question::ThresholdInterval,
@@ -50,7 +50,7 @@ impl Question {
 
 /// One grid point as the tables see it.
 #[derive(Clone, Debug)]
-pub struct Row {
+pub(crate) struct Row {
     pub budget_bytes: u64,
     pub compression: bool,
     pub slots: String,
@@ -86,7 +86,7 @@ impl Row {
         }
     }
 
-    pub fn plot_point(&self) -> PlotPoint {
+    pub(crate) fn plot_point(&self) -> PlotPoint {
         PlotPoint {
             // Attributed memory is what the cache holds at the budget point, not the budget.
             memory_bytes: self.retained_bytes,
@@ -107,7 +107,7 @@ impl Row {
 /// One table: the indices (into the grid's points) of its rows, in order, and of its Pareto
 /// points.
 #[derive(Clone, Debug)]
-pub struct Table {
+pub(crate) struct Table {
     pub question: Question,
     /// What the other axes are held at.
     pub held: String,
@@ -117,7 +117,7 @@ pub struct Table {
 
 impl Table {
     /// A table over `rows` (indices into `points`, in display order).
-    pub fn new(question: Question, held: String, rows: Vec<usize>, points: &[Row]) -> Table {
+    pub(crate) fn new(question: Question, held: String, rows: Vec<usize>, points: &[Row]) -> Table {
         let plot: Vec<PlotPoint> = rows.iter().map(|i| points[*i].plot_point()).collect();
         let pareto = pareto_front(&plot).into_iter().map(|k| rows[k]).collect();
         Table {
@@ -128,7 +128,7 @@ impl Table {
         }
     }
 
-    pub fn render(&self, points: &[Row]) -> String {
+    pub(crate) fn render(&self, points: &[Row]) -> String {
         let mut header: Vec<&str> = vec!["budget"];
         header.extend(self.question.axis_columns());
         header.extend(["retained nodes", "retained bytes", "node reads", "restores"]);
@@ -168,7 +168,7 @@ impl Table {
 }
 
 /// "3 MiB", "512 KiB", or bytes.
-pub fn budget_label(bytes: u64) -> String {
+pub(crate) fn budget_label(bytes: u64) -> String {
     if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {

@@ -341,7 +341,7 @@ sample_memory() {
   done
 }
 # top in tmux (issue 32, point 6): `nodescope top` with no flags during one static run, its
-# screen captured after each of the two passes.
+# screen captured after each of the two passes and after one more pass (top_restores).
 mkdir -p /dev/pts
 mount -t devpts devpts /dev/pts
 export TERM=xterm-256color
@@ -351,6 +351,14 @@ top_start() {
   wait_for $$ top "[ -e $R/top.rc ] || tmux -S /tmp/top.sock capture-pane -p | grep -q 'source bpf'" 60
 }
 top_capture() { tmux -S /tmp/top.sock capture-pane -p > $R/top_screen_$1.txt 2>> $R/tmux.err; }
+# After the run's end snap, with the arriving hog gone: the cache converts what the passes left
+# and one more pass restores it, so top's restores panel has latencies to show (under the grid's
+# pressure a run restores a few entries at most, and some runs none).
+top_restores() {
+  settle 60
+  sh /replay-all
+  top_capture 3
+}
 top_stop() {
   tmux -S /tmp/top.sock send-keys q
   n=0
@@ -377,7 +385,7 @@ for point in $GRID; do
   cold
   top=; [ $point = $TOP_AT ] && { top=1; top_start; }
   grid_run static_${t}_$i $top
-  [ -n "$top" ] && top_stop
+  [ -n "$top" ] && { top_restores; top_stop; }
 done
 threshold $THRESHOLD; interval $INTERVAL
 cold

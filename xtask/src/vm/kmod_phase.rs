@@ -107,7 +107,11 @@ pub fn run(label: &str, modules: &Modules) -> Result<()> {
     }
     println!("{}", verdict.final_line);
     if !verdict.pass {
-        bail!("vm-kmod {label} failed (results in {})", out.display());
+        bail!(
+            "vm-kmod {label} failed: {} (results in {})",
+            verdict.problems.join("; "),
+            out.display()
+        );
     }
     files.remove_images();
     Ok(())

@@ -16,7 +16,7 @@ use crate::source::bpf::{
 /// The access traces' plan and, when BPF works, each planned probe tried (attached, then
 /// detached when the object is dropped).
 #[derive(Debug, Serialize)]
-pub struct AccessProbe {
+pub(crate) struct AccessProbe {
     pub plan: AccessPlan,
     pub outcomes: Vec<AttachOutcome>,
     /// Why nothing was tried, when loading the object failed.

@@ -11,16 +11,16 @@
 use anyhow::{bail, Result};
 
 /// `bpf_target_arch` of the embedded object, baked in by tracer-user/build.rs.
-pub const OBJECT_ARCH: &str = env!("NODESCOPE_BPF_TARGET_ARCH");
+pub(crate) const OBJECT_ARCH: &str = env!("NODESCOPE_BPF_TARGET_ARCH");
 
 /// Fail with a clear message when `what` (e.g. "kprobe f2fs_get_node_info") would read
 /// registers laid out for another architecture than the running kernel's.
-pub fn ensure_registers_match(what: &str) -> Result<()> {
+pub(crate) fn ensure_registers_match(what: &str) -> Result<()> {
     check(OBJECT_ARCH, &kernel_machine(), what)
 }
 
 /// The running kernel's machine (`uname -m`): "x86_64", "aarch64", ...
-pub fn kernel_machine() -> String {
+pub(crate) fn kernel_machine() -> String {
     // SAFETY: utsname is plain old data; zeroed is a valid value and uname only writes into it.
     let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: `uts` is a valid, writable utsname for the duration of the call.
@@ -33,7 +33,7 @@ pub fn kernel_machine() -> String {
 }
 
 /// The `bpf_target_arch` whose `pt_regs` a kernel of `machine` has.
-pub fn bpf_arch_of_machine(machine: &str) -> &str {
+pub(crate) fn bpf_arch_of_machine(machine: &str) -> &str {
     match machine {
         "arm64" | "aarch64" | "aarch64_be" => "aarch64",
         "amd64" => "x86_64",
@@ -45,7 +45,7 @@ pub fn bpf_arch_of_machine(machine: &str) -> &str {
 }
 
 /// The decision, apart from where the facts come from (so it can be tested on any host).
-pub fn check(object_arch: &str, machine: &str, what: &str) -> Result<()> {
+pub(crate) fn check(object_arch: &str, machine: &str, what: &str) -> Result<()> {
     let kernel_arch = bpf_arch_of_machine(machine);
     if object_arch == kernel_arch {
         return Ok(());

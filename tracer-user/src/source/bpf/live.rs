@@ -31,7 +31,7 @@ use crate::{
 /// Ring buffer size: 16k node reads in a few seconds must fit between two reads.
 pub const RING_BYTES: u32 = 8 * 1024 * 1024;
 
-pub struct BpfSource {
+pub(crate) struct BpfSource {
     ebpf: Ebpf,
     reader: EventReader,
     outcomes: Vec<AttachOutcome>,
@@ -81,7 +81,7 @@ impl BpfSource {
     /// ring buffer (`record` needs them); without, node reads are only counted in the kernel,
     /// which is what the model's node-read figures come from anyway, at a fraction of the
     /// per-read cost (docs/PERFORMANCE.md).
-    pub fn start(
+    pub(crate) fn start(
         plan: &Plan,
         manifest: Option<&Manifest>,
         node_read_events: bool,
@@ -130,7 +130,7 @@ impl BpfSource {
     /// Also trace every node lookup and node-page eviction (`--accesses`). Fails when node
     /// lookups cannot be traced, since that is what was asked; a missing eviction probe is
     /// logged and listed in the outcomes.
-    pub fn attach_accesses(&mut self, plan: &AccessPlan) -> Result<()> {
+    pub(crate) fn attach_accesses(&mut self, plan: &AccessPlan) -> Result<()> {
         let access::Attached {
             outcomes,
             trampolines,
@@ -163,29 +163,29 @@ impl BpfSource {
     }
 
     /// Exact (node lookups, node evictions) counted in the kernel since `attach_accesses`.
-    pub fn access_counts(&self) -> Result<(u64, u64)> {
+    pub(crate) fn access_counts(&self) -> Result<(u64, u64)> {
         access::counts(&self.ebpf)
     }
 
     /// What the RFC probe manifest attached (None without a manifest).
-    pub fn rfc_report(&self) -> Option<&AttachReport> {
+    pub(crate) fn rfc_report(&self) -> Option<&AttachReport> {
         self.rfc.as_ref()
     }
 
     /// Events the RFC probes emitted per kind since they were attached (counted in the kernel,
     /// exact even when the ring buffer overflows).
-    pub fn rfc_counts(&self) -> Result<Vec<(EventKind, u64)>> {
+    pub(crate) fn rfc_counts(&self) -> Result<Vec<(EventKind, u64)>> {
         rfc::kernel_counts(&self.ebpf)
     }
 
-    pub fn outcomes(&self) -> &[AttachOutcome] {
+    pub(crate) fn outcomes(&self) -> &[AttachOutcome] {
         &self.outcomes
     }
 
     /// Exact counters per (device, tgid, uid) since the programs were attached: NODE_COUNTS
     /// and the counter slots, summed per key. NODE_COUNTS is read first: a task's counts move
     /// between the two only by growing in one of them.
-    pub fn counts(&mut self) -> Result<Vec<(TaskKey, TaskCounts)>> {
+    pub(crate) fn counts(&mut self) -> Result<Vec<(TaskKey, TaskCounts)>> {
         let mut tasks = counters::read_counts(&self.ebpf)?;
         self.note_counter_population(tasks.len());
         let first = counters::read_slots(&self.ebpf)?;
@@ -197,7 +197,10 @@ impl BpfSource {
 
     /// The final counts, per key, that the slots of the thread groups in `exited` hold (read
     /// now, after the exits: nothing can add to them any more), and hand those slots back.
-    pub fn retire_slots(&mut self, exited: &BTreeSet<u32>) -> Result<Vec<(TaskKey, TaskCounts)>> {
+    pub(crate) fn retire_slots(
+        &mut self,
+        exited: &BTreeSet<u32>,
+    ) -> Result<Vec<(TaskKey, TaskCounts)>> {
         let tables = counters::read_slots(&self.ebpf)?;
         let (finals, changed) = self.slots.retire(&tables, exited);
         for index in changed {
@@ -207,25 +210,25 @@ impl BpfSource {
     }
 
     /// Take one entry out of NODE_COUNTS with its final value.
-    pub fn take_counts(&self, key: &TaskKey) -> Result<Option<TaskCounts>> {
+    pub(crate) fn take_counts(&self, key: &TaskKey) -> Result<Option<TaskCounts>> {
         counters::take(&self.ebpf, key)
     }
 
-    pub fn note_counter_population(&mut self, entries: usize) {
+    pub(crate) fn note_counter_population(&mut self, entries: usize) {
         self.counter_peak = self.counter_peak.max(entries);
     }
 
-    pub fn note_retired(&mut self, entries: usize) {
+    pub(crate) fn note_retired(&mut self, entries: usize) {
         self.counters_retired += entries as u64;
     }
 
     /// Ring-buffer events lost so far.
-    pub fn drops(&self) -> Result<u64> {
+    pub(crate) fn drops(&self) -> Result<u64> {
         bpf::dropped(&self.ebpf)
     }
 
     /// Counter increments lost because the counter map was full.
-    pub fn count_failures(&self) -> Result<u64> {
+    pub(crate) fn count_failures(&self) -> Result<u64> {
         counters::count_failures(&self.ebpf)
     }
 

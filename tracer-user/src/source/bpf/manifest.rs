@@ -46,15 +46,15 @@ use tracer_common::{
 };
 
 /// The shipped manifest for a patched kernel: best guesses at the RFC's function names.
-pub const DEFAULT_KERNEL_MANIFEST: &str = include_str!("../../../probes/rfc-kernel.toml");
+pub(crate) const DEFAULT_KERNEL_MANIFEST: &str = include_str!("../../../probes/rfc-kernel.toml");
 /// The manifest that maps every kind to the simulator's hooks in this binary.
-pub const SIM_MANIFEST: &str = include_str!("../../../probes/sim.toml");
+pub(crate) const SIM_MANIFEST: &str = include_str!("../../../probes/sim.toml");
 
 /// The longest manifest read.
 const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 /// Event kinds that have probe programs (tracer-ebpf/src/rfc.rs).
-pub const PROBE_KINDS: [EventKind; 11] = [
+pub(crate) const PROBE_KINDS: [EventKind; 11] = [
     EventKind::NodeRead,
     EventKind::Insert,
     EventKind::Convert,
@@ -432,7 +432,7 @@ fn parse_field_value(text: &str) -> Result<(String, ValueSpec), String> {
 }
 
 /// `argN`, `ret`, a number, or `mem(argN+OFFSET):SIZE`, optionally followed by `|transform`.
-pub fn parse_value(text: &str, at: At) -> Result<ValueSpec, String> {
+pub(crate) fn parse_value(text: &str, at: At) -> Result<ValueSpec, String> {
     let (source, (transform, codes)) = match text.split_once('|') {
         Some((source, transform)) => (source.trim(), parse_transform(transform.trim())?),
         None => (text.trim(), (XFORM_NONE, 0)),

@@ -1,14 +1,21 @@
 //! Loading nodescope's eBPF object and reading what it sends.
-pub mod arch;
-pub mod discover;
-pub mod f2fs;
-pub mod format;
-pub mod live;
-pub mod manifest;
-pub mod observe;
-pub mod rfc;
-pub mod selftest;
-pub mod trampoline;
+pub(crate) mod arch;
+pub(crate) mod discover;
+pub(crate) mod f2fs;
+pub(crate) mod format;
+pub(crate) mod live;
+pub(crate) mod manifest;
+pub(crate) mod observe;
+pub(crate) mod rfc;
+pub(crate) mod selftest;
+pub(crate) mod trampoline;
+
+pub use self::{
+    discover::btf::{BtfFiles, KernelBtf},
+    f2fs::access::{struct_offsets, StructOffsets},
+    live::RING_BYTES,
+    manifest::Manifest,
+};
 
 use std::os::fd::AsRawFd as _;
 use tracer_common::maps;
@@ -63,11 +70,11 @@ pub(crate) fn load_once(
     load().context("the verifier rejected the program")
 }
 
-pub type KernelLogger = aya_log::EbpfLogger<&'static dyn log::Log>;
+pub(crate) type KernelLogger = aya_log::EbpfLogger<&'static dyn log::Log>;
 
 /// The reader of kernel-side aya-log messages; `flush()` forwards them to our `log` logger.
 /// Programs without log statements have no log map; that is not an error.
-pub fn init_logger(ebpf: &mut Ebpf) -> Option<KernelLogger> {
+pub(crate) fn init_logger(ebpf: &mut Ebpf) -> Option<KernelLogger> {
     aya_log::EbpfLogger::init(ebpf)
         .map_err(|err| log::debug!("no eBPF logger: {err}"))
         .ok()
@@ -118,7 +125,7 @@ impl EventReader {
     }
 
     /// The ring buffer's map fd (what another loader relocates the programs' EVENTS to).
-    pub fn ring_fd(&self) -> std::os::fd::RawFd {
+    pub(crate) fn ring_fd(&self) -> std::os::fd::RawFd {
         self.ring.get_ref().as_raw_fd()
     }
 
@@ -139,7 +146,7 @@ impl EventReader {
     }
 
     /// Hand every event the ring holds now to `sink`, without waiting. Returns how many.
-    pub fn take_waiting(&mut self, sink: impl FnMut(Event)) -> usize {
+    pub(crate) fn take_waiting(&mut self, sink: impl FnMut(Event)) -> usize {
         take_all(self.ring.get_mut(), sink)
     }
 }

@@ -28,14 +28,14 @@ const RING_BYTES: u32 = 64 * 1024 * 1024;
 
 /// Per kind: what eBPF delivered, what the probes counted in the kernel, what the work emitted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct KindCounts {
+pub(crate) struct KindCounts {
     pub bpf: u64,
     pub kernel: u64,
     pub sim: u64,
 }
 
 #[derive(Debug, serde::Serialize)]
-pub struct Observation {
+pub(crate) struct Observation {
     pub via_bpf: BTreeMap<&'static str, KindCounts>,
     pub drops: u64,
     pub probes: AttachReport,
@@ -43,7 +43,7 @@ pub struct Observation {
 
 impl Observation {
     /// Every kind matches and nothing was lost.
-    pub fn all_equal(&self) -> bool {
+    pub(crate) fn all_equal(&self) -> bool {
         self.drops == 0
             && self
                 .via_bpf
@@ -55,7 +55,7 @@ impl Observation {
 /// Attach the simulator manifest's probes to this process, run `work`, and return its result
 /// with the per-kind comparison. `emitted` gives the work's own per-kind counts (index =
 /// `EventKind as usize`); it is read before and after.
-pub fn observe<R>(
+pub(crate) fn observe<R>(
     work: impl FnOnce() -> R,
     emitted: impl Fn() -> [u64; sim::events::KIND_SLOTS],
 ) -> Result<(R, Observation)> {

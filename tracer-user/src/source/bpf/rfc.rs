@@ -22,7 +22,7 @@ use super::{
 
 /// What attached and what did not.
 #[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct AttachReport {
+pub(crate) struct AttachReport {
     /// "kind -> symbol (entry|return, kprobe|uprobe)".
     pub attached: Vec<String>,
     /// One line per probe that did not attach (and per invalid manifest entry), with the line.
@@ -46,14 +46,18 @@ fn program_name(kind: EventKind, target: &Target, ret: bool) -> String {
 
 /// Attach every valid probe of `manifest` with kprobes (uprobes on a binary). `scope` limits
 /// uprobes (e.g. to this process).
-pub fn attach(ebpf: &mut Ebpf, manifest: &Manifest, scope: UProbeScope) -> Result<AttachReport> {
+pub(crate) fn attach(
+    ebpf: &mut Ebpf,
+    manifest: &Manifest,
+    scope: UProbeScope,
+) -> Result<AttachReport> {
     attach_with(ebpf, manifest, scope, FunctionHook::Kprobe).map(|(report, _)| report)
 }
 
 /// [`attach`], with the kernel's functions hooked as `hook` says: with `Auto`, by BPF
 /// trampolines (fentry, and fexit for return probes) where the kernel allows, else by kprobes.
 /// The trampolines stay attached while their links are held.
-pub fn attach_with(
+pub(crate) fn attach_with(
     ebpf: &mut Ebpf,
     manifest: &Manifest,
     scope: UProbeScope,
@@ -132,7 +136,7 @@ fn attach_kernel(
 /// The symbols a manifest's probes attach to, and where they were looked up: /proc/kallsyms
 /// for kprobes, the ELF file's symbol tables for uprobes (never kallsyms: a user binary's
 /// functions are not the kernel's).
-pub fn target_symbols(target: &Target) -> Result<(HashSet<String>, String)> {
+pub(crate) fn target_symbols(target: &Target) -> Result<(HashSet<String>, String)> {
     match target {
         Target::Kernel => Ok((kernel_symbols()?, "/proc/kallsyms".into())),
         Target::Binary(path) => Ok((elf_symbols(path)?, path.display().to_string())),
@@ -140,7 +144,7 @@ pub fn target_symbols(target: &Target) -> Result<(HashSet<String>, String)> {
 }
 
 /// The names in an ELF file's symbol and dynamic symbol tables.
-pub fn elf_symbols(path: &std::path::Path) -> Result<HashSet<String>> {
+pub(crate) fn elf_symbols(path: &std::path::Path) -> Result<HashSet<String>> {
     use object::{Object as _, ObjectSymbol as _};
     let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let file = object::File::parse(&*data)
@@ -153,7 +157,7 @@ pub fn elf_symbols(path: &std::path::Path) -> Result<HashSet<String>> {
 }
 
 /// The names in /proc/kallsyms (module symbols included).
-pub fn kernel_symbols() -> Result<HashSet<String>> {
+pub(crate) fn kernel_symbols() -> Result<HashSet<String>> {
     let text =
         super::discover::kallsyms::read(Path::new(super::discover::kallsyms::PROC_KALLSYMS))?;
     Ok(text
@@ -255,7 +259,7 @@ fn attach_one(
 }
 
 /// Events the probes emitted per kind (before the ring buffer), summed over CPUs.
-pub fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
+pub(crate) fn kernel_counts(ebpf: &Ebpf) -> Result<Vec<(EventKind, u64)>> {
     let map = ebpf.named_map(maps::RFC_COUNTS)?;
     let counts: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
     let mut out = Vec::new();

@@ -12,7 +12,7 @@ use super::{dropped, init_logger, load, EventReader};
 
 /// What the self-test saw.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct SelfTest {
+pub(crate) struct SelfTest {
     pub attached: String,
     pub events: usize,
     pub pid: u32,
@@ -23,7 +23,7 @@ pub struct SelfTest {
 
 const RING_BYTES: u32 = 64 * 1024;
 
-pub async fn run() -> Result<SelfTest> {
+pub(crate) async fn run() -> Result<SelfTest> {
     let started = Instant::now();
     let mut ebpf = load(RING_BYTES)?;
     let mut kernel_log = init_logger(&mut ebpf);

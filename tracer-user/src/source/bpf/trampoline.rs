@@ -26,7 +26,7 @@ use crate::system;
 /// How nodescope hooks kernel functions, the node lookups (`--accesses`) and the RFC's
 /// functions (`--function-hook`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum FunctionHook {
+pub(crate) enum FunctionHook {
     /// BPF trampolines (fentry, fexit) where the kernel has BTF and trampolines, kprobes
     /// where not or where the kernel refuses one.
     #[default]
@@ -37,7 +37,7 @@ pub enum FunctionHook {
 
 /// Which end of a function a trampoline program runs at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hook {
+pub(crate) enum Hook {
     Entry,
     Exit,
 }
@@ -50,7 +50,7 @@ impl Hook {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Hook::Entry => "fentry",
             Hook::Exit => "fexit",
@@ -62,7 +62,7 @@ impl Hook {
 /// and `release` has them (x86_64 from 5.5, arm64 from 6.0). The RFC's programs also read their
 /// arguments with bpf_get_func_arg (5.17); where that is missing the kernel refuses them at
 /// load, and they fall back to kprobes like any refused trampoline.
-pub fn usable(hook: FunctionHook, machine: &str, release: &str) -> Result<()> {
+pub(crate) fn usable(hook: FunctionHook, machine: &str, release: &str) -> Result<()> {
     if hook == FunctionHook::Kprobe {
         bail!("not asked for (--function-hook kprobe)");
     }
@@ -87,7 +87,7 @@ pub fn usable(hook: FunctionHook, machine: &str, release: &str) -> Result<()> {
 
 /// Trampolines on this kernel's functions, found by name: its BTF, the relocated programs, and
 /// what is attached (detached when dropped).
-pub struct KernelTrampolines {
+pub(crate) struct KernelTrampolines {
     files: BtfFiles,
     btf: KernelBtf,
     programs: TracingPrograms,
@@ -96,7 +96,7 @@ pub struct KernelTrampolines {
 
 impl KernelTrampolines {
     /// Ready to attach, or why this kernel gets kprobes instead.
-    pub fn for_this_kernel(
+    pub(crate) fn for_this_kernel(
         hook: FunctionHook,
         ebpf: &Ebpf,
         taken: &[(&str, RawFd)],
@@ -118,7 +118,12 @@ impl KernelTrampolines {
     }
 
     /// `entry` at `function`'s entry and, when given, `exit` at its exit: both or neither.
-    pub fn attach_pair(&mut self, function: &str, entry: &str, exit: Option<&str>) -> Result<()> {
+    pub(crate) fn attach_pair(
+        &mut self,
+        function: &str,
+        entry: &str,
+        exit: Option<&str>,
+    ) -> Result<()> {
         let target = BtfTarget::find(&self.btf, &self.files, function)?;
         let first = self.programs.attach(entry, &target, Hook::Entry)?;
         if let Some(exit) = exit {
@@ -134,7 +139,7 @@ impl KernelTrampolines {
 /// Where a function's BTF lives: its type id, in vmlinux's BTF or in a module's split BTF
 /// (whose ids continue vmlinux's numbering).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BtfTarget {
+pub(crate) struct BtfTarget {
     pub function: String,
     pub type_id: u32,
     /// The module whose BTF object holds `type_id`; None for vmlinux.
@@ -143,7 +148,7 @@ pub struct BtfTarget {
 
 impl BtfTarget {
     /// `function` in this kernel's BTF: the f2fs module's split BTF first, then vmlinux's.
-    pub fn find(btf: &KernelBtf, files: &BtfFiles, function: &str) -> Result<BtfTarget> {
+    pub(crate) fn find(btf: &KernelBtf, files: &BtfFiles, function: &str) -> Result<BtfTarget> {
         let (type_id, in_module) = btf
             .function_type_id(function)
             .with_context(|| format!("BTF describes no function {function}"))?;
@@ -167,21 +172,23 @@ impl BtfTarget {
 
 /// An attached fentry program: the program and its link, detached when dropped.
 #[derive(Debug)]
-pub struct TrampolineLink {
+pub(crate) struct TrampolineLink {
+    /// Held for the program's life; read by the tests (its id).
+    #[cfg_attr(not(test), allow(dead_code))]
     program: OwnedFd,
     _link: OwnedFd,
-    pub target: BtfTarget,
 }
 
+#[cfg(test)]
 impl TrampolineLink {
     /// The kernel's id of the program (bpftool's, bpf_stats' key).
-    pub fn program_id(&self) -> Result<u32> {
+    pub(crate) fn program_id(&self) -> Result<u32> {
         program_id(self.program.as_raw_fd())
     }
 }
 
 /// The object's tracing programs, relocated against one loaded `Ebpf`'s maps.
-pub struct TracingPrograms {
+pub(crate) struct TracingPrograms {
     object: aya_obj::Object,
     /// BTF object fds of modules, by name, found once.
     module_btf: Vec<(String, OwnedFd)>,
@@ -190,7 +197,11 @@ pub struct TracingPrograms {
 impl TracingPrograms {
     /// Parse `object` (the bytes `ebpf` was loaded from) and point its map references at
     /// `ebpf`'s maps, or at `taken`'s fds for maps taken out of it (the ring buffer's reader).
-    pub fn new(object: &[u8], ebpf: &Ebpf, taken: &[(&str, RawFd)]) -> Result<TracingPrograms> {
+    pub(crate) fn new(
+        object: &[u8],
+        ebpf: &Ebpf,
+        taken: &[(&str, RawFd)],
+    ) -> Result<TracingPrograms> {
         let mut parsed = aya_obj::Object::parse(object).context("parsing the eBPF object")?;
         let maps = parsed.maps.clone();
         let mut fds = Vec::new();
@@ -226,7 +237,7 @@ impl TracingPrograms {
 
     /// Load `program` (an `#[fentry]` or `#[fexit]` program of the object, as `hook` says)
     /// against `target` and attach it.
-    pub fn attach(
+    pub(crate) fn attach(
         &mut self,
         program: &str,
         target: &BtfTarget,
@@ -268,7 +279,6 @@ impl TracingPrograms {
         Ok(TrampolineLink {
             program: loaded,
             _link: link,
-            target: target.clone(),
         })
     }
 
@@ -492,7 +502,8 @@ fn find_kernel_btf(name: &str) -> Result<Option<OwnedFd>> {
     }
 }
 
-/// bpf_prog_info's first two fields: all this module reads.
+/// bpf_prog_info's first two fields: all the tests read.
+#[cfg(test)]
 #[repr(C)]
 #[derive(Default)]
 struct ProgInfoHead {
@@ -500,6 +511,7 @@ struct ProgInfoHead {
     id: u32,
 }
 
+#[cfg(test)]
 fn program_id(fd: RawFd) -> Result<u32> {
     let mut info = ProgInfoHead::default();
     let mut attr = InfoAttr {

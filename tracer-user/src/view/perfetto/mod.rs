@@ -18,8 +18,8 @@
 mod fields;
 mod recording;
 mod tracks;
-pub use self::recording::{replay, write_trace};
-pub mod wire;
+pub(crate) use self::recording::write_trace;
+pub(crate) mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,7 +36,7 @@ use crate::{
 };
 
 /// A recording replayed through the model: what the trace is made of.
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub header: Header,
     /// Every window the model closed, oldest first.
     pub windows: Vec<WindowReport>,
@@ -48,7 +48,7 @@ pub struct Recorded {
 
 impl Recorded {
     /// Whether `event` is one of those kept as an instant.
-    pub fn is_mark(event: &Event) -> bool {
+    pub(crate) fn is_mark(event: &Event) -> bool {
         matches!(
             event.kind(),
             Some(EventKind::Checkpoint) | Some(EventKind::Lost)
@@ -64,7 +64,7 @@ const APPS_TRACK: &str = "nodescope apps";
 const EVENTS_TRACK: &str = "nodescope events";
 
 /// The whole trace file: a Perfetto `Trace` message.
-pub fn encode(recorded: &Recorded) -> Vec<u8> {
+pub(crate) fn encode(recorded: &Recorded) -> Vec<u8> {
     let mut layout = Layout::default();
     layout.knobs(recorded.header.clock_origin_ns, recorded.header.knobs);
     for window in &recorded.windows {

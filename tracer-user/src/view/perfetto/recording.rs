@@ -13,7 +13,7 @@ use crate::{
 
 /// The Perfetto trace of the recording at `recording`, written to `output` (also what
 /// `record --perfetto` does once its recording is finished).
-pub fn write_trace(
+pub(crate) fn write_trace(
     recording: &Path,
     packages: Option<&Path>,
     output: &Path,
@@ -35,7 +35,7 @@ pub fn write_trace(
 /// Replay a recording through the model, one record at a time: every window, note and
 /// instant-worthy event. Damage ends the replay with a warning; what comes before it is
 /// exported.
-pub fn replay<R: std::io::Read>(
+pub(crate) fn replay<R: std::io::Read>(
     mut reader: Reader<R>,
     packages_file: Option<&Path>,
     path: &Path,

@@ -6,7 +6,7 @@ use super::{fields, wire::Message};
 
 /// What kind of timeline a track is.
 #[derive(Clone, Debug)]
-pub enum TrackKind {
+pub(super) enum TrackKind {
     /// Holds instant events, or groups child tracks.
     Plain,
     /// A process (a ProcessDescriptor with its pid and name).
@@ -17,21 +17,21 @@ pub enum TrackKind {
 
 /// CounterDescriptor.Unit values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unit {
+pub(super) enum Unit {
     Count = 2,
     Bytes = 3,
 }
 
 /// A track as the caller names it: its place in the hierarchy and its kind.
 #[derive(Clone, Debug)]
-pub struct TrackSpec {
+pub(super) struct TrackSpec {
     pub parent: Option<u64>,
     pub name: String,
     pub kind: TrackKind,
 }
 
 impl TrackSpec {
-    pub fn plain(parent: Option<u64>, name: impl Into<String>) -> TrackSpec {
+    pub(super) fn plain(parent: Option<u64>, name: impl Into<String>) -> TrackSpec {
         TrackSpec {
             parent,
             name: name.into(),
@@ -39,7 +39,7 @@ impl TrackSpec {
         }
     }
 
-    pub fn counter(parent: u64, name: impl Into<String>, unit: Unit) -> TrackSpec {
+    pub(super) fn counter(parent: u64, name: impl Into<String>, unit: Unit) -> TrackSpec {
         TrackSpec {
             parent: Some(parent),
             name: name.into(),
@@ -47,7 +47,7 @@ impl TrackSpec {
         }
     }
 
-    pub fn process(pid: u32, name: impl Into<String>) -> TrackSpec {
+    pub(super) fn process(pid: u32, name: impl Into<String>) -> TrackSpec {
         let name = name.into();
         TrackSpec {
             parent: None,
@@ -68,14 +68,14 @@ impl TrackSpec {
 
 /// Every track of the trace, in the order they were first asked for.
 #[derive(Default)]
-pub struct Tracks {
+pub(super) struct Tracks {
     uuids: HashMap<(Option<u64>, String, Option<u32>), u64>,
     described: Vec<(u64, TrackSpec)>,
 }
 
 impl Tracks {
     /// The uuid of the track `spec` names, made on first use.
-    pub fn uuid(&mut self, spec: TrackSpec) -> u64 {
+    pub(super) fn uuid(&mut self, spec: TrackSpec) -> u64 {
         let next = self.described.len() as u64 + 1;
         let uuid = *self.uuids.entry(spec.identity()).or_insert(next);
         if uuid == next {
@@ -85,7 +85,7 @@ impl Tracks {
     }
 
     /// One TrackDescriptor per track, parents before their children.
-    pub fn descriptors(&self) -> impl Iterator<Item = Message> + '_ {
+    pub(super) fn descriptors(&self) -> impl Iterator<Item = Message> + '_ {
         self.described
             .iter()
             .map(|(uuid, spec)| descriptor(*uuid, spec))

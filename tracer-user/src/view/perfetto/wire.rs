@@ -1,5 +1,5 @@
 //! The protobuf wire format, as much of it as a Perfetto trace needs: varints,
-//! length-delimited fields (strings, nested messages) and 64-bit fixed fields (doubles).
+//! and length-delimited fields (strings, nested messages).
 //!
 //! Written from the protobuf encoding rules (a key is `field << 3 | wire type`; varints are
 //! little-endian groups of 7 bits with the high bit set on all but the last byte). No code
@@ -7,26 +7,25 @@
 
 /// Wire types (protobuf encoding): the low three bits of every key.
 const WIRE_VARINT: u64 = 0;
-const WIRE_FIXED64: u64 = 1;
 const WIRE_LENGTH_DELIMITED: u64 = 2;
 
 /// One protobuf message being built: its fields, encoded, in the order they were added.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Message {
+pub(crate) struct Message {
     bytes: Vec<u8>,
 }
 
 impl Message {
-    pub fn new() -> Message {
+    pub(crate) fn new() -> Message {
         Message::default()
     }
 
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.bytes
     }
 
     /// An unsigned integer field (uint32, uint64, an enum, a bool as 0/1).
-    pub fn uint(&mut self, field: u32, value: u64) -> &mut Message {
+    pub(crate) fn uint(&mut self, field: u32, value: u64) -> &mut Message {
         self.key(field, WIRE_VARINT);
         put_varint(&mut self.bytes, value);
         self
@@ -34,23 +33,16 @@ impl Message {
 
     /// A signed int32/int64 field: two's complement as a 64-bit varint (negative values take
     /// ten bytes, as protobuf's int64 does; not zigzag, which is sint64).
-    pub fn int(&mut self, field: u32, value: i64) -> &mut Message {
+    pub(crate) fn int(&mut self, field: u32, value: i64) -> &mut Message {
         self.uint(field, value as u64)
     }
 
-    /// A double field: eight bytes, little-endian IEEE 754.
-    pub fn double(&mut self, field: u32, value: f64) -> &mut Message {
-        self.key(field, WIRE_FIXED64);
-        self.bytes.extend_from_slice(&value.to_bits().to_le_bytes());
-        self
-    }
-
-    pub fn string(&mut self, field: u32, value: &str) -> &mut Message {
+    pub(crate) fn string(&mut self, field: u32, value: &str) -> &mut Message {
         self.length_delimited(field, value.as_bytes())
     }
 
     /// A nested message field.
-    pub fn message(&mut self, field: u32, nested: &Message) -> &mut Message {
+    pub(crate) fn message(&mut self, field: u32, nested: &Message) -> &mut Message {
         self.length_delimited(field, &nested.bytes)
     }
 
@@ -67,7 +59,7 @@ impl Message {
 }
 
 /// Append `value` as a base-128 varint.
-pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8 & 0x7f) | 0x80);
         value >>= 7;
@@ -126,13 +118,6 @@ mod tests {
             Message::new().message(3, &inner).as_bytes(),
             [0x1a, 0x03, 0x08, 0x96, 0x01]
         );
-    }
-
-    #[test]
-    fn doubles_are_fixed64_little_endian() {
-        let bytes = Message::new().double(44, 1.5).as_bytes().to_vec();
-        assert_eq!(bytes[..2], [0xe1, 0x02], "(44 << 3 | 1) = 353 as a varint");
-        assert_eq!(bytes[2..], 1.5f64.to_bits().to_le_bytes());
     }
 
     #[test]

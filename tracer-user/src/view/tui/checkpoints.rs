@@ -15,7 +15,7 @@ fn millis(ns: Option<u64>) -> String {
 }
 
 /// The panel's lines: the run's summary, then the newest checkpoints.
-pub fn lines(report: &CheckpointReport) -> Vec<String> {
+pub(super) fn lines(report: &CheckpointReport) -> Vec<String> {
     let s = &report.summary;
     let w = &s.written;
     let per = report
@@ -49,7 +49,7 @@ pub fn lines(report: &CheckpointReport) -> Vec<String> {
     lines
 }
 
-pub fn draw(frame: &mut Frame, area: Rect, report: &CheckpointReport) {
+pub(super) fn draw(frame: &mut Frame, area: Rect, report: &CheckpointReport) {
     let text: Vec<Line> = lines(report).into_iter().map(Line::from).collect();
     let pane = Paragraph::new(text)
         .block(Block::bordered().title("checkpoints (newest first; block_ops+write ms)"));

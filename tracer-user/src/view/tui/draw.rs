@@ -15,7 +15,7 @@ use super::{
 };
 use crate::protocol::Snapshot;
 
-pub fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
+pub(super) fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
     let [header, sparks, memory, table, decisions, footer] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Length(5),
@@ -251,7 +251,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
     frame.render_widget(Paragraph::new(text).style(style), area);
 }
 
-pub const HELP: [&str; 12] = [
+pub(super) const HELP: [&str; 12] = [
     "nodescope top: node-cache activity, live",
     "",
     "q / Esc      quit",

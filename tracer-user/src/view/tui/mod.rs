@@ -27,9 +27,9 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct UiState {
     pub sort: Column,
-    pub ascending: bool,
+    pub(crate) ascending: bool,
     pub filter: String,
-    pub editing_filter: bool,
+    pub(crate) editing_filter: bool,
     pub paused: bool,
     pub help: bool,
     pub quit: bool,
@@ -50,7 +50,7 @@ impl Default for UiState {
 }
 
 impl UiState {
-    pub fn handle_key(&mut self, key: KeyEvent) {
+    pub(crate) fn handle_key(&mut self, key: KeyEvent) {
         if key.kind != KeyEventKind::Press {
             return;
         }
@@ -128,7 +128,7 @@ impl Drop for TerminalGuard {
 
 /// The live view as a sink: a snapshot of the model at each refresh (unless paused), drawn;
 /// keys from [`spawn_key_reader`] arrive as the runner's inputs.
-pub struct TuiSink {
+pub(crate) struct TuiSink {
     terminal: ratatui::DefaultTerminal,
     /// Restores the terminal when the sink is dropped, however the run ends.
     _guard: TerminalGuard,
@@ -140,7 +140,7 @@ pub struct TuiSink {
 impl TuiSink {
     /// Take over the terminal; the header shows `banner` before the source's detail. Keys go
     /// to `inputs` (the runner's).
-    pub fn start(
+    pub(crate) fn start(
         pipeline: &Pipeline,
         banner: Option<String>,
         inputs: mpsc::UnboundedSender<Input>,

@@ -18,7 +18,7 @@ pub enum Column {
     ReadsPerWindow,
 }
 
-pub const COLUMNS: [Column; 10] = [
+pub(super) const COLUMNS: [Column; 10] = [
     Column::App,
     Column::Processes,
     Column::Reads,
@@ -105,7 +105,7 @@ fn percent(counters: &Counters) -> String {
 }
 
 /// Sort (descending unless `ascending`; names ascending first) and filter by substring.
-pub fn arrange(rows: &mut Vec<AppRow>, column: Column, ascending: bool, filter: &str) {
+pub(super) fn arrange(rows: &mut Vec<AppRow>, column: Column, ascending: bool, filter: &str) {
     if !filter.is_empty() {
         let needle = filter.to_lowercase();
         rows.retain(|row| label(&row.app).to_lowercase().contains(&needle));

@@ -94,6 +94,9 @@ pub struct Verdict {
     pub lines: Vec<String>,
     pub final_line: String,
     pub pass: bool,
+    /// What failed, one line each (also in `lines`): the error carries them, so that the
+    /// tail of a CI log says why and not only where the results are.
+    pub problems: Vec<String>,
 }
 
 pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
@@ -214,6 +217,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
         lines,
         final_line,
         pass,
+        problems,
     })
 }
 

@@ -8,15 +8,15 @@ use anyhow::{Context as _, Result};
 use tracer_common::files::{self, Symlinks};
 
 /// The running kernel's symbols.
-pub const PROC_KALLSYMS: &str = "/proc/kallsyms";
+pub(crate) const PROC_KALLSYMS: &str = "/proc/kallsyms";
 
 /// A kallsyms file is a few MB (5 MB on a Debian 12 kernel with its modules); reading stops
 /// here, so that a wrong `--kallsyms` (/dev/zero, a disk image) is an error, not all memory.
-pub const READ_LIMIT: u64 = 64 << 20;
+pub(crate) const READ_LIMIT: u64 = 64 << 20;
 
 /// A kallsyms file's text: a regular file (procfs's is), so that a FIFO or a device is refused
 /// at once instead of blocking or reading forever, of at most [`READ_LIMIT`] bytes.
-pub fn read(path: &Path) -> Result<String> {
+pub(crate) fn read(path: &Path) -> Result<String> {
     let bytes = files::read_regular(path, Symlinks::Follow, READ_LIMIT)
         .with_context(|| format!("reading {}", path.display()))?;
     String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
@@ -24,7 +24,7 @@ pub fn read(path: &Path) -> Result<String> {
 
 /// The text symbols of a kallsyms file, by the C name before the first dot.
 #[derive(Debug, Default)]
-pub struct Kallsyms {
+pub(crate) struct Kallsyms {
     by_name: HashMap<String, Vec<String>>,
     /// C names of the text symbols tagged `[f2fs]`, in file order.
     f2fs: Vec<String>,
@@ -45,7 +45,7 @@ enum Variant {
 
 /// The symbol to attach for a C function.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Resolved {
+pub(crate) enum Resolved {
     /// `args_kept` is false for a clone whose arguments the compiler rewrote.
     Attach { symbol: String, args_kept: bool },
     /// Why no symbol can be used.
@@ -53,7 +53,7 @@ pub enum Resolved {
 }
 
 impl Kallsyms {
-    pub fn parse(text: &str) -> Kallsyms {
+    pub(crate) fn parse(text: &str) -> Kallsyms {
         let mut symbols = Kallsyms::default();
         for line in text.lines() {
             let mut words = line.split_whitespace();
@@ -80,7 +80,7 @@ impl Kallsyms {
 
     /// C names of F2FS's functions: those tagged `[f2fs]`, or when F2FS is built in (nothing
     /// tagged), those whose name says f2fs or node_cache.
-    pub fn f2fs_functions(&self) -> Vec<String> {
+    pub(crate) fn f2fs_functions(&self) -> Vec<String> {
         if !self.f2fs.is_empty() {
             return self.f2fs.clone();
         }
@@ -94,13 +94,9 @@ impl Kallsyms {
         names
     }
 
-    pub fn has(&self, name: &str) -> bool {
-        self.by_name.contains_key(name)
-    }
-
     /// The best symbol for C function `name`: itself, else an LTO/CFI rename (same
     /// arguments), else a compiler clone (counts only); never a CFI jump-table stub.
-    pub fn resolve(&self, name: &str) -> Resolved {
+    pub(crate) fn resolve(&self, name: &str) -> Resolved {
         let Some(symbols) = self.by_name.get(name) else {
             return Resolved::Unusable(
                 "in BTF but not in kallsyms: inlined everywhere, or not built".into(),
@@ -132,7 +128,7 @@ impl Kallsyms {
 }
 
 /// The C name of a symbol: what comes before the first dot (C names have none).
-pub fn c_name(symbol: &str) -> &str {
+pub(crate) fn c_name(symbol: &str) -> &str {
     symbol.split('.').next().unwrap_or(symbol)
 }
 

@@ -3,11 +3,11 @@
 //! a struct field offset, and write a manifest `manifest::Manifest` loads. The rules are in
 //! rules.rs; what cannot be mapped is listed with the reason. Without BTF only kallsyms names
 //! are matched and the probes count calls (no argument is mapped).
-pub mod btf;
-pub mod kallsyms;
-pub mod rules;
-pub mod startup;
-pub mod tracepoints;
+pub(crate) mod btf;
+pub(crate) mod kallsyms;
+pub(crate) mod rules;
+pub(crate) mod startup;
+pub(crate) mod tracepoints;
 
 use std::fmt::Write as _;
 
@@ -23,7 +23,7 @@ use super::manifest::{At, PROBE_KINDS};
 
 /// One kind's function, its symbol and its values.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The C function (BTF's name, or the C name of a kallsyms symbol).
     pub function: String,
     /// `name(param, ...)` when BTF has it.
@@ -41,7 +41,7 @@ pub struct Found {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Found(Found),
     /// Why no probe is written.
     Missing(String),
@@ -49,7 +49,7 @@ pub enum Outcome {
 
 /// Everything `--discover` found.
 #[derive(Clone, Debug)]
-pub struct Discovery {
+pub(crate) struct Discovery {
     /// Where BTF came from, or None (kallsyms names only).
     pub btf: Option<String>,
     pub kallsyms: String,
@@ -63,7 +63,11 @@ pub struct Discovery {
 }
 
 /// Inputs: F2FS's BTF (None: kallsyms only) and the text of a kallsyms file.
-pub fn discover(btf: Option<&BtfFiles>, kallsyms_name: &str, kallsyms: &str) -> Result<Discovery> {
+pub(crate) fn discover(
+    btf: Option<&BtfFiles>,
+    kallsyms_name: &str,
+    kallsyms: &str,
+) -> Result<Discovery> {
     let symbols = Kallsyms::parse(kallsyms);
     match btf {
         Some(files) => with_btf(files, kallsyms_name, &symbols),
@@ -361,7 +365,7 @@ fn probe_without_btf(kind: EventKind, name: &str, symbols: &Kallsyms) -> Outcome
 
 impl Discovery {
     /// The report, every line a TOML comment (so report + manifest is one valid file).
-    pub fn report(&self) -> String {
+    pub(crate) fn report(&self) -> String {
         let mut out = String::new();
         let btf = match &self.btf {
             Some(btf) => format!("BTF {btf}"),
@@ -394,7 +398,7 @@ impl Discovery {
         out
     }
 
-    pub fn found(&self) -> impl Iterator<Item = (EventKind, &Found)> {
+    pub(crate) fn found(&self) -> impl Iterator<Item = (EventKind, &Found)> {
         self.kinds
             .iter()
             .filter_map(|(kind, outcome)| match outcome {
@@ -404,7 +408,7 @@ impl Discovery {
     }
 
     /// The manifest: the report as comments, then one probe per found kind.
-    pub fn manifest(&self) -> String {
+    pub(crate) fn manifest(&self) -> String {
         let mut out = self.report();
         out.push_str(
             "# Written by `nodescope probe --discover`: check each symbol and value by hand \

@@ -44,8 +44,8 @@ use tracer_common::{EventKind, CODES_RAW_VALUES, RESTORE_FAIL_REASONS, SECOND_CH
 
 use super::btf::{Function, KernelBtf, Member, Param, Shape};
 
-pub const NODE_READ_FUNCTIONS: [&str; 2] = ["read_node_page", "read_node_folio"];
-pub const NODE_LOOKUP_FUNCTIONS: [&str; 4] = [
+pub(crate) const NODE_READ_FUNCTIONS: [&str; 2] = ["read_node_page", "read_node_folio"];
+pub(crate) const NODE_LOOKUP_FUNCTIONS: [&str; 4] = [
     "f2fs_get_node_page",
     "f2fs_get_node_folio",
     "__get_node_page",
@@ -54,10 +54,10 @@ pub const NODE_LOOKUP_FUNCTIONS: [&str; 4] = [
 /// Member-name words of the RFC's node-cache entry, one group per thing the cover letter says
 /// it keeps: the CRC of the original block, the payload length, the private-slab allocation
 /// (slot) size.
-pub const ENTRY_WORDS: [&[&str]; 3] = [&["crc"], &["len"], &["slot", "alloc"]];
+pub(crate) const ENTRY_WORDS: [&[&str]; 3] = [&["crc"], &["len"], &["slot", "alloc"]];
 
 /// The fields each kind's events carry (as the simulator's manifest maps them).
-pub fn fields_of(kind: EventKind) -> &'static [&'static str] {
+pub(crate) fn fields_of(kind: EventKind) -> &'static [&'static str] {
     match kind {
         EventKind::NodeRead => &["dev", "nid", "readahead"],
         EventKind::Convert | EventKind::Restore => &["dev", "nid", "len", "queue"],
@@ -86,7 +86,7 @@ const TRACING_PREFIXES: [&str; 8] = [
 ];
 
 /// The RFC kind a function's name says, if any (see the module doc); never for tracing glue.
-pub fn rfc_kind_of_function(name: &str) -> Option<EventKind> {
+pub(crate) fn rfc_kind_of_function(name: &str) -> Option<EventKind> {
     if TRACING_PREFIXES.iter().any(|p| name.starts_with(p)) {
         return None;
     }
@@ -94,7 +94,7 @@ pub fn rfc_kind_of_function(name: &str) -> Option<EventKind> {
 }
 
 /// The RFC kind a name (a function's or a tracepoint's) says, if any (see the module doc).
-pub fn rfc_kind_of(name: &str) -> Option<EventKind> {
+pub(crate) fn rfc_kind_of(name: &str) -> Option<EventKind> {
     let name = name.to_ascii_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| name.contains(w));
     if has(&["referenced", "second_chance"]) {
@@ -132,7 +132,7 @@ pub fn rfc_kind_of(name: &str) -> Option<EventKind> {
 /// type, a nid or a node page. A function named for a kind that takes none of them is a pass
 /// or a batch (`node_cache_compress_pass(nc, threshold)`), and counting its calls as events
 /// would be wrong.
-pub fn concerns_one_entry(function: &Function, entry: Option<&str>) -> bool {
+pub(crate) fn concerns_one_entry(function: &Function, entry: Option<&str>) -> bool {
     function.params.iter().any(|p| {
         entry.is_some_and(|e| p.shape.points_to(e))
             || p.shape.has_typedef("nid_t")
@@ -143,10 +143,10 @@ pub fn concerns_one_entry(function: &Function, entry: Option<&str>) -> bool {
 }
 
 /// A value as the manifest writes it, or why there is none.
-pub type Mapping = Result<String, String>;
+pub(crate) type Mapping = Result<String, String>;
 
 /// Where the values come from for one function.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     pub btf: &'a KernelBtf,
     pub function: &'a Function,
     /// The node-cache entry type, when BTF has one.
@@ -155,7 +155,7 @@ pub struct Context<'a> {
 }
 
 impl Context<'_> {
-    pub fn map(&self, field: &str) -> Mapping {
+    pub(crate) fn map(&self, field: &str) -> Mapping {
         match field {
             "nid" => self.nid(),
             "len" => self.len(),
@@ -311,7 +311,7 @@ fn reasons_of(kind: EventKind) -> &'static [(u8, &'static str)] {
 
 /// (raw value, code) for each enumerator that names one of the kind's reasons, by the longest
 /// reason name it ends in (`_PAYLOAD_LEN` before a shorter name).
-pub fn reason_codes(
+pub(crate) fn reason_codes(
     kind: EventKind,
     enumerators: &[(String, u32)],
 ) -> Result<Vec<(u32, u8)>, String> {

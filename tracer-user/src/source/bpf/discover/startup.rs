@@ -25,13 +25,13 @@ const NT_GNU_BUILD_ID: u32 = 3;
 const MAX_CACHED_BYTES: u64 = 1 << 20;
 
 /// The manifest a source uses when none was given, and the line that says where it came from.
-pub struct Discovered {
+pub(crate) struct Discovered {
     pub manifest: Manifest,
     pub line: String,
 }
 
 /// Whether any F2FS device here has the RFC's knobs: only then is there anything to discover.
-pub fn rfc_kernel() -> bool {
+pub(crate) fn rfc_kernel() -> bool {
     system::f2fs_devices(Path::new("/sys/fs/f2fs"))
         .iter()
         .any(|d| d.node_compress_threshold || d.node_compress_interval)
@@ -39,7 +39,7 @@ pub fn rfc_kernel() -> bool {
 
 /// The manifest for this kernel: from the cache in `state_dir` when this build's is there,
 /// else discovered from BTF and kallsyms and cached.
-pub fn for_this_kernel(state_dir: &Path) -> Result<Discovered> {
+pub(crate) fn for_this_kernel(state_dir: &Path) -> Result<Discovered> {
     let key = build_key().context("reading the kernel's build id")?;
     let cache = state_dir.join(format!("probes-{key}.toml"));
     match files::read_regular(&cache, Symlinks::Refuse, MAX_CACHED_BYTES) {
@@ -123,7 +123,7 @@ fn build_id(notes: &Path) -> Result<String> {
 
 /// The GNU build id among ELF notes: (namesz, descsz, type, name, desc), each part padded to
 /// 4 bytes, native endian.
-pub fn gnu_build_id(mut notes: &[u8]) -> Option<String> {
+pub(crate) fn gnu_build_id(mut notes: &[u8]) -> Option<String> {
     let word = |b: &[u8], at: usize| -> Option<u32> {
         Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
     };

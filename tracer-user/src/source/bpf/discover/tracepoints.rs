@@ -19,7 +19,7 @@ use super::{rules, At, Discovery, Found, Outcome};
 use crate::source::bpf::format::Format;
 
 /// The category the patch's tracepoints are in.
-pub const CATEGORY: &str = "f2fs";
+pub(crate) const CATEGORY: &str = "f2fs";
 
 /// The longest format file read: a few KiB in any kernel.
 const MAX_FORMAT_BYTES: u64 = 64 << 10;
@@ -27,7 +27,7 @@ const MAX_FORMAT_BYTES: u64 = 64 << 10;
 /// The formats of `events/f2fs/*node_cache*` under a tracefs directory (empty when there are
 /// none, or no tracefs). Unreadable, oversized or malformed files are left out, and so is
 /// anything that is not a regular file (a FIFO would block the read).
-pub fn read_formats(tracefs: &Path) -> Vec<Format> {
+pub(crate) fn read_formats(tracefs: &Path) -> Vec<Format> {
     let Ok(entries) = fs::read_dir(tracefs.join("events").join(CATEGORY)) else {
         return Vec::new();
     };
@@ -42,7 +42,7 @@ pub fn read_formats(tracefs: &Path) -> Vec<Format> {
 
 /// One format file: a regular file (a FIFO would block the read) of at most
 /// `MAX_FORMAT_BYTES`.
-pub fn read_format(path: &Path) -> anyhow::Result<Format> {
+pub(crate) fn read_format(path: &Path) -> anyhow::Result<Format> {
     use anyhow::Context as _;
     let bytes = files::read_regular(path, Symlinks::Follow, MAX_FORMAT_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
@@ -58,7 +58,7 @@ pub fn read_format(path: &Path) -> anyhow::Result<Format> {
 impl Discovery {
     /// Each kind with exactly one tracepoint named for it takes that tracepoint; two are never
     /// chosen between (the kind says so).
-    pub fn prefer_tracepoints(&mut self, formats: &[Format], tracefs: &str) {
+    pub(crate) fn prefer_tracepoints(&mut self, formats: &[Format], tracefs: &str) {
         if formats.is_empty() {
             return;
         }

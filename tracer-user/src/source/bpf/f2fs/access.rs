@@ -36,10 +36,10 @@ use crate::{
 };
 
 /// Program names in the eBPF object (tracer-ebpf/src/access.rs).
-pub const PROG_ACCESS: &str = "f2fs_node_access";
+pub(crate) const PROG_ACCESS: &str = "f2fs_node_access";
 /// The same program as an fentry (BPF trampoline) program.
-pub const PROG_ACCESS_FENTRY: &str = "f2fs_node_access_fentry";
-pub const PROG_EVICT: &str = "f2fs_node_evict";
+pub(crate) const PROG_ACCESS_FENTRY: &str = "f2fs_node_access_fentry";
+pub(crate) const PROG_EVICT: &str = "f2fs_node_evict";
 
 /// The node lookup entry points, each `(struct f2fs_sb_info *, nid_t or pgoff_t nid, ..)`: every
 /// one the kernel has is traced, since none calls another. 6.1 .. 6.14 have
@@ -47,7 +47,7 @@ pub const PROG_EVICT: &str = "f2fs_node_evict";
 /// and xattr-node lookups out (`f2fs_get_inode_*`, `f2fs_get_xnode_*`, which go straight to
 /// `__get_node_folio`, so a probe on `f2fs_get_node_*` alone misses them); 6.16 removed the
 /// page names. Not seen: `f2fs_get_node_page_ra` (indirect node blocks of large files).
-pub const LOOKUP_FUNCTIONS: [&str; 6] = [
+pub(crate) const LOOKUP_FUNCTIONS: [&str; 6] = [
     "f2fs_get_node_page",
     "f2fs_get_node_folio",
     "f2fs_get_inode_page",
@@ -61,10 +61,10 @@ pub const LOOKUP_FUNCTIONS: [&str; 6] = [
 /// `__get_node_page.part.0`), so the exact `__get_node_page` symbol saw 3 calls where the VM
 /// test's replay made thousands of lookups. Only exact names anywhere: a GCC clone such as
 /// `.part.0` is entered for part of the calls only.
-pub const INNER_LOOKUP_FUNCTIONS: [&str; 2] = ["__get_node_page", "__get_node_folio"];
+pub(crate) const INNER_LOOKUP_FUNCTIONS: [&str; 2] = ["__get_node_page", "__get_node_folio"];
 
-pub const EVICT_CATEGORY: &str = "filemap";
-pub const EVICT_TRACEPOINT: &str = "mm_filemap_delete_from_page_cache";
+pub(crate) const EVICT_CATEGORY: &str = "filemap";
+pub(crate) const EVICT_TRACEPOINT: &str = "mm_filemap_delete_from_page_cache";
 
 /// Struct member offsets the lookup program reads through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub struct StructOffsets {
 
 /// What `--accesses` attaches on this kernel, and why not when it cannot.
 #[derive(Clone, Debug, Serialize)]
-pub struct AccessPlan {
+pub(crate) struct AccessPlan {
     /// The lookup functions (empty when node lookups cannot be traced).
     pub lookup_functions: Vec<String>,
     /// "fentry" (each function's BPF trampoline; a kprobe where the kernel refuses one) or
@@ -95,7 +95,7 @@ pub struct AccessPlan {
 
 impl AccessPlan {
     /// One line per part, for `nodescope probe` and `stream --plan`.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         if self.lookup_functions.is_empty() {
             let _ = writeln!(out, "{:<12} not available", "node_access");
@@ -120,7 +120,7 @@ impl AccessPlan {
 
 /// Plan from the kernel's facts: its kallsyms text, whether it has kprobes, F2FS's struct
 /// offsets from BTF, and the eviction tracepoint's format file.
-pub fn plan(
+pub(crate) fn plan(
     kallsyms: &str,
     kprobes: bool,
     offsets: Result<StructOffsets>,
@@ -162,7 +162,7 @@ pub fn plan(
 
 /// The plan with fentry for every lookup function, when `targets` has each one's BTF id; else
 /// with kprobes, and why not fentry among the missing parts.
-pub fn with_fentry(mut plan: AccessPlan, targets: Result<Vec<BtfTarget>>) -> AccessPlan {
+pub(crate) fn with_fentry(mut plan: AccessPlan, targets: Result<Vec<BtfTarget>>) -> AccessPlan {
     if plan.lookup_functions.is_empty() {
         return plan;
     }
@@ -266,7 +266,7 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
 }
 
 /// The plan for the running kernel.
-pub fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
+pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
     let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
     let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)");
     let btf = files
@@ -301,7 +301,7 @@ pub fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
 
 /// What `attach` attached: each attachment's outcome, and the trampolines' links, which
 /// detach when dropped (the kprobes and the tracepoint live as long as the `Ebpf`).
-pub struct Attached {
+pub(crate) struct Attached {
     pub outcomes: Vec<AttachOutcome>,
     pub trampolines: Vec<TrampolineLink>,
 }
@@ -310,7 +310,7 @@ pub struct Attached {
 /// the caller decides what it cannot live without. A lookup function whose trampoline the
 /// kernel refuses gets the kprobe, and its outcome says why. `taken`: the fds of maps taken
 /// out of `ebpf` (the ring buffer, by its reader), by name.
-pub fn attach(
+pub(crate) fn attach(
     ebpf: &mut Ebpf,
     plan: &AccessPlan,
     taken: &[(&str, std::os::fd::RawFd)],
@@ -394,14 +394,15 @@ fn attach_evict(ebpf: &mut Ebpf) -> Result<()> {
 
 /// Watch `ino` on device `dev` (kernel encoding) for evictions before any lookup has named
 /// that device's node inode (tests; a device mounted before the trace started).
-pub fn watch_inode(ebpf: &mut Ebpf, dev: u32, ino: u32) -> Result<()> {
+#[cfg(test)]
+pub(crate) fn watch_inode(ebpf: &mut Ebpf, dev: u32, ino: u32) -> Result<()> {
     let map = ebpf.named_map_mut(maps::NODE_INO)?;
     let mut node_ino: aya::maps::HashMap<_, u32, u32> = aya::maps::HashMap::try_from(map)?;
     node_ino.insert(dev, ino, 0).context("writing NODE_INO")
 }
 
 /// Exact counts since attaching: (node lookups, node evictions), summed over the CPUs.
-pub fn counts(ebpf: &Ebpf) -> Result<(u64, u64)> {
+pub(crate) fn counts(ebpf: &Ebpf) -> Result<(u64, u64)> {
     let map = ebpf.named_map(maps::ACCESS_COUNTS)?;
     let counts: PerCpuArray<_, u64> = PerCpuArray::try_from(map).context("ACCESS_COUNTS type")?;
     let sum = |index| -> Result<u64> {

@@ -17,7 +17,7 @@ use tracer_common::MetaAreas;
 use crate::system;
 
 /// The areas a superblock describes.
-pub fn areas_of(superblock: &Superblock) -> MetaAreas {
+pub(crate) fn areas_of(superblock: &Superblock) -> MetaAreas {
     MetaAreas {
         cp_blkaddr: superblock.cp_blkaddr,
         sit_blkaddr: superblock.sit_blkaddr,
@@ -29,7 +29,7 @@ pub fn areas_of(superblock: &Superblock) -> MetaAreas {
 }
 
 /// Read the superblock in the first block of `device` (an image or a block device).
-pub fn read_areas(device: &Path) -> Result<MetaAreas> {
+pub(crate) fn read_areas(device: &Path) -> Result<MetaAreas> {
     let mut block = vec![0u8; 4096];
     File::open(device)
         .and_then(|mut f| f.read_exact(&mut block))
@@ -40,7 +40,7 @@ pub fn read_areas(device: &Path) -> Result<MetaAreas> {
 }
 
 /// The device number as F2FS tracepoints print it (major << 20 | minor), from sysfs's "M:m".
-pub fn parse_dev(text: &str) -> Option<u32> {
+pub(crate) fn parse_dev(text: &str) -> Option<u32> {
     let (major, minor) = text.trim().split_once(':')?;
     Some((major.parse::<u32>().ok()? << 20) | minor.parse::<u32>().ok()?)
 }
@@ -57,7 +57,7 @@ fn device_of(name: &str) -> Result<(u32, PathBuf)> {
 
 /// Write every mounted F2FS device's areas into `META_AREAS`. Returns one line per device
 /// whose layout could not be read: its metadata writes then count as area "unknown".
-pub fn write_meta_areas(ebpf: &mut Ebpf) -> Result<Vec<String>> {
+pub(crate) fn write_meta_areas(ebpf: &mut Ebpf) -> Result<Vec<String>> {
     let map = ebpf.named_map_mut(maps::META_AREAS)?;
     let mut map: HashMap<_, u32, MetaAreas> = HashMap::try_from(map)?;
     let mut problems = Vec::new();

@@ -22,7 +22,7 @@ use crate::source::bpf;
 
 /// What happened when one attachment was tried.
 #[derive(Clone, Debug, Serialize)]
-pub struct AttachOutcome {
+pub(crate) struct AttachOutcome {
     pub what: &'static str,
     pub target: String,
     pub attached: bool,
@@ -31,19 +31,23 @@ pub struct AttachOutcome {
 }
 
 /// The program that tells the counters a comm changed (exec, prctl(PR_SET_NAME)), and where.
-pub const PROG_TASK_RENAME: &str = "f2fs_task_rename";
+pub(crate) const PROG_TASK_RENAME: &str = "f2fs_task_rename";
 const RENAME_TRACEPOINT: (&str, &str) = ("task", "task_rename");
 
 /// The program that tells the counters some task's credentials changed (setuid and its kin,
 /// exec), and where.
-pub const PROG_COMMIT_CREDS: &str = "f2fs_commit_creds";
+pub(crate) const PROG_COMMIT_CREDS: &str = "f2fs_commit_creds";
 const CREDS_FUNCTION: &str = "commit_creds";
 
 /// Write the layouts and settings, then load and attach every chosen program, and the rename
 /// program the counters' comms rely on. An attachment that fails is reported, not fatal: the
 /// caller decides what it can live without. `node_read_events`: node reads also go through
 /// the ring buffer as events (else they are counted only).
-pub fn attach(ebpf: &mut Ebpf, plan: &Plan, node_read_events: bool) -> Result<Vec<AttachOutcome>> {
+pub(crate) fn attach(
+    ebpf: &mut Ebpf,
+    plan: &Plan,
+    node_read_events: bool,
+) -> Result<Vec<AttachOutcome>> {
     write_layouts(ebpf, plan)?;
     write_config(ebpf, CONFIG_NODE_READ_EVENTS, u32::from(node_read_events))?;
     let page_bio = page_bio_layout(plan);
@@ -130,7 +134,7 @@ fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::
 
 impl AttachOutcome {
     /// What attaching `what` to `target` came to.
-    pub fn of(what: &'static str, target: String, result: Result<()>) -> AttachOutcome {
+    pub(crate) fn of(what: &'static str, target: String, result: Result<()>) -> AttachOutcome {
         AttachOutcome {
             what,
             target,

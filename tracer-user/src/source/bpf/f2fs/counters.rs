@@ -12,7 +12,7 @@ use aya::{
 use tracer_common::{SlotTable, TaskCounts, TaskKey};
 
 /// The in-kernel counters, summed over CPUs: one entry per (device, tgid, uid).
-pub fn read_counts(ebpf: &Ebpf) -> Result<Vec<(TaskKey, TaskCounts)>> {
+pub(crate) fn read_counts(ebpf: &Ebpf) -> Result<Vec<(TaskKey, TaskCounts)>> {
     let map = ebpf.named_map(maps::NODE_COUNTS)?;
     let counts: PerCpuHashMap<_, TaskKey, TaskCounts> = PerCpuHashMap::try_from(map)?;
     let mut out = Vec::new();
@@ -24,12 +24,12 @@ pub fn read_counts(ebpf: &Ebpf) -> Result<Vec<(TaskKey, TaskCounts)>> {
 }
 
 /// NODE_COUNTS's capacity (the eBPF side's `with_max_entries`), for what we print.
-pub const NODE_COUNTS_CAPACITY: usize = 8192;
+pub(crate) const NODE_COUNTS_CAPACITY: usize = 8192;
 
 /// Remove `key`'s entry and return its last value, summed over CPUs, in one step
 /// (BPF_MAP_LOOKUP_AND_DELETE_ELEM, hash maps since Linux 5.14): an increment that lands
 /// before it is in the value returned, one after it makes a fresh entry. `None`: no entry.
-pub fn take(ebpf: &Ebpf, key: &TaskKey) -> Result<Option<TaskCounts>> {
+pub(crate) fn take(ebpf: &Ebpf, key: &TaskKey) -> Result<Option<TaskCounts>> {
     let Some(Map::PerCpuHashMap(data)) = ebpf.map(maps::NODE_COUNTS) else {
         bail!("NODE_COUNTS map missing or not a per-CPU hash map");
     };
@@ -87,7 +87,7 @@ fn sum_cpus<'a>(values: impl Iterator<Item = &'a TaskCounts>) -> TaskCounts {
 }
 
 /// Add one CPU's (or one slot's) counts of a task to its total.
-pub fn merge(total: &mut TaskCounts, v: &TaskCounts) {
+pub(crate) fn merge(total: &mut TaskCounts, v: &TaskCounts) {
     total.node_reads_demand += v.node_reads_demand;
     total.node_reads_readahead += v.node_reads_readahead;
     total.node_writes += v.node_writes;
@@ -100,7 +100,7 @@ pub fn merge(total: &mut TaskCounts, v: &TaskCounts) {
 }
 
 /// Every CPU's counter slots (`COUNT_SLOTS`), one table per possible CPU.
-pub fn read_slots(ebpf: &Ebpf) -> Result<Vec<SlotTable>> {
+pub(crate) fn read_slots(ebpf: &Ebpf) -> Result<Vec<SlotTable>> {
     let map = ebpf.named_map(maps::COUNT_SLOTS)?;
     let tables: PerCpuArray<_, SlotTable> = PerCpuArray::try_from(map)?;
     let values = tables.get(&0, 0).context("reading COUNT_SLOTS")?;
@@ -109,7 +109,7 @@ pub fn read_slots(ebpf: &Ebpf) -> Result<Vec<SlotTable>> {
 
 /// Set up every CPU's slot table before the programs attach: all slots free, and the
 /// node-read program's settings.
-pub fn init_slots(
+pub(crate) fn init_slots(
     ebpf: &mut Ebpf,
     fast_node_reads: bool,
     rahead_bit: u32,
@@ -126,7 +126,7 @@ pub fn init_slots(
 }
 
 /// Hand slot `index` back on the CPUs whose `grants` entry names its occupancy.
-pub fn write_grants(ebpf: &mut Ebpf, index: usize, grants: Vec<u64>) -> Result<()> {
+pub(crate) fn write_grants(ebpf: &mut Ebpf, index: usize, grants: Vec<u64>) -> Result<()> {
     let map = ebpf.named_map_mut(maps::SLOT_GRANTS)?;
     let mut map: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
     let mut grants = grants;
@@ -149,7 +149,7 @@ fn nr_cpus() -> Result<usize> {
 }
 
 /// Increments the kernel side could not make because NODE_COUNTS was full.
-pub fn count_failures(ebpf: &Ebpf) -> Result<u64> {
+pub(crate) fn count_failures(ebpf: &Ebpf) -> Result<u64> {
     let map = ebpf.named_map(maps::COUNT_FAILS)?;
     let fails: PerCpuArray<_, u64> = PerCpuArray::try_from(map)?;
     Ok(fails

@@ -2,9 +2,9 @@
 //! which variant this kernel offers (the planner), attaching the chosen programs, and reading
 //! their in-kernel counters; `access`: the node lookups and evictions of `--accesses`;
 //! `areas`: the superblock's metadata areas, to sort META writes by.
-pub mod access;
-pub mod areas;
-pub mod attach;
-pub mod counters;
-pub mod planner;
-pub mod slots;
+pub(crate) mod access;
+pub(crate) mod areas;
+pub(crate) mod attach;
+pub(crate) mod counters;
+pub(crate) mod planner;
+pub(crate) mod slots;

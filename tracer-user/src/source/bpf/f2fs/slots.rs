@@ -27,14 +27,14 @@ struct Seen {
 
 /// Userspace's view of every CPU's slots, updated from readings of the map.
 #[derive(Default)]
-pub struct SlotTracker {
+pub(crate) struct SlotTracker {
     cpus: Vec<Vec<Seen>>,
 }
 
 impl SlotTracker {
     /// Take in a reading (one table per CPU). `again` makes a second reading; it is called only
     /// when some slot changed hands, to confirm what the first one saw there.
-    pub fn observe<E>(
+    pub(crate) fn observe<E>(
         &mut self,
         first: &[SlotTable],
         again: impl FnOnce() -> Result<Vec<SlotTable>, E>,
@@ -90,7 +90,7 @@ impl SlotTracker {
     }
 
     /// The counts of every slot held by a live task (or one not yet retired), per CPU.
-    pub fn live(&self) -> impl Iterator<Item = (TaskKey, TaskCounts)> + '_ {
+    pub(crate) fn live(&self) -> impl Iterator<Item = (TaskKey, TaskCounts)> + '_ {
         self.cpus
             .iter()
             .flatten()
@@ -102,7 +102,7 @@ impl SlotTracker {
     /// reading made after the exits were seen: those slots can no longer change), summed per
     /// key; the slots become retired. Also returns the slot indexes whose grants changed
     /// (write them with [`SlotTracker::grants`]).
-    pub fn retire(
+    pub(crate) fn retire(
         &mut self,
         tables: &[SlotTable],
         exited: &BTreeSet<u32>,
@@ -137,7 +137,7 @@ impl SlotTracker {
 
     /// Slot `index`'s grant on each CPU: the occupancy number handed back, 0 where the slot is
     /// held (or never was).
-    pub fn grants(&self, index: usize) -> Vec<u64> {
+    pub(crate) fn grants(&self, index: usize) -> Vec<u64> {
         self.cpus
             .iter()
             .map(|slots| {

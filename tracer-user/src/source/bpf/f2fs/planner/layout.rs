@@ -57,7 +57,7 @@ fn with_flag_bits(format: &Format, mut layout: TracepointLayout) -> TracepointLa
 }
 
 /// f2fs_submit_page_bio / f2fs_submit_folio_bio.
-pub fn page_bio_layout(format: &Format) -> Result<TracepointLayout> {
+pub(super) fn page_bio_layout(format: &Format) -> Result<TracepointLayout> {
     let layout = TracepointLayout {
         dev: required(format, "dev", &[4])?,
         ino: optional(format, "ino", &[4, 8])?,
@@ -71,7 +71,7 @@ pub fn page_bio_layout(format: &Format) -> Result<TracepointLayout> {
 }
 
 /// f2fs_submit_read_bio: per bio, with its byte size.
-pub fn read_bio_layout(format: &Format) -> Result<TracepointLayout> {
+pub(super) fn read_bio_layout(format: &Format) -> Result<TracepointLayout> {
     let layout = TracepointLayout {
         dev: required(format, "dev", &[4])?,
         op: required(format, "op", &[4])?,
@@ -84,7 +84,7 @@ pub fn read_bio_layout(format: &Format) -> Result<TracepointLayout> {
 }
 
 /// f2fs_submit_page_write.
-pub fn page_write_layout(format: &Format) -> Result<TracepointLayout> {
+pub(super) fn page_write_layout(format: &Format) -> Result<TracepointLayout> {
     Ok(TracepointLayout {
         dev: required(format, "dev", &[4])?,
         index: optional(format, "index", &[8])?,
@@ -97,7 +97,7 @@ pub fn page_write_layout(format: &Format) -> Result<TracepointLayout> {
 /// f2fs_write_checkpoint: a numeric `phase` (6.18.y and 6.19 on), a `__data_loc` message
 /// string (`dest_msg`, 6.1.2 .. 6.18), or a `char *msg` pointer (5.10 and 5.15, which store the
 /// message's address: the program reads the string through it).
-pub fn checkpoint_layout(format: &Format) -> Result<TracepointLayout> {
+pub(super) fn checkpoint_layout(format: &Format) -> Result<TracepointLayout> {
     let mut layout = TracepointLayout {
         dev: required(format, "dev", &[4])?,
         reason: optional(format, "reason", &[4])?,

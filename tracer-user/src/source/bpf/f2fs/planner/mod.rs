@@ -65,7 +65,7 @@ const TP_NODE_WRITES: [&str; 2] = ["f2fs_submit_folio_write", "f2fs_submit_page_
 /// Where node reads are seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
-pub enum NodeReadVariant {
+pub(crate) enum NodeReadVariant {
     /// Tracepoint f2fs_submit_page_bio (6.1 .. 6.12).
     PageBio,
     /// Tracepoint f2fs_submit_folio_bio (its newer name).
@@ -99,7 +99,7 @@ impl fmt::Display for NodeReadVariant {
 
 /// What the running kernel offers, as far as the planner cares.
 #[derive(Clone, Debug, Default)]
-pub struct KernelView {
+pub(crate) struct KernelView {
     /// F2FS tracepoint name -> its format file's text.
     pub formats: BTreeMap<String, String>,
     pub kprobes: bool,
@@ -116,7 +116,7 @@ pub struct KernelView {
 
 impl KernelView {
     /// Read the format files under `tracefs` and the F2FS symbols in /proc/kallsyms.
-    pub fn gather(tracefs: Option<&Path>) -> KernelView {
+    pub(crate) fn gather(tracefs: Option<&Path>) -> KernelView {
         let (mut formats, mut unreadable) = (BTreeMap::new(), BTreeMap::new());
         if let Some(root) = tracefs {
             for name in system::F2FS_TRACEPOINT_VARIANTS {
@@ -180,7 +180,7 @@ fn signatures(symbols: &BTreeMap<String, String>) -> Result<BTreeMap<String, Fun
 
 /// The wanted functions in /proc/kallsyms text; GCC may have renamed a static function to
 /// `name.isra.0` and the like, which is the name kprobes need.
-pub fn find_symbols(kallsyms: &str) -> BTreeMap<String, String> {
+pub(crate) fn find_symbols(kallsyms: &str) -> BTreeMap<String, String> {
     let mut wanted = vec![SYM_RA_NODE_PAGE, SYM_JOURNAL_IN_CURSUM];
     wanted.extend(SYM_READ_NODE);
     wanted.extend(SYM_METADATA_CACHE);
@@ -203,7 +203,7 @@ pub fn find_symbols(kallsyms: &str) -> BTreeMap<String, String> {
 /// Where a program attaches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Target {
+pub(crate) enum Target {
     Tracepoint { category: String, name: String },
     Kprobe { function: String },
     Kretprobe { function: String },
@@ -220,7 +220,7 @@ impl fmt::Display for Target {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Attachment {
+pub(crate) struct Attachment {
     pub program: &'static str,
     pub target: Target,
 }
@@ -237,7 +237,7 @@ fn f2fs_tracepoint(program: &'static str, name: &str) -> Attachment {
 
 /// The variant chosen for one thing to observe.
 #[derive(Clone, Debug, Serialize)]
-pub struct Choice {
+pub(crate) struct Choice {
     pub variant: String,
     pub attachments: Vec<Attachment>,
     /// `TP_*` slot and the layout to write there, for tracepoint variants.
@@ -250,14 +250,14 @@ pub struct Choice {
 
 /// One thing to observe: what was chosen, and why the others were not.
 #[derive(Clone, Debug, Serialize)]
-pub struct Part {
+pub(crate) struct Part {
     pub what: &'static str,
     pub chosen: Option<Choice>,
     pub rejected: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub node_reads: Part,
     pub node_writes: Part,
     pub checkpoints: Part,
@@ -273,7 +273,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn parts(&self) -> [&Part; 5] {
+    pub(crate) fn parts(&self) -> [&Part; 5] {
         [
             &self.node_reads,
             &self.node_writes,
@@ -284,7 +284,7 @@ impl Plan {
     }
 
     /// Human-readable lines, one per part plus one per rejected alternative.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         for part in self.parts() {
             match &part.chosen {
@@ -312,7 +312,7 @@ impl Plan {
     }
 
     /// What cannot be observed, in words (empty when everything has a variant).
-    pub fn missing(&self) -> Vec<String> {
+    pub(crate) fn missing(&self) -> Vec<String> {
         self.parts()
             .iter()
             .filter(|p| p.chosen.is_none())
@@ -322,14 +322,14 @@ impl Plan {
 }
 
 /// Plan for the running kernel: what `nodescope probe` can show without loading anything.
-pub fn plan_this_kernel(prefer: Option<NodeReadVariant>) -> Plan {
+pub(crate) fn plan_this_kernel(prefer: Option<NodeReadVariant>) -> Plan {
     let tracefs = system::tracefs();
     plan(&KernelView::gather(tracefs.as_deref()), prefer)
 }
 
 /// Choose a variant for node reads, node writes and checkpoints. `prefer` forces one node-read
 /// variant (for tests of the fallbacks); `None` picks the best this kernel has.
-pub fn plan(view: &KernelView, prefer: Option<NodeReadVariant>) -> Plan {
+pub(crate) fn plan(view: &KernelView, prefer: Option<NodeReadVariant>) -> Plan {
     let rahead_bit = [
         "f2fs_submit_page_bio",
         "f2fs_submit_folio_bio",
