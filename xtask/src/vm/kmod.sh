@@ -351,9 +351,10 @@ top_start() {
   wait_for $$ top "[ -e $R/top.rc ] || tmux -S /tmp/top.sock capture-pane -p | grep -q 'source bpf'" 60
 }
 top_capture() { tmux -S /tmp/top.sock capture-pane -p > $R/top_screen_$1.txt 2>> $R/tmux.err; }
-# After the run's end snap, with the arriving hog gone: the cache converts what the passes left
-# and one more pass restores it, so top's restores panel has latencies to show (under the grid's
-# pressure a run restores a few entries at most, and some runs none).
+# After the run's end snap, with the arriving hog gone: the cache settles and one more pass
+# reads the file set, a further chance for the restores panel to have a latency to show (under
+# the grid's pressure a run restores a few entries, in the 00:19 run of 2026-12-04 ten, and a CI
+# run once none; the extra pass then restored three).
 top_restores() {
   settle 60
   sh /replay-all

@@ -32,6 +32,29 @@ fn panel_count(screen: &str, panel: &str) -> Option<u64> {
     number_then(&screen[at..], "/w")
 }
 
+/// The bars a panel's sparkline shows (its history, newest on the right), counted in the rows
+/// under its title between the title's corners.
+fn sparkline_bars(screen: &str, panel: &str) -> usize {
+    let lines: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+    let title: Vec<char> = format!("┌{panel} ").chars().collect();
+    let Some((row, col)) = lines.iter().enumerate().find_map(|(row, line)| {
+        line.windows(title.len())
+            .position(|w| w == title.as_slice())
+            .map(|col| (row, col))
+    }) else {
+        return 0;
+    };
+    let Some(end) = lines[row][col..].iter().position(|&c| c == '┐') else {
+        return 0;
+    };
+    lines[row + 1..]
+        .iter()
+        .take_while(|line| line.get(col) == Some(&'│'))
+        .flat_map(|line| line.iter().skip(col + 1).take(end - 1))
+        .filter(|c| ('▁'..='█').contains(c))
+        .count()
+}
+
 /// The slot count in the memory gauge (`compressed 3.1 MiB (8123 slots)`).
 fn slots(screen: &str) -> Option<u64> {
     let rest = &screen[screen.find("compressed ")?..];
@@ -82,11 +105,20 @@ pub(super) fn top_checks(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec
     }
     let mut shown = Vec::new();
     for panel in LIVE_PANELS {
+        // Live: a count in some capture's newest window, or else bars in the history (the
+        // shrinker reclaims in bursts while the hog arrives, and a capture's last second may
+        // have none).
         let counts: Vec<Option<u64>> = screens.iter().map(|s| panel_count(s, panel)).collect();
         let best = counts.iter().flatten().max().copied();
-        match best {
-            Some(n) if n > 0 => shown.push(format!("{panel} {n}/w")),
-            _ => problems.push(format!("top: the {panel} panel shows {counts:?}")),
+        let bars = screens.iter().map(|s| sparkline_bars(s, panel)).max();
+        match (best, bars) {
+            (Some(n), _) if n > 0 => shown.push(format!("{panel} {n}/w")),
+            (Some(_), Some(bars)) if bars > 0 => {
+                shown.push(format!("{panel} 0/w, {bars} bars of history"))
+            }
+            _ => problems.push(format!(
+                "top: the {panel} panel shows {counts:?} and no history"
+            )),
         }
     }
     let latency = screens.iter().find_map(|s| restore_latency(s));
@@ -148,7 +180,7 @@ mod tests {
         assert_eq!(
             problems,
             [
-                "top: the conversions panel shows [Some(0), Some(0), Some(0)]",
+                "top: the conversions panel shows [Some(0), Some(0), Some(0)] and no history",
                 "top: the restores panel shows no restore latency"
             ]
         );
@@ -175,6 +207,24 @@ mod tests {
             top_checks(dir.path(), &mut problems, &mut lines),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn a_panel_with_no_count_now_but_bars_in_its_history_is_live() {
+        // Cut from the screen of the 2026-12-04 00:19 run, whose reclaims showed 0/w in all
+        // three captures.
+        let screen = "\
+┌node reads 0/w──────┐┌reclaims 0/w─────┐
+│    ▄  ▇▂█▄▅▄▂▅▁    ││        █        │
+│   ▃█▅ █████████    ││        █▅ ▂ ▂ ▃ │
+└────────────────────┘└─────────────────┘
+┌conversions 0/w─────┐
+│                    │
+└────────────────────┘";
+        assert_eq!(sparkline_bars(screen, "reclaims"), 6);
+        assert_eq!(sparkline_bars(screen, "node reads"), 22);
+        assert_eq!(sparkline_bars(screen, "conversions"), 0);
+        assert_eq!(sparkline_bars(screen, "restores"), 0);
     }
 
     const MODULE_SCREEN: &str = "\
