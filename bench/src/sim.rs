@@ -55,12 +55,12 @@ fn model_throughput() -> Result<()> {
     let started = Instant::now();
     let run = run_static(ScenarioName::VmReplay, Knobs::DEFAULT, 1)?;
     let seconds = started.elapsed().as_secs_f64();
-    let lookups = run.whole.lookups;
+    let lookups = run.whole.cache.lookups;
     println!(
         "model, whole vm-replay run (compression on): {lookups} lookups, {} conversions, {} reclaims, \
          {:.1} virtual s in {seconds:.3} s: {:.0} accesses/s, {:.0}x real time",
-        run.whole.conversions,
-        run.whole.reclaims,
+        run.whole.events().conversions,
+        run.whole.events().reclaims.total(),
         run.whole.duration_ns as f64 / 1e9,
         lookups as f64 / seconds,
         run.whole.duration_ns as f64 / 1e9 / seconds
@@ -110,7 +110,7 @@ fn access_path(nodes: &std::sync::Arc<sim::nodes::NodeSet>) -> Result<()> {
     let total = f64::from(ROUNDS) * nids.len() as f64;
     println!(
         "model, access path: {} restores ({:.0}/s), {} raw hits ({:.0}/s)",
-        cache.stats.restores,
+        cache.stats.events.restores,
         total / restore_s,
         cache.stats.raw_hits,
         total / hit_s

@@ -201,8 +201,8 @@ impl LiveSim {
             "node_reads {}\nrestores {}\nconversions {}\neager_restores {}\nwasted {}\n\
              attributed_bytes {}\nmemory_pressure {:.3}\n",
             snapshot.node_reads,
-            snapshot.stats.restores,
-            snapshot.stats.conversions,
+            snapshot.stats.events.restores,
+            snapshot.stats.events.conversions,
             feedback.eager_restores,
             feedback.wasted,
             snapshot.memory.attributed_bytes,

@@ -368,13 +368,13 @@ pub fn replay(
     let stats = engine.cache.stats;
     outcome.accesses = trace.accesses;
     outcome.node_reads = engine.disk.reads - mark.reads;
-    outcome.restores = stats.restores - mark.stats.restores;
+    outcome.restores = stats.events.restores - mark.stats.events.restores;
     outcome.raw_hits = stats.raw_hits - mark.stats.raw_hits;
     outcome.total_node_reads = engine.disk.reads;
-    outcome.total_restores = stats.restores;
-    outcome.conversions = stats.conversions;
-    outcome.reclaimed_raw = stats.reclaims[tracer_common::QUEUE_RAW as usize];
-    outcome.reclaimed_compressed = stats.reclaims[1..].iter().sum();
+    outcome.total_restores = stats.events.restores;
+    outcome.conversions = stats.events.conversions;
+    outcome.reclaimed_raw = stats.events.reclaims.raw;
+    outcome.reclaimed_compressed = stats.events.reclaims.compressed();
     Ok(outcome)
 }
 

@@ -7,6 +7,8 @@
 extern crate std;
 
 #[cfg(feature = "user")]
+pub mod activity;
+#[cfg(feature = "user")]
 pub mod files;
 pub mod knobs;
 pub mod maps;

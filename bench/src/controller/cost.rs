@@ -50,7 +50,7 @@ impl Cost {
     pub fn of(run: &WorkloadRun, weights: &Weights) -> Cost {
         let node_reads = run.whole.node_reads as f64 * weights.node_read;
         let memory = run.memory_byte_seconds * weights.memory_byte_second;
-        let conversions = run.whole.conversions as f64 * weights.conversion;
+        let conversions = run.whole.events().conversions as f64 * weights.conversion;
         Cost {
             total: node_reads + memory + conversions,
             node_reads,
@@ -81,7 +81,7 @@ impl PhaseCost {
                 .sum();
             let node_reads = phase.totals.node_reads as f64 * weights.node_read;
             let memory = byte_seconds * weights.memory_byte_second;
-            let conversions = phase.totals.conversions as f64 * weights.conversion;
+            let conversions = phase.totals.events().conversions as f64 * weights.conversion;
             phases.push(PhaseCost {
                 phase: phase.name.clone(),
                 cost: Cost {

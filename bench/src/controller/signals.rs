@@ -22,11 +22,11 @@ impl Reading {
             now_ns: window.now_ns,
             counts: Counts {
                 node_reads: snapshot.node_reads,
-                restores: snapshot.stats.restores,
-                conversions: snapshot.stats.conversions,
+                restores: snapshot.stats.events.restores,
+                conversions: snapshot.stats.events.conversions,
                 eager_restores: window.feedback.eager_restores,
                 // Reclaims from the compressed queues: conversions never restored.
-                wasted: snapshot.stats.reclaims[1..].iter().sum(),
+                wasted: snapshot.stats.events.reclaims.compressed(),
             },
             memory_pressure: window.memory_pressure,
             attributed_bytes: snapshot.memory.attributed_bytes,
@@ -98,17 +98,20 @@ mod tests {
         engine::{Pressure, SlotCounts, Snapshot},
         scenario::{controlled::WindowKind, feedback::Feedback},
     };
-    use tracer_common::knobs::Knobs;
+    use tracer_common::{activity::PerQueue, knobs::Knobs};
 
     use super::*;
 
     fn snapshot(ts_ns: u64, node_reads: u64, restores: u64, conversions: u64) -> Snapshot {
-        let mut stats = sim::cache::CacheStats {
-            restores,
-            conversions,
-            ..Default::default()
+        let mut stats = sim::cache::CacheStats::default();
+        stats.events.restores = restores;
+        stats.events.conversions = conversions;
+        stats.events.reclaims = PerQueue {
+            raw: 7,
+            b256: 1,
+            b512: 2,
+            b1024: 3,
         };
-        stats.reclaims = [7, 1, 2, 3];
         Snapshot {
             ts_ns,
             pressure: Pressure::None,

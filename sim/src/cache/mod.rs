@@ -19,7 +19,10 @@ pub mod worker;
 use std::sync::Arc;
 
 use anyhow::Result;
-use tracer_common::{QUEUE_COUNT, QUEUE_RAW, SECOND_CHANCE_BY_RACE};
+use tracer_common::{
+    activity::Counters, SecondChanceBy, QUEUE_COUNT, QUEUE_RAW, SECOND_CHANCE_BY_RACE,
+    SECOND_CHANCE_BY_SHRINKER, SECOND_CHANCE_BY_WORKER,
+};
 
 use crate::{
     accounting::Memory,
@@ -34,33 +37,97 @@ use list::{Queue, NIL};
 pub use payload::{Payload, PayloadSizes};
 pub use restore::{AllocFaults, NodeCheck};
 
-/// Counters of everything the cache did (monotonic).
+/// Counters of everything the cache did (monotonic): what its events tell, in the counter set
+/// the model counts events in, and the work no event carries. Serialised flat, as `sim --json`
+/// has always printed it ([`FlatStats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(into = "FlatStats")]
 pub struct CacheStats {
     /// Node lookups (get_node_page calls).
     pub lookups: u64,
     pub raw_hits: u64,
     /// Lookups that found no raw entry: each ends in a restore or a disk read (or -ENOMEM).
     pub retrievals: u64,
-    pub restores: u64,
-    pub restore_fails: u64,
-    pub restore_nomem: u64,
+    /// Demand disk reads: lookups that found the node neither raw nor compressed.
     pub misses: u64,
     pub readahead_reads: u64,
-    pub conversions: u64,
-    pub convert_rejects: u64,
-    pub convert_aborts: u64,
-    /// By event queue (`tracer_common::QUEUE_*`; see [`CacheConfig::event_queue`]).
-    pub reclaims: [u64; QUEUE_COUNT],
-    pub second_chances_worker: u64,
-    pub second_chances_shrinker: u64,
-    pub second_chances_race: u64,
     pub worker_passes: u64,
     pub shrinker_calls: u64,
-    /// Raw entries begun: disk reads (a failed restore's too) and creations.
-    pub inserts: u64,
-    /// Entries dropped other than by reclaim or a failed restore (each `Forget` event).
-    pub forgets: u64,
+    /// Restores (with their latencies and failure reasons), conversions, rejects, aborts,
+    /// reclaims and second chances by event queue and path, inserts, forgets: counted where
+    /// the cache emits the event, as `model::Counters` counts it (node reads are the device's,
+    /// in `Snapshot`).
+    pub events: Counters,
+}
+
+/// `CacheStats` as `sim --json` prints it: one flat object, reclaims by event queue (raw, 256,
+/// 512, 1024), second chances by path.
+#[derive(serde::Serialize)]
+pub struct FlatStats {
+    lookups: u64,
+    raw_hits: u64,
+    retrievals: u64,
+    restores: u64,
+    restore_fails: u64,
+    restore_nomem: u64,
+    misses: u64,
+    readahead_reads: u64,
+    conversions: u64,
+    convert_rejects: u64,
+    convert_aborts: u64,
+    reclaims: [u64; QUEUE_COUNT],
+    second_chances_worker: u64,
+    second_chances_shrinker: u64,
+    second_chances_race: u64,
+    worker_passes: u64,
+    shrinker_calls: u64,
+    inserts: u64,
+    forgets: u64,
+}
+
+impl From<CacheStats> for FlatStats {
+    fn from(s: CacheStats) -> FlatStats {
+        let e = &s.events;
+        let by = |path| e.second_chance_reasons.get(path);
+        FlatStats {
+            lookups: s.lookups,
+            raw_hits: s.raw_hits,
+            retrievals: s.retrievals,
+            restores: e.restores,
+            restore_fails: e.restore_fails,
+            restore_nomem: e.restore_nomem,
+            misses: s.misses,
+            readahead_reads: s.readahead_reads,
+            conversions: e.conversions,
+            convert_rejects: e.convert_rejects,
+            convert_aborts: e.convert_aborts,
+            reclaims: e.reclaims.to_array(),
+            second_chances_worker: by(SECOND_CHANCE_BY_WORKER),
+            second_chances_shrinker: by(SECOND_CHANCE_BY_SHRINKER),
+            second_chances_race: by(SECOND_CHANCE_BY_RACE),
+            worker_passes: s.worker_passes,
+            shrinker_calls: s.shrinker_calls,
+            inserts: e.inserts,
+            forgets: e.forgets,
+        }
+    }
+}
+
+impl CacheStats {
+    /// What the cache did after `earlier` (an earlier snapshot of the same cache).
+    pub fn since(&self, earlier: &CacheStats) -> CacheStats {
+        let less = |now: u64, then: u64| now.saturating_sub(then);
+        CacheStats {
+            lookups: less(self.lookups, earlier.lookups),
+            raw_hits: less(self.raw_hits, earlier.raw_hits),
+            retrievals: less(self.retrievals, earlier.retrievals),
+            misses: less(self.misses, earlier.misses),
+            readahead_reads: less(self.readahead_reads, earlier.readahead_reads),
+            worker_passes: less(self.worker_passes, earlier.worker_passes),
+            shrinker_calls: less(self.shrinker_calls, earlier.shrinker_calls),
+            events: self.events.since(&earlier.events),
+        }
+    }
 }
 
 /// How an access was served.
@@ -216,7 +283,13 @@ impl NodeCache {
         self.unlink(slot);
         self.push_tail(slot, queue);
         let nid = self.entries[slot as usize].nid;
-        em.second_chance(nid, self.config.event_queue(queue), by);
+        let event_queue = self.config.event_queue(queue);
+        if let Some(queue) = tracer_common::Queue::from_code(event_queue) {
+            self.stats
+                .events
+                .second_chance(queue, SecondChanceBy::from_code(by));
+        }
+        em.second_chance(nid, event_queue, by);
     }
 
     fn insert_raw(
@@ -258,7 +331,7 @@ impl NodeCache {
         }
         self.index[nid as usize] = slot;
         self.push_tail(slot, QUEUE_RAW);
-        self.stats.inserts += 1;
+        self.stats.events.inserts += 1;
         em.insert(nid);
         slot
     }
@@ -282,7 +355,7 @@ impl NodeCache {
         let entry = &self.entries[slot as usize];
         let (nid, queue) = (entry.nid, self.config.event_queue(entry.queue));
         self.remove(slot);
-        self.stats.forgets += 1;
+        self.stats.events.forgets += 1;
         em.forget(nid, queue);
     }
 
@@ -414,8 +487,7 @@ impl NodeCache {
         let entry = &mut self.entries[slot as usize];
         entry.converting = false;
         entry.raced = false;
-        self.stats.convert_aborts += 1;
-        self.stats.second_chances_race += 1;
+        self.stats.events.convert_aborts += 1;
         em.convert_abort(entry.nid);
         self.give_second_chance(slot, SECOND_CHANCE_BY_RACE, em);
     }
@@ -429,7 +501,7 @@ impl NodeCache {
         entry.converting = false;
         entry.referenced = false;
         self.push_tail(slot, queue);
-        self.stats.conversions += 1;
+        self.stats.events.conversions += 1;
     }
 
     /// Test hook: change a compressed entry in place (corrupt a payload, a length, a size).

@@ -157,7 +157,7 @@ impl NodeCache {
             .ok_or_else(|| anyhow::anyhow!("nid {nid} has no node block on the simulated disk"))?;
         let latency = costs::restore_ns(clen);
         self.make_raw(slot, block, true);
-        self.stats.restores += 1;
+        self.stats.events.restored(latency);
         em.restored(nid, clen, self.config.event_queue(queue), latency);
         Ok((Served::Restored, latency))
     }
@@ -204,12 +204,12 @@ impl NodeCache {
         match outcome {
             Ok(block) => {
                 self.make_raw(slot, Arc::from(block), true);
-                self.stats.restores += 1;
+                self.stats.events.restored(latency);
                 em.restored(nid, clen, event_queue, latency);
                 Ok((Served::Restored, latency))
             }
             Err(Failure::NoMem) => {
-                self.stats.restore_nomem += 1;
+                self.stats.events.restore_nomem += 1;
                 em.restore_nomem(nid, event_queue);
                 Ok((Served::NoMem, latency))
             }
@@ -217,7 +217,9 @@ impl NodeCache {
                 // The copy's entry ends here (`RestoreFail`); the disk read begins a new one
                 // (`Insert`), as in the kernel, where the read inserts the page it brings.
                 self.remove(slot);
-                self.stats.restore_fails += 1;
+                self.stats
+                    .events
+                    .restore_failed(tracer_common::RestoreFailure::from_code(reason));
                 em.restore_fail(nid, reason, clen, event_queue);
                 let block = disk.read(nid, false)?;
                 em.node_read(nid, false);

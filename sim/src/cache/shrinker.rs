@@ -102,14 +102,15 @@ impl NodeCache {
             result.scanned[queue as usize] += 1;
             let entry = &self.entries[slot as usize];
             if entry.referenced {
-                self.stats.second_chances_shrinker += 1;
                 result.second_chances += 1;
                 self.give_second_chance(slot, SECOND_CHANCE_BY_SHRINKER, em);
             } else if !(entry.converting || entry.dirty) {
                 let nid = entry.nid;
                 self.remove(slot);
                 let event_queue = self.config.event_queue(queue);
-                self.stats.reclaims[event_queue as usize] += 1;
+                if let Some(counted) = tracer_common::Queue::from_code(event_queue) {
+                    *self.stats.events.reclaims.get_mut(counted) += 1;
+                }
                 result.reclaimed[queue as usize] += 1;
                 em.reclaim(nid, event_queue);
                 if queue == tracer_common::QUEUE_RAW {

@@ -156,7 +156,7 @@ fn an_access_between_compression_and_publication_aborts_the_conversion() {
     let entry = r.cache.entry(100).unwrap();
     assert!(entry.raw().is_some() && !entry.referenced && !entry.converting);
     assert_eq!(r.cache.queue_nids(QUEUE_RAW), [100]);
-    assert_eq!(r.cache.stats.convert_aborts, 1);
+    assert_eq!(r.cache.stats.events.convert_aborts, 1);
 }
 
 #[test]
@@ -286,8 +286,11 @@ fn expect_fallback(want: RequestedType, reason: u8, tamper: impl FnOnce(&mut sup
         (r.cache.queue_len(QUEUE_RAW), r.cache.queue_len(QUEUE_256)),
         (1, 0)
     );
-    assert_eq!(r.cache.stats.restore_fails, 1);
-    assert_eq!((r.cache.stats.inserts, r.cache.stats.forgets), (2, 0));
+    assert_eq!(r.cache.stats.events.restore_fails, 1);
+    assert_eq!(
+        (r.cache.stats.events.inserts, r.cache.stats.events.forgets),
+        (2, 0)
+    );
 }
 
 /// Replace the payload with the compression of a changed block (CRC updated to match), so
@@ -363,8 +366,8 @@ fn allocation_failure_keeps_the_compressed_copy() {
     assert_eq!(r.cache.queue_nids(QUEUE_256), [100]);
     // The caller retries: now it restores.
     assert_eq!(get(&mut r, 100, RequestedType::Inode), Served::Restored);
-    assert_eq!(r.cache.stats.restore_nomem, 1);
-    assert_eq!(r.cache.stats.restores, 1);
+    assert_eq!(r.cache.stats.events.restore_nomem, 1);
+    assert_eq!(r.cache.stats.events.restores, 1);
 }
 
 #[test]
@@ -409,14 +412,20 @@ fn raw_only_weights_reclaim_only_raw_entries_and_slot_only_weights_only_compress
     let result = raw_only.cache.shrink_scan(5, &mut raw_only.em);
     // Raw's quota is capped at its 4 entries; the compressed queues weigh nothing.
     assert_eq!(result.reclaimed[..4], [4, 0, 0, 0]);
-    assert_eq!(raw_only.cache.stats.reclaims, [4, 0, 0, 0]);
+    assert_eq!(
+        raw_only.cache.stats.events.reclaims.to_array(),
+        [4, 0, 0, 0]
+    );
 
     let mut slot_only = shaped_rig(10, "256/512/1024", "0:1:1:1");
     compress_all(&mut slot_only, 104..110);
     slot_only.load(100..104);
     let result = slot_only.cache.shrink_scan(5, &mut slot_only.em);
     assert_eq!(result.reclaimed[..4], [0, 5, 0, 0]);
-    assert_eq!(slot_only.cache.stats.reclaims, [0, 5, 0, 0]);
+    assert_eq!(
+        slot_only.cache.stats.events.reclaims.to_array(),
+        [0, 5, 0, 0]
+    );
     // With raw weighing nothing, the effective count is the compressed entries in units of 1.
     assert_eq!(slot_only.cache.shrink_count(), 1);
 }
@@ -433,8 +442,8 @@ fn a_slot_set_below_every_compressed_length_retains_nothing_compressed() {
         "the rig's inodes compress to {clen} bytes, within 64"
     );
     compress_all(&mut r, 100..106);
-    assert_eq!(r.cache.stats.conversions, 0);
-    assert_eq!(r.cache.stats.convert_rejects, 6);
+    assert_eq!(r.cache.stats.events.conversions, 0);
+    assert_eq!(r.cache.stats.events.convert_rejects, 6);
     assert_eq!(r.cache.queue_lens(), [6, 0, 0, 0]);
 }
 
@@ -553,16 +562,16 @@ fn inserts_and_forgets_let_the_events_count_every_queue_exactly() {
     let stats = r.cache.stats;
     assert_eq!(
         (count(K::Insert), count(K::Forget)),
-        (stats.inserts, stats.forgets)
+        (stats.events.inserts, stats.events.forgets)
     );
-    assert_eq!(stats.forgets, 3);
+    assert_eq!(stats.events.forgets, 3);
     // The loads, the failed restore's read, the four creations, 140, the reclaimed read back.
-    assert_eq!(stats.inserts, 40 + 1 + 4 + 1 + gone.len() as u64);
-    assert_eq!((stats.restores, stats.restore_fails), (3, 1));
+    assert_eq!(stats.events.inserts, 40 + 1 + 4 + 1 + gone.len() as u64);
+    assert_eq!((stats.events.restores, stats.events.restore_fails), (3, 1));
     assert!(
-        stats.reclaims[QUEUE_RAW as usize] > 0 && stats.reclaims[1..].iter().sum::<u64>() > 0,
+        stats.events.reclaims.raw > 0 && stats.events.reclaims.compressed() > 0,
         "{:?}",
-        stats.reclaims
+        stats.events.reclaims
     );
     let forgotten: Vec<u8> = events
         .iter()
@@ -570,7 +579,7 @@ fn inserts_and_forgets_let_the_events_count_every_queue_exactly() {
         .map(|e| e.queue)
         .collect();
     assert_eq!(forgotten, [QUEUE_1024, QUEUE_RAW, QUEUE_RAW]);
-    assert_eq!(stats.conversions, count(K::Convert));
+    assert_eq!(stats.events.conversions, count(K::Convert));
     assert_eq!(
         population_from_events(&events),
         r.cache.queue_lens().map(i64::from)

@@ -151,7 +151,6 @@ impl WorkerPass {
         let entry = &cache.entries[slot as usize];
         if entry.referenced {
             self.stats.second_chances += 1;
-            cache.stats.second_chances_worker += 1;
             cache.give_second_chance(slot, SECOND_CHANCE_BY_WORKER, em);
             return Visit::Passed;
         }
@@ -209,7 +208,7 @@ impl WorkerPass {
             }
             Admission::Reject { clen } => {
                 self.stats.rejected += 1;
-                cache.stats.convert_rejects += 1;
+                cache.stats.events.convert_rejects += 1;
                 em.convert_reject(nid, clen);
                 cache.unlink(slot);
                 cache.push_tail(slot, QUEUE_RAW);

@@ -12,8 +12,11 @@ use std::{fmt, str::FromStr};
 
 use anyhow::{bail, Result};
 
-use crate::engine::{Engine, MemorySample, Snapshot};
-use tracer_common::knobs::Knobs;
+use crate::{
+    cache::CacheStats,
+    engine::{Engine, MemorySample, Snapshot},
+};
+use tracer_common::{activity::Counters, knobs::Knobs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -53,55 +56,77 @@ impl FromStr for ScenarioName {
     }
 }
 
-/// What happened between two snapshots.
+/// What happened between two snapshots: the cache's counts over the span (the counter set the
+/// model counts events in, and the cache's own work) and the device's node reads. Serialised
+/// flat, as `sim --json` has always printed a phase's totals ([`FlatTotals`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(into = "FlatTotals")]
 pub struct Totals {
     pub duration_ns: u64,
-    /// Node lookups.
-    pub lookups: u64,
-    pub raw_hits: u64,
-    /// Lookups not served by a raw entry: each is a restore, or a disk read (a miss, or a failed
-    /// restore), or -ENOMEM.
-    pub retrievals: u64,
     /// FS_NODE_READ_IO: demand and readahead node reads.
     pub node_reads: u64,
     pub readahead_reads: u64,
-    pub restores: u64,
-    pub restore_fails: u64,
-    pub restore_nomem: u64,
-    pub conversions: u64,
-    pub convert_rejects: u64,
-    pub convert_aborts: u64,
-    pub reclaims: u64,
-    pub second_chances: u64,
-    pub worker_passes: u64,
-    pub shrinker_calls: u64,
+    pub cache: CacheStats,
+}
+
+/// `Totals` as `sim --json` prints them: reclaims and second chances summed.
+#[derive(serde::Serialize)]
+pub struct FlatTotals {
+    duration_ns: u64,
+    lookups: u64,
+    raw_hits: u64,
+    retrievals: u64,
+    node_reads: u64,
+    readahead_reads: u64,
+    restores: u64,
+    restore_fails: u64,
+    restore_nomem: u64,
+    conversions: u64,
+    convert_rejects: u64,
+    convert_aborts: u64,
+    reclaims: u64,
+    second_chances: u64,
+    worker_passes: u64,
+    shrinker_calls: u64,
+}
+
+impl From<Totals> for FlatTotals {
+    fn from(t: Totals) -> FlatTotals {
+        let (c, e) = (&t.cache, &t.cache.events);
+        FlatTotals {
+            duration_ns: t.duration_ns,
+            lookups: c.lookups,
+            raw_hits: c.raw_hits,
+            retrievals: c.retrievals,
+            node_reads: t.node_reads,
+            readahead_reads: t.readahead_reads,
+            restores: e.restores,
+            restore_fails: e.restore_fails,
+            restore_nomem: e.restore_nomem,
+            conversions: e.conversions,
+            convert_rejects: e.convert_rejects,
+            convert_aborts: e.convert_aborts,
+            reclaims: e.reclaims.total(),
+            second_chances: e.second_chances.total(),
+            worker_passes: c.worker_passes,
+            shrinker_calls: c.shrinker_calls,
+        }
+    }
 }
 
 impl Totals {
     pub fn between(before: &Snapshot, after: &Snapshot) -> Totals {
-        let (a, b) = (&before.stats, &after.stats);
-        let second_chances = |s: &crate::cache::CacheStats| {
-            s.second_chances_worker + s.second_chances_shrinker + s.second_chances_race
-        };
         Totals {
             duration_ns: after.ts_ns - before.ts_ns,
-            lookups: b.lookups - a.lookups,
-            raw_hits: b.raw_hits - a.raw_hits,
-            retrievals: b.retrievals - a.retrievals,
             node_reads: after.node_reads - before.node_reads,
             readahead_reads: after.readahead_reads - before.readahead_reads,
-            restores: b.restores - a.restores,
-            restore_fails: b.restore_fails - a.restore_fails,
-            restore_nomem: b.restore_nomem - a.restore_nomem,
-            conversions: b.conversions - a.conversions,
-            convert_rejects: b.convert_rejects - a.convert_rejects,
-            convert_aborts: b.convert_aborts - a.convert_aborts,
-            reclaims: b.reclaims.iter().sum::<u64>() - a.reclaims.iter().sum::<u64>(),
-            second_chances: second_chances(b) - second_chances(a),
-            worker_passes: b.worker_passes - a.worker_passes,
-            shrinker_calls: b.shrinker_calls - a.shrinker_calls,
+            cache: after.stats.since(&before.stats),
         }
+    }
+
+    /// The span's counts of what the cache's events tell.
+    pub fn events(&self) -> &Counters {
+        &self.cache.events
     }
 }
 

@@ -10,9 +10,15 @@ fn vm_replay_is_deterministic_and_its_counters_add_up() {
     assert_eq!(a.whole, b.whole);
     assert_eq!(a.final_snapshot, b.final_snapshot);
     let replay = a.phase("replay").unwrap().totals;
-    assert_eq!(replay.lookups, 16_384);
-    assert_eq!(replay.restores + replay.node_reads, replay.retrievals);
-    assert_eq!(replay.raw_hits + replay.retrievals, replay.lookups);
+    assert_eq!(replay.cache.lookups, 16_384);
+    assert_eq!(
+        replay.events().restores + replay.node_reads,
+        replay.cache.retrievals
+    );
+    assert_eq!(
+        replay.cache.raw_hits + replay.cache.retrievals,
+        replay.cache.lookups
+    );
     let settled = &a.phase("settle").unwrap().end;
     assert_eq!(settled.memory.entries, 16_676);
     let pressed = &a.phase("pressure").unwrap().end;
@@ -39,8 +45,8 @@ fn compression_off_retains_the_newest_nodes_under_the_budget() {
     );
     assert_eq!(pressed.memory.compressed_entries, 0);
     let replay = off.phase("replay").unwrap().totals;
-    assert_eq!(replay.restores, 0);
-    assert_eq!(replay.node_reads, replay.retrievals);
+    assert_eq!(replay.events().restores, 0);
+    assert_eq!(replay.node_reads, replay.cache.retrievals);
 }
 
 #[test]

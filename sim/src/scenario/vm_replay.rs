@@ -281,8 +281,8 @@ pub fn compare(params: &VmReplayParams, seed: u64) -> Result<VmReplayReport> {
             bytes: s.memory.attributed_bytes,
             nodes: s.memory.entries,
             node_reads: replay.node_reads,
-            restores: replay.restores,
-            retrievals: replay.retrievals,
+            restores: replay.events().restores,
+            retrievals: replay.cache.retrievals,
         }
     };
     let (nodes_off, nodes_on) = (nodes_bytes(&off), nodes_bytes(&on));

@@ -53,12 +53,20 @@ fn vm_replay_off_recording_replays_to_the_on_scenario_exactly() {
     // Every lookup of the run is in the trace (mount, parents, modifications, the replay), and
     // every created node: all 16,676 but the root, which the mount read.
     let count = |op: Op| trace.steps.iter().filter(|s| s.op == op).count() as u64;
-    assert_eq!(count(Op::Lookup) + count(Op::Modify), off.whole.lookups);
+    assert_eq!(
+        count(Op::Lookup) + count(Op::Modify),
+        off.whole.cache.lookups
+    );
     assert_eq!(count(Op::Create), 16_675);
     assert_eq!(count(Op::Checkpoint), 1);
     assert_eq!(
         count(Op::Evict),
-        off.phase("pressure").unwrap().totals.reclaims
+        off.phase("pressure")
+            .unwrap()
+            .totals
+            .events()
+            .reclaims
+            .total()
     );
 }
 

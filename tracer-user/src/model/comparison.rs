@@ -31,7 +31,7 @@ impl Pair {
 
 /// The cover letter's rows, from the cache as the events left it and the counts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub(crate) struct Totals {
+pub(crate) struct OffOnTotals {
     /// Entries in the cache at the end (raw and compressed).
     pub retained_nodes: Pair,
     pub compressed_entries: Pair,
@@ -46,7 +46,7 @@ pub(crate) struct Totals {
     pub reclaims: Pair,
 }
 
-impl Totals {
+impl OffOnTotals {
     /// Whether the cache figures can be trusted: compressed entries came from somewhere.
     pub(crate) fn cache_is_derived(&self) -> bool {
         self.restores.on == 0 || self.conversions.on > 0
@@ -65,7 +65,7 @@ pub(crate) struct AppComparison {
 pub(crate) struct Comparison {
     pub off_seconds: f64,
     pub on_seconds: f64,
-    pub totals: Totals,
+    pub totals: OffOnTotals,
     /// Apps of either run, the off run's busiest (node reads) first.
     pub apps: Vec<AppComparison>,
     /// Events lost in either recording: the figures then undercount.
@@ -79,7 +79,7 @@ pub(crate) struct Comparison {
 
 pub(crate) fn compare(off: &Report, on: &Report) -> Comparison {
     let cache = |r: &Report| r.cache;
-    let totals = Totals {
+    let totals = OffOnTotals {
         retained_nodes: Pair::new(
             cache(off).raw_entries + cache(off).slots.compressed(),
             cache(on).raw_entries + cache(on).slots.compressed(),

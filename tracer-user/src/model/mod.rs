@@ -30,7 +30,6 @@ pub(crate) use self::{
     apps::AppKey,
     cache::CacheGauges,
     checkpoints::{CheckpointSummary, CheckpointTracker},
-    counters::{Counters, LatencyHistogram, PerQueue, PerReason},
     exact::{DeviceCounts, ExactWindow, KernelCounts},
     rows::{AppRow, Observed, Process, ProcessRow, WindowReport},
 };
@@ -38,6 +37,7 @@ pub use self::{
     apps::{classify, Packages},
     recording::MAX_NID_PAIRS,
 };
+pub use tracer_common::activity::{Counters, LatencyHistogram, PerQueue, PerReason};
 
 /// Attributed bytes of one cache entry's bookkeeping, as the RFC's accounting counts it (see
 /// docs/ARCHITECTURE.md and the simulator's accounting notes).

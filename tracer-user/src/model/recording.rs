@@ -60,7 +60,7 @@ pub(crate) struct Report {
 }
 
 fn totals_json<S: serde::Serializer>(totals: &Counters, serializer: S) -> Result<S::Ok, S::Error> {
-    totals.json().serialize(serializer)
+    super::counters::json(totals).serialize(serializer)
 }
 
 #[derive(Debug, Serialize)]

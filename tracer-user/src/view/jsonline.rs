@@ -4,7 +4,7 @@
 //! checkpoints are the kernel's exact counts (`model::exact`).
 use serde_json::{json, Value};
 
-use crate::model::{CheckpointSummary, DeviceCounts, ProcessRow, WindowReport};
+use crate::model::{counters, CheckpointSummary, DeviceCounts, ProcessRow, WindowReport};
 
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
 /// sources); version 2 is one for all; version 3 names the window's length `window_s` (it was
@@ -72,11 +72,11 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
         "t": round_ms(window.end_ns.saturating_sub(origin_ns) as f64 / 1e9),
         "window_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
         "counts": if exact.is_some() { "kernel" } else { "events" },
-        "totals": window.activity.json(),
+        "totals": counters::json(&window.activity),
         "processes": rows.into_iter().map(process).collect::<Vec<_>>(),
         "devices": window.devices.iter().map(|(dev, c)| device(*dev, c)).collect::<Vec<_>>(),
         "cache": window.cache,
-        "cumulative": window.totals.json(),
+        "cumulative": counters::json(&window.totals),
         "eager_restores": window.eager_restores,
         "events": window.events,
         "drops": window.activity.lost,

@@ -86,7 +86,7 @@ pub(crate) fn vm_replay_table(r: &VmReplayReport, seed: u64) -> String {
         "  node reads: -{}   [-53.989 %]",
         percent(m.read_reduction)
     );
-    let replay_files = r.off.phase("replay").map_or(0, |p| p.totals.lookups);
+    let replay_files = r.off.phase("replay").map_or(0, |p| p.totals.cache.lookups);
     for (mode, side) in [("off", m.off), ("on", m.on)] {
         let _ = writeln!(
             s,
@@ -180,11 +180,11 @@ pub(crate) fn totals_table(t: &RunTotals) -> String {
             "  {:<10} {:>9.1} {:>10} {:>10} {:>9} {:>11} {:>9} {:>14}",
             phase.name,
             p.duration_ns as f64 / 1e9,
-            thousands(p.lookups),
+            thousands(p.cache.lookups),
             thousands(p.node_reads),
-            thousands(p.restores),
-            thousands(p.conversions),
-            thousands(p.reclaims),
+            thousands(p.events().restores),
+            thousands(p.events().conversions),
+            thousands(p.events().reclaims.total()),
             thousands(phase.end.memory.attributed_bytes)
         );
     }
