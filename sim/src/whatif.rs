@@ -446,5 +446,7 @@ pub fn vm_replay_check(seed: u64) -> Result<VmReplayCheck> {
     })
 }
 
+pub mod grid;
+
 #[cfg(test)]
 mod tests;

@@ -1,3 +1,5 @@
+use sim::{cache::CacheConfig, whatif::grid::memory_weights};
+
 use super::*;
 
 fn axes_of(slots: &str, weights: &str, compressors: &str) -> Axes {
