@@ -13,6 +13,7 @@ pub(crate) mod fsstress;
 pub mod model;
 pub mod output;
 pub mod pipeline;
+pub(crate) mod probe;
 pub mod protocol;
 pub mod record;
 pub(crate) mod runner;

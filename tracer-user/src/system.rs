@@ -8,6 +8,7 @@ use anyhow::{Context as _, Result};
 use tracer_common::knobs::{INTERVAL_FILE, THRESHOLD_FILE};
 
 pub(crate) mod android;
+pub(crate) mod block;
 
 /// "major:minor" from the kernel's dev_t encoding as F2FS tracepoints print it
 /// (major << 20 | minor).

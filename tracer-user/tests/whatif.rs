@@ -76,3 +76,60 @@ fn whatif_refuses_a_recording_without_accesses() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("record with --accesses"), "{stderr}");
 }
+
+/// vm-replay's off run recorded as `header` says, at `path`.
+fn record_vm_replay(path: &std::path::Path, header: &Header) {
+    let check = sim::whatif::vm_replay_check(1).unwrap();
+    let mut writer = Writer::new(BufWriter::new(File::create(path).unwrap()), header).unwrap();
+    for event in &check.events {
+        writer.event(event).unwrap();
+    }
+    writer.finish(check.events.last().unwrap().ts_ns).unwrap();
+}
+
+/// Without --image or --device (issue 31) the device comes from the events' device number, and
+/// only on the host that recorded them, among the devices it recorded: elsewhere the refusal
+/// says what to give instead.
+#[test]
+fn whatif_without_a_device_takes_the_recorded_one_only_where_it_was_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("elsewhere.nsrec");
+    let header = Header {
+        host: "a-phone-elsewhere".into(),
+        source: "bpf".into(),
+        devices: vec!["dm-8".into()],
+        window_ns: 1_000_000_000,
+        ..Header::default()
+    };
+    record_vm_replay(&path, &header);
+    let refused_without_a_device = |path: &std::path::Path| {
+        let out = nodescope()
+            .args(["whatif", path.to_str().unwrap(), "--budget", "3MiB"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let stderr = refused_without_a_device(&path);
+    assert!(
+        stderr.contains(&format!(
+            "elsewhere.nsrec was recorded on a-phone-elsewhere, this is {}: give --image IMG",
+            here.trim()
+        )),
+        "{stderr}"
+    );
+    // Recorded here, but on a device this machine has no node of by that name: refused too,
+    // naming the device number (vm-replay's events carry the simulator's).
+    let header = Header {
+        host: here.trim().into(),
+        ..header
+    };
+    record_vm_replay(&path, &header);
+    let stderr = refused_without_a_device(&path);
+    assert!(
+        stderr.contains("give --image IMG or --device /dev/X"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("reading node blocks from"), "{stderr}");
+}

@@ -8,12 +8,17 @@ use anyhow::{bail, Context as _, Result};
 
 use crate::{setup, util};
 
+mod clock;
+use clock::PhaseClock;
+
 /// What a run from a clean clone writes under target/ (measured: see the README's disk note).
 const CLEAN_RUN_BYTES: u64 = 3 << 30;
 
 pub fn run() -> Result<()> {
     report_disk_space();
+    let mut clock = PhaseClock::start();
     setup::run()?;
+    clock.lap("setup");
     if !util::is_root() {
         eprintln!(
             "note: not root: the tests that load eBPF programs into the kernel will be SKIPPED \
@@ -32,12 +37,33 @@ pub fn run() -> Result<()> {
         "-D",
         "warnings",
     ]))?;
-    let mut totals = cargo_test(&["--locked", "--workspace", "--exclude", "tracer-ebpf"])?;
+    clock.lap("fmt and clippy");
+    // --no-fail-fast: one failing test binary must not keep the others from running (a CI
+    // run once counted 342 tests instead of 489 after one failure).
+    let mut totals = cargo_test(&[
+        "--locked",
+        "--no-fail-fast",
+        "--workspace",
+        "--exclude",
+        "tracer-ebpf",
+    ])?;
+    clock.lap("cargo test");
     vm_tests(&mut totals);
+    clock.lap("vm-test");
     kmod_test(&mut totals);
+    clock.lap("vm-kmod");
     variants_test(&mut totals);
+    clock.lap("vm-variants");
     fuzz_targets(&mut totals);
+    clock.lap("fuzz");
     work_tree_unchanged(tree_before.as_ref(), &mut totals);
+    clock.print();
+    for (name, output) in &totals.failure_output {
+        println!("why {name} failed (its output, at most {FAILURE_LINES} lines):");
+        for line in output {
+            println!("  | {line}");
+        }
+    }
     for name in &totals.skipped_names {
         println!("SKIPPED: {name}");
     }
@@ -257,8 +283,12 @@ fn fuzz(target: &str) -> Result<()> {
     };
     let regressions = fuzz_dir.join("regressions").join(target);
     let mut command = std::process::Command::new("rustup");
+    // --dev: these are smoke runs (the regressions, then 20 s each), and the unoptimised build
+    // takes 2 min 49 s where cargo fuzz's release build (one codegen unit per crate) took 7 min
+    // 45 s on a 2-core machine, at a tenth of the executions per second (628 against 6,287
+    // runs of f2fs_image in 20 s). Fuzzing for long: `cargo fuzz run TARGET` in tracer-user.
     command
-        .args(["run", "nightly", "cargo", "fuzz", "run", target])
+        .args(["run", "nightly", "cargo", "fuzz", "run", "--dev", target])
         .arg(&corpus)
         .arg(&seeds);
     if regressions.is_dir() {
@@ -272,6 +302,9 @@ fn fuzz(target: &str) -> Result<()> {
         .arg(format!("-timeout={FUZZ_TIMEOUT_S}"))
         .current_dir(root.join("tracer-user"))
         .env("CARGO_TARGET_DIR", root.join("target/fuzz"))
+        // Line tables are enough for a crash's backtrace; no incremental state (0.3 GB).
+        .env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only")
+        .env("CARGO_INCREMENTAL", "0")
         .env("ASAN_OPTIONS", ASAN_OPTIONS);
     util::run(&mut command)
 }
@@ -286,7 +319,16 @@ struct Totals {
     failed_names: Vec<String>,
     /// What was skipped and why, listed with the failures.
     skipped_names: Vec<String>,
+    /// Each failed libtest test's captured output (its panic message first), cut to
+    /// [`FAILURE_LINES`], repeated at the end: the tail of a CI log must say why, not only
+    /// what.
+    failure_output: Vec<(String, Vec<String>)>,
+    /// Whether the lines now arriving belong to the last entry of `failure_output`.
+    capturing: bool,
 }
+
+/// The most lines of one failed test's output repeated at the end of the run.
+const FAILURE_LINES: usize = 40;
 
 impl Totals {
     /// Tests that called `test_skip::skip` returned early, so libtest counted them as passed:
@@ -318,6 +360,27 @@ impl Totals {
             .and_then(|rest| rest.strip_suffix(" ... FAILED"))
         {
             self.failed_names.push(name.to_string());
+        }
+    }
+
+    /// libtest's report of a failure ("---- name stdout ----", the test's output, up to the
+    /// next report or the "failures:" list): keep its first lines.
+    fn note_output(&mut self, line: &str) {
+        if let Some(name) = line
+            .strip_prefix("---- ")
+            .and_then(|rest| rest.strip_suffix(" stdout ----"))
+        {
+            self.failure_output.push((name.to_string(), Vec::new()));
+            self.capturing = true;
+            return;
+        }
+        if line == "failures:" || line.starts_with("test result: ") {
+            self.capturing = false;
+        }
+        if let (true, Some((_, output))) = (self.capturing, self.failure_output.last_mut()) {
+            if output.len() < FAILURE_LINES && !(output.is_empty() && line.is_empty()) {
+                output.push(line.to_string());
+            }
         }
     }
 
@@ -373,6 +436,7 @@ fn cargo_test(args: &[&str]) -> Result<Totals> {
         println!("{line}");
         totals.add_summary(line.trim());
         totals.note_failure(line.trim());
+        totals.note_output(&line);
     }
     let status = child.wait().context("waiting for cargo test")?;
     if !status.success() && totals.failed == 0 {
@@ -389,6 +453,46 @@ fn cargo_test(args: &[&str]) -> Result<Totals> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The end of a libtest run with one failure, as cargo test prints it.
+    #[test]
+    fn a_failed_tests_output_is_kept_for_the_closing_lines() {
+        let mut totals = Totals::default();
+        for line in [
+            "test daemon::a_log_path ... FAILED",
+            "",
+            "failures:",
+            "",
+            "---- daemon::a_log_path stdout ----",
+            "",
+            "thread 'daemon::a_log_path' panicked at tracer-user/tests/daemon.rs:360:5:",
+            "the refused FIFO, in the old log never came; log:",
+            "",
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+            "",
+            "",
+            "failures:",
+            "    daemon::a_log_path",
+            "",
+            "test result: FAILED. 4 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out",
+        ] {
+            totals.add_summary(line.trim());
+            totals.note_failure(line.trim());
+            totals.note_output(line);
+        }
+        assert_eq!(totals.failed_names, ["daemon::a_log_path"]);
+        let (name, output) = &totals.failure_output[0];
+        assert_eq!(name, "daemon::a_log_path");
+        assert_eq!(
+            output[..2],
+            [
+                "thread 'daemon::a_log_path' panicked at tracer-user/tests/daemon.rs:360:5:",
+                "the refused FIFO, in the old log never came; log:",
+            ]
+        );
+        assert_eq!(output.len(), 6, "{output:?}");
+        assert_eq!(totals.failure_output.len(), 1);
+    }
 
     #[test]
     fn failures_are_named_and_summaries_summed() {

@@ -23,8 +23,8 @@ use sim::{
     nodes::NodeSet,
     whatif::{
         self,
-        grid::{cells, first_weights, payload_sizes, run_grid, settings, Axes, Cell, WeightChoice},
-        Outcome, Settings, Trace,
+        grid::{cells, payload_sizes, run_grid, Axes, WeightChoice},
+        Trace,
     },
 };
 use tracer_common::Event;
@@ -32,11 +32,12 @@ use tracer_common::Event;
 use crate::{
     output::OutputFile,
     record::reader::{self, Item},
+    system::{self, block::block_device, major_minor},
     view::{
         stdout::{closed_is_success, print},
         whatif_compressors::compressors_table,
         whatif_plot::{self, PlotPoint},
-        whatif_tables::{Question, Row, Table},
+        whatif_tables::{self, Question, Row},
     },
 };
 
@@ -47,7 +48,9 @@ pub(crate) struct WhatifArgs {
     /// The recorded device's F2FS image.
     #[arg(long, value_name = "IMG")]
     image: Option<PathBuf>,
-    /// The recorded F2FS block device itself, opened read-only (instead of --image).
+    /// The recorded F2FS block device itself, opened read-only (instead of --image). Without
+    /// either, on the host that made the recording: the device its events name, found from
+    /// their device number (/sys/dev/block/MAJ:MIN).
     #[arg(long, value_name = "DEV")]
     device: Option<PathBuf>,
     /// Attributed-memory budgets held during pressure episodes (comma-separated; KiB/MiB).
@@ -88,28 +91,17 @@ pub(crate) struct WhatifArgs {
     compressors: bool,
 }
 
-#[derive(serde::Serialize)]
-struct Point {
-    settings: Settings,
-    compressor: String,
-    compression: bool,
-    outcome: Outcome,
-    /// The tables that show this point, and those whose Pareto front it is on.
-    tables: Vec<Question>,
-    pareto: Vec<Question>,
-}
-
 pub(crate) fn run(args: WhatifArgs) -> Result<()> {
-    let (source, what) = match (&args.image, &args.device) {
-        (Some(image), None) => (image, "image"),
-        (None, Some(device)) => (device, "device"),
+    let given = match (&args.image, &args.device) {
+        (Some(image), None) => Some((image.clone(), "image")),
+        (None, Some(device)) => Some((device.clone(), "device")),
         (Some(_), Some(_)) => bail!("whatif takes --image IMG or --device /dev/X, not both"),
-        (None, None) => bail!(
-            "whatif needs --image IMG or --device /dev/X: the F2FS image or device whose node \
-             blocks it uses"
-        ),
+        (None, None) => None,
     };
     if args.compressors {
+        let Some((source, _)) = &given else {
+            bail!("whatif --compressors needs --image IMG or --device /dev/X: the node blocks it measures");
+        };
         return closed_is_success(
             compressors_table(source, args.json).and_then(|table| print(&table)),
         );
@@ -123,6 +115,11 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
     };
     let axes = axes(&args)?;
     let trace = read_trace(recording).with_context(|| format!("{}", recording.display()))?;
+    let (source, what) = match given {
+        Some(given) => given,
+        None => (recorded_device(recording, trace.dev)?, "device"),
+    };
+    let source = &source;
     let nodes = Arc::new(
         NodeSet::load(source)
             .with_context(|| format!("{} is not a readable F2FS {what}", source.display()))?,
@@ -136,14 +133,14 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
     let rows: Vec<Row> = cells
         .iter()
         .zip(&outcomes)
-        .map(|(cell, outcome)| row(&axes, cell, outcome))
+        .map(|(cell, outcome)| whatif_tables::row(&axes, cell, outcome))
         .collect();
-    let tables = tables(&axes, &cells, &rows);
+    let tables = whatif_tables::tables(&axes, &cells, &rows);
     if args.json {
-        let points = json_points(&axes, &cells, outcomes, &tables);
+        let points = whatif_tables::json_points(&axes, &cells, outcomes, &tables);
         println!("{}", serde_json::to_string(&points)?);
     } else {
-        print_tables(&trace, &tables, &rows);
+        closed_is_success(print(&whatif_tables::render(&trace, &tables, &rows)))?;
     }
     if let Some(path) = &args.plot {
         let knobs_table = tables
@@ -160,6 +157,42 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
         eprintln!("whatif: picture written to {}", path.display());
     }
     Ok(())
+}
+
+/// Without --image or --device: the device the recording's events name, when `whatif` runs
+/// on the host that recorded it (found from its number through /sys/dev/block; on a phone the
+/// dm device F2FS is mounted on). Says which device it took.
+fn recorded_device(recording: &Path, dev: u32) -> Result<PathBuf> {
+    let header = reader::open(recording)?.header;
+    let number = major_minor(dev);
+    let here = system::hostname();
+    if header.host != here {
+        bail!(
+            "{} was recorded on {}, this is {here}: give --image IMG (an image of its device \
+             {number}) or --device /dev/X",
+            recording.display(),
+            header.host
+        );
+    }
+    let device = block_device(Path::new("/"), dev).with_context(|| {
+        format!("the recording's device {number}: give --image IMG or --device /dev/X")
+    })?;
+    let name = device.file_name().map(|n| n.to_string_lossy().into_owned());
+    if !header.devices.is_empty() && !name.is_some_and(|n| header.devices.contains(&n)) {
+        bail!(
+            "{} is {}, which was not one of the recording's F2FS devices ({}): give --image \
+             IMG or --device /dev/X",
+            number,
+            device.display(),
+            header.devices.join(", ")
+        );
+    }
+    eprintln!(
+        "whatif: reading node blocks from {} (the recording's device {number}, found \
+         through /sys/dev/block/{number})",
+        device.display()
+    );
+    Ok(device)
 }
 
 /// The busiest device's trace, in two passes over the file: memory is bounded by the trace's
@@ -286,131 +319,6 @@ fn progress_bar(points: usize) -> ProgressBar {
             .expect("a valid template");
     ProgressBar::with_draw_target(Some(points as u64), ProgressDrawTarget::stderr())
         .with_style(style)
-}
-
-fn row(axes: &Axes, cell: &Cell, outcome: &Outcome) -> Row {
-    let settings = settings(axes, cell);
-    Row {
-        budget_bytes: settings.budget_bytes,
-        compression: cell.knobs.is_some(),
-        slots: settings.cache.slots.label(),
-        weights: settings.cache.weights.label(),
-        threshold: settings.knobs.threshold,
-        interval_ms: settings.knobs.interval_ms,
-        compressor: axes.compressors[cell.compressor].name(),
-        retained_nodes: outcome.retained_nodes,
-        retained_bytes: outcome.retained_bytes,
-        node_reads: outcome.node_reads,
-        restores: outcome.restores,
-    }
-}
-
-/// One table per question: per budget, the off point, then the on points that differ from the
-/// first value of every axis in the question's axis only.
-fn tables(axes: &Axes, cells: &[Cell], rows: &[Row]) -> Vec<Table> {
-    let varied = |q: Question| match q {
-        Question::Slots => axes.slot_sets.len() > 1,
-        Question::Weights => {
-            (0..axes.weights.len())
-                .filter(|w| axes.weights[*w].for_slots(&axes.slot_sets[0]).is_some())
-                .count()
-                > 1
-        }
-        Question::ThresholdInterval => true,
-        Question::Compressor => axes.compressors.len() > 1,
-    };
-    Question::ALL
-        .into_iter()
-        .filter(|q| varied(*q))
-        .map(|q| {
-            let members: Vec<usize> = (0..cells.len())
-                .filter(|i| in_table(axes, q, &cells[*i]))
-                .collect();
-            Table::new(q, held(axes, q), members, rows)
-        })
-        .collect()
-}
-
-/// Whether a point belongs to question `q`'s table.
-fn in_table(axes: &Axes, q: Question, cell: &Cell) -> bool {
-    let Some((threshold, interval)) = cell.knobs else {
-        return true;
-    };
-    let knobs = q == Question::ThresholdInterval || (threshold, interval) == (0, 0);
-    let slots = q == Question::Slots || cell.slots == 0;
-    let weights = match q {
-        Question::Weights => true,
-        _ => cell.weights == first_weights(axes, cell.slots),
-    };
-    let compressor = q == Question::Compressor || cell.compressor == 0;
-    knobs && slots && weights && compressor
-}
-
-/// "threshold 25%, interval 1000 ms, ..." for the axes a table does not vary.
-fn held(axes: &Axes, q: Question) -> String {
-    let mut parts = Vec::new();
-    if q != Question::ThresholdInterval {
-        parts.push(format!(
-            "threshold {}%, interval {} ms",
-            axes.thresholds[0], axes.intervals[0]
-        ));
-    }
-    if q != Question::Slots {
-        parts.push(format!("slots {}", axes.slot_sets[0].label()));
-    }
-    if q != Question::Weights && q != Question::Slots {
-        let weights = axes.weights[first_weights(axes, 0)]
-            .for_slots(&axes.slot_sets[0])
-            .expect("the first fitting choice fits");
-        parts.push(format!("weights {}", weights.label()));
-    }
-    if q != Question::Compressor {
-        parts.push(axes.compressors[0].name());
-    }
-    format!("held at: {}; off = compression off", parts.join(", "))
-}
-
-fn json_points(
-    axes: &Axes,
-    cells: &[Cell],
-    outcomes: Vec<Outcome>,
-    tables: &[Table],
-) -> Vec<Point> {
-    cells
-        .iter()
-        .zip(outcomes)
-        .enumerate()
-        .map(|(index, (cell, outcome))| {
-            let showing = |t: &&Table| t.rows.contains(&index);
-            let on_front = |t: &&Table| t.pareto.contains(&index);
-            Point {
-                settings: settings(axes, cell),
-                compressor: axes.compressors[cell.compressor].name(),
-                compression: cell.knobs.is_some(),
-                outcome,
-                tables: tables.iter().filter(showing).map(|t| t.question).collect(),
-                pareto: tables.iter().filter(on_front).map(|t| t.question).collect(),
-            }
-        })
-        .collect()
-}
-
-fn print_tables(trace: &Trace, tables: &[Table], rows: &[Row]) {
-    println!(
-        "whatif: {} accesses, {} node page drops on dev {}:{}",
-        trace.accesses,
-        trace.evictions,
-        trace.dev >> 20,
-        trace.dev & 0xfffff
-    );
-    println!(
-        "* = on the table's Pareto front: no other row has fewer node reads for no more \
-         retained bytes"
-    );
-    for table in tables {
-        println!();
-        print!("{}", table.render(rows));
-    }
 }
 
 #[cfg(test)]

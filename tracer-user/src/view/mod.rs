@@ -5,6 +5,7 @@ pub mod jsonline;
 pub(crate) mod lines;
 pub mod metrics;
 pub(crate) mod perfetto;
+pub(crate) mod probe_table;
 pub mod recorder;
 pub(crate) mod report_text;
 pub(crate) mod rolling;

@@ -6,6 +6,11 @@
 //! when its axis has more than one value; (c) always.
 use std::fmt::Write as _;
 
+use sim::whatif::{
+    grid::{first_weights, settings, Axes, Cell},
+    Outcome, Settings, Trace,
+};
+
 use super::whatif_plot::{pareto_front, PlotPoint};
 
 /// Which question a table answers.
@@ -176,6 +181,145 @@ pub(crate) fn budget_label(bytes: u64) -> String {
     } else {
         format!("{bytes} B")
     }
+}
+
+/// One JSON object per grid point (`whatif --json`).
+#[derive(serde::Serialize)]
+pub(crate) struct Point {
+    settings: Settings,
+    compressor: String,
+    compression: bool,
+    outcome: Outcome,
+    /// The tables that show this point, and those whose Pareto front it is on.
+    tables: Vec<Question>,
+    pareto: Vec<Question>,
+}
+
+pub(crate) fn row(axes: &Axes, cell: &Cell, outcome: &Outcome) -> Row {
+    let settings = settings(axes, cell);
+    Row {
+        budget_bytes: settings.budget_bytes,
+        compression: cell.knobs.is_some(),
+        slots: settings.cache.slots.label(),
+        weights: settings.cache.weights.label(),
+        threshold: settings.knobs.threshold,
+        interval_ms: settings.knobs.interval_ms,
+        compressor: axes.compressors[cell.compressor].name(),
+        retained_nodes: outcome.retained_nodes,
+        retained_bytes: outcome.retained_bytes,
+        node_reads: outcome.node_reads,
+        restores: outcome.restores,
+    }
+}
+
+/// One table per question: per budget, the off point, then the on points that differ from the
+/// first value of every axis in the question's axis only.
+pub(crate) fn tables(axes: &Axes, cells: &[Cell], rows: &[Row]) -> Vec<Table> {
+    let varied = |q: Question| match q {
+        Question::Slots => axes.slot_sets.len() > 1,
+        Question::Weights => {
+            (0..axes.weights.len())
+                .filter(|w| axes.weights[*w].for_slots(&axes.slot_sets[0]).is_some())
+                .count()
+                > 1
+        }
+        Question::ThresholdInterval => true,
+        Question::Compressor => axes.compressors.len() > 1,
+    };
+    Question::ALL
+        .into_iter()
+        .filter(|q| varied(*q))
+        .map(|q| {
+            let members: Vec<usize> = (0..cells.len())
+                .filter(|i| in_table(axes, q, &cells[*i]))
+                .collect();
+            Table::new(q, held(axes, q), members, rows)
+        })
+        .collect()
+}
+
+/// Whether a point belongs to question `q`'s table.
+pub(crate) fn in_table(axes: &Axes, q: Question, cell: &Cell) -> bool {
+    let Some((threshold, interval)) = cell.knobs else {
+        return true;
+    };
+    let knobs = q == Question::ThresholdInterval || (threshold, interval) == (0, 0);
+    let slots = q == Question::Slots || cell.slots == 0;
+    let weights = match q {
+        Question::Weights => true,
+        _ => cell.weights == first_weights(axes, cell.slots),
+    };
+    let compressor = q == Question::Compressor || cell.compressor == 0;
+    knobs && slots && weights && compressor
+}
+
+/// "threshold 25%, interval 1000 ms, ..." for the axes a table does not vary.
+fn held(axes: &Axes, q: Question) -> String {
+    let mut parts = Vec::new();
+    if q != Question::ThresholdInterval {
+        parts.push(format!(
+            "threshold {}%, interval {} ms",
+            axes.thresholds[0], axes.intervals[0]
+        ));
+    }
+    if q != Question::Slots {
+        parts.push(format!("slots {}", axes.slot_sets[0].label()));
+    }
+    if q != Question::Weights && q != Question::Slots {
+        let weights = axes.weights[first_weights(axes, 0)]
+            .for_slots(&axes.slot_sets[0])
+            .expect("the first fitting choice fits");
+        parts.push(format!("weights {}", weights.label()));
+    }
+    if q != Question::Compressor {
+        parts.push(axes.compressors[0].name());
+    }
+    format!("held at: {}; off = compression off", parts.join(", "))
+}
+
+pub(crate) fn json_points(
+    axes: &Axes,
+    cells: &[Cell],
+    outcomes: Vec<Outcome>,
+    tables: &[Table],
+) -> Vec<Point> {
+    cells
+        .iter()
+        .zip(outcomes)
+        .enumerate()
+        .map(|(index, (cell, outcome))| {
+            let showing = |t: &&Table| t.rows.contains(&index);
+            let on_front = |t: &&Table| t.pareto.contains(&index);
+            Point {
+                settings: settings(axes, cell),
+                compressor: axes.compressors[cell.compressor].name(),
+                compression: cell.knobs.is_some(),
+                outcome,
+                tables: tables.iter().filter(showing).map(|t| t.question).collect(),
+                pareto: tables.iter().filter(on_front).map(|t| t.question).collect(),
+            }
+        })
+        .collect()
+}
+
+/// The tables as `whatif` prints them: the trace's line, the legend, each table.
+pub(crate) fn render(trace: &Trace, tables: &[Table], rows: &[Row]) -> String {
+    let mut out = format!(
+        "whatif: {} accesses, {} node page drops on dev {}:{}\n",
+        trace.accesses,
+        trace.evictions,
+        trace.dev >> 20,
+        trace.dev & 0xfffff
+    );
+    out.push_str(
+        "* = on the table's Pareto front: no other row has fewer node reads for no more \
+         retained bytes\n",
+    );
+    for table in tables {
+        out.push('\n');
+        out.push_str(&table.render(rows));
+    }
+    out
 }
 
 #[cfg(test)]

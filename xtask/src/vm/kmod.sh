@@ -156,8 +156,9 @@ done
 nodescope report --compare $R/budget_off.nsr $R/budget_on.nsr > $R/compare.txt 2>&1
 nodescope report --compare $R/budget_off.nsr $R/budget_on.nsr --json > $R/compare.json 2>> $R/compare.txt
 # The what-if (issue 32): the off run's trace replayed at the on run's settings and budget,
-# against what the module then did (its node reads are a check, kmod_phase/whatif.rs).
-timeout 600 nodescope whatif $R/budget_off.nsr --device /dev/$DEV --budget $((BUDGET / 1024))KiB \
+# against what the module then did (its node reads are a check, kmod_phase/whatif.rs). No
+# --device: whatif finds the recording's device from its events' number (issue 31).
+timeout 600 nodescope whatif $R/budget_off.nsr --budget $((BUDGET / 1024))KiB \
   --threshold $THRESHOLD --interval 100 --json > $R/whatif.json 2> $R/whatif.err
 echo $? > $R/whatif.rc
 echo 0 > $D/node_cache_budget

@@ -1,6 +1,10 @@
-use sim::{cache::CacheConfig, whatif::grid::memory_weights};
+use sim::{
+    cache::CacheConfig,
+    whatif::grid::{memory_weights, settings, Cell},
+};
 
 use super::*;
+use crate::view::whatif_tables::in_table;
 
 fn axes_of(slots: &str, weights: &str, compressors: &str) -> Axes {
     let args = WhatifArgs {

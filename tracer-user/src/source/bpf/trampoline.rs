@@ -88,8 +88,8 @@ pub(crate) fn usable(hook: FunctionHook, machine: &str, release: &str) -> Result
 /// Trampolines on this kernel's functions, found by name: its BTF, the relocated programs, and
 /// what is attached (detached when dropped).
 pub(crate) struct KernelTrampolines {
-    files: BtfFiles,
-    btf: KernelBtf,
+    /// This kernel's BTF, parsed once per process ([`super::discover::btf::this_kernel`]).
+    btf: &'static (BtfFiles, KernelBtf),
     programs: TracingPrograms,
     pub links: Vec<TrampolineLink>,
 }
@@ -106,11 +106,9 @@ impl KernelTrampolines {
             &super::arch::kernel_machine(),
             &system::kernel_release(),
         )?;
-        let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)")?;
-        let btf = KernelBtf::load(&files)?;
+        let btf = super::discover::btf::this_kernel()?;
         let programs = TracingPrograms::new(super::object(), ebpf, taken)?;
         Ok(KernelTrampolines {
-            files,
             btf,
             programs,
             links: Vec::new(),
@@ -124,7 +122,7 @@ impl KernelTrampolines {
         entry: &str,
         exit: Option<&str>,
     ) -> Result<()> {
-        let target = BtfTarget::find(&self.btf, &self.files, function)?;
+        let target = BtfTarget::find(&self.btf.1, &self.btf.0, function)?;
         let first = self.programs.attach(entry, &target, Hook::Entry)?;
         if let Some(exit) = exit {
             // On a refusal `first` is dropped here, which detaches it.

@@ -66,6 +66,25 @@ fn predicted_point(dir: &Path) -> Result<Json, String> {
     }
 }
 
+/// kmod.sh runs the what-if without --device (issue 31): it must have found the recording's
+/// device from the events' device number and said which it read.
+fn device_check(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec<String>) {
+    let err = fs::read_to_string(dir.join("whatif.err")).unwrap_or_default();
+    match err
+        .lines()
+        .find(|l| l.starts_with("whatif: reading node blocks from /dev/"))
+    {
+        Some(line) if line.contains("(the recording's device ") => {
+            lines.push(format!("  what-if device: {line}"));
+        }
+        _ => problems.push(
+            "whatif: without --device it did not say it found the recording's device by its \
+             number"
+                .into(),
+        ),
+    }
+}
+
 /// Lines for the verdict; a what-if that did not run, or whose node reads are off by more than
 /// the bound, is a problem.
 pub(super) fn whatif_checks(
@@ -73,6 +92,7 @@ pub(super) fn whatif_checks(
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) -> Option<ReadsCheck> {
+    device_check(dir, problems, lines);
     let point = match predicted_point(dir) {
         Ok(point) => point,
         Err(why) => {
@@ -131,6 +151,11 @@ mod tests {
         write("iostat_budget_on_start.txt", &iostat(1000));
         write("iostat_budget_on_after.txt", &iostat(1400));
         write("whatif.rc", "0\n");
+        write(
+            "whatif.err",
+            "whatif: reading node blocks from /dev/vda (the recording's device 254:0, found \
+             through /sys/dev/block/254:0)\n",
+        );
         let point = |reads: u64| {
             format!(
                 r#"[{{"compression":false,"settings":{{"knobs":null}},"outcome":{{}}}},
@@ -152,6 +177,11 @@ mod tests {
         );
         assert_eq!(
             lines[0],
+            "  what-if device: whatif: reading node blocks from /dev/vda (the recording's \
+             device 254:0, found through /sys/dev/block/254:0)"
+        );
+        assert_eq!(
+            lines[1],
             "  what-if: the off run's trace at threshold 25 % interval 100 ms against the \
              module's on run (predicted / measured, error): node reads 440 / 400 (+10.0 %), \
              restores 90 / 100 (-10.0 %), entries at the end 50 / 50 (+0.0 %); pressure \
@@ -169,6 +199,13 @@ mod tests {
         write("whatif.rc", "124\n");
         write("whatif.err", "nodescope: something\n");
         assert_eq!(whatif_checks(dir.path(), &mut problems, &mut lines), None);
-        assert_eq!(problems, ["whatif: exit \"124\": nodescope: something"]);
+        assert_eq!(
+            problems,
+            [
+                "whatif: without --device it did not say it found the recording's device by \
+                 its number",
+                "whatif: exit \"124\": nodescope: something"
+            ]
+        );
     }
 }

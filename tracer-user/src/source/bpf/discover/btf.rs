@@ -109,6 +109,25 @@ pub struct KernelBtf {
     split: bool,
 }
 
+/// This kernel's BTF as [`BtfFiles::this_kernel`] finds it, parsed once per process: the F2FS
+/// planner, the access traces, the trampolines and start-up discovery all read it, and
+/// vmlinux's is megabytes. The kernel's BTF does not change under a running process, but for
+/// a module loaded after the first call (its split file then appears): each caller plans once,
+/// at its start.
+pub(crate) fn this_kernel() -> Result<&'static (BtfFiles, KernelBtf)> {
+    static PARSED: std::sync::OnceLock<Result<(BtfFiles, KernelBtf), String>> =
+        std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            let files = BtfFiles::this_kernel()
+                .ok_or_else(|| "no BTF (/sys/kernel/btf/vmlinux)".to_string())?;
+            let btf = KernelBtf::load(&files).map_err(|err| format!("{err:#}"))?;
+            Ok((files, btf))
+        })
+        .as_ref()
+        .map_err(|err| anyhow::anyhow!("{err}"))
+}
+
 impl KernelBtf {
     pub fn load(files: &BtfFiles) -> Result<KernelBtf> {
         let base = Btf::from_file(&files.base)

@@ -29,7 +29,7 @@ use super::attach::AttachOutcome;
 use crate::{
     source::bpf::{
         self,
-        discover::btf::{BtfFiles, KernelBtf, Member, Shape},
+        discover::btf::{KernelBtf, Member, Shape},
         format::Format,
     },
     system,
@@ -268,11 +268,7 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
 /// The plan for the running kernel.
 pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
     let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
-    let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)");
-    let btf = files
-        .as_ref()
-        .map_err(|err| anyhow::anyhow!("{err:#}"))
-        .and_then(|files| Ok((files, KernelBtf::load(files)?)));
+    let btf = bpf::discover::btf::this_kernel();
     let offsets = btf
         .as_ref()
         .map_err(|err| anyhow::anyhow!("{err:#}"))
@@ -293,7 +289,7 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
         let (files, btf) = btf.map_err(|err| anyhow::anyhow!("{err:#}"))?;
         plan.lookup_functions
             .iter()
-            .map(|function| BtfTarget::find(&btf, files, function))
+            .map(|function| BtfTarget::find(btf, files, function))
             .collect()
     });
     with_fentry(plan, targets)

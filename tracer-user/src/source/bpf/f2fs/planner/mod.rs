@@ -26,10 +26,7 @@ use self::layout::{
 };
 use crate::{
     source::bpf::{
-        discover::{
-            btf::{BtfFiles, Function, KernelBtf},
-            kallsyms,
-        },
+        discover::{btf::Function, kallsyms},
         format::Format,
     },
     system,
@@ -169,8 +166,7 @@ fn signatures(symbols: &BTreeMap<String, String>) -> Result<BTreeMap<String, Fun
     if !symbols.contains_key(SYM_JOURNAL_IN_CURSUM) {
         return Ok(BTreeMap::new());
     }
-    let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)")?;
-    let btf = KernelBtf::load(&files)?;
+    let (_, btf) = crate::source::bpf::discover::btf::this_kernel()?;
     Ok(btf
         .function(SYM_JOURNAL_IN_CURSUM)
         .map(|f| (SYM_JOURNAL_IN_CURSUM.to_string(), f))

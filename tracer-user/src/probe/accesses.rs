@@ -1,6 +1,4 @@
-//! `nodescope probe`'s access-trace part: the `--accesses` plan, and each planned probe tried.
-use std::fmt::Write as _;
-
+//! The probe's access-trace part: the `--accesses` plan, and each planned probe tried.
 use serde::Serialize;
 
 use super::PROBE_RING_BYTES;
@@ -42,26 +40,4 @@ pub(super) fn access_probe(bpf_works: bool) -> AccessProbe {
         outcomes,
         error,
     }
-}
-
-pub(super) fn render_accesses(probe: &AccessProbe) -> String {
-    let mut out = probe.plan.render();
-    for outcome in &probe.outcomes {
-        match &outcome.error {
-            None => drop(writeln!(
-                out,
-                "{:<12} attached {}",
-                outcome.what, outcome.target
-            )),
-            Some(err) => drop(writeln!(
-                out,
-                "{:<12} NOT attached {}: {err}",
-                outcome.what, outcome.target
-            )),
-        }
-    }
-    if let Some(err) = &probe.error {
-        let _ = writeln!(out, "{:<12} not tried: {err}", "");
-    }
-    out
 }
