@@ -190,6 +190,18 @@ pub(crate) fn f2fs_devices(sysfs_root: &Path) -> Vec<F2fsDevice> {
     devices
 }
 
+/// Give the heap's free pages back to the kernel: glibc keeps what a source's start freed (a
+/// parsed vmlinux BTF, 40 MB resident, left 14 MB after it was dropped and 2 MB after this,
+/// measured on this machine's 5.5 MB BTF). Where the C library has no malloc_trim, nothing.
+pub(crate) fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes no pointers; it walks the allocator's own free lists, under
+    // the allocator's locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 pub(crate) fn hostname() -> String {
     fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())

@@ -13,7 +13,7 @@ pub mod sparse;
 pub mod superblock;
 
 pub use image::{Image, InodeInfo};
-pub use node::{NodeBlock, NodeKind};
+pub use node::{NodeBlock, NodeKind, NodeType};
 
 /// F2FS block size: the simulator models 4 KiB blocks only, as the RFC does.
 pub const BLOCK_SIZE: usize = 4096;

@@ -36,6 +36,57 @@ pub enum NodeKind {
     Xattr,
 }
 
+/// What a node block is to its file, from its offset (`ofs_of_node`): the inode (0), an xattr
+/// node, or a direct, indirect or double indirect node, by `IS_DNODE`'s arithmetic
+/// (fs/f2fs/node.h): the inode's five nids are two direct nodes (offsets 1, 2), two indirect
+/// ones (3 and 4 + NIDS_PER_BLOCK) and a double indirect one (5 + 2 * NIDS_PER_BLOCK), whose
+/// indirect children come every NIDS_PER_BLOCK + 1 offsets from 6 + 2 * NIDS_PER_BLOCK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeType {
+    Inode,
+    Direct,
+    Indirect,
+    DoubleIndirect,
+    Xattr,
+}
+
+/// `NIDS_PER_BLOCK`: the nids an indirect node holds, (4096 - 24) / 4.
+const NIDS_PER_BLOCK: u32 = 1018;
+
+impl NodeType {
+    pub const ALL: [NodeType; 5] = [
+        NodeType::Inode,
+        NodeType::Direct,
+        NodeType::Indirect,
+        NodeType::DoubleIndirect,
+        NodeType::Xattr,
+    ];
+
+    pub fn of_offset(ofs: u32) -> NodeType {
+        const N: u32 = NIDS_PER_BLOCK;
+        match ofs {
+            0 => NodeType::Inode,
+            XATTR_NODE_OFFSET => NodeType::Xattr,
+            3 => NodeType::Indirect,
+            o if o == 4 + N => NodeType::Indirect,
+            o if o == 5 + 2 * N => NodeType::DoubleIndirect,
+            o if o >= 6 + 2 * N && (o - (6 + 2 * N)).is_multiple_of(N + 1) => NodeType::Indirect,
+            _ => NodeType::Direct,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeType::Inode => "inode",
+            NodeType::Direct => "direct",
+            NodeType::Indirect => "indirect",
+            NodeType::DoubleIndirect => "double indirect",
+            NodeType::Xattr => "xattr",
+        }
+    }
+}
+
 /// The node type a caller asks for (`enum node_type` of `__get_node_page`); the last check of
 /// the restore path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +132,10 @@ impl<'a> NodeBlock<'a> {
 
     pub fn ofs_of_node(&self) -> u32 {
         le32(self.0, FOOTER_OFFSET + 8) >> OFFSET_BIT_SHIFT
+    }
+
+    pub fn node_type(&self) -> NodeType {
+        NodeType::of_offset(self.ofs_of_node())
     }
 
     pub fn kind(&self) -> NodeKind {
@@ -172,4 +227,34 @@ impl<'a> NodeBlock<'a> {
 /// `sbi->s_chksum_seed`: CRC of the uuid from all ones.
 pub fn checksum_seed(uuid: &[u8; 16]) -> u32 {
     crc::crc32_le(!0, uuid)
+}
+
+#[cfg(test)]
+mod type_tests {
+    use super::*;
+
+    /// The offsets of a file's nodes as F2FS numbers them (N = 1018 nids per indirect node).
+    #[test]
+    fn offsets_name_their_node_type_as_is_dnode_does() {
+        let cases = [
+            (0, NodeType::Inode),
+            (1, NodeType::Direct),
+            (2, NodeType::Direct),
+            (3, NodeType::Indirect),
+            (4, NodeType::Direct),
+            (3 + 1018, NodeType::Direct),
+            (4 + 1018, NodeType::Indirect),
+            (5 + 1018, NodeType::Direct),
+            (4 + 2 * 1018, NodeType::Direct),
+            (5 + 2 * 1018, NodeType::DoubleIndirect),
+            (6 + 2 * 1018, NodeType::Indirect),
+            (7 + 2 * 1018, NodeType::Direct),
+            (6 + 2 * 1018 + 1019, NodeType::Indirect),
+            (7 + 2 * 1018 + 1019, NodeType::Direct),
+            (XATTR_NODE_OFFSET, NodeType::Xattr),
+        ];
+        for (ofs, want) in cases {
+            assert_eq!(NodeType::of_offset(ofs), want, "offset {ofs}");
+        }
+    }
 }

@@ -83,17 +83,6 @@ pub(crate) fn parse_duration(text: &str) -> Result<f64, String> {
     Ok(seconds)
 }
 
-/// `--speed`: 0 (as fast as possible) or a positive, finite factor.
-pub(crate) fn parse_speed(text: &str) -> Result<f64, String> {
-    let speed = parse_f64(text)?;
-    if !(speed.is_finite() && speed >= 0.0) {
-        return Err(format!(
-            "{speed}: the speed is 0 (as fast as possible) or a positive factor"
-        ));
-    }
-    Ok(speed)
-}
-
 /// The one pipeline a live command runs: `source` into a model cut in `window`s, its apps named
 /// by `packages` (a packages.list) or else by the list the source brings.
 pub(crate) fn live_pipeline(
@@ -134,11 +123,6 @@ mod tests {
                 err.contains("positive") || err.contains("not a number"),
                 "{bad}: {err}"
             );
-        }
-        assert_eq!(parse_speed("0"), Ok(0.0));
-        assert_eq!(parse_speed("1e300"), Ok(1e300));
-        for bad in ["-1", "inf", "NaN", "-inf"] {
-            assert!(parse_speed(bad).is_err(), "{bad}");
         }
     }
 }

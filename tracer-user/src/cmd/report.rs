@@ -6,12 +6,13 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use clap::Args;
+use sim::nodes::NodeSet;
 use tracer_common::text::escape_controls;
 
 use crate::{
     model::{
         comparison::compare,
-        recording::{build, nid_counts, Report, MAX_NID_PAIRS},
+        recording::{build, nid_counts, Image, Report, MAX_NID_PAIRS},
         Packages,
     },
     record::reader::{self, Reader},
@@ -44,6 +45,11 @@ pub(crate) struct ReportArgs {
     /// pair are counted and said on stderr, and the exit status is then 1.
     #[arg(long, conflicts_with = "json")]
     nids: bool,
+    /// The recorded device's F2FS image, or the device itself (read-only): node reads are
+    /// then told apart by node type (inode, direct, indirect, double indirect, xattr), read
+    /// from each nid's block.
+    #[arg(long, value_name = "IMG", conflicts_with_all = ["compare", "nids"])]
+    image: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: ReportArgs) -> Result<()> {
@@ -73,7 +79,22 @@ fn report_of<R: std::io::Read>(args: &ReportArgs, reader: Reader<R>) -> Result<R
         args.packages.as_deref(),
         reader.header.packages_list.clone(),
     )?;
-    Ok(build(reader, packages))
+    let nodes = args
+        .image
+        .as_deref()
+        .map(|path| {
+            NodeSet::load(path)
+                .with_context(|| format!("{} is not a readable F2FS image", path.display()))
+        })
+        .transpose()?;
+    let image = nodes
+        .as_ref()
+        .zip(args.image.as_deref())
+        .map(|(nodes, path)| Image {
+            nodes,
+            name: path.display().to_string(),
+        });
+    Ok(build(reader, packages, image))
 }
 
 fn warn_damage(file: &Path, report: &Report) {

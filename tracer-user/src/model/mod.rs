@@ -13,6 +13,7 @@ pub(crate) mod counters;
 pub(crate) mod eager;
 pub(crate) mod exact;
 mod fast_hash;
+pub(crate) mod node_types;
 pub(crate) mod recording;
 mod rows;
 

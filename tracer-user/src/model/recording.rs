@@ -6,7 +6,8 @@ use serde::Serialize;
 use tracer_common::{CheckpointPhase, Decoded, EventKind};
 
 use super::{
-    checkpoints::CheckpointReport, AppRow, CacheGauges, Counters, Model, Packages, PerQueue,
+    checkpoints::CheckpointReport, node_types::NodeTypeReads, AppRow, CacheGauges, Counters, Model,
+    Packages, PerQueue,
 };
 use crate::record::{
     reader::{Damage, Item, Reader},
@@ -49,6 +50,9 @@ pub(crate) struct Report {
     pub devices: BTreeMap<String, DeviceReport>,
     /// Checkpoint anatomy (issue 19): seed 002's table.
     pub checkpoints: CheckpointReport,
+    /// Node reads by node type, when an image of the device was given (`report --image`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_types: Option<NodeTypeReads>,
     pub notes: Vec<Note>,
     /// Notes past the first [`MAX_NOTES_SHOWN_BYTES`] of them, counted only.
     pub notes_omitted: u64,
@@ -70,9 +74,20 @@ pub(crate) struct TimeRange {
     pub seconds: f64,
 }
 
+/// The recorded device's node blocks and where they were read from: node reads are then told
+/// apart by node type.
+pub(crate) struct Image<'a> {
+    pub nodes: &'a sim::nodes::NodeSet,
+    pub name: String,
+}
+
 /// Build the report from a recording, read one record at a time. Damage ends the read; the
 /// report covers what comes before it and names it.
-pub(crate) fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages) -> Report {
+pub(crate) fn build<R: std::io::Read>(
+    mut reader: Reader<R>,
+    packages: Packages,
+    image: Option<Image<'_>>,
+) -> Report {
     let header = reader.header.clone();
     let mut model = Model::for_recording(&header, packages);
     let mut slot_mix = PerQueue::default();
@@ -83,12 +98,18 @@ pub(crate) fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages)
     let mut footer = None;
     let mut damage = None;
     let mut last = header.clock_origin_ns;
+    let mut node_types = image.as_ref().map(|i| NodeTypeReads::new(i.name.clone()));
     while let Some(item) = reader.next_item() {
         match item {
             Ok(Item::Events(events)) => {
                 for event in &events {
                     model.ingest(event);
                     tally(event, &mut slot_mix, &mut devices);
+                    if let (Some(image), Some(types)) = (&image, &mut node_types) {
+                        if let Decoded::NodeRead { nid, readahead, .. } = event.decode() {
+                            types.count(image.nodes, nid, readahead);
+                        }
+                    }
                 }
                 last = events.last().map_or(last, |e| e.ts_ns);
                 // The report needs totals, not windows: none are kept.
@@ -130,6 +151,7 @@ pub(crate) fn build<R: std::io::Read>(mut reader: Reader<R>, packages: Packages)
         cache: model.cache(),
         devices,
         checkpoints: CheckpointReport::from_tracker(model.checkpoints()),
+        node_types,
         notes,
         notes_omitted,
         drops: totals.lost,

@@ -89,6 +89,8 @@ pub(crate) struct ProbeReport {
 /// The whole report, with `manifest`'s probes tried; `rfc_probes_from` says where the
 /// manifest came from.
 pub(crate) fn collect(manifest: &Manifest, rfc_probes_from: String) -> Result<ProbeReport> {
+    // Parsed once for the plan, the RFC's probes and the access traces.
+    let _btf = bpf::discover::btf::hold_this_kernel();
     let privileges = Privileges::current()?;
     let mut missing = Vec::new();
     let (tracefs, mounted) = locate_tracefs(&privileges, &mut missing);

@@ -37,7 +37,7 @@ pub(crate) struct SourceArgs {
     /// Replay and simulator speed: 1 = as recorded (real time), 10 = ten times faster, 0 = as
     /// fast as possible.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true,
-          value_parser = crate::cmd::parse_speed)]
+          value_parser = parse_speed)]
     pub speed: f64,
     /// Simulator scenario (with --source sim).
     #[arg(long, default_value = "android-launch")]
@@ -156,6 +156,9 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     if let Err(err) = system::ensure_tracefs() {
         log::warn!("tracefs: {err:#}; planning without tracepoints");
     }
+    // The planner, the RFC's trampolines and the access traces all read this kernel's BTF:
+    // parsed once for the three, let go when the source has started.
+    let btf = crate::source::bpf::discover::btf::hold_this_kernel();
     let (manifest, banner) = rfc_probes(args)?;
     let plan = f2fs::planner::plan_this_kernel(None);
     let node_read_events = args.node_read_events_with(manifest.as_ref());
@@ -168,6 +171,8 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     if args.accesses {
         source.attach_accesses(&f2fs::access::plan_this_kernel(args.function_hook))?;
     }
+    drop(btf);
+    system::release_freed_memory();
     Ok(Opened {
         source: Box::new(source),
         banner,
@@ -209,6 +214,20 @@ fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {
     Ok(Box::new(source))
 }
 
+/// `--speed`: 0 (as fast as possible) or a positive, finite factor.
+fn parse_speed(text: &str) -> Result<f64, String> {
+    let speed: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(speed.is_finite() && speed >= 0.0) {
+        return Err(format!(
+            "{speed}: the speed is 0 (as fast as possible) or a positive factor"
+        ));
+    }
+    Ok(speed)
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -233,5 +252,14 @@ mod tests {
         assert!(!wants(&["--source", "bpf", "--accesses"]));
         assert!(wants(&["--node-read-events"]));
         assert!(wants(&["--probes", "rfc.toml"]));
+    }
+
+    #[test]
+    fn a_speed_is_zero_or_a_positive_finite_factor() {
+        assert_eq!(parse_speed("0"), Ok(0.0));
+        assert_eq!(parse_speed("1e300"), Ok(1e300));
+        for bad in ["-1", "inf", "NaN", "-inf", "fast"] {
+            assert!(parse_speed(bad).is_err(), "{bad}");
+        }
     }
 }

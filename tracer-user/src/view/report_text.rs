@@ -3,8 +3,14 @@ use std::fmt::Write as _;
 
 use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
+use sim::f2fs::NodeType;
+
 use crate::{
-    model::{recording::Report, PerReason},
+    model::{
+        node_types::{NodeTypeReads, Reads},
+        recording::Report,
+        PerReason,
+    },
     view::checkpoint_table,
 };
 
@@ -18,6 +24,30 @@ fn by_reason(counts: &PerReason, names: &[(u8, &str)]) -> String {
         words.push(format!("unknown {}", counts.get(0)));
     }
     words.join(" ")
+}
+
+/// Node reads per node type: demand, readahead and the share of all node reads.
+fn node_types(types: &NodeTypeReads) -> String {
+    let mut out = format!("node reads by node type (from {}):\n", types.image);
+    let all = types.total();
+    let mut row = |name: &str, reads: Reads| {
+        let share = match all {
+            0 => "-".to_string(),
+            _ => format!("{:.1} %", reads.total() as f64 * 100.0 / all as f64),
+        };
+        let _ = writeln!(
+            out,
+            "  {name:<16} {:>9} demand {:>9} readahead {share:>8}",
+            reads.demand, reads.readahead
+        );
+    };
+    for of_type in NodeType::ALL {
+        row(of_type.name(), types.get(of_type));
+    }
+    if types.not_in_image.total() > 0 {
+        row("not in the image", types.not_in_image);
+    }
+    out
 }
 
 pub(crate) fn render(report: &Report) -> String {
@@ -93,6 +123,9 @@ pub(crate) fn render(report: &Report) -> String {
             );
         }
         out.push('\n');
+    }
+    if let Some(types) = &report.node_types {
+        out.push_str(&node_types(types));
     }
     out.push_str(&checkpoint_table::render(&report.checkpoints));
     let _ = writeln!(

@@ -88,8 +88,8 @@ pub(crate) fn usable(hook: FunctionHook, machine: &str, release: &str) -> Result
 /// Trampolines on this kernel's functions, found by name: its BTF, the relocated programs, and
 /// what is attached (detached when dropped).
 pub(crate) struct KernelTrampolines {
-    /// This kernel's BTF, parsed once per process ([`super::discover::btf::this_kernel`]).
-    btf: &'static (BtfFiles, KernelBtf),
+    /// This kernel's BTF, shared with whatever else holds it ([`super::discover::btf::this_kernel`]).
+    btf: super::discover::btf::SharedBtf,
     programs: TracingPrograms,
     pub links: Vec<TrampolineLink>,
 }

@@ -109,23 +109,33 @@ pub struct KernelBtf {
     split: bool,
 }
 
-/// This kernel's BTF as [`BtfFiles::this_kernel`] finds it, parsed once per process: the F2FS
-/// planner, the access traces, the trampolines and start-up discovery all read it, and
-/// vmlinux's is megabytes. The kernel's BTF does not change under a running process, but for
-/// a module loaded after the first call (its split file then appears): each caller plans once,
-/// at its start.
-pub(crate) fn this_kernel() -> Result<&'static (BtfFiles, KernelBtf)> {
-    static PARSED: std::sync::OnceLock<Result<(BtfFiles, KernelBtf), String>> =
-        std::sync::OnceLock::new();
-    PARSED
-        .get_or_init(|| {
-            let files = BtfFiles::this_kernel()
-                .ok_or_else(|| "no BTF (/sys/kernel/btf/vmlinux)".to_string())?;
-            let btf = KernelBtf::load(&files).map_err(|err| format!("{err:#}"))?;
-            Ok((files, btf))
-        })
-        .as_ref()
-        .map_err(|err| anyhow::anyhow!("{err}"))
+/// This kernel's BTF as [`BtfFiles::this_kernel`] finds it, parsed and shared: vmlinux's is
+/// megabytes, and the F2FS planner, the access traces and the trampolines each read it while
+/// a source starts. It is kept only while someone holds it (a weak reference here): a parsed
+/// vmlinux BTF held for a whole run cost `top` and the daemon enough memory that the kmod VM
+/// test's OOM killer chose them under its memory pressure. A caller that plans several things
+/// in a row holds one [`SharedBtf`] across them ([`hold_this_kernel`]).
+pub(crate) type SharedBtf = std::sync::Arc<(BtfFiles, KernelBtf)>;
+
+pub(crate) fn this_kernel() -> Result<SharedBtf> {
+    static SHARED: std::sync::Mutex<std::sync::Weak<(BtfFiles, KernelBtf)>> =
+        std::sync::Mutex::new(std::sync::Weak::new());
+    let mut shared = SHARED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(btf) = shared.upgrade() {
+        return Ok(btf);
+    }
+    let files = BtfFiles::this_kernel().context("no BTF (/sys/kernel/btf/vmlinux)")?;
+    let btf = std::sync::Arc::new((files.clone(), KernelBtf::load(&files)?));
+    *shared = std::sync::Arc::downgrade(&btf);
+    Ok(btf)
+}
+
+/// This kernel's BTF held until the result is dropped, so that what plans meanwhile parses it
+/// once; None without BTF (each user then says so itself).
+pub(crate) fn hold_this_kernel() -> Option<SharedBtf> {
+    this_kernel().ok()
 }
 
 impl KernelBtf {

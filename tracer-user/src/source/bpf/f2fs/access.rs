@@ -272,7 +272,7 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
     let offsets = btf
         .as_ref()
         .map_err(|err| anyhow::anyhow!("{err:#}"))
-        .and_then(|(_, btf)| struct_offsets(btf));
+        .and_then(|shared| struct_offsets(&shared.1));
     let evict_format = system::tracefs()
         .context("tracefs is not mounted")
         .and_then(|root| {
@@ -286,7 +286,8 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
     let plan = plan(&kallsyms, system::has_kprobes(), offsets, evict_format);
     let release = system::kernel_release();
     let targets = trampoline::usable(hook, &bpf::arch::kernel_machine(), &release).and_then(|()| {
-        let (files, btf) = btf.map_err(|err| anyhow::anyhow!("{err:#}"))?;
+        let shared = btf.map_err(|err| anyhow::anyhow!("{err:#}"))?;
+        let (files, btf) = &*shared;
         plan.lookup_functions
             .iter()
             .map(|function| BtfTarget::find(btf, files, function))

@@ -166,7 +166,8 @@ fn signatures(symbols: &BTreeMap<String, String>) -> Result<BTreeMap<String, Fun
     if !symbols.contains_key(SYM_JOURNAL_IN_CURSUM) {
         return Ok(BTreeMap::new());
     }
-    let (_, btf) = crate::source::bpf::discover::btf::this_kernel()?;
+    let shared = crate::source::bpf::discover::btf::this_kernel()?;
+    let (_, btf) = &*shared;
     Ok(btf
         .function(SYM_JOURNAL_IN_CURSUM)
         .map(|f| (SYM_JOURNAL_IN_CURSUM.to_string(), f))
