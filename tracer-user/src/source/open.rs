@@ -219,7 +219,9 @@ fn parse_speed(text: &str) -> Result<f64, String> {
     let speed: f64 = text
         .trim()
         .parse()
-        .map_err(|_| format!("{text:?} is not a number"))?;
+        .ok()
+        .filter(|speed: &f64| !speed.is_nan())
+        .ok_or_else(|| format!("{text:?} is not a number"))?;
     if !(speed.is_finite() && speed >= 0.0) {
         return Err(format!(
             "{speed}: the speed is 0 (as fast as possible) or a positive factor"
@@ -258,8 +260,17 @@ mod tests {
     fn a_speed_is_zero_or_a_positive_finite_factor() {
         assert_eq!(parse_speed("0"), Ok(0.0));
         assert_eq!(parse_speed("1e300"), Ok(1e300));
-        for bad in ["-1", "inf", "NaN", "-inf", "fast"] {
-            assert!(parse_speed(bad).is_err(), "{bad}");
+        for bad in ["-1", "inf", "-inf"] {
+            assert!(
+                parse_speed(bad).unwrap_err().contains("positive factor"),
+                "{bad}"
+            );
+        }
+        for bad in ["NaN", "fast"] {
+            assert!(
+                parse_speed(bad).unwrap_err().contains("not a number"),
+                "{bad}"
+            );
         }
     }
 }
