@@ -1,8 +1,11 @@
 //! `nodescope whatif` end to end: vm-replay recorded with compression off (its access trace,
 //! written with the project's recorder) and replayed by the binary at the scenario's own
 //! settings gives exactly the on scenario's node reads, restores and retained nodes.
+mod common;
+
 use std::{fs::File, io::BufWriter, process::Command};
 
+use common::write_recording;
 use nodescope::record::{writer::Writer, Header};
 
 fn nodescope() -> Command {
@@ -20,12 +23,7 @@ fn whatif_replays_the_vm_replay_recording_to_the_on_scenario_exactly() {
         window_ns: 1_000_000_000,
         ..Header::default()
     };
-    let mut writer = Writer::new(BufWriter::new(File::create(&path).unwrap()), &header).unwrap();
-    for event in &check.events {
-        writer.event(event).unwrap();
-    }
-    let end = check.events.last().unwrap().ts_ns;
-    writer.finish(end).unwrap();
+    write_recording(&path, &header, &check.events);
     let image = sim::scenario::vm_replay::rfc_nodes()
         .unwrap()
         .image_path
@@ -80,11 +78,7 @@ fn whatif_refuses_a_recording_without_accesses() {
 /// vm-replay's off run recorded as `header` says, at `path`.
 fn record_vm_replay(path: &std::path::Path, header: &Header) {
     let check = sim::whatif::vm_replay_check(1).unwrap();
-    let mut writer = Writer::new(BufWriter::new(File::create(path).unwrap()), header).unwrap();
-    for event in &check.events {
-        writer.event(event).unwrap();
-    }
-    writer.finish(check.events.last().unwrap().ts_ns).unwrap();
+    write_recording(path, header, &check.events);
 }
 
 /// Without --image or --device (issue 31) the device comes from the events' device number, and

@@ -141,3 +141,18 @@ pub fn recording_header(window_ns: u64) -> nodescope::record::Header {
         ..Default::default()
     }
 }
+
+/// `events` recorded at `path` with the project's writer under `header`, the footer at the
+/// last event's time.
+pub fn write_recording(
+    path: &std::path::Path,
+    header: &nodescope::record::Header,
+    events: &[tracer_common::Event],
+) {
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut writer = nodescope::record::writer::Writer::new(file, header).unwrap();
+    for event in events {
+        writer.event(event).unwrap();
+    }
+    writer.finish(events.last().map_or(0, |e| e.ts_ns)).unwrap();
+}
