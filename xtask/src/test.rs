@@ -9,6 +9,7 @@ use anyhow::{bail, Context as _, Result};
 use crate::{setup, util};
 
 mod clock;
+mod fuzz;
 use clock::PhaseClock;
 
 /// What a run from a clean clone writes under target/ (measured: see the README's disk note).
@@ -48,13 +49,16 @@ pub fn run() -> Result<()> {
         "tracer-ebpf",
     ])?;
     clock.lap("cargo test");
+    // cargo-fuzz has no --locked: the fuzz crate's lock file is checked before its build.
+    let fuzz_lock = fuzz::lock_is_current();
+    let fuzz_build = fuzz_lock.is_ok().then(fuzz::start_build).flatten();
     vm_tests(&mut totals);
     clock.lap("vm-test");
     kmod_test(&mut totals);
     clock.lap("vm-kmod");
     variants_test(&mut totals);
     clock.lap("vm-variants");
-    fuzz_targets(&mut totals);
+    fuzz::targets(&mut totals, fuzz_lock, fuzz_build);
     clock.lap("fuzz");
     work_tree_unchanged(tree_before.as_ref(), &mut totals);
     clock.print();
@@ -173,58 +177,6 @@ fn variants_test(totals: &mut Totals) {
     }
 }
 
-/// The cargo-fuzz targets (tracer-user/fuzz) and where their seeds are: the recording reader
-/// is seeded by a recording the record tests leave in target/fuzz-seed, the others by files
-/// committed under tracer-user/fuzz/seeds/<target>.
-const FUZZ_TARGETS: [&str; 4] = ["recording", "manifest", "packages", "f2fs_image"];
-/// Seconds each target runs: four short runs keep the test command a few minutes longer only.
-const FUZZ_SECONDS: u32 = 20;
-/// No input may make a target allocate more than this (libFuzzer's -rss_limit_mb and
-/// -malloc_limit_mb) ...
-const FUZZ_RSS_MB: u32 = 256;
-/// ... or take longer than this on one input (-timeout), however the machine is loaded.
-const FUZZ_TIMEOUT_S: u32 = 10;
-/// AddressSanitizer holds freed memory back (256 MB by default) to catch uses after free; it
-/// counts in the RSS limit, so a target that frees a lot (the F2FS reader's blocks) would hit
-/// the limit on ASan's memory, not its own. Safe Rust needs little of it.
-const ASAN_OPTIONS: &str = "quarantine_size_mb=32";
-
-/// Short cargo-fuzz runs of every target, each counted as one test; a crash, a leak of memory
-/// past the limit or a hang fails it. Inputs that once crashed a target are kept under
-/// tracer-user/fuzz/regressions/<target> and run first, as seeds.
-fn fuzz_targets(totals: &mut Totals) {
-    // cargo-fuzz has no --locked: check the fuzz crate's lock file first, so that its build
-    // never rewrites it.
-    if let Err(err) = fuzz_lock_is_current() {
-        println!("fuzz FAILED: {err:#}");
-        totals.failed += 1;
-        return;
-    }
-    for target in FUZZ_TARGETS {
-        match fuzz(target) {
-            Ok(()) => {
-                println!("fuzz {target}: {FUZZ_SECONDS} s without a crash");
-                totals.passed += 1;
-            }
-            Err(err) => {
-                println!("fuzz {target} FAILED: {err:#}");
-                totals.fail(format!("fuzz {target}: {err:#}"));
-            }
-        }
-    }
-}
-
-/// `cargo fetch --locked` on the fuzz crate: fails when its Cargo.lock would change.
-fn fuzz_lock_is_current() -> Result<()> {
-    let manifest = util::workspace_root().join("tracer-user/fuzz/Cargo.toml");
-    util::run(
-        std::process::Command::new("rustup")
-            .args(["run", "nightly", "cargo", "fetch", "--locked", "--manifest-path"])
-            .arg(&manifest),
-    )
-    .context("tracer-user/fuzz/Cargo.lock is not current: run `cargo metadata` in tracer-user/fuzz and commit it")
-}
-
 /// `git status --porcelain` (untracked files under target/ left out) and `git diff HEAD`,
 /// or None outside a git work tree (a source tarball).
 fn work_tree_state() -> Option<(Vec<String>, String)> {
@@ -270,43 +222,6 @@ fn work_tree_unchanged(before: Option<&(Vec<String>, String)>, totals: &mut Tota
         println!("  (files already changed before the run were changed again; see git diff)");
     }
     totals.fail("work tree check: the test run changed the work tree".to_string());
-}
-
-fn fuzz(target: &str) -> Result<()> {
-    let root = util::workspace_root();
-    let fuzz_dir = root.join("tracer-user/fuzz");
-    let corpus = root.join("target/fuzz-corpus").join(target);
-    std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
-    let seeds = match target {
-        "recording" => root.join("target/fuzz-seed"),
-        _ => fuzz_dir.join("seeds").join(target),
-    };
-    let regressions = fuzz_dir.join("regressions").join(target);
-    let mut command = std::process::Command::new("rustup");
-    // --dev: these are smoke runs (the regressions, then 20 s each), and the unoptimised build
-    // takes 2 min 49 s where cargo fuzz's release build (one codegen unit per crate) took 7 min
-    // 45 s on a 2-core machine, at a tenth of the executions per second (628 against 6,287
-    // runs of f2fs_image in 20 s). Fuzzing for long: `cargo fuzz run TARGET` in tracer-user.
-    command
-        .args(["run", "nightly", "cargo", "fuzz", "run", "--dev", target])
-        .arg(&corpus)
-        .arg(&seeds);
-    if regressions.is_dir() {
-        command.arg(&regressions);
-    }
-    command
-        .arg("--")
-        .arg(format!("-max_total_time={FUZZ_SECONDS}"))
-        .arg(format!("-rss_limit_mb={FUZZ_RSS_MB}"))
-        .arg(format!("-malloc_limit_mb={FUZZ_RSS_MB}"))
-        .arg(format!("-timeout={FUZZ_TIMEOUT_S}"))
-        .current_dir(root.join("tracer-user"))
-        .env("CARGO_TARGET_DIR", root.join("target/fuzz"))
-        // Line tables are enough for a crash's backtrace; no incremental state (0.3 GB).
-        .env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only")
-        .env("CARGO_INCREMENTAL", "0")
-        .env("ASAN_OPTIONS", ASAN_OPTIONS);
-    util::run(&mut command)
 }
 
 #[derive(Default)]
