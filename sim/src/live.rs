@@ -119,7 +119,7 @@ impl LiveSim {
         let nodes = match scenario {
             ScenarioName::VmReplay => vm_replay::rfc_nodes()?,
             ScenarioName::AndroidLaunch => {
-                NodeSet::for_manifest(&AndroidParams::default().fileset.manifest())?
+                crate::scenario::android::nodes(&AndroidParams::default())?
             }
         };
         let (limit_tx, limit_rx) = mpsc::channel();

@@ -1,6 +1,6 @@
 //! The node blocks of one image, loaded once and shared by every run (runs are cheap).
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     path::{Path, PathBuf},
     sync::{Arc, Mutex},
 };
@@ -9,7 +9,12 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     f2fs::{image::inode_info, Block, Image, NodeBlock, NodeKind},
-    fileset::{self, Manifest},
+    fileset::{
+        self,
+        android::AndroidFileSet,
+        fbe::{AndroidImage, EncryptedImage},
+        Manifest,
+    },
 };
 
 pub struct NodeSet {
@@ -27,7 +32,19 @@ pub struct NodeSet {
 }
 
 impl NodeSet {
+    /// The node blocks of the image at `path`, each file's inode found by the names and
+    /// parents its inodes keep.
     pub fn load(path: &Path) -> Result<NodeSet> {
+        NodeSet::load_with(path, None)
+    }
+
+    /// [`NodeSet::load`] for an image whose names are ciphertext: paths come from `index`
+    /// (path -> inode number, as the writer of the image listed them).
+    pub fn load_indexed(path: &Path, index: &BTreeMap<String, u32>) -> Result<NodeSet> {
+        NodeSet::load_with(path, Some(index))
+    }
+
+    fn load_with(path: &Path, index: Option<&BTreeMap<String, u32>>) -> Result<NodeSet> {
         let image = Image::open(path)?;
         let nodes = image
             .nodes()
@@ -37,10 +54,27 @@ impl NodeSet {
             .filter_map(|(nid, block)| inode_info(*nid, block))
             .collect();
         let root_ino = image.superblock.root_ino;
-        let paths = Image::paths(&inodes, root_ino)
-            .into_iter()
-            .map(|(nid, path)| (path.trim_start_matches('/').to_string(), nid))
-            .collect();
+        let paths = match index {
+            None => Image::paths(&inodes, root_ino)
+                .into_iter()
+                .map(|(nid, path)| (path.trim_start_matches('/').to_string(), nid))
+                .collect(),
+            Some(index) => {
+                let mut paths: HashMap<String, u32> =
+                    index.iter().map(|(p, ino)| (p.clone(), *ino)).collect();
+                paths.insert(String::new(), root_ino);
+                if let Some((path, ino)) = index
+                    .iter()
+                    .find(|(_, ino)| !inodes.iter().any(|inode| inode.nid == **ino))
+                {
+                    anyhow::bail!(
+                        "{}: its index gives {path} inode {ino}, which the image does not have",
+                        image.path().display()
+                    );
+                }
+                paths
+            }
+        };
         let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
         for (nid, block) in &nodes {
             let node = NodeBlock(&block[..]);
@@ -96,18 +130,29 @@ impl NodeSet {
 
     /// The node set of a manifest's image, built when missing and loaded once per process.
     pub fn for_manifest(manifest: &Manifest) -> Result<Arc<NodeSet>> {
-        static LOADED: Mutex<Vec<(u64, Arc<NodeSet>)>> = Mutex::new(Vec::new());
-        let key = manifest.fingerprint();
-        let mut loaded = LOADED
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((_, set)) = loaded.iter().find(|(k, _)| *k == key) {
-            return Ok(set.clone());
+        let key = format!("{}-{:016x}", manifest.name, manifest.fingerprint());
+        loaded_once(&key, || NodeSet::load(&fileset::build_image(manifest)?))
+    }
+
+    /// The node set of the Android file set: the encrypted image when `image` says so (or,
+    /// for [`AndroidImage::choose`]'s default, when it is built), else the plain one.
+    pub fn for_android(set: &AndroidFileSet, image: AndroidImage) -> Result<Arc<NodeSet>> {
+        match image {
+            AndroidImage::Plain => NodeSet::for_manifest(&set.manifest()),
+            AndroidImage::Encrypted => {
+                let built = EncryptedImage::of(set);
+                anyhow::ensure!(
+                    built.is_built(),
+                    "the encrypted Android image {} is not built: `cargo xtask android-image` \
+                     writes it (in a QEMU guest, as root)",
+                    built.image.display()
+                );
+                let key = built.image.to_string_lossy().into_owned();
+                loaded_once(&key, || {
+                    NodeSet::load_indexed(&built.image, &built.read_index()?)
+                })
+            }
         }
-        let path = fileset::build_image(manifest)?;
-        let set = Arc::new(NodeSet::load(&path)?);
-        loaded.push((key, set.clone()));
-        Ok(set)
     }
 
     pub fn len(&self) -> usize {
@@ -144,4 +189,18 @@ impl NodeSet {
         nodes.extend(self.children.get(&ino).into_iter().flatten());
         nodes
     }
+}
+
+/// Each image is loaded once per process, shared by every run.
+fn loaded_once(key: &str, load: impl FnOnce() -> Result<NodeSet>) -> Result<Arc<NodeSet>> {
+    static LOADED: Mutex<Vec<(String, Arc<NodeSet>)>> = Mutex::new(Vec::new());
+    let mut loaded = LOADED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, set)) = loaded.iter().find(|(k, _)| k == key) {
+        return Ok(set.clone());
+    }
+    let set = Arc::new(load()?);
+    loaded.push((key.to_string(), set.clone()));
+    Ok(set)
 }

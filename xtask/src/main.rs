@@ -60,6 +60,10 @@ enum Task {
         #[arg(long)]
         save_test_data: bool,
     },
+    /// The simulated phone's file set as Android writes /data (fscrypt v2, SELinux labels,
+    /// Android's mkfs features), written by Debian's 6.12 in QEMU and cached; then checked from
+    /// the image's own bytes (root).
+    AndroidImage,
     /// What one traced event costs in the kernel, nodescope against bpftrace, on a Debian
     /// kernel in QEMU (prints `ebpf-cost ours_ns=.. bpftrace_ns=.. ratio=..`; root).
     VmBench {
@@ -133,6 +137,7 @@ fn main() -> Result<()> {
                 vm::kmod_phase::build_and_run(&kernel)
             }
         }
+        Task::AndroidImage => vm::android_image::run().map(|_| ()),
         Task::Soak { args } => soak::run(&args),
         Task::Dist { arch } => dist::run(arch.as_deref()),
         Task::Kmod {

@@ -52,6 +52,8 @@ pub fn run() -> Result<()> {
     // cargo-fuzz has no --locked: the fuzz crate's lock file is checked before its build.
     let fuzz_lock = fuzz::lock_is_current();
     let fuzz_build = fuzz_lock.is_ok().then(fuzz::start_build).flatten();
+    android_image_test(&mut totals);
+    clock.lap("android-image");
     vm_tests(&mut totals);
     clock.lap("vm-test");
     kmod_test(&mut totals);
@@ -105,6 +107,24 @@ fn report_disk_space() {
             "warning: the disk may fill up during the build; if it stops with 'No space left on \
              device' or a linker 'Bus error', free space (or `cargo clean`) and run again"
         );
+    }
+}
+
+/// The Android image (built in QEMU, or the cached one) checked from its own bytes: one test,
+/// its line `android-image ... PASS`.
+fn android_image_test(totals: &mut Totals) {
+    if !util::is_root() {
+        let why = "android-image: not root: the kernel packages come through apt, which needs root";
+        println!("SKIPPED {why}");
+        totals.skip(why.to_string());
+        return;
+    }
+    match crate::vm::android_image::run() {
+        Ok(_) => totals.passed += 1,
+        Err(err) => {
+            println!("android-image FAILED: {err:#}");
+            totals.fail(format!("android-image: {err:#}"));
+        }
     }
 }
 

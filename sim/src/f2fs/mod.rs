@@ -11,6 +11,7 @@ pub mod nat;
 pub mod node;
 pub mod sparse;
 pub mod superblock;
+pub mod xattr;
 
 pub use image::{Image, InodeInfo};
 pub use node::{NodeBlock, NodeKind, NodeType};

@@ -12,7 +12,10 @@ const OFFSET_BIT_SHIFT: u32 = 3;
 const XATTR_NODE_OFFSET: u32 = u32::MAX >> OFFSET_BIT_SHIFT;
 /// Inode fields (`struct f2fs_inode`).
 const I_MODE: usize = 0;
+const I_ADVISE: usize = 2;
 const I_INLINE: usize = 3;
+const I_UID: usize = 4;
+const I_GID: usize = 8;
 const I_SIZE: usize = 16;
 const I_GENERATION: usize = 68;
 const I_PINO: usize = 84;
@@ -26,6 +29,11 @@ const F2FS_EXTRA_ATTR: u8 = 0x20;
 pub const F2FS_INLINE_DATA: u8 = 0x02;
 const S_IFMT: u16 = 0o170000;
 const S_IFDIR: u16 = 0o040000;
+const S_IFREG: u16 = 0o100000;
+/// `FADVISE_ENCRYPT_BIT` and `FADVISE_ENC_NAME_BIT` in `i_advise`: the file is encrypted, and
+/// so is the name the inode keeps.
+pub const FADVISE_ENCRYPT: u8 = 0x04;
+pub const FADVISE_ENC_NAME: u8 = 0x08;
 
 /// What a node block is, from its footer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -163,6 +171,33 @@ impl<'a> NodeBlock<'a> {
 
     pub fn is_dir(&self) -> bool {
         le16(self.0, I_MODE) & S_IFMT == S_IFDIR
+    }
+
+    pub fn is_regular(&self) -> bool {
+        le16(self.0, I_MODE) & S_IFMT == S_IFREG
+    }
+
+    /// Permission bits and set-id bits of `i_mode`.
+    pub fn permissions(&self) -> u32 {
+        u32::from(le16(self.0, I_MODE) & 0o7777)
+    }
+
+    pub fn uid(&self) -> u32 {
+        le32(self.0, I_UID)
+    }
+
+    pub fn gid(&self) -> u32 {
+        le32(self.0, I_GID)
+    }
+
+    pub fn advise(&self) -> u8 {
+        self.0[I_ADVISE]
+    }
+
+    /// The name kept in the inode, raw (ciphertext when `FADVISE_ENC_NAME` is set).
+    pub fn name_bytes(&self) -> &'a [u8] {
+        let len = (le32(self.0, I_NAMELEN) as usize).min(255);
+        &self.0[I_NAME..I_NAME + len]
     }
 
     pub fn inline_flags(&self) -> u8 {

@@ -158,3 +158,49 @@ fn corrupted_checkpoints_are_reported() {
     assert!(message.contains("no valid checkpoint"), "{message}");
     assert!(message.contains("CRC mismatch"), "{message}");
 }
+
+/// An inode block with an inline xattr area holding `entries` (index, name, value).
+fn inode_with_xattrs(entries: &[(u8, &[u8], &[u8])]) -> Vec<u8> {
+    let mut block = vec![0u8; BLOCK_SIZE];
+    block[3] = super::xattr::F2FS_INLINE_XATTR;
+    let mut at = 360 + (923 - 50) * 4 + 24;
+    for (index, name, value) in entries {
+        block[at] = *index;
+        block[at + 1] = name.len() as u8;
+        block[at + 2..at + 4].copy_from_slice(&(value.len() as u16).to_le_bytes());
+        block[at + 4..at + 4 + name.len()].copy_from_slice(name);
+        let value_at = at + 4 + name.len();
+        block[value_at..value_at + value.len()].copy_from_slice(value);
+        at = (value_at + value.len() + 3) & !3;
+    }
+    block
+}
+
+#[test]
+fn inline_xattrs_are_read_in_order_up_to_the_zero_word() {
+    let label = b"u:object_r:app_data_file:s0:c57,c256,c512,c768\0";
+    let block = inode_with_xattrs(&[(9, b"c", &[2; 40]), (6, b"selinux", label)]);
+    let found = super::xattr::inline_xattrs(&NodeBlock(&block)).unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(
+        (found[0].index, &found[0].name[..], found[0].value.len()),
+        (9, &b"c"[..], 40)
+    );
+    assert_eq!((found[1].index, &found[1].value[..]), (6, &label[..]));
+    // No inline xattr flag: nothing, whatever the area holds.
+    let mut without = block.clone();
+    without[3] = 0;
+    assert!(super::xattr::inline_xattrs(&NodeBlock(&without))
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn an_xattr_running_past_the_inline_area_is_an_error() {
+    let block = inode_with_xattrs(&[(6, b"selinux", &[b'x'; 180])]);
+    let error = super::xattr::inline_xattrs(&NodeBlock(&block)).unwrap_err();
+    assert!(
+        format!("{error:#}").contains("runs past the 200-byte inline area"),
+        "{error:#}"
+    );
+}

@@ -59,6 +59,12 @@ pub fn app_data_dir(package: &str) -> String {
 
 pub const SYSTEM_DIR: &str = "data/system/";
 
+/// The uid of the app at `index` of [`APP_PACKAGES`] (user 0): app ids from 10050 on, spaced
+/// as installs over time would leave them.
+pub fn app_uid(index: usize) -> u32 {
+    10_000 + index as u32 * 7 + 50
+}
+
 struct Builder {
     entries: Vec<ManifestEntry>,
     rng: Rng,

@@ -4,8 +4,11 @@
 //! is also the order its nodes enter the cache). [`build_image`] writes the tree to a scratch
 //! directory, formats a sparse image file and loads the tree into it, then caches the image
 //! under `$XDG_CACHE_HOME/nodescope` (or `~/.cache/nodescope`), keyed by a fingerprint of the
-//! manifest and the format options, so the next run reuses it.
+//! manifest and the format options, so the next run reuses it. [`fbe`] is the Android file
+//! set as a phone's /data holds it (encrypted names, fscrypt contexts, SELinux labels): a
+//! QEMU guest writes that image (`cargo xtask android-image`), the same cache keeps it.
 pub mod android;
+pub mod fbe;
 pub mod vm;
 
 use std::{

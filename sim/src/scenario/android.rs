@@ -15,6 +15,8 @@
 //! the 1 GiB is being allocated (2 s), kswapd runs every 100 ms at priority 5; while it is
 //! held, every second at priority 9. These priorities are modelling choices (the phone's memory
 //! size is not given); the comparison off vs on uses the same ones.
+use std::sync::Arc;
+
 use anyhow::{Context as _, Result};
 
 use super::{Phases, RunTotals, ScenarioName, Totals};
@@ -22,7 +24,10 @@ use crate::{
     engine::{Engine, EngineOptions, Pressure, SlotCounts},
     events::Task,
     f2fs::node::RequestedType,
-    fileset::android::{app_code_dir, app_data_dir, AndroidFileSet, APP_PACKAGES, SYSTEM_DIR},
+    fileset::android::{
+        app_code_dir, app_data_dir, app_uid, AndroidFileSet, APP_PACKAGES, SYSTEM_DIR,
+    },
+    fileset::fbe::AndroidImage,
     knobs::KnobSource,
     nodes::NodeSet,
     rng::Rng,
@@ -35,6 +40,8 @@ const SECOND: u64 = 1_000_000_000;
 #[derive(Clone, Debug)]
 pub struct AndroidParams {
     pub fileset: AndroidFileSet,
+    /// The image the file set is read from; None: [`AndroidImage::choose`].
+    pub image: Option<AndroidImage>,
     /// Seconds an app stays in the foreground after its launch.
     pub foreground_s: u64,
     pub normalise_s: u64,
@@ -52,6 +59,7 @@ impl Default for AndroidParams {
     fn default() -> AndroidParams {
         AndroidParams {
             fileset: AndroidFileSet::default(),
+            image: None,
             foreground_s: 4,
             normalise_s: 20,
             pressure_ramp: Pressure::Reclaim {
@@ -85,9 +93,13 @@ pub struct App {
     cache: Vec<u32>,
 }
 
-/// The app's uid: app ids from 10050 on, spaced as installs over time would leave them.
-fn app_uid(index: usize) -> u32 {
-    10_000 + index as u32 * 7 + 50
+/// The node set of the trial's image.
+pub fn nodes(params: &AndroidParams) -> Result<Arc<NodeSet>> {
+    let image = match params.image {
+        Some(image) => image,
+        None => AndroidImage::choose(&params.fileset)?,
+    };
+    NodeSet::for_android(&params.fileset, image)
 }
 
 /// Android names an app's main thread after the end of its package name.
@@ -152,7 +164,7 @@ impl Trial {
         options: EngineOptions,
         seed: u64,
     ) -> Result<Trial> {
-        let nodes = NodeSet::for_manifest(&params.fileset.manifest())?;
+        let nodes = nodes(params)?;
         Trial::from_engine(params, Engine::new(nodes, knobs, options), seed)
     }
 
@@ -365,6 +377,8 @@ pub struct AndroidChanges {
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct AndroidReport {
+    /// The image the trial read its nodes from: `fbe` (as a phone writes /data) or `plain`.
+    pub image: &'static str,
     pub off: AndroidSide,
     pub on: AndroidSide,
     /// Relative changes on vs off (fractions; negative = lower with compression on).
@@ -390,6 +404,15 @@ fn side(run: &RunTotals) -> AndroidSide {
 }
 
 pub fn compare(params: &AndroidParams, seed: u64) -> Result<AndroidReport> {
+    // Both sides on one image, whatever the cache gains meanwhile.
+    let image = match params.image {
+        Some(image) => image,
+        None => AndroidImage::choose(&params.fileset)?,
+    };
+    let params = &AndroidParams {
+        image: Some(image),
+        ..params.clone()
+    };
     let on_knobs = Knobs::default();
     let off = side(&run_static(
         params,
@@ -402,6 +425,7 @@ pub fn compare(params: &AndroidParams, seed: u64) -> Result<AndroidReport> {
     let on = side(&run_static(params, on_knobs, seed)?);
     let change = |on: u64, off: u64| on as f64 / off.max(1) as f64 - 1.0;
     Ok(AndroidReport {
+        image: image.name(),
         changes: AndroidChanges {
             retained_entries: change(on.attached_entries, off.attached_entries),
             raw_bytes: change(on.raw_bytes, off.raw_bytes),

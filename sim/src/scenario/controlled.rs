@@ -78,9 +78,7 @@ impl Workload {
     fn nodes(&self) -> Result<Arc<NodeSet>> {
         match self {
             Workload::VmReplay { .. } => vm_replay::rfc_nodes(),
-            Workload::AndroidLaunch => {
-                NodeSet::for_manifest(&android::AndroidParams::default().fileset.manifest())
-            }
+            Workload::AndroidLaunch => android::nodes(&android::AndroidParams::default()),
             Workload::Mixed => mixed::nodes(),
         }
     }

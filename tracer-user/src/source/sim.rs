@@ -132,8 +132,9 @@ impl Source for SimSource {
             kernel: "simulator".into(),
             devices: vec![sim::live::DEV_NAME.into()],
             detail: format!(
-                "scenario {} (knobs in {})",
+                "scenario {}{} (knobs in {})",
                 self.scenario,
+                image_note(self.scenario),
                 self.knob_root.display()
             ),
         }
@@ -162,4 +163,15 @@ impl Source for SimSource {
     fn knob_root(&self) -> Option<PathBuf> {
         Some(self.knob_root.clone())
     }
+}
+
+/// The phone scenario says which of the file set's images it reads: ` on the fbe image`.
+fn image_note(scenario: ScenarioName) -> String {
+    if scenario != ScenarioName::AndroidLaunch {
+        return String::new();
+    }
+    let set = sim::fileset::android::AndroidFileSet::default();
+    sim::fileset::fbe::AndroidImage::choose(&set)
+        .map(|image| format!(" on the {} image", image.name()))
+        .unwrap_or_default()
 }

@@ -110,7 +110,12 @@ pub(crate) fn vm_replay_table(r: &VmReplayReport, seed: u64) -> String {
 
 pub(crate) fn android_table(r: &AndroidReport, seed: u64) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "android-launch: 18 apps, seed pass, 1 GiB pressure 30 s, two measured passes (seed {seed})\n");
+    let _ = writeln!(
+        s,
+        "android-launch: 18 apps, seed pass, 1 GiB pressure 30 s, two measured passes (seed \
+         {seed}, {} image)\n",
+        r.image
+    );
     let _ = writeln!(
         s,
         "Final snapshot            {:>14} {:>14} {:>9}",

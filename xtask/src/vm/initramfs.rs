@@ -60,6 +60,9 @@ pub struct ModuleOverrides<'a> {
     /// (file name ending in .ko, .ko or .ko.xz): put at lib/modules/<file name> but not in the
     /// load order, for a guest that swaps modules (rmmod f2fs; insmod /lib/modules/f2fs-stock.ko).
     pub extra: &'a [(&'a str, &'a Path)],
+    /// More modules to load, with their dependencies (builtin ones are skipped): what a phase
+    /// needs beyond ROOT_MODULES (fscrypt's cipher templates, say).
+    pub roots: &'a [&'a str],
 }
 
 /// Build the archive. `guest_files` are (path in the guest, contents) for scripts and settings.
@@ -254,7 +257,7 @@ fn add_binary(archive: &mut Archive, binary: &Path, at: &str) -> Result<()> {
 
 /// The modules and lib/modules/load-order, then the extra modules outside the load order.
 fn add_modules_to(archive: &mut Archive, kernel: &Kernel, modules: ModuleOverrides) -> Result<()> {
-    let order = add_modules(archive, kernel, modules.replace)?;
+    let order = add_modules(archive, kernel, modules.replace, modules.roots)?;
     archive.add("lib/modules/load-order", text_file(order.join("\n") + "\n"));
     for (name, path) in modules.extra {
         if !name.ends_with(".ko") || name.contains('/') {
@@ -270,12 +273,13 @@ fn add_modules_to(archive: &mut Archive, kernel: &Kernel, modules: ModuleOverrid
     Ok(())
 }
 
-/// Add the closure of ROOT_MODULES, decompressed, with `replace`'s modules instead of Debian's
+/// Add the closure of ROOT_MODULES and `roots`, decompressed, with `replace`'s modules instead of Debian's
 /// of the same names; returns the load order (dependencies first).
 fn add_modules(
     archive: &mut Archive,
     kernel: &Kernel,
     replace: &[(&str, &Path)],
+    roots: &[&str],
 ) -> Result<Vec<String>> {
     let mut available = index_modules(&kernel.modules.join("kernel"))?;
     for (name, path) in replace {
@@ -290,7 +294,7 @@ fn add_modules(
         seen: BTreeSet::new(),
         order: Vec::new(),
     };
-    for root in ROOT_MODULES {
+    for root in ROOT_MODULES.iter().chain(roots) {
         closure.visit(root, &builtin)?;
     }
     for (name, _) in replace {
@@ -481,7 +485,7 @@ mod tests {
 
         let mut archive = Archive::default();
         let replace = [("f2fs", ours.as_path())];
-        let order = add_modules(&mut archive, &kernel, &replace).unwrap();
+        let order = add_modules(&mut archive, &kernel, &replace, &[]).unwrap();
         assert_eq!(
             order,
             [
@@ -501,6 +505,7 @@ mod tests {
         let modules = ModuleOverrides {
             replace: &replace,
             extra: &extra,
+            ..Default::default()
         };
         add_modules_to(&mut archive, &kernel, modules).unwrap();
         assert!(archive.contains("lib/modules/f2fs-stock.ko"));
@@ -508,7 +513,7 @@ mod tests {
 
         // Without overrides: Debian's module, its own dependencies.
         let mut archive = Archive::default();
-        let order = add_modules(&mut archive, &kernel, &[]).unwrap();
+        let order = add_modules(&mut archive, &kernel, &[], &[]).unwrap();
         assert_eq!(
             order,
             [
@@ -518,9 +523,28 @@ mod tests {
                 "f2fs.ko"
             ]
         );
+        // More roots (fscrypt's cipher templates, say) come after, with their dependencies; a
+        // builtin one adds nothing.
+        fake_module(
+            &debian.join("crypto/xts.ko"),
+            "name=xts;depends=lz4hc_compress;",
+        );
+        let mut archive = Archive::default();
+        let order = add_modules(&mut archive, &kernel, &[], &["xts", "virtio_pci"]).unwrap();
+        assert_eq!(
+            order,
+            [
+                "virtio_blk.ko",
+                "lz4_compress.ko",
+                "crc32_generic.ko",
+                "f2fs.ko",
+                "lz4hc_compress.ko",
+                "xts.ko"
+            ]
+        );
         // A module the kernel lacks cannot be replaced.
         let missing = [("no_such_module", ours.as_path())];
-        assert!(add_modules(&mut Archive::default(), &kernel, &missing).is_err());
+        assert!(add_modules(&mut Archive::default(), &kernel, &missing, &[]).is_err());
     }
 
     #[test]

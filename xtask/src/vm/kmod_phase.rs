@@ -171,6 +171,7 @@ fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -
     let overrides = initramfs::ModuleOverrides {
         replace: &[("f2fs", modules.patched)],
         extra: &[("f2fs-stock.ko", modules.stock)],
+        ..Default::default()
     };
     initramfs::build_with_modules(kernel, nodescope, &files, &[fsck, tmux], overrides)
 }

@@ -5,6 +5,7 @@
 //! lines are described in docs/STREAM.md; the guest side is guest.sh. `--arch arm64` boots
 //! Debian's arm64 kernel instead, with Android's conventions (arm64.rs).
 mod accesses;
+pub mod android_image;
 mod arm64;
 pub mod bench;
 mod bench_lookups;

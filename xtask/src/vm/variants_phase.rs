@@ -170,6 +170,7 @@ fn initramfs_for(
     let overrides = initramfs::ModuleOverrides {
         replace: &[("f2fs", first)],
         extra: &extra,
+        ..Default::default()
     };
     initramfs::build_with_modules(kernel, nodescope, &files, &[], overrides)
 }
