@@ -24,7 +24,8 @@ enum Task {
     Setup,
     /// Setup, then every check CI runs: fmt, clippy, all tests (eBPF tests need root).
     Test,
-    /// Setup, build, then `nodescope top` (extra arguments go to nodescope).
+    /// Setup, build, the Android image when missing (root), then `nodescope top` (extra
+    /// arguments go to nodescope).
     Top {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -116,6 +117,7 @@ fn main() -> Result<()> {
         Task::Test => test::run(),
         Task::Top { args } => {
             setup::run()?;
+            vm::android_image::ensure_for_top();
             util::run_nodescope("top", &args)
         }
         Task::Bench { name, args } => bench::run(&name, &args),

@@ -14,6 +14,11 @@ use sim::fileset::{android::AndroidFileSet, fbe};
 use super::{initramfs, kernel, qemu};
 use crate::util;
 
+mod apps;
+
+/// The guest's writer (also adds the keys for the apps' run).
+const WRITER: &str = include_str!("android_data.c");
+
 /// The guest formats and writes a few hundred MB under TCG, encrypting it all.
 const VM_TIMEOUT: Duration = Duration::from_secs(900);
 /// Modules in Debian's kernels that a phone's has built in: fscrypt's AES-256-XTS and
@@ -22,64 +27,101 @@ const VM_TIMEOUT: Duration = Duration::from_secs(900);
 const EXTRA_MODULES: [&str; 3] = ["xts", "cts", "quota_v2"];
 const KERNEL: &str = "6.12";
 
-/// Build the image when the cache lacks it, then audit it; the verdict line.
+/// Build the image when the cache lacks it, audit it, then let two apps read their data on
+/// it under the stream; the verdict line.
 pub fn run() -> Result<String> {
     let set = AndroidFileSet::default();
     let built = fbe::EncryptedImage::of(&set);
+    let cache = util::target_dir().join("vm-cache");
+    let kernel = kernel::prepare(kernel_spec()?, &cache)?;
+    let nodescope = util::build_nodescope()?;
     if built.is_built() {
         println!("android-image: reusing {}", built.image.display());
     } else {
-        build(&set, &built)?;
+        build(&set, &built, &kernel, &nodescope, &cache)?;
     }
     let audit = fbe::audit(&built)?;
     for problem in &audit.problems {
         println!("  android-image problem: {problem}");
     }
-    let verdict = if audit.passes() { "PASS" } else { "FAIL" };
-    let line = format!("android-image {} {verdict}", audit.summary());
-    println!("{line}");
     if !audit.passes() {
+        println!("android-image {} FAIL", audit.summary());
         bail!(
             "the Android image {} does not hold what its recipe says (expected features {:#x})",
             built.image.display(),
             fbe::MKFS_FEATURE_BITS
         );
     }
+    let apps = apps::run(&built, &kernel, &nodescope, &cache.join("run-android-apps"));
+    let line = format!(
+        "android-image {} {} {}",
+        audit.summary(),
+        apps.as_deref().unwrap_or("apps=?"),
+        if apps.is_ok() { "PASS" } else { "FAIL" }
+    );
+    println!("{line}");
+    apps?;
     Ok(line)
 }
 
-fn build(set: &AndroidFileSet, built: &fbe::EncryptedImage) -> Result<()> {
-    let manifest = set.manifest();
-    let recipe = fbe::recipe(&manifest, set.seed);
-    let spec = kernel::KERNELS
+fn kernel_spec() -> Result<&'static kernel::KernelSpec> {
+    kernel::KERNELS
         .iter()
         .find(|k| k.label == KERNEL)
-        .context("no 6.12 kernel spec")?;
-    let cache = util::target_dir().join("vm-cache");
-    let kernel = kernel::prepare(spec, &cache)?;
-    let nodescope = util::build_nodescope()?;
-    let files = qemu::GuestFiles::fresh(cache.join("run-android-image"))?;
-    let helper = super::uidswitch::build_c_helper(
-        &files.work,
-        "android_data",
-        include_str!("android_data.c"),
-    )?;
-    let config = format!(
+        .context("no 6.12 kernel spec")
+}
+
+/// The mkfs and mount options, for both guests.
+fn guest_config() -> String {
+    format!(
         "MKFS_ARGS=\"{}\"\nMOUNT_OPTIONS={}\n",
         fbe::MKFS_ARGS.join(" "),
         fbe::MOUNT_OPTIONS
-    );
+    )
+}
+
+/// `cargo xtask top`: the simulated phone reads the encrypted image when there is one. Build
+/// it when missing and possible (root); whatever happens, top still runs (on the plain image).
+pub fn ensure_for_top() {
+    let set = AndroidFileSet::default();
+    if fbe::EncryptedImage::of(&set).is_built() {
+        return;
+    }
+    if !util::is_root() {
+        println!(
+            "note: the simulator's phone runs on the plain image: writing the encrypted one \
+             (`cargo xtask android-image`, about a minute in QEMU) needs root"
+        );
+        return;
+    }
+    println!("android-image: writing the simulated phone's /data in QEMU (about a minute)");
+    if let Err(err) = run() {
+        println!("warning: no encrypted Android image ({err:#}); the simulator uses the plain one");
+    }
+}
+
+fn build(
+    set: &AndroidFileSet,
+    built: &fbe::EncryptedImage,
+    kernel: &kernel::Kernel,
+    nodescope: &Path,
+    cache: &Path,
+) -> Result<()> {
+    let manifest = set.manifest();
+    let recipe = fbe::recipe(&manifest, set.seed);
+    let files = qemu::GuestFiles::fresh(cache.join("run-android-image"))?;
+    let helper = super::uidswitch::build_c_helper(&files.work, "android_data", WRITER)?;
     let guest_files = [
         ("init", include_str!("android_image.sh").to_string()),
         ("etc/android.recipe", recipe),
-        ("etc/android-image.conf", config),
+        ("etc/android-image.conf", guest_config()),
     ];
     let overrides = initramfs::ModuleOverrides {
         roots: &EXTRA_MODULES,
         ..Default::default()
     };
     let archive =
-        initramfs::build_with_modules(&kernel, &nodescope, &guest_files, &[&helper], overrides)?;
+        initramfs::build_with_modules(kernel, nodescope, &guest_files, &[&helper], overrides)?;
     fs::write(&files.initrd, archive)?;
     qemu::sparse_file(&files.disk, manifest.image_bytes)?;
     files.create_results_disk()?;

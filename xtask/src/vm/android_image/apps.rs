@@ -1,0 +1,172 @@
+//! Attribution on encrypted names: two of the simulated phone's apps read their own data on
+//! the cached Android image, each as its uid (guest: android_apps.sh), while `nodescope stream`
+//! runs; each app's node reads in the stream, named from packages.list, must equal iostat's
+//! over its turn. The image is a copy: the mount writes checkpoints, the cache stays as built.
+use std::{collections::BTreeMap, fs, path::Path, process::Command, time::Duration};
+
+use anyhow::{bail, Context as _, Result};
+use sim::{
+    fileset::{android, fbe},
+    scenario::android::packages_list,
+};
+
+use super::super::{check, initramfs, json::Json, kernel::Kernel, qemu};
+use crate::util;
+
+/// The readers: indexes into android::APP_PACKAGES (a messenger, a short-video app).
+const READERS: [usize; 2] = [0, 3];
+const VM_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Boot with a copy of `built`, run the readers, check them; the verdict line's part
+/// `apps=<reads>/<iostat>,<reads>/<iostat>`.
+pub fn run(
+    built: &fbe::EncryptedImage,
+    kernel: &Kernel,
+    nodescope: &Path,
+    work: &Path,
+) -> Result<String> {
+    let files = qemu::GuestFiles::fresh(work.to_path_buf())?;
+    util::run(
+        Command::new("cp")
+            .arg("--sparse=always")
+            .arg(&built.image)
+            .arg(&files.disk),
+    )
+    .context("copying the Android image for the guest")?;
+    files.create_results_disk()?;
+    let helper =
+        super::super::uidswitch::build_c_helper(&files.work, "android_data", super::WRITER)?;
+    let set = android::AndroidFileSet::default();
+    let recipe = fbe::recipe(&set.manifest(), set.seed);
+    let keys: String = recipe
+        .lines()
+        .filter(|l| l.starts_with("key "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut guest_files = vec![
+        ("init", include_str!("../android_apps.sh").to_string()),
+        ("etc/keys.recipe", keys),
+        (
+            "etc/android-image.conf",
+            super::guest_config() + &format!("ANDROID=1\nAPP_USERS=\"{}\"\n", users().join(" ")),
+        ),
+        ("etc/passwd", passwd()),
+        ("data/system/packages.list", packages_list()),
+    ];
+    let scripts: Vec<(String, String)> = READERS
+        .iter()
+        .enumerate()
+        .map(|(n, &app)| (format!("read-app-{n}"), read_script(app)))
+        .collect();
+    for (name, script) in &scripts {
+        guest_files.push((name.as_str(), script.clone()));
+    }
+    let overrides = initramfs::ModuleOverrides {
+        roots: &super::EXTRA_MODULES,
+        ..Default::default()
+    };
+    let archive =
+        initramfs::build_with_modules(kernel, nodescope, &guest_files, &[&helper], overrides)?;
+    fs::write(&files.initrd, archive)?;
+    let out = files.boot_and_unpack(
+        "android-apps",
+        crate::dist::Arch::X86_64,
+        &kernel.vmlinuz,
+        VM_TIMEOUT,
+    )?;
+    let verdict = check_readers(&out)?;
+    files.remove_images();
+    Ok(verdict)
+}
+
+fn users() -> Vec<String> {
+    READERS
+        .iter()
+        .map(|&app| format!("u0_a{}", android::app_uid(app) - 10_000))
+        .collect()
+}
+
+/// busybox su finds the readers here (Android's names: u<user>_a<app id>).
+fn passwd() -> String {
+    let mut text = String::from("root:x:0:0:root:/:/bin/sh\n");
+    for (&app, user) in READERS.iter().zip(users()) {
+        let uid = android::app_uid(app);
+        text.push_str(&format!("{user}:x:{uid}:{uid}::/:/bin/sh\n"));
+    }
+    text
+}
+
+/// The app's files and shared preferences, by their plaintext names (the guest holds the keys).
+fn read_script(app: usize) -> String {
+    let data = format!("/mnt/{}", android::app_data_dir(android::APP_PACKAGES[app]));
+    format!("#!/bin/sh\ncat {data}files/* {data}shared_prefs/* > /dev/null\n")
+}
+
+/// Each reader's node reads in the stream (its uid's rows, named as its package) against
+/// iostat's over its turn.
+fn check_readers(out: &Path) -> Result<String> {
+    if let Ok(errors) = fs::read_to_string(out.join("guest_errors.txt")) {
+        bail!("the guest failed: {} (in {})", errors.trim(), out.display());
+    }
+    let iostat = |name: &str| -> Result<u64> {
+        let path = out.join(format!("iostat_{name}.txt"));
+        let text = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+        check::fs_node_reads(&text).with_context(|| format!("no fs node reads in {name}"))
+    };
+    let stream = reads_by_uid(out)?;
+    let mut before = iostat("apps_before")?;
+    let mut parts = Vec::new();
+    let mut problems = Vec::new();
+    for (n, &app) in READERS.iter().enumerate() {
+        let after = iostat(&format!("apps_{n}"))?;
+        let (uid, package) = (android::app_uid(app), android::APP_PACKAGES[app]);
+        let (name, reads) = stream.get(&u64::from(uid)).cloned().unwrap_or_default();
+        let expected = after - before;
+        println!("  android-apps uid {uid}: stream app {name:?} reads {reads}, iostat {expected}");
+        if reads != expected || reads == 0 || name != package {
+            problems.push(format!(
+                "uid {uid} must be {package:?} with iostat's {expected} node reads: the stream \
+                 has {name:?} with {reads}"
+            ));
+        }
+        parts.push(format!("{reads}/{expected}"));
+        before = after;
+    }
+    let others: Vec<u64> = stream
+        .iter()
+        .filter(|(uid, (_, reads))| {
+            *reads > 0
+                && !READERS
+                    .iter()
+                    .any(|&a| u64::from(android::app_uid(a)) == **uid)
+        })
+        .map(|(uid, _)| *uid)
+        .collect();
+    if !others.is_empty() {
+        problems.push(format!("node reads under other uids too: {others:?}"));
+    }
+    let rc = fs::read_to_string(out.join("stream_apps.rc")).unwrap_or_default();
+    if rc.trim() != "0" {
+        problems.push(format!("the stream's exit status {:?}", rc.trim()));
+    }
+    if !problems.is_empty() {
+        bail!("android-apps: {}", problems.join("; "));
+    }
+    Ok(format!("apps={}", parts.join(",")))
+}
+
+/// uid -> (the app name the stream gave it, its node reads over the phase).
+fn reads_by_uid(out: &Path) -> Result<BTreeMap<u64, (String, u64)>> {
+    let text = fs::read_to_string(out.join("stream_apps.jsonl")).context("no stream_apps.jsonl")?;
+    let mut found: BTreeMap<u64, (String, u64)> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let value = Json::parse(line).with_context(|| format!("bad stream line {line:?}"))?;
+        for process in value.get("processes").items() {
+            let entry = found.entry(process.get("uid").u64()).or_default();
+            entry.0 = process.get("app").str().to_string();
+            entry.1 +=
+                process.get("node_reads_demand").u64() + process.get("node_reads_readahead").u64();
+        }
+    }
+    Ok(found)
+}
