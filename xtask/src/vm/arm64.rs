@@ -259,7 +259,7 @@ fn check_apps(dir: &Path, nodescope: &Path, lines: &mut Vec<String>, failures: &
         Err(err) => return failures.push(format!("apps: {err:#}")),
     };
     lines.push(format!("  apps     {}", phase.summary()));
-    let stream = match stream_reads_by_uid(dir) {
+    let stream = match stream_reads_by_uid(dir, "stream_apps.jsonl") {
         Ok(found) => found,
         Err(err) => return failures.push(format!("apps: {err:#}")),
     };
@@ -309,9 +309,10 @@ fn check_apps(dir: &Path, nodescope: &Path, lines: &mut Vec<String>, failures: &
     }
 }
 
-/// uid -> (the app name the stream gave it, its node reads over the phase).
-fn stream_reads_by_uid(dir: &Path) -> Result<BTreeMap<u64, (String, u64)>> {
-    let text = fs::read_to_string(dir.join("stream_apps.jsonl")).context("no stream_apps.jsonl")?;
+/// uid -> (the app name the stream gave it, its node reads over the phase), from the stream
+/// lines in `dir`/`file`.
+pub(super) fn stream_reads_by_uid(dir: &Path, file: &str) -> Result<BTreeMap<u64, (String, u64)>> {
+    let text = fs::read_to_string(dir.join(file)).with_context(|| format!("no {file}"))?;
     let mut found: BTreeMap<u64, (String, u64)> = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let value = Json::parse(line).with_context(|| format!("bad stream line {line:?}"))?;

@@ -2,7 +2,7 @@
 //! the cached Android image, each as its uid (guest: android_apps.sh), while `nodescope stream`
 //! runs; each app's node reads in the stream, named from packages.list, must equal iostat's
 //! over its turn. The image is a copy: the mount writes checkpoints, the cache stays as built.
-use std::{collections::BTreeMap, fs, path::Path, process::Command, time::Duration};
+use std::{fs, path::Path, process::Command, time::Duration};
 
 use anyhow::{bail, Context as _, Result};
 use sim::{
@@ -10,7 +10,7 @@ use sim::{
     scenario::android::packages_list,
 };
 
-use super::super::{check, initramfs, json::Json, kernel::Kernel, qemu};
+use super::super::{check, initramfs, kernel::Kernel, qemu};
 use crate::util;
 
 /// The readers: indexes into android::APP_PACKAGES (a messenger, a short-video app).
@@ -113,7 +113,7 @@ fn check_readers(out: &Path) -> Result<String> {
         let text = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
         check::fs_node_reads(&text).with_context(|| format!("no fs node reads in {name}"))
     };
-    let stream = reads_by_uid(out)?;
+    let stream = super::super::arm64::stream_reads_by_uid(out, "stream_apps.jsonl")?;
     let mut before = iostat("apps_before")?;
     let mut parts = Vec::new();
     let mut problems = Vec::new();
@@ -153,20 +153,4 @@ fn check_readers(out: &Path) -> Result<String> {
         bail!("android-apps: {}", problems.join("; "));
     }
     Ok(format!("apps={}", parts.join(",")))
-}
-
-/// uid -> (the app name the stream gave it, its node reads over the phase).
-fn reads_by_uid(out: &Path) -> Result<BTreeMap<u64, (String, u64)>> {
-    let text = fs::read_to_string(out.join("stream_apps.jsonl")).context("no stream_apps.jsonl")?;
-    let mut found: BTreeMap<u64, (String, u64)> = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let value = Json::parse(line).with_context(|| format!("bad stream line {line:?}"))?;
-        for process in value.get("processes").items() {
-            let entry = found.entry(process.get("uid").u64()).or_default();
-            entry.0 = process.get("app").str().to_string();
-            entry.1 +=
-                process.get("node_reads_demand").u64() + process.get("node_reads_readahead").u64();
-        }
-    }
-    Ok(found)
 }
