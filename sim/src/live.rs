@@ -23,6 +23,7 @@ use tracer_common::Event;
 use crate::{
     engine::{Engine, EngineOptions, Pacer, Pressure, Snapshot},
     events::DEFAULT_DEV,
+    fileset::fbe::AndroidImage,
     knobs::{KnobDir, KnobSource},
     nodes::NodeSet,
     rng::Rng,
@@ -81,6 +82,8 @@ impl Pacer for ChannelPacer {
 
 pub struct LiveSim {
     scenario: ScenarioName,
+    /// The phone's image (android-launch only).
+    android_image: Option<AndroidImage>,
     knob_dir: PathBuf,
     limits: Option<Sender<u64>>,
     batches: Receiver<Batch>,
@@ -116,10 +119,11 @@ impl LiveSim {
     ) -> Result<LiveSim> {
         let knobs = KnobDir::open(knob_root, DEV_NAME)?;
         let knob_dir = knobs.dir().to_path_buf();
-        let nodes = match scenario {
-            ScenarioName::VmReplay => vm_replay::rfc_nodes()?,
+        let (android_image, nodes) = match scenario {
+            ScenarioName::VmReplay => (None, vm_replay::rfc_nodes()?),
             ScenarioName::AndroidLaunch => {
-                crate::scenario::android::nodes(&AndroidParams::default())?
+                let (image, nodes) = crate::scenario::android::nodes(&AndroidParams::default())?;
+                (Some(image), nodes)
             }
         };
         let (limit_tx, limit_rx) = mpsc::channel();
@@ -147,6 +151,7 @@ impl LiveSim {
             .context("starting the simulator thread")?;
         let mut live = LiveSim {
             scenario,
+            android_image,
             knob_dir,
             limits: Some(limit_tx),
             batches: batch_rx,
@@ -238,6 +243,11 @@ impl LiveSim {
 
     pub fn scenario(&self) -> ScenarioName {
         self.scenario
+    }
+
+    /// The image the phone scenario reads (None for vm-replay).
+    pub fn android_image(&self) -> Option<AndroidImage> {
+        self.android_image
     }
 
     /// The directory holding `node_compress_threshold` and `node_compress_interval`.

@@ -1,6 +1,6 @@
 //! The node blocks of one image, loaded once and shared by every run (runs are cheap).
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     path::{Path, PathBuf},
     sync::{Arc, Mutex},
 };
@@ -63,10 +63,8 @@ impl NodeSet {
                 let mut paths: HashMap<String, u32> =
                     index.iter().map(|(p, ino)| (p.clone(), *ino)).collect();
                 paths.insert(String::new(), root_ino);
-                if let Some((path, ino)) = index
-                    .iter()
-                    .find(|(_, ino)| !inodes.iter().any(|inode| inode.nid == **ino))
-                {
+                let inode_nids: HashSet<u32> = inodes.iter().map(|inode| inode.nid).collect();
+                if let Some((path, ino)) = index.iter().find(|(_, ino)| !inode_nids.contains(ino)) {
                     anyhow::bail!(
                         "{}: its index gives {path} inode {ino}, which the image does not have",
                         image.path().display()

@@ -93,13 +93,18 @@ pub struct App {
     cache: Vec<u32>,
 }
 
-/// The node set of the trial's image.
-pub fn nodes(params: &AndroidParams) -> Result<Arc<NodeSet>> {
-    let image = match params.image {
-        Some(image) => image,
-        None => AndroidImage::choose(&params.fileset)?,
-    };
-    NodeSet::for_android(&params.fileset, image)
+/// The image the trial reads: `params.image`, else [`AndroidImage::choose`]'s.
+pub fn image(params: &AndroidParams) -> Result<AndroidImage> {
+    match params.image {
+        Some(image) => Ok(image),
+        None => AndroidImage::choose(&params.fileset),
+    }
+}
+
+/// The trial's image and its node set.
+pub fn nodes(params: &AndroidParams) -> Result<(AndroidImage, Arc<NodeSet>)> {
+    let image = image(params)?;
+    Ok((image, NodeSet::for_android(&params.fileset, image)?))
 }
 
 /// Android names an app's main thread after the end of its package name.
@@ -164,7 +169,7 @@ impl Trial {
         options: EngineOptions,
         seed: u64,
     ) -> Result<Trial> {
-        let nodes = nodes(params)?;
+        let (_, nodes) = nodes(params)?;
         Trial::from_engine(params, Engine::new(nodes, knobs, options), seed)
     }
 
@@ -405,10 +410,7 @@ fn side(run: &RunTotals) -> AndroidSide {
 
 pub fn compare(params: &AndroidParams, seed: u64) -> Result<AndroidReport> {
     // Both sides on one image, whatever the cache gains meanwhile.
-    let image = match params.image {
-        Some(image) => image,
-        None => AndroidImage::choose(&params.fileset)?,
-    };
+    let image = image(params)?;
     let params = &AndroidParams {
         image: Some(image),
         ..params.clone()

@@ -78,7 +78,9 @@ impl Workload {
     fn nodes(&self) -> Result<Arc<NodeSet>> {
         match self {
             Workload::VmReplay { .. } => vm_replay::rfc_nodes(),
-            Workload::AndroidLaunch => android::nodes(&android::AndroidParams::default()),
+            Workload::AndroidLaunch => {
+                android::nodes(&android::AndroidParams::default()).map(|(_, nodes)| nodes)
+            }
             Workload::Mixed => mixed::nodes(),
         }
     }

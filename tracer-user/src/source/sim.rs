@@ -134,7 +134,10 @@ impl Source for SimSource {
             detail: format!(
                 "scenario {}{} (knobs in {})",
                 self.scenario,
-                image_note(self.scenario),
+                self.sim
+                    .android_image()
+                    .map(|image| format!(" on the {} image", image.name()))
+                    .unwrap_or_default(),
                 self.knob_root.display()
             ),
         }
@@ -163,15 +166,4 @@ impl Source for SimSource {
     fn knob_root(&self) -> Option<PathBuf> {
         Some(self.knob_root.clone())
     }
-}
-
-/// The phone scenario says which of the file set's images it reads: ` on the fbe image`.
-fn image_note(scenario: ScenarioName) -> String {
-    if scenario != ScenarioName::AndroidLaunch {
-        return String::new();
-    }
-    let set = sim::fileset::android::AndroidFileSet::default();
-    sim::fileset::fbe::AndroidImage::choose(&set)
-        .map(|image| format!(" on the {} image", image.name()))
-        .unwrap_or_default()
 }
