@@ -101,7 +101,6 @@ impl DeviceCounts {
 /// Second pass: the trace of one device, at most [`MAX_TRACE_STEPS`] steps.
 pub struct TraceBuilder {
     trace: Trace,
-    first_ts: Option<u64>,
     max_steps: usize,
 }
 
@@ -116,7 +115,6 @@ impl TraceBuilder {
                 dev,
                 ..Trace::default()
             },
-            first_ts: None,
             max_steps,
         }
     }
@@ -136,13 +134,20 @@ impl TraceBuilder {
                 self.max_steps
             );
         }
-        let first = *self.first_ts.get_or_insert(event.ts_ns);
-        self.trace
-            .push(event.ts_ns.saturating_sub(first), event.nid, op);
+        self.trace.push(event.ts_ns, event.nid, op);
         Ok(())
     }
 
-    pub fn finish(self) -> Trace {
+    /// The trace in time order. A kernel's lookups reach a recording in per-CPU batches, after
+    /// single events (evictions, checkpoints, reads) of the same time: sorted here (stable, so
+    /// equal times keep the recording's order) and timed from the earliest step.
+    pub fn finish(mut self) -> Trace {
+        self.trace.steps.sort_by_key(|step| step.ts_ns);
+        if let Some(first) = self.trace.steps.first().map(|step| step.ts_ns) {
+            for step in &mut self.trace.steps {
+                step.ts_ns -= first;
+            }
+        }
         self.trace
     }
 }

@@ -17,10 +17,102 @@ pub struct AccessLayout {
     pub evict_ino: u16,
     pub evict_index: u16,
     pub evict_dev: u16,
-    pub _pad: u16,
+    /// Non-zero when userspace hooked `kill_f2fs_super`'s return (`SB_GENERATION`): the lookup
+    /// program may then keep each CPU's last device instead of reading it per lookup.
+    pub cache_device: u16,
 }
 
 /// `ACCESS_COUNTS` indices: exact per-CPU counts of what the access programs saw.
 pub const ACCESS_COUNT_LOOKUPS: u32 = 0;
 pub const ACCESS_COUNT_EVICTIONS: u32 = 1;
-pub const ACCESS_COUNT_SLOTS: u32 = 2;
+/// Lookups that read their device through `sbi->sb` (the rest took their CPU's cached one).
+pub const ACCESS_COUNT_DEVICE_READS: u32 = 2;
+pub const ACCESS_COUNT_SLOTS: u32 = 3;
+
+/// Node lookups an [`AccessBatch`] holds. A lookup is the most frequent event nodescope traces
+/// (every one, hit or miss): each CPU collects them in its own batch and sends the batch to the
+/// ring buffer as one record when it is full, so the ring's lock, header and wakeup check are
+/// paid once per this many lookups (docs/PERFORMANCE.md, the lookup cost).
+pub const ACCESS_BATCH_RECORDS: usize = 64;
+
+/// A batch whose first lookup is this old goes out with the next lookup, full or not; userspace
+/// also asks each CPU with a waiting batch to send it at every refresh (the `ACCESS_FLUSH`
+/// program), so a quiet CPU's lookups are late by one refresh at most.
+pub const ACCESS_BATCH_MAX_AGE_NS: u64 = 100_000_000;
+
+/// `AccessBatch::magic` on every batch sent: with its size, what tells a batch from an `Event`
+/// in the ring buffer.
+pub const ACCESS_BATCH_MAGIC: u32 = 0x4241_534e;
+
+/// One node lookup in a batch: what a `NodeAccess` event carries (no uid and no comm: nothing
+/// attributes lookups to a uid or a name).
+///
+/// `ts_ns` is CLOCK_MONOTONIC as every event's, read once per CPU and scheduler tick (1/HZ,
+/// 4 ms on Debian's and Android's kernels): the first lookup of a tick on a CPU reads the clock
+/// and the others of that tick take its reading. The clock read was most of the lookup
+/// program's cost (docs/PERFORMANCE.md); the what-if's times are intervals of 100 ms and more.
+/// A CPU's lookups stay in the order it made them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct AccessRecord {
+    pub ts_ns: u64,
+    pub pid: u32,
+    pub tgid: u32,
+    pub dev: u32,
+    pub nid: u32,
+}
+
+/// A CPU's lookups since its last batch went out (`ACCESS_BATCH`, per-CPU, index 0), and the
+/// ring-buffer record it goes out as.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AccessBatch {
+    pub magic: u32,
+    /// Records in use, from the first.
+    pub len: u32,
+    /// When the first record was taken.
+    pub first_ts_ns: u64,
+    /// Non-zero while a lookup appends: the flush program, run by an interrupt on this CPU,
+    /// leaves the batch alone then (the append sends it when it is due).
+    pub busy: u32,
+    pub _pad: u32,
+    /// The jiffies count of this CPU's last clock read, and what the clock read then: a lookup
+    /// in the same tick takes that time instead of reading the clock (see [`AccessRecord`]).
+    pub tick_jiffies: u64,
+    pub tick_ts_ns: u64,
+    pub records: [AccessRecord; ACCESS_BATCH_RECORDS],
+}
+
+impl AccessBatch {
+    /// A batch out of a ring-buffer record: None when the record is something else (an
+    /// `Event` is 64 bytes; a batch is larger and starts with its magic).
+    pub fn from_bytes(bytes: &[u8]) -> Option<AccessBatch> {
+        if bytes.len() != core::mem::size_of::<AccessBatch>() {
+            return None;
+        }
+        // SAFETY: the slice holds exactly size_of::<AccessBatch>() bytes, AccessBatch is
+        // plain old data valid for any bit pattern, and read_unaligned copes with any alignment.
+        let batch = unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<AccessBatch>()) };
+        (batch.magic == ACCESS_BATCH_MAGIC).then_some(batch)
+    }
+
+    /// The records in use (a corrupt length is clamped to the batch).
+    pub fn records(&self) -> &[AccessRecord] {
+        let len = (self.len as usize).min(ACCESS_BATCH_RECORDS);
+        &self.records[..len]
+    }
+
+    /// The batch's lookups as `NodeAccess` events, in the order the CPU took them.
+    pub fn events(&self) -> impl Iterator<Item = crate::Event> + '_ {
+        self.records().iter().map(|record| {
+            let mut event = crate::Event::ZERO;
+            event.kind = crate::EventKind::NodeAccess as u8;
+            event.ts_ns = record.ts_ns;
+            event.pid = record.pid;
+            event.tgid = record.tgid;
+            event.dev = record.dev;
+            event.nid = record.nid;
+            event
+        })
+    }
+}

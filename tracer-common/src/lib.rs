@@ -48,6 +48,9 @@ mod pod {
     unsafe impl aya::Pod for super::ProbeSpec {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::AccessLayout {}
+    // SAFETY: as above: u32, u32, u64, u32, u32, u64, u64, then records of 8-byte aligned integers, no implicit
+    // padding.
+    unsafe impl aya::Pod for super::AccessBatch {}
     unsafe impl aya::Pod for super::MetaAreas {}
 }
 
@@ -59,6 +62,68 @@ mod tests {
     fn event_is_64_bytes_without_implicit_padding() {
         assert_eq!(core::mem::size_of::<Event>(), 64);
         assert_eq!(core::mem::align_of::<Event>(), 8);
+    }
+
+    #[test]
+    fn an_access_batch_fits_a_per_cpu_value_and_is_never_taken_for_an_event() {
+        assert_eq!(core::mem::size_of::<AccessRecord>(), 24);
+        assert_eq!(
+            core::mem::size_of::<AccessBatch>(),
+            40 + ACCESS_BATCH_RECORDS * core::mem::size_of::<AccessRecord>()
+        );
+        assert!(core::mem::size_of::<AccessBatch>() <= 32 * 1024);
+        assert_ne!(
+            core::mem::size_of::<AccessBatch>(),
+            core::mem::size_of::<Event>()
+        );
+        let mut batch = AccessBatch {
+            magic: ACCESS_BATCH_MAGIC,
+            len: 2,
+            first_ts_ns: 5,
+            busy: 0,
+            _pad: 0,
+            tick_jiffies: 0,
+            tick_ts_ns: 0,
+            records: [AccessRecord::default(); ACCESS_BATCH_RECORDS],
+        };
+        batch.records[0] = AccessRecord {
+            ts_ns: 5,
+            pid: 7,
+            tgid: 6,
+            dev: 9,
+            nid: 100,
+        };
+        batch.records[1] = AccessRecord {
+            ts_ns: 8,
+            pid: 7,
+            tgid: 6,
+            dev: 9,
+            nid: 101,
+        };
+        // SAFETY: AccessBatch is plain old data; the slice borrows it.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(
+                (&batch as *const AccessBatch).cast::<u8>(),
+                core::mem::size_of::<AccessBatch>(),
+            )
+        };
+        let read = AccessBatch::from_bytes(bytes).expect("a batch");
+        let nids: [u32; 2] = [100, 101];
+        for (event, nid) in read.events().zip(nids) {
+            assert_eq!(event.kind(), Some(EventKind::NodeAccess));
+            assert_eq!(
+                (event.dev, event.nid, event.pid, event.tgid),
+                (9, nid, 7, 6)
+            );
+        }
+        assert_eq!(read.events().count(), 2);
+        assert!(AccessBatch::from_bytes(&bytes[..64]).is_none());
+        let mut wrong = [0u8; core::mem::size_of::<AccessBatch>()];
+        wrong.copy_from_slice(bytes);
+        wrong[0] ^= 1;
+        assert!(AccessBatch::from_bytes(&wrong).is_none());
+        batch.len = 1000;
+        assert_eq!(batch.records().len(), ACCESS_BATCH_RECORDS);
     }
 
     #[test]

@@ -35,10 +35,14 @@ pub const CPANAT_COUNTS: &str = "CPANAT_COUNTS";
 pub const ACCESS_LAYOUT: &str = "ACCESS_LAYOUT";
 /// Device -> its node inode number.
 pub const NODE_INO: &str = "NODE_INO";
-/// Per CPU, the file system whose node inode the lookup program last remembered.
+/// Per CPU, the file system whose device the lookup program last read, and its generation.
 pub const ACCESS_SEEN: &str = "ACCESS_SEEN";
 /// The `--accesses` programs' counts (`ACCESS_COUNT_*`).
 pub const ACCESS_COUNTS: &str = "ACCESS_COUNTS";
+/// Per CPU, the node lookups not yet sent (`AccessBatch`).
+pub const ACCESS_BATCH: &str = "ACCESS_BATCH";
+/// F2FS superblocks torn down (`kill_f2fs_super` returns) since loading.
+pub const SB_GENERATION: &str = "SB_GENERATION";
 /// The RFC probes' decoding specs, index = EventKind.
 pub const RFC_SPECS: &str = "RFC_SPECS";
 /// Events emitted per RFC kind, counted before the ring buffer.
@@ -49,7 +53,7 @@ pub const RFC_STASH: &str = "RFC_STASH";
 pub const BENCH_SETTINGS: &str = "BENCH_SETTINGS";
 
 /// Every map of the object.
-pub const ALL: [&str; 22] = [
+pub const ALL: [&str; 24] = [
     EVENTS,
     DROPS,
     CONFIG,
@@ -68,6 +72,8 @@ pub const ALL: [&str; 22] = [
     NODE_INO,
     ACCESS_SEEN,
     ACCESS_COUNTS,
+    ACCESS_BATCH,
+    SB_GENERATION,
     RFC_SPECS,
     RFC_COUNTS,
     RFC_STASH,

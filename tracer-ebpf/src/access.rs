@@ -2,20 +2,29 @@
 //! the node lookup function the planner found, e.g. `__get_node_page`) and every node page that
 //! leaves the page cache (`filemap:mm_filemap_delete_from_page_cache` on F2FS's node inode).
 //!
+//! Lookups go to userspace in per-CPU batches (`AccessBatch`, one ring-buffer record per
+//! `ACCESS_BATCH_RECORDS` lookups): a lookup only appends to its CPU's batch. Evictions, far
+//! rarer, are single events.
+//!
 //! No offset is compiled in: userspace writes an `AccessLayout` into `ACCESS_LAYOUT` with the
 //! struct offsets BTF gives and the tracepoint offsets its format file gives. Each program also
 //! counts what it saw in `ACCESS_COUNTS` (exact even when the ring buffer overflows).
 use aya_ebpf::{
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::bpf_probe_read_kernel,
-    macros::{fentry, kprobe, map, tracepoint},
+    macros::{fentry, kprobe, kretprobe, map, raw_tracepoint, tracepoint},
     maps::{Array, HashMap, PerCpuArray},
-    programs::{FEntryContext, ProbeContext, TracePointContext},
+    programs::{
+        FEntryContext, ProbeContext, RawTracePointContext, RetProbeContext, TracePointContext,
+    },
 };
 use tracer_common::{
-    AccessLayout, EventKind, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
+    AccessBatch, AccessLayout, AccessRecord, EventKind, ACCESS_BATCH_MAGIC,
+    ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
+    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
 };
 
-use crate::maps::{emit_batched, fill_thread};
+use crate::maps::{count_drops, emit_batched, fill_thread, EVENTS, WAKEUP_BYTES};
 
 /// Index 0: the offsets, written by userspace before attaching.
 #[map(name = "ACCESS_LAYOUT")]
@@ -26,15 +35,32 @@ static ACCESS_LAYOUT: Array<AccessLayout> = Array::with_max_entries(1, 0);
 #[map(name = "NODE_INO")]
 static NODE_INO: HashMap<u32, u32> = HashMap::with_max_entries(64, 0);
 
-/// Per CPU, the file system (its `f2fs_sb_info` address, index 0, and device, index 1) whose
-/// node inode this CPU last put into NODE_INO: lookups of the same file system skip the read
-/// and the hash lookup, which every lookup would otherwise pay for.
+/// Per CPU, the file system whose device this CPU last looked up (index `SEEN_SBI`: its
+/// `f2fs_sb_info` address; `SEEN_DEV`: the device; `SEEN_GENERATION`: `SB_GENERATION` then).
+/// A lookup of the same file system in the same generation takes the device from here: no
+/// read of `sbi->sb->s_dev` (two bpf_probe_read_kernel calls, most of the program's run time
+/// under `cargo xtask vm-bench`), no hash lookup for the node inode.
 #[map(name = "ACCESS_SEEN")]
-static ACCESS_SEEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
+static ACCESS_SEEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(3, 0);
+const SEEN_SBI: u32 = 0;
+const SEEN_DEV: u32 = 1;
+const SEEN_GENERATION: u32 = 2;
+
+/// Index 0: how many F2FS superblocks were torn down since the programs were loaded (a
+/// kretprobe on `kill_f2fs_super`, after it freed the `f2fs_sb_info`). A new mount may get a
+/// freed `f2fs_sb_info`'s address; a change here tells every CPU's cache the address may now
+/// be another device's.
+#[map(name = "SB_GENERATION")]
+static SB_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Per-CPU counts, index = `ACCESS_COUNT_*`.
 #[map(name = "ACCESS_COUNTS")]
 static ACCESS_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ACCESS_COUNT_SLOTS, 0);
+
+/// Per CPU, the lookups not sent yet (index 0). A per-CPU value: a lookup appends to its own
+/// CPU's batch with plain stores, no lock and no atomic.
+#[map(name = "ACCESS_BATCH")]
+static ACCESS_BATCH: PerCpuArray<AccessBatch> = PerCpuArray::with_max_entries(1, 0);
 
 fn count(index: u32) {
     if let Some(slot) = ACCESS_COUNTS.get_ptr_mut(index) {
@@ -75,44 +101,148 @@ pub fn f2fs_node_access_fentry(ctx: FEntryContext) -> u32 {
 
 fn on_access(sbi: u64, nid: u64) -> Option<()> {
     let layout = ACCESS_LAYOUT.get(0)?;
-    let sb: u64 = read_at(sbi, layout.sbi_sb)?;
-    let dev: u32 = read_at(sb, layout.sb_s_dev)?;
+    let dev = device_of(sbi, layout)?;
     count(ACCESS_COUNT_LOOKUPS);
-    remember_node_ino(sbi, dev, layout);
-    // Batched wakeups, as the F2FS programs': a lookup is far more frequent than a node read.
-    emit_batched(|event| {
-        fill_thread(event, EventKind::NodeAccess);
-        event.dev = dev;
-        event.nid = nid as u32;
-    });
+    let batch = ACCESS_BATCH.get_ptr_mut(0)?;
+    // SAFETY: the batch is this CPU's; a lookup on this CPU cannot nest in another (the
+    // kernel skips a program's recursion on one CPU), and the flush program an interrupt may
+    // run here in the middle checks `busy` first. The volatile stores keep `busy` around the
+    // append in the order written.
+    unsafe {
+        core::ptr::write_volatile(&mut (*batch).busy, 1);
+        append(&mut *batch, dev, nid);
+        core::ptr::write_volatile(&mut (*batch).busy, 0);
+    }
     Some(())
 }
 
-/// Record this device's node inode for the eviction filter, unless this CPU did so for the
-/// same file system last.
-fn remember_node_ino(sbi: u64, dev: u32, layout: &AccessLayout) {
-    let (Some(seen_sbi), Some(seen_dev)) = (ACCESS_SEEN.get_ptr_mut(0), ACCESS_SEEN.get_ptr_mut(1))
-    else {
+fn append(batch: &mut AccessBatch, dev: u32, nid: u64) {
+    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let ts_ns = tick_time(batch);
+    let len = batch.len as usize;
+    let Some(record) = batch.records.get_mut(len) else {
+        batch.len = 0;
         return;
     };
-    // SAFETY: the slots are this CPU's and BPF programs are not preempted on it.
-    if unsafe { *seen_sbi == sbi && *seen_dev == u64::from(dev) } {
+    *record = AccessRecord {
+        ts_ns,
+        pid: pid_tgid as u32,
+        tgid: (pid_tgid >> 32) as u32,
+        dev,
+        nid: nid as u32,
+    };
+    if len == 0 {
+        batch.first_ts_ns = ts_ns;
+    }
+    batch.len = len as u32 + 1;
+    if len + 1 >= ACCESS_BATCH_RECORDS
+        || ts_ns.wrapping_sub(batch.first_ts_ns) >= ACCESS_BATCH_MAX_AGE_NS
+    {
+        send(batch);
+    }
+}
+
+/// The clock as this CPU last read it in the current tick, read now if it has not been (see
+/// `AccessRecord`): jiffies is a load of a global, the clock read a clocksource access.
+fn tick_time(batch: &mut AccessBatch) -> u64 {
+    // SAFETY: bpf_jiffies64 and bpf_ktime_get_ns have no preconditions.
+    let jiffies = unsafe { aya_ebpf::helpers::bpf_jiffies64() };
+    if jiffies != batch.tick_jiffies || batch.tick_ts_ns == 0 {
+        batch.tick_jiffies = jiffies;
+        // SAFETY: as above.
+        batch.tick_ts_ns = unsafe { aya_ebpf::helpers::bpf_ktime_get_ns() };
+    }
+    batch.tick_ts_ns
+}
+
+/// Put the batch in the ring buffer as one record and start a new one. The reader is woken as
+/// for single events, once `WAKEUP_BYTES` wait; a full ring loses the batch's lookups, counted.
+fn send(batch: &mut AccessBatch) {
+    if batch.len == 0 {
         return;
     }
+    batch.magic = ACCESS_BATCH_MAGIC;
+    let wakeup = if EVENTS.query(BPF_RB_AVAIL_DATA.into()) >= WAKEUP_BYTES {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    if EVENTS
+        .output::<AccessBatch>(&*batch, wakeup.into())
+        .is_err()
+    {
+        count_drops(u64::from(batch.len));
+    }
+    batch.len = 0;
+}
+
+/// Never attached: userspace runs it on a CPU whose batch waits (BPF_PROG_TEST_RUN with
+/// BPF_F_TEST_RUN_ON_CPU, Linux 5.10: an interrupt on that CPU) to have that batch sent now.
+/// Returns 1 when it found a lookup in the middle of an append and left the batch.
+#[raw_tracepoint]
+pub fn f2fs_access_flush(_ctx: RawTracePointContext) -> u32 {
+    let Some(batch) = ACCESS_BATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: this CPU's batch; an append this interrupt stopped has set `busy`, and nothing
+    // else on this CPU can run until this program returns.
+    unsafe {
+        if core::ptr::read_volatile(&(*batch).busy) != 0 {
+            return 1;
+        }
+        send(&mut *batch);
+    }
+    0
+}
+
+/// The device of the file system `sbi` points to: this CPU's cached one when it is the same
+/// file system in the same generation and userspace hooked the teardowns
+/// (`AccessLayout::cache_device`), else read through the pointers, and the node inode of that
+/// device recorded for the eviction filter.
+fn device_of(sbi: u64, layout: &AccessLayout) -> Option<u32> {
+    let seen_sbi = ACCESS_SEEN.get_ptr_mut(SEEN_SBI)?;
+    let seen_dev = ACCESS_SEEN.get_ptr_mut(SEEN_DEV)?;
+    let seen_generation = ACCESS_SEEN.get_ptr_mut(SEEN_GENERATION)?;
+    let generation = SB_GENERATION.get(0).copied().unwrap_or(0);
+    // SAFETY: the slots are this CPU's and a lookup cannot nest in another on one CPU.
+    unsafe {
+        if layout.cache_device != 0 && *seen_sbi == sbi && *seen_generation == generation {
+            return Some(*seen_dev as u32);
+        }
+    }
+    let sb: u64 = read_at(sbi, layout.sbi_sb)?;
+    let dev: u32 = read_at(sb, layout.sb_s_dev)?;
+    count(ACCESS_COUNT_DEVICE_READS);
+    if remember_node_ino(sbi, dev, layout) {
+        // SAFETY: as above.
+        unsafe {
+            *seen_sbi = sbi;
+            *seen_dev = u64::from(dev);
+            *seen_generation = generation;
+        }
+    }
+    Some(dev)
+}
+
+/// Record this device's node inode for the eviction filter. False when it could not be.
+fn remember_node_ino(sbi: u64, dev: u32, layout: &AccessLayout) -> bool {
     let Some(node_ino) = read_at::<u32>(sbi, layout.sbi_node_ino) else {
-        return;
+        return false;
     };
     // SAFETY: the value is a plain u32 copied out at once.
-    if unsafe { NODE_INO.get(&dev) }.copied() != Some(node_ino)
-        && NODE_INO.insert(&dev, &node_ino, 0).is_err()
-    {
-        return;
+    unsafe { NODE_INO.get(&dev) }.copied() == Some(node_ino)
+        || NODE_INO.insert(&dev, &node_ino, 0).is_ok()
+}
+
+/// Return of `kill_f2fs_super`: an F2FS superblock and its `f2fs_sb_info` are gone.
+#[kretprobe]
+pub fn f2fs_sb_gone(_ctx: RetProbeContext) -> u32 {
+    if let Some(generation) = SB_GENERATION.get_ptr_mut(0) {
+        // SAFETY: a valid map value; two teardowns at once may both write the same new value,
+        // which still differs from every CPU's cached one, all that matters.
+        unsafe { *generation += 1 };
     }
-    // SAFETY: as above.
-    unsafe {
-        *seen_sbi = sbi;
-        *seen_dev = u64::from(dev);
-    }
+    0
 }
 
 /// mm_filemap_delete_from_page_cache: a page (folio) left some file's page cache; keep those of

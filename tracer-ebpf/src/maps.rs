@@ -25,10 +25,15 @@ pub fn config(index: u32) -> u32 {
 
 /// Count one lost event in this CPU's slot.
 pub fn count_drop() {
+    count_drops(1);
+}
+
+/// Count `events` lost events (a batch of them) in this CPU's slot.
+pub fn count_drops(events: u64) {
     if let Some(slot) = DROPS.get_ptr_mut(0) {
         // SAFETY: the pointer comes from the map and stays valid for the program's run; the
         // slot belongs to this CPU and BPF programs are not preempted on it.
-        unsafe { *slot += 1 };
+        unsafe { *slot += events };
     }
 }
 

@@ -71,6 +71,9 @@ enum Task {
         /// 6.1 or 6.12.
         #[arg(long, default_value = "6.12")]
         kernel: String,
+        /// Only the node-lookup costs (kprobe, fentry, bpftrace's kprobe), not the replays.
+        #[arg(long)]
+        lookups_only: bool,
     },
     /// Build F2FS out of tree for the Debian kernel the VM test boots: stock and with the
     /// patches of kmod/patches/<kernel>/ (or --patches), each cached; print path, size,
@@ -122,7 +125,10 @@ fn main() -> Result<()> {
         }
         Task::Bench { name, args } => bench::run(&name, &args),
         Task::VmTest { kernel, arch } => vm::run(&kernel, dist::Arch::parse(Some(&arch))?),
-        Task::VmBench { kernel } => vm::bench::run(&kernel),
+        Task::VmBench {
+            kernel,
+            lookups_only,
+        } => vm::bench::run(&kernel, lookups_only),
         Task::VmVariants { save_test_data } => vm::variants_phase::run(save_test_data),
         Task::VmKmod {
             kernel,

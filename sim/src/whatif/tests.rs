@@ -95,6 +95,32 @@ fn a_trace_over_the_step_limit_is_refused_and_one_at_it_is_kept() {
     assert_eq!((trace.steps.len(), trace.accesses), (3, 3));
 }
 
+/// A kernel's lookups reach a recording in per-CPU batches, behind the single events of their
+/// time: the trace is put in time order (equal times keep the recording's order) and timed
+/// from its earliest step, not from the first event read.
+#[test]
+fn a_trace_is_put_in_time_order_and_timed_from_its_earliest_step() {
+    let lookup = |ts: u64, nid: u32| Event::new(EventKind::NodeAccess, ts).nid(nid);
+    let mut evict = Event::new(EventKind::NodeEvict, 1_500).nid(9);
+    evict.dev = 0;
+    let mut builder = TraceBuilder::new(0);
+    // The eviction came out first; the batch with the lookups before and after it, later.
+    for event in [evict, lookup(1_000, 9), lookup(1_000, 8), lookup(2_000, 9)] {
+        builder.add(&event).unwrap();
+    }
+    let trace = builder.finish();
+    let steps: Vec<(u64, u32, Op)> = trace.steps.iter().map(|s| (s.ts_ns, s.nid, s.op)).collect();
+    assert_eq!(
+        steps,
+        [
+            (0, 9, Op::Lookup),
+            (0, 8, Op::Lookup),
+            (500, 9, Op::Evict),
+            (1_000, 9, Op::Lookup)
+        ]
+    );
+}
+
 #[test]
 fn the_busiest_device_is_chosen_the_lowest_among_equals() {
     let on = |dev: u32| {

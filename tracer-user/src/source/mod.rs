@@ -44,7 +44,9 @@ pub type BatchFuture<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a
 pub trait Source: Send {
     fn info(&self) -> SourceInfo;
 
-    /// Wait for the next events and append them to `out`, in time order. Resolves to
+    /// Wait for the next events and append them to `out`, in time order (the kernel's node
+    /// lookups come in per-CPU batches: a batch the read before missed may be one refresh
+    /// older than what that read brought; `whatif` sorts its trace). Resolves to
     /// `Ok(false)` when the source has ended (a recording's end, a finished scenario).
     /// Must be cancel-safe: views race it against timers and key presses and drop it when
     /// they fire, so it may only take events off its input after its last `.await`.

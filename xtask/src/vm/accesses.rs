@@ -62,8 +62,8 @@ pub fn check(
     if rc.trim() != "0" {
         failures.push(format!("accesses: record exit status {:?}", rc.trim()));
     }
-    // x86_64 has BPF trampolines from 5.5: the lookup function is hooked by fentry, and the
-    // record attached it so (not the kprobe fallback).
+    // x86_64 has BPF trampolines from 5.5, arm64 from 6.0: the lookup function is hooked by
+    // fentry, and the record attached it so (not the kprobe fallback).
     match function.strip_prefix("fentry ") {
         Some(name) => failures.extend(
             on_trampolines(&record_err, &[name])

@@ -134,7 +134,15 @@ impl Run<'_> {
             &mut core.lines,
             &mut core.failures,
         );
-        let verdict = core.verdict(self.label, &rfc);
+        let disk = out.parent().unwrap_or(&out).join(qemu::DISK_IMAGE);
+        let accesses = super::accesses::check(
+            &out,
+            &disk,
+            self.host_nodescope,
+            &mut core.lines,
+            &mut core.failures,
+        );
+        let verdict = core.verdict(self.label, &format!("{rfc} {accesses}"));
         if verdict.pass {
             files.remove_images();
         }
@@ -160,6 +168,7 @@ fn guest_files() -> Vec<(&'static str, String)> {
             "replay-variant",
             super::replay_script(Replay::Names, super::VARIANT_DIRS),
         ),
+        ("replay-tail", super::accesses::tail_replay()),
         ("rfc-probes.toml", super::RFC_PROBES.to_string()),
         ("etc/vm-test.conf", config),
         ("etc/passwd", PASSWD.to_string()),

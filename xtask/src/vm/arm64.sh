@@ -51,4 +51,6 @@ rfc_nid_phase() {
 
 apps_phase
 rfc_nid_phase
+# guest.sh's: every node lookup by the lookup program, on arm64's BPF trampolines (6.0+).
+accesses_phase
 umount /mnt || fail umount

@@ -43,6 +43,37 @@ for v in $VARIANTS; do
   cold
   stream_start variant_$v --node-reads $v && { sh /replay-variant; stream_stop; }
 done
+# Access traces (issue 13, xtask/src/vm/accesses.rs): nodescope record --accesses over the RFC
+# file-set replay; its node_access events against a kprobe_events hist trigger on the lookup
+# function nodescope chose, armed before nodescope attaches and read after it has stopped. The
+# recording stays in /results for the host's whatif on this disk's image. Defined here, before
+# the arm64 run's own phases, which run it too (its lookups on BPF trampolines).
+accesses_phase() {
+  nodescope stream --plan --accesses > $R/accesses_plan.txt 2>&1
+  fn=$(sed -n 's/^node_access  *[a-z]* \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
+  [ -n "$fn" ] || { fail "accesses: no node lookup function (see accesses_plan.txt)"; return 1; }
+  cold
+  echo "p:nodescope_access $fn" >> $T/kprobe_events &&
+    echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger ||
+    { fail "kprobe_events: cannot count $fn"; return 1; }
+  nodescope record --accesses -o $R/accesses.nsr > $R/accesses_record.out 2> $R/accesses_record.err &
+  AP=$!
+  wait_for $AP "record --accesses" "[ -s $R/accesses.nsr ]"
+  mark accesses_start
+  sh /replay-names
+  # Every node page dropped (node_evict), then the last directories again: the trace whatif
+  # replays on the host has pressure and reuse.
+  cold
+  sh /replay-tail
+  kill -INT $AP
+  wait $AP
+  echo $? > $R/accesses_record.rc
+  cat $T/events/kprobes/nodescope_access/hist > $R/accesses_hist.txt
+  echo '!hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger
+  echo '-:nodescope_access' >> $T/kprobe_events
+  nodescope report --json $R/accesses.nsr > $R/accesses_report.json 2> $R/accesses_report.err
+  mark accesses_done
+}
 # A run with phases of its own (the arm64 run: xtask/src/vm/arm64.sh) ends with them.
 [ -n "$OWN_PHASES" ] && { . $OWN_PHASES; finish; }
 # A recording of the kernel source on part of the file set, for the host to report and export
@@ -149,36 +180,6 @@ uid_phase() {
   stream_stop
 }
 uid_phase
-# Access traces (issue 13, xtask/src/vm/accesses.rs): nodescope record --accesses over the RFC
-# file-set replay; its node_access events against a kprobe_events hist trigger on the lookup
-# function nodescope chose, armed before nodescope attaches and read after it has stopped. The
-# recording stays in /results for the host's whatif on this disk's image.
-accesses_phase() {
-  nodescope stream --plan --accesses > $R/accesses_plan.txt 2>&1
-  fn=$(sed -n 's/^node_access  *[a-z]* \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
-  [ -n "$fn" ] || { fail "accesses: no node lookup function (see accesses_plan.txt)"; return 1; }
-  cold
-  echo "p:nodescope_access $fn" >> $T/kprobe_events &&
-    echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger ||
-    { fail "kprobe_events: cannot count $fn"; return 1; }
-  nodescope record --accesses -o $R/accesses.nsr > $R/accesses_record.out 2> $R/accesses_record.err &
-  AP=$!
-  wait_for $AP "record --accesses" "[ -s $R/accesses.nsr ]"
-  mark accesses_start
-  sh /replay-names
-  # Every node page dropped (node_evict), then the last directories again: the trace whatif
-  # replays on the host has pressure and reuse.
-  cold
-  sh /replay-tail
-  kill -INT $AP
-  wait $AP
-  echo $? > $R/accesses_record.rc
-  cat $T/events/kprobes/nodescope_access/hist > $R/accesses_hist.txt
-  echo '!hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger
-  echo '-:nodescope_access' >> $T/kprobe_events
-  nodescope report --json $R/accesses.nsr > $R/accesses_report.json 2> $R/accesses_report.err
-  mark accesses_done
-}
 accesses_phase
 # Checkpoint anatomy (issue 19, xtask/src/vm/cp_anatomy.rs): each of seed 002's fsstress mixes
 # under nodescope record, between snapshots of iostat and debugfs taken on a clean file system.

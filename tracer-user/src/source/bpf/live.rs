@@ -49,6 +49,8 @@ pub(crate) struct BpfSource {
     slots: SlotTracker,
     /// The lookup functions' BPF trampolines (`--accesses`), attached while held.
     trampolines: Vec<TrampolineLink>,
+    /// The kernel refused to run the batch flush program (`--accesses`): said once.
+    flush_refused: bool,
 }
 
 /// Add `more` to `tasks`, summing the counts of a key both hold. Indexed: a phone's reading
@@ -124,6 +126,7 @@ impl BpfSource {
             accesses: false,
             slots: SlotTracker::default(),
             trampolines,
+            flush_refused: false,
         })
     }
 
@@ -162,8 +165,9 @@ impl BpfSource {
         Ok(())
     }
 
-    /// Exact (node lookups, node evictions) counted in the kernel since `attach_accesses`.
-    pub(crate) fn access_counts(&self) -> Result<(u64, u64)> {
+    /// Exact node lookups, node evictions (and device reads) counted in the kernel since
+    /// `attach_accesses`.
+    pub(crate) fn access_counts(&self) -> Result<access::AccessCounts> {
         access::counts(&self.ebpf)
     }
 
@@ -233,12 +237,41 @@ impl BpfSource {
     }
 
     async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        let start = out.len();
         self.reader
             .read_batch(|event| out.push(event))
             .await
             .context("reading the ring buffer")?;
+        self.put_in_time_order(&mut out[start..]);
         self.note_drops(out)?;
         Ok(true)
+    }
+
+    /// Lookups come in per-CPU batches (`AccessBatch`), behind the single events of their
+    /// time: what one read took is put back in time order (stable: the order of equal times
+    /// stays the ring's). A batch the read did not find is one refresh late at most.
+    fn put_in_time_order(&self, events: &mut [Event]) {
+        if self.accesses {
+            events.sort_by_key(|event| event.ts_ns);
+        }
+    }
+
+    /// Ask each CPU with lookups waiting in its batch to send them (at every refresh and at
+    /// the stop, before the ring is read). A kernel that refuses is said once; its batches then
+    /// go out when full or due only, and at the stop the last ones stay in the kernel (the
+    /// closing note's exact counts still hold every lookup).
+    fn flush_access_batches(&mut self) {
+        if !self.accesses || self.flush_refused {
+            return;
+        }
+        if let Err(err) = access::flush_batches(&self.ebpf) {
+            log::warn!(
+                "--accesses: lookups waiting in a CPU's batch cannot be sent on demand \
+                 ({err:#}); they come when a batch is full or {} ms old",
+                tracer_common::ACCESS_BATCH_MAX_AGE_NS / 1_000_000
+            );
+            self.flush_refused = true;
+        }
     }
 
     /// Events the kernel could not put in the ring since the last look, as one `Lost` event.
@@ -280,7 +313,10 @@ impl Source for BpfSource {
     }
 
     fn take_waiting(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        self.flush_access_batches();
+        let start = out.len();
         self.reader.take_waiting(|event| out.push(event));
+        self.put_in_time_order(&mut out[start..]);
         self.note_drops(out)
     }
 
@@ -303,10 +339,11 @@ impl Source for BpfSource {
         );
         if self.accesses {
             match self.access_counts() {
-                Ok((lookups, evictions)) => {
+                Ok(counts) => {
                     note += &format!(
-                        "; accesses counted in the kernel: {lookups} node lookups, \
-                         {evictions} node evictions"
+                        "; accesses counted in the kernel: {} node lookups, {} node \
+                         evictions; {} lookups read their device, the others took their CPU's",
+                        counts.lookups, counts.evictions, counts.device_reads
                     )
                 }
                 Err(err) => note += &format!("; access counts unreadable: {err:#}"),

@@ -23,7 +23,7 @@ use tracer_common::maps;
 use anyhow::{Context as _, Result};
 use aya::{maps::RingBuf, Ebpf, EbpfLoader};
 use tokio::io::unix::AsyncFd;
-use tracer_common::Event;
+use tracer_common::{AccessBatch, Event};
 
 /// The object tracer-user's build.rs built from tracer-ebpf.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
@@ -151,10 +151,17 @@ impl EventReader {
     }
 }
 
+/// Every record the ring holds, as events: a batch of node lookups (`AccessBatch`, from the
+/// `--accesses` programs) becomes its lookups' events.
 fn take_all(ring: &mut RingBuf<aya::maps::MapData>, mut sink: impl FnMut(Event)) -> usize {
     let mut count = 0;
     while let Some(item) = ring.next() {
-        if let Some(event) = Event::from_bytes(&item) {
+        if let Some(batch) = AccessBatch::from_bytes(&item) {
+            for event in batch.events() {
+                sink(event);
+                count += 1;
+            }
+        } else if let Some(event) = Event::from_bytes(&item) {
             sink(event);
             count += 1;
         }

@@ -14,11 +14,14 @@ use tracer_common::maps;
 use anyhow::{bail, Context as _, Result};
 use aya::{
     maps::{Array, PerCpuArray},
-    programs::{KProbe, TracePoint},
+    programs::{KProbe, RawTracePoint, RawTracePointRunOptions, TestRun as _, TracePoint},
     Ebpf,
 };
 use serde::Serialize;
-use tracer_common::{AccessLayout, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS};
+use tracer_common::{
+    AccessBatch, AccessLayout, ACCESS_COUNT_DEVICE_READS, ACCESS_COUNT_EVICTIONS,
+    ACCESS_COUNT_LOOKUPS,
+};
 
 use crate::source::bpf::{
     discover::kallsyms,
@@ -40,6 +43,13 @@ pub(crate) const PROG_ACCESS: &str = "f2fs_node_access";
 /// The same program as an fentry (BPF trampoline) program.
 pub(crate) const PROG_ACCESS_FENTRY: &str = "f2fs_node_access_fentry";
 pub(crate) const PROG_EVICT: &str = "f2fs_node_evict";
+/// Sends a CPU's batch of lookups when run there (never attached).
+pub(crate) const PROG_FLUSH: &str = "f2fs_access_flush";
+/// Counts F2FS teardowns, on the return of [`TEARDOWN_FUNCTION`].
+pub(crate) const PROG_TEARDOWN: &str = "f2fs_sb_gone";
+/// F2FS's `kill_sb` (5.10 .. mainline): it frees the `f2fs_sb_info` before it returns. A
+/// function-pointer target, so never inlined.
+pub(crate) const TEARDOWN_FUNCTION: &str = "kill_f2fs_super";
 
 /// The node lookup entry points, each `(struct f2fs_sb_info *, nid_t or pgoff_t nid, ..)`: every
 /// one the kernel has is traced, since none calls another. 6.1 .. 6.14 have
@@ -312,12 +322,21 @@ pub(crate) fn attach(
     plan: &AccessPlan,
     taken: &[(&str, std::os::fd::RawFd)],
 ) -> Result<Attached> {
+    let mut outcomes = Vec::new();
+    let mut layout = plan.layout;
+    if !plan.lookup_functions.is_empty() {
+        let teardowns = attach_teardowns(ebpf);
+        layout.cache_device = u16::from(teardowns.is_ok());
+        outcomes.push(AttachOutcome::of(
+            "node_access_devices",
+            format!("kretprobe {TEARDOWN_FUNCTION}"),
+            teardowns,
+        ));
+    }
     let map = ebpf.named_map_mut(maps::ACCESS_LAYOUT)?;
     let mut layouts: Array<_, AccessLayout> = Array::try_from(map)?;
-    layouts
-        .set(0, plan.layout, 0)
-        .context("writing ACCESS_LAYOUT")?;
-    let mut outcomes = Vec::new();
+    layouts.set(0, layout, 0).context("writing ACCESS_LAYOUT")?;
+    load_flush(ebpf)?;
     let mut trampolines = Vec::new();
     let mut programs: Option<Result<TracingPrograms>> = None;
     for function in &plan.lookup_functions {
@@ -389,6 +408,58 @@ fn attach_evict(ebpf: &mut Ebpf) -> Result<()> {
     Ok(())
 }
 
+/// Count F2FS teardowns (`SB_GENERATION`): a lookup may then take its device from its CPU's
+/// cache, which a teardown invalidates (a new mount can reuse the freed `f2fs_sb_info`). Not
+/// fatal: without it every lookup reads the device through `sbi->sb`.
+fn attach_teardowns(ebpf: &mut Ebpf) -> Result<()> {
+    let program = ebpf
+        .program_mut(PROG_TEARDOWN)
+        .with_context(|| format!("program {PROG_TEARDOWN} missing from the object"))?;
+    let kp: &mut KProbe = program.try_into()?;
+    bpf::load_once(kp.fd().is_ok(), || kp.load())?;
+    kp.attach(TEARDOWN_FUNCTION, 0)
+        .with_context(|| format!("attaching kretprobe {TEARDOWN_FUNCTION}"))?;
+    Ok(())
+}
+
+fn load_flush(ebpf: &mut Ebpf) -> Result<()> {
+    let program = ebpf
+        .program_mut(PROG_FLUSH)
+        .with_context(|| format!("program {PROG_FLUSH} missing from the object"))?;
+    let flush: &mut RawTracePoint = program.try_into()?;
+    bpf::load_once(flush.fd().is_ok(), || flush.load())
+}
+
+/// Have every CPU whose batch of lookups is not empty send it to the ring buffer now (the
+/// flush program, run on that CPU by BPF_PROG_TEST_RUN). Returns how many CPUs were asked.
+/// CPUs with nothing waiting are not disturbed: an idle phone's cores stay asleep.
+pub(crate) fn flush_batches(ebpf: &Ebpf) -> Result<usize> {
+    let map = ebpf.named_map(maps::ACCESS_BATCH)?;
+    let batches: PerCpuArray<_, AccessBatch> =
+        PerCpuArray::try_from(map).context("ACCESS_BATCH type")?;
+    let waiting = batches.get(&0, 0).context("reading ACCESS_BATCH")?;
+    let program = ebpf
+        .program(PROG_FLUSH)
+        .with_context(|| format!("program {PROG_FLUSH} missing from the object"))?;
+    let flush: &RawTracePoint = program.try_into()?;
+    let mut asked = 0;
+    for (cpu, batch) in waiting.iter().enumerate() {
+        if batch.len == 0 {
+            continue;
+        }
+        let cpu = u32::try_from(cpu).context("CPU number")?;
+        let options = RawTracePointRunOptions {
+            cpu: Some(cpu),
+            ..RawTracePointRunOptions::new()
+        };
+        flush
+            .test_run(options)
+            .with_context(|| format!("running {PROG_FLUSH} on CPU {cpu}"))?;
+        asked += 1;
+    }
+    Ok(asked)
+}
+
 /// Watch `ino` on device `dev` (kernel encoding) for evictions before any lookup has named
 /// that device's node inode (tests; a device mounted before the trace started).
 #[cfg(test)]
@@ -398,8 +469,16 @@ pub(crate) fn watch_inode(ebpf: &mut Ebpf, dev: u32, ino: u32) -> Result<()> {
     node_ino.insert(dev, ino, 0).context("writing NODE_INO")
 }
 
-/// Exact counts since attaching: (node lookups, node evictions), summed over the CPUs.
-pub(crate) fn counts(ebpf: &Ebpf) -> Result<(u64, u64)> {
+/// What the access programs counted since attaching, summed over the CPUs (exact).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AccessCounts {
+    pub lookups: u64,
+    pub evictions: u64,
+    /// Lookups that read their device through `sbi->sb`, not from their CPU's cache.
+    pub device_reads: u64,
+}
+
+pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
     let map = ebpf.named_map(maps::ACCESS_COUNTS)?;
     let counts: PerCpuArray<_, u64> = PerCpuArray::try_from(map).context("ACCESS_COUNTS type")?;
     let sum = |index| -> Result<u64> {
@@ -409,7 +488,11 @@ pub(crate) fn counts(ebpf: &Ebpf) -> Result<(u64, u64)> {
             .iter()
             .sum())
     };
-    Ok((sum(ACCESS_COUNT_LOOKUPS)?, sum(ACCESS_COUNT_EVICTIONS)?))
+    Ok(AccessCounts {
+        lookups: sum(ACCESS_COUNT_LOOKUPS)?,
+        evictions: sum(ACCESS_COUNT_EVICTIONS)?,
+        device_reads: sum(ACCESS_COUNT_DEVICE_READS)?,
+    })
 }
 
 #[cfg(test)]

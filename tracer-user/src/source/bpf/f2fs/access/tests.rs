@@ -54,7 +54,7 @@ fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
         evict_ino: 16,
         evict_index: 24,
         evict_dev: 32,
-        _pad: 0,
+        cache_device: 0,
     };
     assert_eq!(plan.layout, expected);
     assert_eq!(
@@ -151,6 +151,78 @@ fn the_lookup_program_passes_the_verifier() {
     kp.load().expect("the verifier accepts f2fs_node_access");
 }
 
+/// A CPU's batch of lookups, as the lookup program leaves it: `len` records of (nid, ts).
+fn batch_of(len: u32, first_nid: u32) -> AccessBatch {
+    let mut batch = AccessBatch {
+        magic: 0,
+        len,
+        first_ts_ns: 1_000,
+        busy: 0,
+        _pad: 0,
+        tick_jiffies: 0,
+        tick_ts_ns: 0,
+        records: [tracer_common::AccessRecord::default(); tracer_common::ACCESS_BATCH_RECORDS],
+    };
+    for (i, record) in batch.records[..len as usize].iter_mut().enumerate() {
+        let i = i as u32;
+        *record = tracer_common::AccessRecord {
+            ts_ns: 1_000 + u64::from(i),
+            pid: 42,
+            tgid: 41,
+            dev: 0x80_0011,
+            nid: first_nid + i,
+        };
+    }
+    batch
+}
+
+/// The flush program, run in the kernel on each CPU whose batch waits, sends exactly that
+/// batch's lookups, in order, once; it leaves a batch whose append it interrupted (`busy`),
+/// and CPUs with an empty batch are not asked.
+#[test]
+fn flushing_sends_each_waiting_batch_once_and_leaves_a_busy_one() {
+    if !system::is_root() {
+        test_skip::skip("needs root");
+        return;
+    }
+    let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+    load_flush(&mut ebpf).expect("the verifier accepts f2fs_access_flush");
+    let cpus = aya::util::nr_cpus().expect("possible CPUs");
+    let mut values: Vec<AccessBatch> = (0..cpus).map(|_| batch_of(0, 0)).collect();
+    values[0] = batch_of(3, 100);
+    let busy_cpu = cpus.checked_sub(1).filter(|&cpu| cpu > 0);
+    if let Some(cpu) = busy_cpu {
+        values[cpu] = batch_of(2, 500);
+        values[cpu].busy = 1;
+    }
+    {
+        let map = ebpf.named_map_mut(maps::ACCESS_BATCH).unwrap();
+        let mut batches: PerCpuArray<_, AccessBatch> = PerCpuArray::try_from(map).unwrap();
+        let per_cpu = aya::maps::PerCpuValues::try_from(values).unwrap();
+        batches.set(0, per_cpu, 0).unwrap();
+    }
+    let asked = flush_batches(&ebpf).expect("flush runs on each CPU");
+    assert_eq!(asked, 1 + usize::from(busy_cpu.is_some()));
+    // Asked again: CPU 0's batch went out and is empty; the busy one is asked again.
+    assert_eq!(
+        flush_batches(&ebpf).unwrap(),
+        usize::from(busy_cpu.is_some())
+    );
+
+    let mut ring = RingBuf::try_from(ebpf.take_map(maps::EVENTS).unwrap()).unwrap();
+    let mut nids = Vec::new();
+    while let Some(item) = ring.next() {
+        let batch = AccessBatch::from_bytes(&item).expect("a batch record");
+        for event in batch.events() {
+            assert_eq!(event.kind(), Some(EventKind::NodeAccess));
+            assert_eq!((event.dev, event.pid, event.tgid), (0x80_0011, 42, 41));
+            assert_eq!(event.ts_ns, 1_000 + u64::from(event.nid - 100));
+            nids.push(event.nid);
+        }
+    }
+    assert_eq!(nids, [100, 101, 102]);
+}
+
 /// The kernel's dev_t encoding (MKDEV: major << 20 | minor) of a file's device.
 fn kernel_dev(meta: &std::fs::Metadata) -> u32 {
     let dev = meta.dev();
@@ -202,8 +274,8 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
     watched.set_len(0).unwrap();
     neighbour.set_len(0).unwrap();
 
-    let (lookups, evictions) = counts(&ebpf).unwrap();
-    assert_eq!((lookups, evictions), (0, 4));
+    let counted = counts(&ebpf).unwrap();
+    assert_eq!((counted.lookups, counted.evictions), (0, 4));
     let mut ring = RingBuf::try_from(ebpf.take_map(maps::EVENTS).unwrap()).unwrap();
     let mut nids = Vec::new();
     while let Some(item) = ring.next() {
