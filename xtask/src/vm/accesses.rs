@@ -28,12 +28,25 @@ pub fn tail_replay() -> String {
 /// The budget of the host's what-if on the guest's recording (issue 13: off vs on at 3 MiB).
 const WHATIF_BUDGET: &str = "3MiB";
 
-/// Check the phase; `accesses=<recorded>/<kernel's hist count>` for the VM line. `disk` is
-/// the guest's F2FS image, which the host's `nodescope whatif` reads the node blocks from.
+/// Which hook the lookup function must get.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum LookupHook {
+    /// Its BPF trampoline (x86_64, trampolines from 5.5).
+    Fentry,
+    /// Its trampoline, or the kprobe with the kernel's refusal of the trampoline in the attach
+    /// report (Debian's arm64 6.1 refuses trampolines on the f2fs module's functions:
+    /// ENOTSUPP, seen in its VM run).
+    FentryOrRefusal,
+}
+
+/// Check the phase; `accesses=<recorded>/<kernel's hist count>` for the VM line (and the hook
+/// the lookups got, unless it must be fentry). `disk` is the guest's F2FS image, which the
+/// host's `nodescope whatif` reads the node blocks from.
 pub fn check(
     dir: &Path,
     disk: &Path,
     nodescope: &Path,
+    hook: LookupHook,
     lines: &mut Vec<String>,
     failures: &mut Vec<String>,
 ) -> String {
@@ -64,12 +77,27 @@ pub fn check(
     }
     // x86_64 has BPF trampolines from 5.5, arm64 from 6.0: the lookup function is hooked by
     // fentry, and the record attached it so (not the kprobe fallback).
+    let mut got = String::new();
     match function.strip_prefix("fentry ") {
-        Some(name) => failures.extend(
-            on_trampolines(&record_err, &[name])
-                .into_iter()
-                .map(|p| format!("accesses: {p}")),
-        ),
+        Some(name) => {
+            let refused = refused_trampoline(&record_err, name);
+            match (
+                hook,
+                on_trampolines(&record_err, &[name]).as_slice(),
+                refused,
+            ) {
+                (_, [], _) => {}
+                (LookupHook::FentryOrRefusal, _, Some(why)) => {
+                    lines.push(format!(
+                        "  accesses {name}: the kernel refused its trampoline: {why}"
+                    ));
+                    got = " hook=kprobe(fentry refused)".into();
+                }
+                (_, problems, _) => {
+                    failures.extend(problems.iter().map(|p| format!("accesses: {p}")))
+                }
+            }
+        }
         None => failures.push(format!("accesses: no lookup fentry planned: {function:?}")),
     }
     if hist.is_none_or(|h| h == 0) || Some(recorded) != hist || counted != hist || drops != 0 {
@@ -89,9 +117,21 @@ pub fn check(
         failures.push(format!("whatif: {err:#}"));
     }
     format!(
-        "accesses={recorded}/{}",
+        "accesses={recorded}/{}{got}",
         hist.map_or_else(|| "?".into(), |h| h.to_string())
     )
+}
+
+/// Why the kernel refused `function`'s trampoline, when the attach report has it on the kprobe
+/// fallback: `kprobe f (fentry refused: why)`.
+fn refused_trampoline(err: &str, function: &str) -> Option<String> {
+    let prefix = format!("kprobe {function} (fentry refused: ");
+    attached_targets(err).iter().find_map(|target| {
+        target
+            .strip_prefix(&prefix)
+            .and_then(|why| why.strip_suffix(')'))
+            .map(str::to_string)
+    })
 }
 
 /// The targets a `nodescope stream` or `record` said it attached, from its stderr's
@@ -212,6 +252,29 @@ fn recording_counts(report: &Json) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The arm64 run's record (Debian 6.1): the lookup on its kprobe, with why.
+    #[test]
+    fn a_refused_trampoline_is_read_with_the_kernels_reason() {
+        let err = "nodescope record: ready (attached: kretprobe kill_f2fs_super, kprobe \
+                   f2fs_get_node_page (fentry refused: attaching f2fs_node_access_fentry to \
+                   f2fs_get_node_page (BTF id 111557 in f2fs): BPF_RAW_TRACEPOINT_OPEN: Unknown \
+                   error 524 (os error 524)), tracepoint \
+                   filemap:mm_filemap_delete_from_page_cache)\n";
+        assert_eq!(
+            refused_trampoline(err, "f2fs_get_node_page").as_deref(),
+            Some(
+                "attaching f2fs_node_access_fentry to f2fs_get_node_page (BTF id 111557 in \
+                 f2fs): BPF_RAW_TRACEPOINT_OPEN: Unknown error 524 (os error 524)"
+            )
+        );
+        assert_eq!(refused_trampoline(err, "f2fs_get_node_folio"), None);
+        let on_trampoline = "x: ready (attached: fentry f2fs_get_node_page)\n";
+        assert_eq!(
+            refused_trampoline(on_trampoline, "f2fs_get_node_page"),
+            None
+        );
+    }
 
     #[test]
     fn reads_the_kernel_counts_from_the_closing_note() {

@@ -139,6 +139,7 @@ impl Run<'_> {
             &out,
             &disk,
             self.host_nodescope,
+            super::accesses::LookupHook::FentryOrRefusal,
             &mut core.lines,
             &mut core.failures,
         );

@@ -171,9 +171,8 @@ while [ $round -le $LOOKUP_ROUNDS ]; do
   wait $BP
   round=$((round+1))
 done
-# The calibration last, and its kprobe left in place: removing a hist trigger rewrites kernel
-# text (ftrace, the sched_wakeup static key) while the other vCPU runs it, which crashed
-# Debian's 6.12 under TCG (a fatal exception in ttwu_do_activate, seen here).
+# The calibration last, and its kprobe left in place (see mount_tracing in prelude.sh for what
+# removing a hist trigger did under TCG).
 echo "p:nsbench_lookup $LOOKUP_FUNCTION" >> $T/kprobe_events &&
   echo 'hist:keys=common_type' > $T/events/kprobes/nsbench_lookup/trigger &&
   lookuploop /mnt/lookup-target $LOOKUP_CALLS > $R/lookup_calibrate.txt &&

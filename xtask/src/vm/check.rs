@@ -246,7 +246,14 @@ pub fn check(
     let daemon = super::daemon::check(dir, lines, failures);
     let uids = super::uidswitch::check(dir, lines, failures);
     let disk = dir.parent().unwrap_or(dir).join(super::qemu::DISK_IMAGE);
-    let accesses = super::accesses::check(dir, &disk, nodescope, lines, failures);
+    let accesses = super::accesses::check(
+        dir,
+        &disk,
+        nodescope,
+        super::accesses::LookupHook::Fentry,
+        lines,
+        failures,
+    );
     super::cp_anatomy::check(label, dir, nodescope, lines, failures);
     Ok(core.verdict(
         label,

@@ -30,6 +30,13 @@ mount_tracing() {
   mkdir -p /sys/kernel/tracing
   mount -t tracefs tracefs /sys/kernel/tracing
   T=/sys/kernel/tracing
+  # One trace event on for the whole boot (module loads: rare), so that tracing's recording of
+  # task names starts now, on a quiet system, and never stops: otherwise every hist trigger
+  # removed (the phases' exact counts) stops it, which rewrites the sched_wakeup static key in
+  # ttwu_do_activate; under TCG a timer interrupt then ran that code half-rewritten (Debian's
+  # 6.12 panicked in ttwu_do_activate in two boots on 2026-12-04; a third hung at that step).
+  echo 1 > $T/events/module/module_load/enable 2>/dev/null ||
+    echo "@@ note: events/module/module_load cannot be enabled"
 }
 # RES: the disk with serial "results" (without it the host can learn nothing: power off);
 # DEV: the one with serial "f2fs", S its sysfs directory.
