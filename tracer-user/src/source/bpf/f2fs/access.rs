@@ -386,14 +386,19 @@ pub(crate) fn attach(
 
 fn attach_lookup(ebpf: &mut Ebpf, function: &str) -> Result<()> {
     bpf::arch::ensure_registers_match(&format!("kprobe {function}"))?;
-    let program = ebpf
-        .program_mut(PROG_ACCESS)
-        .with_context(|| format!("program {PROG_ACCESS} missing from the object"))?;
-    let kp: &mut KProbe = program.try_into()?;
     // One program, as many attachments as the kernel has lookup functions.
+    attach_kprobe(ebpf, PROG_ACCESS, function)
+}
+
+/// Load `name` (a kprobe or kretprobe program) unless it is loaded, and attach it to `function`.
+fn attach_kprobe(ebpf: &mut Ebpf, name: &str, function: &str) -> Result<()> {
+    let program = ebpf
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the object"))?;
+    let kp: &mut KProbe = program.try_into()?;
     bpf::load_once(kp.fd().is_ok(), || kp.load())?;
     kp.attach(function, 0)
-        .with_context(|| format!("attaching kprobe {function}"))?;
+        .with_context(|| format!("attaching {name} to {function}"))?;
     Ok(())
 }
 
@@ -412,14 +417,7 @@ fn attach_evict(ebpf: &mut Ebpf) -> Result<()> {
 /// cache, which a teardown invalidates (a new mount can reuse the freed `f2fs_sb_info`). Not
 /// fatal: without it every lookup reads the device through `sbi->sb`.
 fn attach_teardowns(ebpf: &mut Ebpf) -> Result<()> {
-    let program = ebpf
-        .program_mut(PROG_TEARDOWN)
-        .with_context(|| format!("program {PROG_TEARDOWN} missing from the object"))?;
-    let kp: &mut KProbe = program.try_into()?;
-    bpf::load_once(kp.fd().is_ok(), || kp.load())?;
-    kp.attach(TEARDOWN_FUNCTION, 0)
-        .with_context(|| format!("attaching kretprobe {TEARDOWN_FUNCTION}"))?;
-    Ok(())
+    attach_kprobe(ebpf, PROG_TEARDOWN, TEARDOWN_FUNCTION)
 }
 
 fn load_flush(ebpf: &mut Ebpf) -> Result<()> {
