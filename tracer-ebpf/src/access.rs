@@ -101,18 +101,40 @@ pub fn f2fs_node_access_fentry(ctx: FEntryContext) -> u32 {
 
 fn on_access(sbi: u64, nid: u64) -> Option<()> {
     let layout = ACCESS_LAYOUT.get(0)?;
-    let dev = device_of(sbi, layout)?;
-    count(ACCESS_COUNT_LOOKUPS);
     let batch = ACCESS_BATCH.get_ptr_mut(0)?;
-    // SAFETY: the batch is this CPU's; a lookup on this CPU cannot nest in another (the
-    // kernel skips a program's recursion on one CPU), and the flush program an interrupt may
-    // run here in the middle checks `busy` first. The volatile stores keep `busy` around the
-    // append in the order written.
+    // SAFETY: the batch and the device cache are this CPU's. `busy` is set around everything
+    // that touches them, so that what else may run on this CPU in the middle leaves them
+    // alone: the flush program (an interrupt, `f2fs_access_flush`) and, on a preemptible
+    // kernel (Android's), another lookup program: trampolines run with migration disabled, not
+    // preemption, and each lookup function has a program of its own. Nothing is read before
+    // `busy` is set, so a lookup that preempts this one between the check and the set
+    // finishes first and this one then sees its work. The volatile accesses keep that order.
     unsafe {
+        if core::ptr::read_volatile(&(*batch).busy) != 0 {
+            return on_access_unbatched(sbi, nid, layout);
+        }
         core::ptr::write_volatile(&mut (*batch).busy, 1);
-        append(&mut *batch, dev, nid);
+        if let Some(dev) = device_of(sbi, layout) {
+            count(ACCESS_COUNT_LOOKUPS);
+            append(&mut *batch, dev, nid);
+        }
         core::ptr::write_volatile(&mut (*batch).busy, 0);
     }
+    Some(())
+}
+
+/// A lookup that found its CPU's batch busy (it preempted another lookup in the middle): its
+/// device read through the pointers, and one event through the ring buffer's own lock.
+fn on_access_unbatched(sbi: u64, nid: u64, layout: &AccessLayout) -> Option<()> {
+    let sb: u64 = read_at(sbi, layout.sbi_sb)?;
+    let dev: u32 = read_at(sb, layout.sb_s_dev)?;
+    count(ACCESS_COUNT_LOOKUPS);
+    count(ACCESS_COUNT_DEVICE_READS);
+    emit_batched(|event| {
+        fill_thread(event, EventKind::NodeAccess);
+        event.dev = dev;
+        event.nid = nid as u32;
+    });
     Some(())
 }
 
@@ -177,8 +199,9 @@ fn send(batch: &mut AccessBatch) {
 }
 
 /// Never attached: userspace runs it on a CPU whose batch waits (BPF_PROG_TEST_RUN with
-/// BPF_F_TEST_RUN_ON_CPU, Linux 5.10: an interrupt on that CPU) to have that batch sent now.
-/// Returns 1 when it found a lookup in the middle of an append and left the batch.
+/// BPF_F_TEST_RUN_ON_CPU, Linux 5.10: an interrupt on that CPU, or the caller itself on its own
+/// CPU) to have that batch sent now. Returns 1 when it found a lookup in the middle of an
+/// append and left the batch.
 #[raw_tracepoint]
 pub fn f2fs_access_flush(_ctx: RawTracePointContext) -> u32 {
     let Some(batch) = ACCESS_BATCH.get_ptr_mut(0) else {
@@ -198,13 +221,13 @@ pub fn f2fs_access_flush(_ctx: RawTracePointContext) -> u32 {
 /// The device of the file system `sbi` points to: this CPU's cached one when it is the same
 /// file system in the same generation and userspace hooked the teardowns
 /// (`AccessLayout::cache_device`), else read through the pointers, and the node inode of that
-/// device recorded for the eviction filter.
+/// device recorded for the eviction filter. Called with the batch `busy` (the cache's guard).
 fn device_of(sbi: u64, layout: &AccessLayout) -> Option<u32> {
     let seen_sbi = ACCESS_SEEN.get_ptr_mut(SEEN_SBI)?;
     let seen_dev = ACCESS_SEEN.get_ptr_mut(SEEN_DEV)?;
     let seen_generation = ACCESS_SEEN.get_ptr_mut(SEEN_GENERATION)?;
     let generation = SB_GENERATION.get(0).copied().unwrap_or(0);
-    // SAFETY: the slots are this CPU's and a lookup cannot nest in another on one CPU.
+    // SAFETY: the slots are this CPU's, and the caller holds them (`busy`).
     unsafe {
         if layout.cache_device != 0 && *seen_sbi == sbi && *seen_generation == generation {
             return Some(*seen_dev as u32);
