@@ -428,9 +428,10 @@ fn load_flush(ebpf: &mut Ebpf) -> Result<()> {
     bpf::load_once(flush.fd().is_ok(), || flush.load())
 }
 
-/// Have every CPU whose batch of lookups is not empty send it to the ring buffer now (the
-/// flush program, run on that CPU by BPF_PROG_TEST_RUN). Returns how many CPUs were asked.
-/// CPUs with nothing waiting are not disturbed: an idle phone's cores stay asleep.
+/// Have every online CPU whose batch of lookups is not empty send it to the ring buffer now
+/// (the flush program, run on that CPU by BPF_PROG_TEST_RUN). Returns how many CPUs were asked.
+/// CPUs with nothing waiting are not disturbed: an idle phone's cores stay asleep. A CPU taken
+/// offline (phones do, for power) keeps its batch until it is back and its lookups send it.
 pub(crate) fn flush_batches(ebpf: &Ebpf) -> Result<usize> {
     let map = ebpf.named_map(maps::ACCESS_BATCH)?;
     let batches: PerCpuArray<_, AccessBatch> =
@@ -440,12 +441,14 @@ pub(crate) fn flush_batches(ebpf: &Ebpf) -> Result<usize> {
         .program(PROG_FLUSH)
         .with_context(|| format!("program {PROG_FLUSH} missing from the object"))?;
     let flush: &RawTracePoint = program.try_into()?;
+    let online =
+        aya::util::online_cpus().map_err(|(path, err)| anyhow::anyhow!("reading {path}: {err}"))?;
     let mut asked = 0;
     for (cpu, batch) in waiting.iter().enumerate() {
-        if batch.len == 0 {
+        let cpu = u32::try_from(cpu).context("CPU number")?;
+        if batch.len == 0 || !online.contains(&cpu) {
             continue;
         }
-        let cpu = u32::try_from(cpu).context("CPU number")?;
         let options = RawTracePointRunOptions {
             cpu: Some(cpu),
             ..RawTracePointRunOptions::new()
