@@ -105,13 +105,11 @@ impl AccessBatch {
     /// The batch's lookups as `NodeAccess` events, in the order the CPU took them.
     pub fn events(&self) -> impl Iterator<Item = crate::Event> + '_ {
         self.records().iter().map(|record| {
-            let mut event = crate::Event::ZERO;
-            event.kind = crate::EventKind::NodeAccess as u8;
-            event.ts_ns = record.ts_ns;
+            let mut event = crate::Event::new(crate::EventKind::NodeAccess, record.ts_ns)
+                .dev(record.dev)
+                .nid(record.nid);
             event.pid = record.pid;
             event.tgid = record.tgid;
-            event.dev = record.dev;
-            event.nid = record.nid;
             event
         })
     }
