@@ -84,6 +84,8 @@ pub struct LiveSim {
     scenario: ScenarioName,
     /// The phone's image (android-launch only).
     android_image: Option<AndroidImage>,
+    /// The node blocks the simulated disk holds (what its node reads read).
+    nodes: Arc<NodeSet>,
     knob_dir: PathBuf,
     limits: Option<Sender<u64>>,
     batches: Receiver<Batch>,
@@ -136,7 +138,7 @@ impl LiveSim {
             sample_every_ns: 0,
             accesses,
         };
-        let mut engine = Engine::new(nodes, KnobSource::Dir(knobs), options);
+        let mut engine = Engine::new(nodes.clone(), KnobSource::Dir(knobs), options);
         let snapshot = engine.snapshot();
         engine.set_pacer(
             Box::new(ChannelPacer {
@@ -152,6 +154,7 @@ impl LiveSim {
         let mut live = LiveSim {
             scenario,
             android_image,
+            nodes,
             knob_dir,
             limits: Some(limit_tx),
             batches: batch_rx,
@@ -251,6 +254,11 @@ impl LiveSim {
     }
 
     /// The directory holding `node_compress_threshold` and `node_compress_interval`.
+    /// The node blocks of the simulated disk, by nid.
+    pub fn nodes(&self) -> &Arc<NodeSet> {
+        &self.nodes
+    }
+
     pub fn knob_dir(&self) -> &Path {
         &self.knob_dir
     }

@@ -85,6 +85,9 @@ impl Pipeline {
             .unwrap_or_else(|| PathBuf::from(SYSFS_ROOT));
         let knobs = info.devices.first().map(|dev| KnobFiles::new(&root, dev));
         let mut model = Model::new(config);
+        if let Some(image) = source.node_image() {
+            model.classify_node_reads(image);
+        }
         let origin_ns = source.now_ns();
         model.start_at(origin_ns);
         let mut pipeline = Pipeline {
@@ -108,6 +111,12 @@ impl Pipeline {
             self.model.observe_kernel(&reading);
         }
         Ok(())
+    }
+
+    /// Tell node reads apart by node type by `image` (`--image`), instead of the source's own.
+    pub fn with_node_image(mut self, image: crate::model::NodeImage) -> Pipeline {
+        self.model.classify_node_reads(image);
+        self
     }
 
     /// Take no event at or after `end_ns` (the source's clock).

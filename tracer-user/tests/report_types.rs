@@ -2,7 +2,8 @@
 //! image's blocks. An image made by mkfs.f2fs and sload.f2fs with one 16 MiB file (its inode
 //! holds fewer than 923 block addresses, its two direct nodes 2,036 more, so the rest hangs off
 //! its first indirect node), every node read once on demand and the big file's nodes once more
-//! by readahead.
+//! by readahead. The same recording replayed through `stream --image` gives the same split,
+//! window by window.
 use std::{fs::File, io::BufWriter, process::Command};
 
 use nodescope::record::{writer::Writer, Header};
@@ -38,7 +39,8 @@ fn node_reads_are_split_by_the_node_type_of_their_blocks() {
     let mut writer = Writer::new(BufWriter::new(File::create(&path).unwrap()), &header).unwrap();
     let mut ts = 1_000;
     let mut read = |nid: u32, flags: u8| {
-        ts += 1_000;
+        // A tenth of a second apart: the stream below cuts them into several windows.
+        ts += 100_000_000;
         let event = Event::new(EventKind::NodeRead, ts)
             .task(7)
             .nid(nid)
@@ -52,6 +54,11 @@ fn node_reads_are_split_by_the_node_type_of_their_blocks() {
         read(nid, FLAG_READAHEAD);
     }
     read(u32::MAX - 1, 0); // a nid the image does not have
+                           // A node write a window later: a replay's stream prints whole windows only, and this
+                           // closes the one holding the last reads.
+    ts += 1_000_000_000;
+    let write = Event::new(EventKind::NodeWrite, ts).task(7).nid(3);
+    writer.event(&write).unwrap();
     writer.finish(ts).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
         .args(["report", "--json", path.to_str().unwrap(), "--image"])
@@ -64,23 +71,140 @@ fn node_reads_are_split_by_the_node_type_of_their_blocks() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let types = &report["node_types"];
-    let reads = |name: &str| {
-        let of = &types[name];
-        (
-            of["demand"].as_u64().unwrap(),
-            of["readahead"].as_u64().unwrap(),
-        )
-    };
     let direct = big.len() as u64 - 2;
-    assert_eq!(reads("inode"), (inodes as u64, 1), "{types}");
-    assert_eq!(reads("direct"), (direct, direct), "{types}");
-    assert_eq!(reads("indirect"), (1, 1), "{types}");
-    assert_eq!(reads("double_indirect"), (0, 0), "{types}");
-    assert_eq!(reads("xattr"), (0, 0), "{types}");
-    assert_eq!(reads("not_in_image"), (1, 0), "{types}");
+    let expected = [
+        ("inode", (inodes as u64, 1)),
+        ("direct", (direct, direct)),
+        ("indirect", (1, 1)),
+        ("double_indirect", (0, 0)),
+        ("xattr", (0, 0)),
+        ("not_in_image", (1, 0)),
+    ];
+    let types = &report["node_types"];
+    for (name, reads) in expected {
+        assert_eq!(demand_and_readahead(&types[name]), reads, "{name}: {types}");
+    }
     assert_eq!(
         report["totals"]["node_reads"].as_u64().unwrap(),
         nodes.len() as u64 + big.len() as u64 + 1
     );
+    // The live side: the same recording replayed through `stream --image` splits each
+    // window's node reads the same way, and its windows add up to the report's figures.
+    let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
+        .args(["stream", "--json", "--speed", "0", "--source", "replay"])
+        .arg(&path)
+        .arg("--image")
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(lines.len() > 1, "{}", String::from_utf8_lossy(&out.stderr));
+    for (name, reads) in expected {
+        let mut summed = (0, 0);
+        for line in &lines {
+            let (demand, readahead) = demand_and_readahead(&line["node_types"][name]);
+            summed = (summed.0 + demand, summed.1 + readahead);
+        }
+        assert_eq!(summed, reads, "{name} in the stream");
+    }
+    for line in &lines {
+        let typed: u64 = line["node_types"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|reads| reads["demand"].as_u64().unwrap() + reads["readahead"].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(typed), line["totals"]["node_reads"].as_u64(), "{line}");
+    }
+}
+
+fn demand_and_readahead(reads: &serde_json::Value) -> (u64, u64) {
+    (
+        reads["demand"].as_u64().unwrap(),
+        reads["readahead"].as_u64().unwrap(),
+    )
+}
+
+/// The simulator knows its disk's blocks: its stream splits every window's node reads by
+/// node type without `--image`, all of them accounted for.
+#[test]
+fn the_simulators_stream_splits_each_windows_node_reads_by_type() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
+        .args(["stream", "--json", "--source", "sim", "--speed", "20"])
+        .args(["--duration", "3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut inodes = 0;
+    for line in text.lines() {
+        let line: serde_json::Value = serde_json::from_str(line).unwrap();
+        let types = line["node_types"]
+            .as_object()
+            .expect("node_types in every line");
+        let typed: u64 = types
+            .values()
+            .map(|reads| {
+                let (demand, readahead) = demand_and_readahead(reads);
+                demand + readahead
+            })
+            .sum();
+        assert_eq!(Some(typed), line["totals"]["node_reads"].as_u64(), "{line}");
+        assert_eq!(
+            demand_and_readahead(&types["not_in_image"]),
+            (0, 0),
+            "{line}"
+        );
+        inodes += demand_and_readahead(&types["inode"]).0;
+    }
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(inodes > 0, "{text}");
+}
+
+/// What `--image` cannot do is said, before anything runs.
+#[test]
+fn an_image_that_is_no_f2fs_and_a_recording_with_an_image_are_refused_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_an_image = dir.path().join("zeros.img");
+    std::fs::write(&not_an_image, vec![0u8; 1 << 20]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
+        .args([
+            "stream",
+            "--json",
+            "--source",
+            "sim",
+            "--duration",
+            "1",
+            "--image",
+        ])
+        .arg(&not_an_image)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("is not a readable F2FS image"), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
+        .args(["record", "--source", "sim", "--duration", "1", "-o"])
+        .arg(dir.path().join("never.nsr"))
+        .arg("--image")
+        .arg(&not_an_image)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("nodescope report --image"), "{stderr}");
+    assert!(!dir.path().join("never.nsr").exists());
 }

@@ -85,20 +85,28 @@ pub(crate) fn parse_duration(text: &str) -> Result<f64, String> {
 
 /// The one pipeline a live command runs: `source` into a model cut in `window`s, its apps named
 /// by `packages` (a packages.list) or else by the list the source brings.
+/// `image`: `--image`, which tells node types by nid instead of the source's own image.
 pub(crate) fn live_pipeline(
     source: Box<dyn crate::source::Source>,
     window: &WindowArg,
     packages: Option<&std::path::Path>,
+    image: Option<&std::path::Path>,
 ) -> anyhow::Result<crate::pipeline::Pipeline> {
     let packages = crate::model::Packages::from_file_or(packages, source.packages_list())?;
-    crate::pipeline::Pipeline::new(
+    // Read before the pipeline starts its windows: a device's NAT takes a moment.
+    let image = image.map(crate::model::NodeImage::load).transpose()?;
+    let pipeline = crate::pipeline::Pipeline::new(
         source,
         crate::model::ModelConfig {
             window_ns: (window.seconds * 1e9) as u64,
             packages,
             ..crate::model::ModelConfig::default()
         },
-    )
+    )?;
+    Ok(match image {
+        Some(image) => pipeline.with_node_image(image),
+        None => pipeline,
+    })
 }
 
 #[cfg(test)]

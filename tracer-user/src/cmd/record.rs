@@ -64,6 +64,11 @@ pub(crate) fn run(args: RecordArgs) -> Result<()> {
 }
 
 async fn record(args: RecordArgs) -> Result<()> {
+    anyhow::ensure!(
+        args.source.image.is_none(),
+        "a recording keeps the node reads' nids, not their types: give the image to \
+         `nodescope report --image` instead"
+    );
     // A recording is its events: every node read must be one.
     let source_args = SourceArgs {
         node_read_events: true,
@@ -73,7 +78,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     if let Some(banner) = &opened.banner {
         eprintln!("nodescope record: {banner}");
     }
-    let pipeline = crate::cmd::live_pipeline(opened.source, &args.window, None)?;
+    let pipeline = crate::cmd::live_pipeline(opened.source, &args.window, None, None)?;
     let end_ns = args
         .duration
         .map(|d| pipeline.origin_ns() + (d * 1e9) as u64);

@@ -160,7 +160,12 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
 
 async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     let source = open_source(args, plan)?;
-    let pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
+    let pipeline = crate::cmd::live_pipeline(
+        source,
+        &args.window,
+        args.packages.as_deref(),
+        args.source.image.as_deref(),
+    )?;
     let device = pipeline.info().devices.first().cloned().unwrap_or_default();
     eprintln!("nodescope stream: ready ({})", pipeline.info().detail);
     let mut runner = Runner::new(pipeline, None, RunOptions::stopping());

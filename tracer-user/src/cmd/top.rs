@@ -115,7 +115,12 @@ async fn top(args: TopArgs) -> Result<()> {
     let knob_root = source
         .knob_root()
         .unwrap_or_else(|| PathBuf::from(SYSFS_ROOT));
-    let pipeline = crate::cmd::live_pipeline(source, &args.window, args.packages.as_deref())?;
+    let pipeline = crate::cmd::live_pipeline(
+        source,
+        &args.window,
+        args.packages.as_deref(),
+        args.source.image.as_deref(),
+    )?;
     // Dropping the tuning (with the runner, however the run ends) puts the original knob
     // values back.
     let tuning = args.tuning.start(&pipeline, &knob_root)?;

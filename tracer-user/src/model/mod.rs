@@ -32,6 +32,7 @@ pub(crate) use self::{
     cache::CacheGauges,
     checkpoints::{CheckpointSummary, CheckpointTracker},
     exact::{DeviceCounts, ExactWindow, KernelCounts},
+    node_types::NodeImage,
     rows::{AppRow, Observed, Process, ProcessRow, WindowReport},
 };
 pub use self::{
@@ -120,6 +121,8 @@ pub struct Model {
     closed: VecDeque<WindowReport>,
     observed: Observed,
     checkpoints: CheckpointTracker,
+    /// Node reads by node type, once an image to tell them by is given.
+    node_types: Option<node_types::NodeTypeTally>,
 }
 
 impl Model {
@@ -148,7 +151,20 @@ impl Model {
             closed: VecDeque::new(),
             observed: Observed::default(),
             checkpoints: CheckpointTracker::default(),
+            node_types: None,
         }
+    }
+
+    /// Tell node reads apart by node type from now on, by their blocks in `image`.
+    pub(crate) fn classify_node_reads(&mut self, image: node_types::NodeImage) {
+        self.node_types = Some(node_types::NodeTypeTally::new(image));
+    }
+
+    /// Node reads by node type since the start, when an image was given.
+    pub(crate) fn node_types(&self) -> Option<&node_types::NodeTypeReads> {
+        self.node_types
+            .as_ref()
+            .map(node_types::NodeTypeTally::total)
     }
 
     /// The model a recording is read back into (report, export): the recording's windows from
@@ -230,6 +246,11 @@ impl Model {
         }
         if attributable(event) {
             self.record_process(event, &decoded);
+        }
+        if let (Some(tally), Decoded::NodeRead { nid, readahead, .. }) =
+            (&mut self.node_types, decoded)
+        {
+            tally.count(nid, readahead);
         }
     }
 
@@ -400,6 +421,7 @@ impl Model {
             exact: self.exact.close(),
             checkpoint: self.checkpoints.close_window(),
             checkpoint_total: *self.checkpoints.total(),
+            node_types: self.node_types.as_mut().map(|t| t.close_window()),
         };
         self.apply_exact(&mut report);
         report

@@ -107,7 +107,7 @@ pub(crate) fn build<R: std::io::Read>(
                     tally(event, &mut slot_mix, &mut devices);
                     if let (Some(image), Some(types)) = (&image, &mut node_types) {
                         if let Decoded::NodeRead { nid, readahead, .. } = event.decode() {
-                            types.count(image.nodes, nid, readahead);
+                            types.counts.count(image.nodes, nid, readahead);
                         }
                     }
                 }

@@ -107,6 +107,10 @@ pub struct WindowReport {
     pub checkpoint: CheckpointSummary,
     /// The same since the model started, up to the end of this window.
     pub checkpoint_total: CheckpointSummary,
+    /// This window's node reads by node type, when the model has an image to tell them by
+    /// (from the node-read events: on a kernel, `--image` turns those on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_types: Option<super::node_types::TypeCounts>,
 }
 
 /// What the system said about itself, besides events: the knob values in force and the

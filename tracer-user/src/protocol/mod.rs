@@ -10,7 +10,7 @@ use std::{path::PathBuf, sync::Arc};
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-pub use self::snapshot::Snapshot;
+pub use self::snapshot::{NodeTypesShown, Snapshot};
 use crate::source::SourceInfo;
 
 /// The wire format's version, in the hello; a client refuses any other. Version 2: a window

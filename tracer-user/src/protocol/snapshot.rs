@@ -5,7 +5,11 @@ use std::collections::VecDeque;
 use tracer_common::knobs::Knobs;
 
 use crate::{
-    model::{checkpoints::CheckpointReport, AppRow, CacheGauges, Counters, Model},
+    model::{
+        checkpoints::CheckpointReport,
+        node_types::{NodeTypeReads, TypeCounts},
+        AppRow, CacheGauges, Counters, Model,
+    },
     source::SourceInfo,
 };
 
@@ -34,6 +38,17 @@ pub struct Snapshot {
     pub totals: Counters,
     pub decisions: Vec<String>,
     pub checkpoints: CheckpointReport,
+    /// Node reads by node type, when the model tells them apart (the simulator; `--image`).
+    /// Absent from an older daemon's snapshots.
+    #[serde(default)]
+    pub node_types: Option<NodeTypesShown>,
+}
+
+/// The node-type panel's figures: since the start, and in the newest closed window.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NodeTypesShown {
+    pub total: NodeTypeReads,
+    pub window: TypeCounts,
 }
 
 impl Snapshot {
@@ -63,6 +78,13 @@ impl Snapshot {
             totals: *model.totals(),
             decisions: Vec::new(),
             checkpoints: CheckpointReport::from_tracker(model.checkpoints()),
+            node_types: model.node_types().map(|total| NodeTypesShown {
+                total: total.clone(),
+                window: history
+                    .back()
+                    .and_then(|w| w.node_types)
+                    .unwrap_or_default(),
+            }),
         }
     }
 

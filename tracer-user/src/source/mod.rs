@@ -82,6 +82,12 @@ pub trait Source: Send {
         None
     }
 
+    /// The node blocks this source's node reads read, when it has them (the simulator's
+    /// disk): the model then tells its node reads apart by node type.
+    fn node_image(&self) -> Option<crate::model::NodeImage> {
+        None
+    }
+
     /// Where this source's knob files live (`<root>/<dev>/node_compress_*`), when it has any.
     fn knob_root(&self) -> Option<std::path::PathBuf> {
         None

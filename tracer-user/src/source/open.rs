@@ -70,13 +70,21 @@ pub(crate) struct SourceArgs {
     /// `--probes` (the cache's population follows node reads) turn it on themselves.
     #[arg(long)]
     pub node_read_events: bool,
+    /// The traced device's F2FS image, or the device itself (read-only): node reads are then
+    /// told apart by node type (inode, direct, indirect, double indirect, xattr), read from
+    /// each nid's block, per window and since the start. A node made after the image was read
+    /// counts as "not in the image". The kernel source then sends node reads as events (for
+    /// their nids); the simulator needs none: it tells them by its own image.
+    #[arg(long, value_name = "IMG")]
+    pub image: Option<PathBuf>,
 }
 
 impl SourceArgs {
-    /// Whether the kernel source must send node reads as events: when asked, and when the
-    /// RFC's probes are attached (the cache's raw entries are counted from node-read events).
+    /// Whether the kernel source must send node reads as events: when asked, when the
+    /// RFC's probes are attached (the cache's raw entries are counted from node-read events)
+    /// and when an image tells node types by nid.
     pub(crate) fn wants_node_read_events(&self) -> bool {
-        self.node_read_events || self.probes.is_some()
+        self.node_read_events || self.probes.is_some() || self.image.is_some()
     }
 
     /// `wants_node_read_events`, given the manifest the source will attach: one discovered at

@@ -163,6 +163,17 @@ impl Source for SimSource {
         (self.scenario == ScenarioName::AndroidLaunch).then(sim::scenario::android::packages_list)
     }
 
+    fn node_image(&self) -> Option<crate::model::NodeImage> {
+        let name = match self.sim.android_image() {
+            Some(image) => format!("simulator, {} image", image.name()),
+            None => format!("simulator, {}", self.scenario),
+        };
+        Some(crate::model::NodeImage {
+            nodes: self.sim.nodes().clone(),
+            name,
+        })
+    }
+
     fn knob_root(&self) -> Option<PathBuf> {
         Some(self.knob_root.clone())
     }

@@ -67,7 +67,7 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
     let mut rows: Vec<&ProcessRow> = window.processes.iter().collect();
     rows.sort_by(|a, b| busy(b).cmp(&busy(a)).then(a.pid.cmp(&b.pid)));
     let exact = window.exact.as_ref();
-    json!({
+    let mut line = json!({
         "version": STREAM_VERSION,
         "t": round_ms(window.end_ns.saturating_sub(origin_ns) as f64 / 1e9),
         "window_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
@@ -83,7 +83,12 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
         "counter_drops": exact.map_or(0, |e| e.counter_drops),
         "rfc": exact.and_then(|e| e.rfc.as_ref()),
         "checkpoint": checkpoint(&window.checkpoint),
-    })
+    });
+    // Only where the model tells node types apart: other lines are as they were.
+    if let Some(types) = &window.node_types {
+        line["node_types"] = json!(types);
+    }
+    line
 }
 
 /// The short text form of a window (`stream` without `--json`).

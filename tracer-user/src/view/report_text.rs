@@ -3,14 +3,8 @@ use std::fmt::Write as _;
 
 use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
-use sim::f2fs::NodeType;
-
 use crate::{
-    model::{
-        node_types::{NodeTypeReads, Reads},
-        recording::Report,
-        PerReason,
-    },
+    model::{node_types::NodeTypeReads, recording::Report, PerReason},
     view::checkpoint_table,
 };
 
@@ -29,8 +23,11 @@ fn by_reason(counts: &PerReason, names: &[(u8, &str)]) -> String {
 /// Node reads per node type: demand, readahead and the share of all node reads.
 fn node_types(types: &NodeTypeReads) -> String {
     let mut out = format!("node reads by node type (from {}):\n", types.image);
-    let all = types.total();
-    let mut row = |name: &str, reads: Reads| {
+    let all = types.counts.total();
+    for (name, reads) in types.counts.rows() {
+        if name == "not in the image" && reads.total() == 0 {
+            continue;
+        }
         let share = match all {
             0 => "-".to_string(),
             _ => format!("{:.1} %", reads.total() as f64 * 100.0 / all as f64),
@@ -40,12 +37,6 @@ fn node_types(types: &NodeTypeReads) -> String {
             "  {name:<16} {:>9} demand {:>9} readahead {share:>8}",
             reads.demand, reads.readahead
         );
-    };
-    for of_type in NodeType::ALL {
-        row(of_type.name(), types.get(of_type));
-    }
-    if types.not_in_image.total() > 0 {
-        row("not in the image", types.not_in_image);
     }
     out
 }

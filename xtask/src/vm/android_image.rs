@@ -14,7 +14,7 @@ use sim::fileset::{android::AndroidFileSet, fbe};
 use super::{initramfs, kernel, qemu};
 use crate::util;
 
-mod apps;
+pub mod apps;
 
 /// The guest's writer (also adds the keys for the apps' run).
 const WRITER: &str = include_str!("android_data.c");
@@ -30,15 +30,53 @@ const KERNEL: &str = "6.12";
 /// Build the image when the cache lacks it, audit it, then let two apps read their data on
 /// it under the stream; the verdict line.
 pub fn run() -> Result<String> {
-    let set = AndroidFileSet::default();
-    let built = fbe::EncryptedImage::of(&set);
     let cache = util::target_dir().join("vm-cache");
     let kernel = kernel::prepare(kernel_spec()?, &cache)?;
     let nodescope = util::build_nodescope()?;
+    let (built, summary) = audited_image(&kernel, &nodescope, &cache)?;
+    let guest = apps::Guest {
+        arch: crate::dist::Arch::X86_64,
+        kernel: &kernel,
+        nodescope: &nodescope,
+        userland: initramfs::Userland::host()?,
+    };
+    let apps = apps::run(&built, &guest, &cache.join("run-android-apps"));
+    let line = format!(
+        "android-image {summary} {} {}",
+        apps.as_deref().unwrap_or("apps=?"),
+        if apps.is_ok() { "PASS" } else { "FAIL" }
+    );
+    println!("{line}");
+    apps?;
+    Ok(line)
+}
+
+/// The arm64 run's app phase on the encrypted tree: the same two apps in `guest` (the arm64
+/// kernel, busybox and nodescope); the image is written first (by the x86_64 6.12 guest,
+/// with the host's nodescope) when the cache lacks it. The verdict's part
+/// `fbe_apps=<reads>/<iostat>,<reads>/<iostat>`.
+pub fn apps_on(guest: &apps::Guest, host_nodescope: &Path, work: &Path) -> Result<String> {
+    let cache = util::target_dir().join("vm-cache");
+    let writer_kernel = kernel::prepare(kernel_spec()?, &cache)?;
+    let (built, summary) = audited_image(&writer_kernel, host_nodescope, &cache)?;
+    println!("  android-image {summary}");
+    let apps = apps::run(&built, guest, work)?;
+    Ok(format!("fbe_{apps}"))
+}
+
+/// The cached image, written first when missing, and its audit's summary; an image that does
+/// not hold what its recipe says is an error.
+fn audited_image(
+    kernel: &kernel::Kernel,
+    nodescope: &Path,
+    cache: &Path,
+) -> Result<(fbe::EncryptedImage, String)> {
+    let set = AndroidFileSet::default();
+    let built = fbe::EncryptedImage::of(&set);
     if built.is_built() {
         println!("android-image: reusing {}", built.image.display());
     } else {
-        build(&set, &built, &kernel, &nodescope, &cache)?;
+        build(&set, &built, kernel, nodescope, cache)?;
     }
     let audit = fbe::audit(&built)?;
     for problem in &audit.problems {
@@ -52,16 +90,7 @@ pub fn run() -> Result<String> {
             fbe::MKFS_FEATURE_BITS
         );
     }
-    let apps = apps::run(&built, &kernel, &nodescope, &cache.join("run-android-apps"));
-    let line = format!(
-        "android-image {} {} {}",
-        audit.summary(),
-        apps.as_deref().unwrap_or("apps=?"),
-        if apps.is_ok() { "PASS" } else { "FAIL" }
-    );
-    println!("{line}");
-    apps?;
-    Ok(line)
+    Ok((built, audit.summary()))
 }
 
 fn kernel_spec() -> Result<&'static kernel::KernelSpec> {

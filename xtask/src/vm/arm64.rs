@@ -21,7 +21,7 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 
-use super::{check, initramfs, json::Json, kernel, qemu, Replay};
+use super::{android_image, check, initramfs, json::Json, kernel, qemu, Replay};
 use crate::{
     dist::{self, Arch},
     setup, util,
@@ -104,6 +104,7 @@ impl Run<'_> {
             &guest_files(),
             &[],
             &[],
+            initramfs::ModuleOverrides::default(),
         )?;
         fs::write(&files.initrd, archive)?;
         format_f2fs(&files.disk, &files.work)?;
@@ -143,11 +144,36 @@ impl Run<'_> {
             &mut core.lines,
             &mut core.failures,
         );
-        let verdict = core.verdict(self.label, &format!("{rfc} {accesses}"));
+        let fbe_apps = self.fbe_apps(&kernel).unwrap_or_else(|err| {
+            core.failures
+                .push(format!("apps on the encrypted tree: {err:#}"));
+            "fbe_apps=?".to_string()
+        });
+        let verdict = core.verdict(self.label, &format!("{rfc} {accesses} {fbe_apps}"));
         if verdict.pass {
             files.remove_images();
         }
         Ok(verdict)
+    }
+}
+
+impl Run<'_> {
+    /// A second boot: two of the simulated phone's apps read their data on the encrypted,
+    /// labelled Android image (android_image::apps), as on x86_64.
+    fn fbe_apps(&self, kernel: &kernel::Kernel) -> Result<String> {
+        let busybox = arm64_busybox(self.cache)?;
+        let guest = android_image::apps::Guest {
+            arch: Arch::Aarch64,
+            kernel,
+            nodescope: self.guest_nodescope,
+            userland: initramfs::Userland {
+                applets: busybox_applets(&busybox)?,
+                busybox,
+                host_arch: false,
+            },
+        };
+        let work = self.cache.join(format!("run-{}-android-apps", self.label));
+        android_image::apps_on(&guest, self.host_nodescope, &work)
     }
 }
 

@@ -53,6 +53,7 @@ pub fn run(which: &str, lookups_only: bool) -> Result<()> {
         &guest_files,
         &["bpftrace", "bpftool"],
         &[&lookuploop],
+        initramfs::ModuleOverrides::default(),
     )?;
     fs::write(&files.initrd, archive)?;
     files.create_disks()?;

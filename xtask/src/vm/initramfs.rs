@@ -92,17 +92,23 @@ pub fn build_with_modules(
 ) -> Result<Vec<u8>> {
     let userland = Userland::host()?;
     let mut archive = archive_for(&userland, kernel, nodescope, guest_files, &[], modules)?;
-    add_helpers(&mut archive, helpers)?;
+    add_helpers(&mut archive, helpers, true)?;
     Ok(archive.to_bytes())
 }
 
-/// Each helper at bin/<its file name>, with its `ldd` closure.
-fn add_helpers(archive: &mut Archive, helpers: &[&Path]) -> Result<()> {
+/// Each helper at bin/<its file name>: with its `ldd` closure for the host's architecture,
+/// alone (static) for a foreign one.
+fn add_helpers(archive: &mut Archive, helpers: &[&Path], host_arch: bool) -> Result<()> {
     for helper in helpers {
         let name = helper
             .file_name()
             .with_context(|| format!("{} has no file name", helper.display()))?;
-        add_binary(archive, helper, &format!("bin/{}", name.to_string_lossy()))?;
+        let at = format!("bin/{}", name.to_string_lossy());
+        if !host_arch {
+            archive.add(&at, read_file(helper, true)?);
+            continue;
+        }
+        add_binary(archive, helper, &at)?;
         // tmux will not start without a UTF-8 locale ("need UTF-8 locale (LC_CTYPE)"; it
         // tries C.UTF-8 itself, which glibc reads from Debian's libc-bin directory) nor
         // without the terminfo entry of its client's TERM (Debian's ncurses-base).
@@ -116,7 +122,8 @@ fn add_helpers(archive: &mut Archive, helpers: &[&Path]) -> Result<()> {
 
 /// [`build`] with the given userland, plus host programs found by name (e.g. `bpftrace`,
 /// `bpftool` for `vm-bench`; host architecture only), each at bin/<name> with its `ldd`
-/// closure, and `helpers` built for the guest, at bin/<file name>.
+/// closure, `helpers` built for the guest, at bin/<file name> (static ones for a foreign
+/// architecture), and `modules`.
 pub fn build_for(
     userland: &Userland,
     kernel: &Kernel,
@@ -124,10 +131,10 @@ pub fn build_for(
     guest_files: &[(&str, String)],
     tools: &[&str],
     helpers: &[&Path],
+    modules: ModuleOverrides,
 ) -> Result<Vec<u8>> {
-    let modules = ModuleOverrides::default();
     let mut archive = archive_for(userland, kernel, nodescope, guest_files, tools, modules)?;
-    add_helpers(&mut archive, helpers)?;
+    add_helpers(&mut archive, helpers, userland.host_arch)?;
     Ok(archive.to_bytes())
 }
 

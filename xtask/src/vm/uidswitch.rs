@@ -25,17 +25,34 @@ pub fn build(dir: &Path) -> Result<std::path::PathBuf> {
 /// Build a guest helper from its C source with the host's cc (the guest runs with the host's
 /// libraries): `dir`/`name`.
 pub fn build_c_helper(dir: &Path, name: &str, source: &str) -> Result<std::path::PathBuf> {
+    build_c_helper_for(crate::dist::Arch::X86_64, dir, name, source)
+}
+
+/// [`build_c_helper`] for a guest of `arch`: an arm64 guest has no libraries, so its helper is
+/// linked statically by the cross compiler (`cargo xtask setup`'s arm64 toolchain).
+pub fn build_c_helper_for(
+    arch: crate::dist::Arch,
+    dir: &Path,
+    name: &str,
+    source: &str,
+) -> Result<std::path::PathBuf> {
     let source_path = dir.join(format!("{name}.c"));
     let binary = dir.join(name);
     fs::write(&source_path, source)
         .with_context(|| format!("writing {}", source_path.display()))?;
+    let (compiler, link): (&str, &[&str]) = match arch {
+        crate::dist::Arch::X86_64 => ("cc", &[]),
+        crate::dist::Arch::Aarch64 => ("aarch64-linux-gnu-gcc", &["-static"]),
+    };
     crate::util::run(
-        std::process::Command::new("cc")
-            .args(["-O2", "-Wall", "-o"])
+        std::process::Command::new(compiler)
+            .args(["-O2", "-Wall"])
+            .args(link)
+            .arg("-o")
             .arg(&binary)
             .arg(&source_path),
     )
-    .with_context(|| format!("building the guest helper {name} with cc"))?;
+    .with_context(|| format!("building the guest helper {name} with {compiler}"))?;
     Ok(binary)
 }
 

@@ -16,12 +16,18 @@ use super::{
 use crate::protocol::Snapshot;
 
 pub(super) fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
-    let [header, sparks, memory, table, decisions, footer] = Layout::vertical([
+    // The node-type panel's lines (a header, five types, nids not in the image once there
+    // are some) need more than the row's usual four.
+    let bottom = match &snapshot.node_types {
+        Some(shown) => (super::node_types::lines(shown).len() as u16 + 2).max(6),
+        None => 6,
+    };
+    let [header, sparks, memory, table, bottom, footer] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Length(5),
         Constraint::Length(5),
         Constraint::Min(6),
-        Constraint::Length(6),
+        Constraint::Length(bottom),
         Constraint::Length(1),
     ])
     .areas(frame.area());
@@ -29,11 +35,26 @@ pub(super) fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
     draw_sparklines(frame, sparks, snapshot);
     draw_memory(frame, memory, snapshot);
     draw_table(frame, table, snapshot, ui);
-    let [decisions, checkpoints] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
-            .areas(decisions);
-    draw_decisions(frame, decisions, snapshot);
-    super::checkpoints::draw(frame, checkpoints, &snapshot.checkpoints);
+    match &snapshot.node_types {
+        Some(node_types) => {
+            let [decisions, checkpoints, types] = Layout::horizontal([
+                Constraint::Percentage(35),
+                Constraint::Percentage(35),
+                Constraint::Percentage(30),
+            ])
+            .areas(bottom);
+            draw_decisions(frame, decisions, snapshot);
+            super::checkpoints::draw(frame, checkpoints, &snapshot.checkpoints);
+            super::node_types::draw(frame, types, node_types);
+        }
+        None => {
+            let [decisions, checkpoints] =
+                Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+                    .areas(bottom);
+            draw_decisions(frame, decisions, snapshot);
+            super::checkpoints::draw(frame, checkpoints, &snapshot.checkpoints);
+        }
+    }
     draw_footer(frame, footer, snapshot, ui);
     if ui.help {
         draw_help(frame);

@@ -3,6 +3,7 @@
 //! pipeline nor steps the controller: the runner does both.
 mod checkpoints;
 mod draw;
+mod node_types;
 mod table;
 
 use std::time::Duration;

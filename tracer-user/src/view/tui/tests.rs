@@ -146,6 +146,8 @@ fn every_panel_is_drawn_with_the_model_data() {
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
+    // No image to tell node types by: no panel for them.
+    assert!(!text.contains("node reads by type"), "{text}");
     // chat: 10+11+12+13+14 = 60 demand reads
     let chat = text
         .lines()
@@ -189,4 +191,76 @@ fn filter_pause_and_help() {
     assert!(!ui.help);
     press(&mut ui, KeyCode::Char('q'));
     assert!(ui.quit);
+}
+
+/// A node block with only its footer: `nid`, owner `ino`, offset `ofs` (0 an inode, 1 a
+/// direct node, 3 an indirect node).
+fn footer_only_block(nid: u32, ino: u32, ofs: u32) -> Box<sim::f2fs::Block> {
+    let mut block = Box::new([0u8; sim::f2fs::BLOCK_SIZE]);
+    let footer = sim::f2fs::BLOCK_SIZE - 24;
+    block[footer..footer + 4].copy_from_slice(&nid.to_le_bytes());
+    block[footer + 4..footer + 8].copy_from_slice(&ino.to_le_bytes());
+    block[footer + 8..footer + 12].copy_from_slice(&(ofs << 3).to_le_bytes());
+    block
+}
+
+#[test]
+fn the_node_type_panel_splits_the_reads_since_the_start_and_in_the_last_window() {
+    let blocks = vec![
+        (10, footer_only_block(10, 10, 0)),
+        (11, footer_only_block(11, 10, 1)),
+        (12, footer_only_block(12, 10, 3)),
+    ];
+    let nodes = std::sync::Arc::new(sim::nodes::NodeSet::from_blocks(blocks, false, 0));
+    let mut model = Model::new(ModelConfig::default());
+    model.classify_node_reads(crate::model::NodeImage {
+        nodes,
+        name: "test.img".into(),
+    });
+    model.start_at(0);
+    let read = |model: &mut Model, ts: u64, nid: u32| {
+        model.ingest(&Event::new(EventKind::NodeRead, ts).task(5).nid(nid));
+    };
+    // Window 0: 6 inode reads, 2 direct; window 1: 1 inode, 1 indirect, 2 not in the image.
+    for i in 0..6 {
+        read(&mut model, i, 10);
+    }
+    read(&mut model, 7, 11);
+    read(&mut model, 8, 11);
+    for (i, nid) in [10, 12, 99, 98].into_iter().enumerate() {
+        read(&mut model, SECOND + i as u64, nid);
+    }
+    model.advance_to(2 * SECOND);
+    let snapshot = Snapshot::capture(&model, &info());
+    let shown = snapshot
+        .node_types
+        .as_ref()
+        .expect("the model has an image");
+    assert_eq!(shown.total.counts.total(), 12);
+    assert_eq!(shown.window.total(), 4);
+    let mut terminal = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    render(&mut terminal, &snapshot, &UiState::default()).unwrap();
+    let buffer = terminal.backend().buffer();
+    let text: String = (0..buffer.area.height)
+        .map(|y| {
+            let line: String = (0..buffer.area.width)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect();
+            line + "\n"
+        })
+        .collect();
+    for (needle, row) in [
+        ("node reads by type (test.img)", None),
+        ("inode", Some("7  58.3%       1")),
+        ("direct", Some("2  16.7%       0")),
+        ("indirect", Some("1   8.3%       1")),
+        ("double indirect", Some("0   0.0%       0")),
+        ("not in the image", Some("2  16.7%       2")),
+    ] {
+        let line = &text.lines().nth(row_of(&text, needle)).unwrap();
+        if let Some(row) = row {
+            let panel = &line[line.find(needle).unwrap()..];
+            assert!(panel.contains(row), "{needle}: {panel:?} in:\n{text}");
+        }
+    }
 }

@@ -11,20 +11,30 @@ use sim::{
 };
 
 use super::super::{check, initramfs, kernel::Kernel, qemu};
-use crate::util;
+use crate::{dist::Arch, util};
 
 /// The readers: indexes into android::APP_PACKAGES (a messenger, a short-video app).
 const READERS: [usize; 2] = [0, 3];
+/// TCG emulating arm64 is slower than emulating x86_64.
 const VM_TIMEOUT: Duration = Duration::from_secs(600);
+const VM_TIMEOUT_ARM64: Duration = Duration::from_secs(1200);
+/// The image's modules (android_image::EXTRA_MODULES) and what Debian's arm64 kernel has as
+/// modules where the x86 one has them built in (skipped there): ECB, under XTS, and SHA-512,
+/// under the HKDF of v2 keys. The guest has no modprobe to fetch them on demand.
+const MODULES: [&str; 5] = ["xts", "cts", "quota_v2", "ecb", "sha512_generic"];
 
-/// Boot with a copy of `built`, run the readers, check them; the verdict line's part
+/// The guest the apps run in: the image writer's x86_64 6.12, or the arm64 run's 6.1.
+pub struct Guest<'a> {
+    pub arch: Arch,
+    pub kernel: &'a Kernel,
+    /// nodescope built for `arch` (static for arm64).
+    pub nodescope: &'a Path,
+    pub userland: initramfs::Userland,
+}
+
+/// Boot `guest` with a copy of `built`, run the readers, check them; the verdict line's part
 /// `apps=<reads>/<iostat>,<reads>/<iostat>`.
-pub fn run(
-    built: &fbe::EncryptedImage,
-    kernel: &Kernel,
-    nodescope: &Path,
-    work: &Path,
-) -> Result<String> {
+pub fn run(built: &fbe::EncryptedImage, guest: &Guest, work: &Path) -> Result<String> {
     let files = qemu::GuestFiles::fresh(work.to_path_buf())?;
     util::run(
         Command::new("cp")
@@ -34,8 +44,44 @@ pub fn run(
     )
     .context("copying the Android image for the guest")?;
     files.create_results_disk()?;
-    let helper =
-        super::super::uidswitch::build_c_helper(&files.work, "android_data", super::WRITER)?;
+    let helper = super::super::uidswitch::build_c_helper_for(
+        guest.arch,
+        &files.work,
+        "android_data",
+        super::WRITER,
+    )?;
+    let guest_files = guest_files();
+    let guest_files: Vec<(&str, String)> = guest_files
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.clone()))
+        .collect();
+    let overrides = initramfs::ModuleOverrides {
+        roots: &MODULES,
+        ..Default::default()
+    };
+    let archive = initramfs::build_for(
+        &guest.userland,
+        guest.kernel,
+        guest.nodescope,
+        &guest_files,
+        &[],
+        &[&helper],
+        overrides,
+    )?;
+    fs::write(&files.initrd, archive)?;
+    let (label, timeout) = match guest.arch {
+        Arch::X86_64 => ("android-apps", VM_TIMEOUT),
+        Arch::Aarch64 => ("android-apps-arm64", VM_TIMEOUT_ARM64),
+    };
+    let out = files.boot_and_unpack(label, guest.arch, &guest.kernel.vmlinuz, timeout)?;
+    let verdict = check_readers(&out, label)?;
+    files.remove_images();
+    Ok(verdict)
+}
+
+/// The init script, the keys, the config, the readers' accounts, packages.list and one
+/// script per reader.
+fn guest_files() -> Vec<(String, String)> {
     let set = android::AndroidFileSet::default();
     let recipe = fbe::recipe(&set.manifest(), set.seed);
     let keys: String = recipe
@@ -43,40 +89,22 @@ pub fn run(
         .filter(|l| l.starts_with("key "))
         .map(|l| format!("{l}\n"))
         .collect();
-    let mut guest_files = vec![
-        ("init", include_str!("../android_apps.sh").to_string()),
-        ("etc/keys.recipe", keys),
+    let config =
+        super::guest_config() + &format!("ANDROID=1\nAPP_USERS=\"{}\"\n", users().join(" "));
+    let mut files = vec![
         (
-            "etc/android-image.conf",
-            super::guest_config() + &format!("ANDROID=1\nAPP_USERS=\"{}\"\n", users().join(" ")),
+            "init".to_string(),
+            include_str!("../android_apps.sh").to_string(),
         ),
-        ("etc/passwd", passwd()),
-        ("data/system/packages.list", packages_list()),
+        ("etc/keys.recipe".to_string(), keys),
+        ("etc/android-image.conf".to_string(), config),
+        ("etc/passwd".to_string(), passwd()),
+        ("data/system/packages.list".to_string(), packages_list()),
     ];
-    let scripts: Vec<(String, String)> = READERS
-        .iter()
-        .enumerate()
-        .map(|(n, &app)| (format!("read-app-{n}"), read_script(app)))
-        .collect();
-    for (name, script) in &scripts {
-        guest_files.push((name.as_str(), script.clone()));
+    for (n, &app) in READERS.iter().enumerate() {
+        files.push((format!("read-app-{n}"), read_script(app)));
     }
-    let overrides = initramfs::ModuleOverrides {
-        roots: &super::EXTRA_MODULES,
-        ..Default::default()
-    };
-    let archive =
-        initramfs::build_with_modules(kernel, nodescope, &guest_files, &[&helper], overrides)?;
-    fs::write(&files.initrd, archive)?;
-    let out = files.boot_and_unpack(
-        "android-apps",
-        crate::dist::Arch::X86_64,
-        &kernel.vmlinuz,
-        VM_TIMEOUT,
-    )?;
-    let verdict = check_readers(&out)?;
-    files.remove_images();
-    Ok(verdict)
+    files
 }
 
 fn users() -> Vec<String> {
@@ -104,7 +132,7 @@ fn read_script(app: usize) -> String {
 
 /// Each reader's node reads in the stream (its uid's rows, named as its package) against
 /// iostat's over its turn.
-fn check_readers(out: &Path) -> Result<String> {
+fn check_readers(out: &Path, label: &str) -> Result<String> {
     if let Ok(errors) = fs::read_to_string(out.join("guest_errors.txt")) {
         bail!("the guest failed: {} (in {})", errors.trim(), out.display());
     }
@@ -122,7 +150,7 @@ fn check_readers(out: &Path) -> Result<String> {
         let (uid, package) = (android::app_uid(app), android::APP_PACKAGES[app]);
         let (name, reads) = stream.get(&u64::from(uid)).cloned().unwrap_or_default();
         let expected = after - before;
-        println!("  android-apps uid {uid}: stream app {name:?} reads {reads}, iostat {expected}");
+        println!("  {label} uid {uid}: stream app {name:?} reads {reads}, iostat {expected}");
         if reads != expected || reads == 0 || name != package {
             problems.push(format!(
                 "uid {uid} must be {package:?} with iostat's {expected} node reads: the stream \
@@ -150,7 +178,7 @@ fn check_readers(out: &Path) -> Result<String> {
         problems.push(format!("the stream's exit status {:?}", rc.trim()));
     }
     if !problems.is_empty() {
-        bail!("android-apps: {}", problems.join("; "));
+        bail!("{label}: {}", problems.join("; "));
     }
     Ok(format!("apps={}", parts.join(",")))
 }
