@@ -21,7 +21,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 use nodescope::{
-    model::{ModelConfig, Packages},
+    model::{ModelConfig, NodeImage, Packages},
     output::OutputFile,
     pipeline::Pipeline,
     protocol::Snapshot,
@@ -123,6 +123,14 @@ impl Source for VirtualSim {
 
     fn knob_root(&self) -> Option<PathBuf> {
         Some(self.knob_root.clone())
+    }
+
+    /// As `top`'s simulator source: the model splits node reads by node type.
+    fn node_image(&self) -> Option<NodeImage> {
+        Some(NodeImage {
+            nodes: self.sim.nodes().clone(),
+            name: "soak".into(),
+        })
     }
 }
 

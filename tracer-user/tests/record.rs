@@ -1,5 +1,6 @@
 //! Record 60 s of the simulator, then report and replay it: the same totals and the same
-//! per-interval lines as the live run; damage keeps the intact prefix.
+//! per-interval lines as the live run (given the simulator's image, its node-type split too);
+//! damage keeps the intact prefix.
 mod common;
 
 use common::{json_lines, nodescope, scratch, send_signal, NODESCOPE};
@@ -55,6 +56,9 @@ fn report_and_replay_reproduce_the_live_run_and_damage_keeps_the_prefix() {
         "apps named from packages.list"
     );
 
+    // The simulator splits its node reads by node type from its own disk's blocks: the replay
+    // is given that disk's image to do the same.
+    let (_, nodes) = sim::scenario::android::nodes(&Default::default()).unwrap();
     let replay = json_lines(&nodescope(&[
         "stream",
         "--source",
@@ -63,7 +67,10 @@ fn report_and_replay_reproduce_the_live_run_and_damage_keeps_the_prefix() {
         "--speed",
         "0",
         "--json",
+        "--image",
+        nodes.image_path.to_str().unwrap(),
     ]));
+    assert!(live[0].get("node_types").is_some(), "{}", live[0]);
     assert_eq!(replay, live[..60], "replay prints the live run's lines");
 
     // Cut the file in half: report still reads the first half, says it is incomplete.

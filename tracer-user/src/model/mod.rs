@@ -32,11 +32,11 @@ pub(crate) use self::{
     cache::CacheGauges,
     checkpoints::{CheckpointSummary, CheckpointTracker},
     exact::{DeviceCounts, ExactWindow, KernelCounts},
-    node_types::NodeImage,
     rows::{AppRow, Observed, Process, ProcessRow, WindowReport},
 };
 pub use self::{
     apps::{classify, Packages},
+    node_types::NodeImage,
     recording::MAX_NID_PAIRS,
 };
 pub use tracer_common::activity::{Counters, LatencyHistogram, PerQueue, PerReason};

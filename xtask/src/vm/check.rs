@@ -370,6 +370,7 @@ pub fn check_core(
         readahead >= ndirs * nfiles,
         format!("glob: readahead {readahead} < {} files", ndirs * nfiles),
     );
+    node_types::check(dir, glob.reads(), &mut lines, &mut failures);
 
     let main = [&names, &glob, &sync];
     let attributed: u64 = main.iter().map(|p| p.reads()).sum();
@@ -431,13 +432,15 @@ pub fn schema(line: &Json) -> Vec<String> {
 
 /// The kernel's busiest line in the names phase has exactly the fields of the simulator's.
 fn check_schema(dir: &Path, sim_line: &Json, lines: &mut Vec<String>, failures: &mut Vec<String>) {
-    let text = fs::read_to_string(dir.join("stream_names.jsonl")).unwrap_or_default();
+    // The glob phase's: it streams with --image, so its lines split node reads by node type
+    // as the simulator's do.
+    let text = fs::read_to_string(dir.join("stream_glob.jsonl")).unwrap_or_default();
     let Some(kernel_line) = text
         .lines()
         .filter_map(|line| Json::parse(line).ok())
         .max_by_key(|line| line.get("processes").items().len())
     else {
-        failures.push("schema: no stream line in the names phase".into());
+        failures.push("schema: no stream line in the glob phase".into());
         return;
     };
     let (kernel, sim) = (schema(&kernel_line), schema(sim_line));
@@ -601,3 +604,5 @@ pub(super) fn read_number(dir: &Path, file: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests;
+
+mod node_types;

@@ -31,7 +31,8 @@ mark created
 cold
 stream_start names && { sh /replay-names; stream_stop; }
 cold
-stream_start glob && { sh /replay-glob; stream_stop; }
+# With the device as its image: node reads split by node type (xtask/src/vm/check/node_types.rs).
+stream_start glob --image /dev/$DEV && { sh /replay-glob; stream_stop; }
 # Checkpoints: two small changes, each synced (F2FS mounts lazytime: the replays dirtied no inode).
 stream_start sync && {
   echo one > /mnt/cp-1; sync
