@@ -53,24 +53,20 @@ fn node_reads_are_split_by_the_node_type_of_their_blocks() {
     for &nid in &big {
         read(nid, FLAG_READAHEAD);
     }
-    read(u32::MAX - 1, 0); // a nid the image does not have
-                           // A node write a window later: a replay's stream prints whole windows only, and this
-                           // closes the one holding the last reads.
+    // A nid the image does not have.
+    read(u32::MAX - 1, 0);
+    // A node write a window later: a replay's stream prints whole windows only, and this
+    // closes the one holding the last reads.
     ts += 1_000_000_000;
     let write = Event::new(EventKind::NodeWrite, ts).task(7).nid(3);
     writer.event(&write).unwrap();
     writer.finish(ts).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
-        .args(["report", "--json", path.to_str().unwrap(), "--image"])
-        .arg(&image)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_nodescope"))
+            .args(["report", "--json", path.to_str().unwrap(), "--image"])
+            .arg(&image),
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let direct = big.len() as u64 - 2;
     let expected = [
         ("inode", (inodes as u64, 1)),
@@ -90,24 +86,19 @@ fn node_reads_are_split_by_the_node_type_of_their_blocks() {
     );
     // The live side: the same recording replayed through `stream --image` splits each
     // window's node reads the same way, and its windows add up to the report's figures.
-    let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
-        .args(["stream", "--json", "--speed", "0", "--source", "replay"])
-        .arg(&path)
-        .arg("--image")
-        .arg(&image)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_nodescope"))
+            .args(["stream", "--json", "--speed", "0", "--source", "replay"])
+            .arg(&path)
+            .arg("--image")
+            .arg(&image),
     );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout.clone())
+    let lines: Vec<serde_json::Value> = String::from_utf8(out)
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    assert!(lines.len() > 1, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(lines.len() > 1, "{lines:?}");
     for (name, reads) in expected {
         let mut summed = (0, 0);
         for line in &lines {
@@ -127,6 +118,17 @@ fn node_reads_are_split_by_the_node_type_of_their_blocks() {
     }
 }
 
+/// The command's standard output; it must have succeeded.
+fn stdout_of(command: &mut Command) -> Vec<u8> {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 fn demand_and_readahead(reads: &serde_json::Value) -> (u64, u64) {
     (
         reads["demand"].as_u64().unwrap(),
@@ -138,17 +140,12 @@ fn demand_and_readahead(reads: &serde_json::Value) -> (u64, u64) {
 /// node type without `--image`, all of them accounted for.
 #[test]
 fn the_simulators_stream_splits_each_windows_node_reads_by_type() {
-    let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
-        .args(["stream", "--json", "--source", "sim", "--speed", "20"])
-        .args(["--duration", "3"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_nodescope"))
+            .args(["stream", "--json", "--source", "sim", "--speed", "20"])
+            .args(["--duration", "3"]),
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = String::from_utf8(out).unwrap();
     let mut inodes = 0;
     for line in text.lines() {
         let line: serde_json::Value = serde_json::from_str(line).unwrap();
