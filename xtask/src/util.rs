@@ -95,3 +95,38 @@ pub fn run_nodescope(subcommand: &str, args: &[String]) -> Result<()> {
     }
     Ok(())
 }
+
+/// Create (or truncate) `path` for writing, refusing a symlink in its place: xtask runs as
+/// root under target/, and a link planted there must not send its output elsewhere.
+pub fn create_no_follow(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_symlink_in_a_files_place_is_refused_and_its_target_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "precious").unwrap();
+        let link = dir.path().join("log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = super::create_no_follow(&link).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "old contents").unwrap();
+        use std::io::Write as _;
+        super::create_no_follow(&plain)
+            .unwrap()
+            .write_all(b"new")
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "new");
+    }
+}

@@ -142,7 +142,8 @@ impl Tree {
     /// `make modules` in the copy's fs/f2fs against the headers, at low priority (the machine
     /// runs other work), all output into `log`.
     fn make(&self, src: &Path, log: &Path) -> Result<()> {
-        let file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let file = crate::util::create_no_follow(log)
+            .with_context(|| format!("creating {}", log.display()))?;
         let mut make = Command::new("nice");
         make.args(["-n", "19", "make", "-C"])
             .arg(&self.headers)

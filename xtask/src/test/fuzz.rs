@@ -67,7 +67,7 @@ fn build_log() -> std::path::PathBuf {
 /// whenever they want the CPU. Its output goes to target/fuzz-build.log; None (the runs then
 /// build in the foreground) when it cannot start.
 pub(super) fn start_build() -> Option<std::process::Child> {
-    let log = std::fs::File::create(build_log()).ok()?;
+    let log = crate::util::create_no_follow(&build_log()).ok()?;
     let mut command = std::process::Command::new("nice");
     command.args(["-n", "19", "rustup"]);
     command_for(&mut command, &["build", "--dev"]);

@@ -254,10 +254,11 @@ pub fn check(
         lines,
         failures,
     );
+    let remount = super::remount::check(dir, lines, failures);
     super::cp_anatomy::check(label, dir, nodescope, lines, failures);
     Ok(core.verdict(
         label,
-        &format!("tune_steps={tune_steps} {churn} {discover} {daemon} {uids} {accesses}"),
+        &format!("tune_steps={tune_steps} {churn} {discover} {daemon} {uids} {accesses} {remount}"),
     ))
 }
 

@@ -182,6 +182,56 @@ uid_phase() {
 }
 uid_phase
 accesses_phase
+# One access trace across unmounts (xtask/src/vm/remount.rs): the lookup program caches each
+# CPU's device per f2fs_sb_info, and a new mount may be given the address a freed one had.
+# Under one `record --accesses`: read on /mnt and unmount it; mount a second F2FS (a loop
+# device), read on it and unmount it; mount /mnt again and read. A kprobe_events hist keyed
+# on the lookup's sbi argument, read and cleared between the parts (when no F2FS is mounted),
+# is the kernel's count of each part's lookups and says whether an address came back.
+remount_part() {
+  cat $T/events/kprobes/nodescope_sbi/hist > $R/remount_hist_$1.txt
+  echo 'hist:keys=sbi:clear' >> $T/events/kprobes/nodescope_sbi/trigger
+}
+remount_phase() {
+  fn=$(sed -n 's/^node_access  *[a-z]* \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
+  [ -n "$fn" ] || { fail "remount: no node lookup function"; return 1; }
+  dd if=/dev/zero of=/tmp/second.img bs=1M count=0 seek=128 2> /dev/null
+  mkfs.f2fs -f -l second /tmp/second.img > $R/remount_mkfs.txt 2>&1 || { fail "remount: mkfs.f2fs"; return 1; }
+  LOOP=$(losetup -f) && losetup $LOOP /tmp/second.img || { fail "remount: losetup"; return 1; }
+  echo $LOOP > $R/remount_loop.txt
+  mkdir -p /second
+  mount -t f2fs $LOOP /second || { fail "remount: mount $LOOP"; return 1; }
+  for i in $(seq 1 $REMOUNT_FILES); do echo $i > /second/f-$i; done
+  umount /second
+  echo "p:nodescope_sbi $fn sbi=\$arg1:x64" >> $T/kprobe_events &&
+    echo 'hist:keys=sbi' > $T/events/kprobes/nodescope_sbi/trigger ||
+    { fail "kprobe_events: cannot key $fn on its sbi"; return 1; }
+  cold
+  nodescope record --accesses -o $R/remount.nsr > $R/remount_record.out 2> $R/remount_record.err &
+  RMP=$!
+  wait_for $RMP "record --accesses (remount)" "[ -s $R/remount.nsr ]"
+  sh /replay-variant
+  umount /mnt || fail "remount: umount /mnt"
+  remount_part 1
+  mount -t f2fs $LOOP /second || fail "remount: mount $LOOP again"
+  cat /second/f-* > /dev/null
+  umount /second || fail "remount: umount /second"
+  remount_part 2
+  mount -t f2fs -o background_gc=off /dev/$DEV /mnt || { fail "remount: mount /mnt again"; finish; }
+  # A new mount starts with iostat off; the phases after this one read it.
+  echo 1 > $S/iostat_enable || fail "remount: iostat_enable"
+  sh /replay-variant
+  kill -INT $RMP
+  wait $RMP
+  echo $? > $R/remount_record.rc
+  remount_part 3
+  echo '!hist:keys=sbi' > $T/events/kprobes/nodescope_sbi/trigger
+  echo '-:nodescope_sbi' >> $T/kprobe_events
+  losetup -d $LOOP
+  rm -f /tmp/second.img
+  nodescope report --json $R/remount.nsr > $R/remount_report.json 2> $R/remount_report.err
+}
+remount_phase
 # Checkpoint anatomy (issue 19, xtask/src/vm/cp_anatomy.rs): each of seed 002's fsstress mixes
 # under nodescope record, between snapshots of iostat and debugfs taken on a clean file system.
 cp_anatomy_phase() {

@@ -67,22 +67,7 @@ pub struct ModuleOverrides<'a> {
 
 /// Build the archive. `guest_files` are (path in the guest, contents) for scripts and settings.
 /// `helpers`: programs built for the test, each at bin/<its file name> with its `ldd` closure.
-pub fn build(
-    kernel: &Kernel,
-    nodescope: &Path,
-    guest_files: &[(&str, String)],
-    helpers: &[&Path],
-) -> Result<Vec<u8>> {
-    build_with_modules(
-        kernel,
-        nodescope,
-        guest_files,
-        helpers,
-        ModuleOverrides::default(),
-    )
-}
-
-/// [`build`] with some of Debian's modules replaced by ours, and extra modules beside them.
+/// `modules`: some of Debian's replaced by ours, extra ones beside them, more to load.
 pub fn build_with_modules(
     kernel: &Kernel,
     nodescope: &Path,

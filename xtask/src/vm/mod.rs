@@ -20,6 +20,7 @@ pub(crate) mod kernel;
 pub mod kmod_phase;
 mod newc;
 mod qemu;
+mod remount;
 mod tune_check;
 mod uidswitch;
 pub mod variants_phase;
@@ -182,7 +183,16 @@ fn run_kernel(
     let uidswitch = uidswitch::build(&files.work)?;
     fs::write(
         &files.initrd,
-        initramfs::build(&kernel, nodescope, &guest_files, &[&uidswitch])?,
+        initramfs::build_with_modules(
+            &kernel,
+            nodescope,
+            &guest_files,
+            &[&uidswitch],
+            initramfs::ModuleOverrides {
+                roots: &remount::MODULES,
+                ..Default::default()
+            },
+        )?,
     )?;
     files.create_disks()?;
     eprintln!(
@@ -211,14 +221,16 @@ fn guest_config() -> String {
     format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
          HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n\
-         CPANAT_MIXES=\"{}\"\nCPANAT_ARGS=\"-p {} -n {} -s {}\"\nUID_SWITCH={}\n",
+         CPANAT_MIXES=\"{}\"\nCPANAT_ARGS=\"-p {} -n {} -s {}\"\nUID_SWITCH={}\n\
+         REMOUNT_FILES={}\n",
         VARIANTS.join(" "),
         churn::CHURN,
         cp_anatomy::MIXES.join(" "),
         cp_anatomy::PROCS,
         cp_anatomy::OPS,
         cp_anatomy::SEED,
-        uidswitch::UID
+        uidswitch::UID,
+        remount::FILES
     )
 }
 

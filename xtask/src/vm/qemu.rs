@@ -1,7 +1,6 @@
 //! Boot the guest under QEMU: TCG unless real KVM is loaded (a PVM-only /dev/kvm cannot boot
 //! stock kernels), the F2FS disk and the results disk on virtio, the console on stdout.
 use std::{
-    fs::File,
     io::{BufRead as _, BufReader, Write as _},
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -151,7 +150,8 @@ impl GuestFiles {
 
 /// An empty file of `bytes` (sparse).
 pub fn sparse_file(path: &Path, bytes: u64) -> Result<()> {
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file = crate::util::create_no_follow(path)
+        .with_context(|| format!("creating {}", path.display()))?;
     file.set_len(bytes)?;
     Ok(())
 }
@@ -261,7 +261,7 @@ pub fn run(boot: &Boot) -> Result<Duration> {
         .with_context(|| format!("starting {qemu} (cargo xtask setup installs it)"))?;
     let stdout = child.stdout.take().context("qemu stdout")?;
     let stderr = child.stderr.take().context("qemu stderr")?;
-    let mut log = File::create(boot.console_log)?;
+    let mut log = crate::util::create_no_follow(boot.console_log)?;
     let label = boot.label.to_string();
     let echo = thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
