@@ -63,7 +63,7 @@ pub struct CacheStats {
 /// `CacheStats` as `sim --json` prints it: one flat object, reclaims by event queue (raw, 256,
 /// 512, 1024), second chances by path.
 #[derive(serde::Serialize)]
-pub struct FlatStats {
+pub(crate) struct FlatStats {
     lookups: u64,
     raw_hits: u64,
     retrievals: u64,

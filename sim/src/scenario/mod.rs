@@ -71,7 +71,7 @@ pub struct Totals {
 
 /// `Totals` as `sim --json` prints them: reclaims and second chances summed.
 #[derive(serde::Serialize)]
-pub struct FlatTotals {
+pub(crate) struct FlatTotals {
     duration_ns: u64,
     lookups: u64,
     raw_hits: u64,
