@@ -72,20 +72,34 @@ impl TypeCounts {
         *counts.slot(of_type)
     }
 
-    /// Every row, in [`NodeType::ALL`]'s order, then not in the image: (name, reads).
-    pub(crate) fn rows(&self) -> impl Iterator<Item = (&'static str, Reads)> + '_ {
+    /// Every row, in [`NodeType::ALL`]'s order, then not in the image (`None`).
+    pub(crate) fn rows(&self) -> impl Iterator<Item = (Option<NodeType>, Reads)> + '_ {
         NodeType::ALL
             .into_iter()
             .map(Some)
             .chain([None])
-            .map(|of_type| {
-                let name = of_type.map_or("not in the image", NodeType::name);
-                (name, self.get(of_type))
-            })
+            .map(|of_type| (of_type, self.get(of_type)))
     }
 
     pub(crate) fn total(&self) -> u64 {
         self.rows().map(|(_, reads)| reads.total()).sum()
+    }
+}
+
+/// A row's name for people: `double indirect`, `not in the image`.
+pub(crate) fn shown_name(of_type: Option<NodeType>) -> &'static str {
+    of_type.map_or("not in the image", NodeType::name)
+}
+
+/// A row's name in JSON and metric labels, as [`TypeCounts`] serializes it.
+pub(crate) fn key(of_type: Option<NodeType>) -> &'static str {
+    match of_type {
+        Some(NodeType::Inode) => "inode",
+        Some(NodeType::Direct) => "direct",
+        Some(NodeType::Indirect) => "indirect",
+        Some(NodeType::DoubleIndirect) => "double_indirect",
+        Some(NodeType::Xattr) => "xattr",
+        None => "not_in_image",
     }
 }
 

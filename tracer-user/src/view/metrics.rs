@@ -181,6 +181,7 @@ fn render_device(family: &mut Family, model: &Model, device: &str) {
         }
     }
     restore_latency(family.out, &totals.restore_latency, device);
+    node_types(family, model, device);
     family.header(
         "nodescope_events_lost",
         "counter",
@@ -227,6 +228,29 @@ fn render_device(family: &mut Family, model: &Model, device: &str) {
         if let Some(value) = value {
             family.header(name, "gauge", "Current knob value");
             family.sample(name, &dev, u64::from(value));
+        }
+    }
+}
+
+/// Node reads per node type of the block read, when the model tells them apart (the
+/// simulator; `--image`): `type` as the stream names it, `kind` demand or readahead.
+fn node_types(family: &mut Family, model: &Model, device: &str) {
+    let Some(types) = model.node_types() else {
+        return;
+    };
+    family.header(
+        "nodescope_node_reads_by_type",
+        "counter",
+        "Node block reads per node type of the block (its footer in the image)",
+    );
+    for (of_type, reads) in types.counts.rows() {
+        let of_type = crate::model::node_types::key(of_type);
+        for (kind, value) in [("demand", reads.demand), ("readahead", reads.readahead)] {
+            family.sample(
+                "nodescope_node_reads_by_type_total",
+                &[("device", device), ("type", of_type), ("kind", kind)],
+                value,
+            );
         }
     }
 }

@@ -24,10 +24,11 @@ fn by_reason(counts: &PerReason, names: &[(u8, &str)]) -> String {
 fn node_types(types: &NodeTypeReads) -> String {
     let mut out = format!("node reads by node type (from {}):\n", types.image);
     let all = types.counts.total();
-    for (name, reads) in types.counts.rows() {
-        if name == "not in the image" && reads.total() == 0 {
+    for (of_type, reads) in types.counts.rows() {
+        if of_type.is_none() && reads.total() == 0 {
             continue;
         }
+        let name = crate::model::node_types::shown_name(of_type);
         let share = match all {
             0 => "-".to_string(),
             _ => format!("{:.1} %", reads.total() as f64 * 100.0 / all as f64),

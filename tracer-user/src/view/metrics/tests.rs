@@ -94,3 +94,38 @@ fn only_get_metrics_is_served() {
     assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
     assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n"));
 }
+
+#[test]
+fn node_reads_by_type_are_a_family_once_the_model_has_an_image() {
+    let mut model = Model::new(ModelConfig::default());
+    let read = Event::new(EventKind::NodeRead, 1).task(5).nid(7);
+    model.ingest(&read);
+    assert!(!render(&model, "sim0").contains("nodescope_node_reads_by_type"));
+    // A node set without nid 7: its reads count as not in the image.
+    let nodes = std::sync::Arc::new(sim::nodes::NodeSet::from_blocks(Vec::new(), false, 0));
+    model.classify_node_reads(crate::model::NodeImage {
+        nodes,
+        name: "empty".into(),
+    });
+    model.ingest(&read);
+    model.ingest(&read.flags(FLAG_READAHEAD));
+    let text = render(&model, "sim0");
+    assert_eq!(
+        text.matches("# TYPE nodescope_node_reads_by_type counter\n")
+            .count(),
+        1,
+        "{text}"
+    );
+    for (of_type, kind, value) in [
+        ("not_in_image", "demand", 1),
+        ("not_in_image", "readahead", 1),
+        ("inode", "demand", 0),
+        ("double_indirect", "readahead", 0),
+    ] {
+        let sample = format!(
+            "nodescope_node_reads_by_type_total{{device=\"sim0\",type=\"{of_type}\",kind=\"{kind}\"}} {value}\n"
+        );
+        assert!(text.contains(&sample), "{sample} in:\n{text}");
+    }
+    assert!(text.ends_with("# EOF\n"));
+}

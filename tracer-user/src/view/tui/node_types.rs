@@ -19,10 +19,11 @@ pub(super) fn lines(shown: &NodeTypesShown) -> Vec<String> {
         "", "reads", "share", "last w"
     )];
     let windows = shown.window.rows().map(|(_, reads)| reads.total());
-    for ((name, reads), in_window) in shown.total.counts.rows().zip(windows) {
-        if name == "not in the image" && reads.total() == 0 {
+    for ((of_type, reads), in_window) in shown.total.counts.rows().zip(windows) {
+        if of_type.is_none() && reads.total() == 0 {
             continue;
         }
+        let name = crate::model::node_types::shown_name(of_type);
         let share = match all {
             0 => "-".to_string(),
             _ => format!("{:.1}%", reads.total() as f64 * 100.0 / all as f64),
