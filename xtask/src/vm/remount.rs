@@ -120,10 +120,19 @@ fn hits_by_sbi(hist: &str) -> BTreeMap<String, u64> {
             continue;
         };
         if let Ok(hits) = hits.trim().parse::<u64>() {
-            *found.entry(sbi.to_string()).or_default() += hits;
+            *found.entry(hex_address(sbi)).or_default() += hits;
         }
     }
     found
+}
+
+/// The hist prints a numeric key in decimal (seen on 6.12) or hex: an address is shown in hex.
+fn hex_address(key: &str) -> String {
+    let parsed = match key.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => key.parse::<u64>().ok(),
+    };
+    parsed.map_or_else(|| key.to_string(), |address| format!("{address:#x}"))
 }
 
 #[cfg(test)]
@@ -133,11 +142,11 @@ mod tests {
     #[test]
     fn a_hist_is_read_per_sbi_address() {
         let hist = "# event histogram\n#\n# trigger info: hist:keys=sbi:vals=hitcount:size=2048 [active]\n#\n\n\
-                    { sbi: ffff88800a1c0000 } hitcount:        417\n\
-                    { sbi: ffff88800a1c8000 } hitcount:          3\n\nTotals:\n    Hits: 420\n";
+                    { sbi: 18382688508460769280 } hitcount:        417\n\
+                    { sbi: 0xff1c8c4e0a1c8000 } hitcount:          3\n\nTotals:\n    Hits: 420\n";
         let found = hits_by_sbi(hist);
         assert_eq!(found.len(), 2);
-        assert_eq!(found["ffff88800a1c0000"], 417);
-        assert_eq!(found["ffff88800a1c8000"], 3);
+        assert_eq!(found["0xff1c6dcd8375a000"], 417, "{found:?}");
+        assert_eq!(found["0xff1c8c4e0a1c8000"], 3);
     }
 }
