@@ -18,13 +18,9 @@ use crate::protocol::{default_socket_path, Hello, Message, PROTOCOL_VERSION};
 /// broken server (at 64 MiB one 62 MB line took 1.4-2.1 GB).
 pub(crate) const MAX_LINE_BYTES: u64 = 4 << 20;
 
-/// `--connect` without a path means the daemon's default socket.
-pub(crate) fn socket_or_default(path: &Path) -> PathBuf {
-    if path.as_os_str().is_empty() {
-        default_socket_path()
-    } else {
-        path.to_path_buf()
-    }
+/// `--connect` without a path (`None`) means the daemon's default socket.
+pub(crate) fn socket_or_default(path: Option<&Path>) -> PathBuf {
+    path.map_or_else(default_socket_path, Path::to_path_buf)
 }
 
 pub struct Connection {

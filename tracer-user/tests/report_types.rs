@@ -204,4 +204,19 @@ fn an_image_that_is_no_f2fs_and_a_recording_with_an_image_are_refused_in_words()
     assert!(!out.status.success());
     assert!(stderr.contains("nodescope report --image"), "{stderr}");
     assert!(!dir.path().join("never.nsr").exists());
+    // A daemon's client opens no source: an image would be silently unused.
+    for command in ["top", "stream"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_nodescope"))
+            .args([command, "--image"])
+            .arg(&not_an_image)
+            .arg("--connect")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            stderr.contains("cannot be used with"),
+            "{command}: {stderr}"
+        );
+    }
 }

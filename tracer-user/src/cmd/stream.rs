@@ -56,9 +56,9 @@ pub(crate) struct StreamArgs {
     source: SourceArgs,
     /// Print the windows a running `nodescope daemon` serves on its socket (default: its
     /// default socket) instead of opening a source: the same lines, nothing loaded.
-    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
-          conflicts_with_all = ["source", "plan", "probes", "node_reads", "openmetrics"])]
-    connect: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1,
+          conflicts_with_all = ["source", "plan", "probes", "node_reads", "openmetrics", "image"])]
+    connect: Option<Option<std::path::PathBuf>>,
 }
 
 pub(crate) fn run(args: StreamArgs) -> Result<()> {
@@ -71,7 +71,7 @@ pub(crate) fn run(args: StreamArgs) -> Result<()> {
             .enable_all()
             .build()
             .context("starting the tokio runtime")?;
-        let socket = crate::client::socket_or_default(socket);
+        let socket = crate::client::socket_or_default(socket.as_deref());
         return closed_is_success(runtime.block_on(stream_connected(&args, &socket)));
     }
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));

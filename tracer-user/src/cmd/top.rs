@@ -27,9 +27,9 @@ pub(crate) struct TopArgs {
     tuning: LiveTuneArgs,
     /// Show what a running `nodescope daemon` serves on its socket (default: its default
     /// socket) instead of opening a source: nothing is loaded, the daemon's windows are shown.
-    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
-          conflicts_with_all = ["source", "tune"])]
-    connect: Option<PathBuf>,
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1,
+          conflicts_with_all = ["source", "tune", "image"])]
+    connect: Option<Option<PathBuf>>,
 }
 
 /// The controller in a live process (`top --tune`, `daemon --tune`).
@@ -106,7 +106,7 @@ pub(crate) fn run(args: TopArgs) -> Result<()> {
 
 async fn top(args: TopArgs) -> Result<()> {
     if let Some(socket) = &args.connect {
-        let socket = crate::client::socket_or_default(socket);
+        let socket = crate::client::socket_or_default(socket.as_deref());
         let connection = crate::client::Connection::open(&socket).await?;
         return tui::run_connected(connection, FRAME_EVERY).await;
     }
@@ -129,4 +129,42 @@ async fn top(args: TopArgs) -> Result<()> {
     let mut screen = tui::TuiSink::start(runner.pipeline(), opened.banner, runner.input_sender())?;
     runner.run(&mut [&mut screen]).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        top: TopArgs,
+    }
+
+    fn connect(args: &[&str]) -> Option<Option<PathBuf>> {
+        let all = std::iter::once("nodescope").chain(args.iter().copied());
+        Cli::try_parse_from(all)
+            .expect("valid arguments")
+            .top
+            .connect
+    }
+
+    /// `--connect` alone is the daemon's default socket: clap once refused it ("a value is
+    /// required"), since an empty default path is no path.
+    #[test]
+    fn connect_takes_a_socket_or_none_for_the_default_one() {
+        assert_eq!(connect(&[]), None);
+        assert_eq!(connect(&["--connect"]), Some(None));
+        assert_eq!(
+            connect(&["--connect", "/run/x.sock"]),
+            Some(Some(PathBuf::from("/run/x.sock")))
+        );
+        let all = ["nodescope", "--connect", "--image", "x.img"];
+        assert!(
+            Cli::try_parse_from(all).is_err(),
+            "an image a client cannot use"
+        );
+    }
 }

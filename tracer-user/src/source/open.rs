@@ -262,6 +262,7 @@ mod tests {
         assert!(!wants(&["--source", "bpf", "--accesses"]));
         assert!(wants(&["--node-read-events"]));
         assert!(wants(&["--probes", "rfc.toml"]));
+        assert!(wants(&["--image", "userdata.img"]));
     }
 
     #[test]
