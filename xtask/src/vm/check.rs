@@ -255,10 +255,11 @@ pub fn check(
         failures,
     );
     let remount = super::remount::check(dir, lines, failures);
+    let types = node_types::check_file(dir, &disk, lines, failures);
     super::cp_anatomy::check(label, dir, nodescope, lines, failures);
     Ok(core.verdict(
         label,
-        &format!("tune_steps={tune_steps} {churn} {discover} {daemon} {uids} {accesses} {remount}"),
+        &format!("tune_steps={tune_steps} {churn} {discover} {daemon} {uids} {accesses} {remount} {types}"),
     ))
 }
 
@@ -607,3 +608,4 @@ pub(super) fn read_number(dir: &Path, file: &str) -> Option<u64> {
 mod tests;
 
 mod node_types;
+pub use node_types::{TYPES_FILE, TYPES_FILE_BLOCKS};

@@ -232,6 +232,16 @@ remount_phase() {
   nodescope report --json $R/remount.nsr > $R/remount_report.json 2> $R/remount_report.err
 }
 remount_phase
+# Node types beyond inodes (xtask/src/vm/check/node_types.rs): a file with direct nodes and an
+# indirect one, read cold under `stream --image /dev/$DEV`; the host knows its nodes from the
+# disk's image.
+types_phase() {
+  dd if=/dev/zero of=/mnt/$TYPES_FILE bs=4096 count=$TYPES_FILE_BLOCKS 2> /dev/null
+  sync
+  cold
+  stream_start types --image /dev/$DEV && { cat /mnt/$TYPES_FILE > /dev/null; stream_stop; }
+}
+types_phase
 # Checkpoint anatomy (issue 19, xtask/src/vm/cp_anatomy.rs): each of seed 002's fsstress mixes
 # under nodescope record, between snapshots of iostat and debugfs taken on a clean file system.
 cp_anatomy_phase() {

@@ -222,7 +222,7 @@ fn guest_config() -> String {
         "NDIRS={NDIRS}\nNFILES={NFILES}\nVARIANTS=\"{}\"\nVARIANT_DIRS={VARIANT_DIRS}\n\
          HEADROOM_MB={HEADROOM_MB}\nTUNE_PSI_GOAL={TUNE_PSI_GOAL}\nCHURN={}\n\
          CPANAT_MIXES=\"{}\"\nCPANAT_ARGS=\"-p {} -n {} -s {}\"\nUID_SWITCH={}\n\
-         REMOUNT_FILES={}\n",
+         REMOUNT_FILES={}\nTYPES_FILE={}\nTYPES_FILE_BLOCKS={}\n",
         VARIANTS.join(" "),
         churn::CHURN,
         cp_anatomy::MIXES.join(" "),
@@ -230,7 +230,9 @@ fn guest_config() -> String {
         cp_anatomy::OPS,
         cp_anatomy::SEED,
         uidswitch::UID,
-        remount::FILES
+        remount::FILES,
+        check::TYPES_FILE,
+        check::TYPES_FILE_BLOCKS
     )
 }
 
