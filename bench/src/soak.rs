@@ -130,6 +130,7 @@ impl Source for VirtualSim {
         Some(NodeImage {
             nodes: self.sim.nodes().clone(),
             name: "soak".into(),
+            dev: None,
         })
     }
 }

@@ -250,7 +250,7 @@ impl Model {
         if let (Some(tally), Decoded::NodeRead { nid, readahead, .. }) =
             (&mut self.node_types, decoded)
         {
-            tally.count(nid, readahead);
+            tally.count(event.dev, nid, readahead);
         }
     }
 

@@ -49,10 +49,7 @@ pub struct TypeCounts {
 impl TypeCounts {
     /// One node read of `nid`, its type read from `nodes`.
     pub(crate) fn count(&mut self, nodes: &NodeSet, nid: u32, readahead: bool) {
-        let of_type = nodes
-            .block(nid)
-            .map(|block| NodeBlock(&block[..]).node_type());
-        self.slot(of_type).add(readahead);
+        self.slot(type_of(nodes, nid)).add(readahead);
     }
 
     fn slot(&mut self, of_type: Option<NodeType>) -> &mut Reads {
@@ -84,6 +81,13 @@ impl TypeCounts {
     pub(crate) fn total(&self) -> u64 {
         self.rows().map(|(_, reads)| reads.total()).sum()
     }
+}
+
+/// The node type of `nid`'s block in `nodes`; `None` when it has none.
+fn type_of(nodes: &NodeSet, nid: u32) -> Option<NodeType> {
+    nodes
+        .block(nid)
+        .map(|block| NodeBlock(&block[..]).node_type())
 }
 
 /// A row's name for people: `double indirect`, `not in the image`.
@@ -128,16 +132,25 @@ pub struct NodeImage {
     pub nodes: Arc<NodeSet>,
     /// The image file or device, or the simulator's image's name.
     pub name: String,
+    /// The device the image is (the kernel's encoding, major << 20 | minor): only its node
+    /// reads are classified. `None` (an image file, the simulator's disk): every node read is.
+    pub dev: Option<u32>,
 }
 
 impl NodeImage {
     /// An F2FS image, or a device (read-only), as `--image` names it.
     pub(crate) fn load(path: &Path) -> Result<NodeImage> {
+        use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
         let nodes = NodeSet::load(path)
             .with_context(|| format!("{} is not a readable F2FS image", path.display()))?;
+        let dev = std::fs::metadata(path)
+            .ok()
+            .filter(|meta| meta.file_type().is_block_device())
+            .map(|meta| libc::major(meta.rdev()) << 20 | libc::minor(meta.rdev()));
         Ok(NodeImage {
             nodes: Arc::new(nodes),
             name: path.display().to_string(),
+            dev,
         })
     }
 }
@@ -159,9 +172,15 @@ impl NodeTypeTally {
         }
     }
 
-    pub(crate) fn count(&mut self, nid: u32, readahead: bool) {
-        self.open.count(&self.image.nodes, nid, readahead);
-        self.total.counts.count(&self.image.nodes, nid, readahead);
+    /// A node read of `nid` on device `dev`; one of another device than the image's is not
+    /// classified.
+    pub(crate) fn count(&mut self, dev: u32, nid: u32, readahead: bool) {
+        if self.image.dev.is_some_and(|image| image != dev) {
+            return;
+        }
+        let of_type = type_of(&self.image.nodes, nid);
+        self.open.slot(of_type).add(readahead);
+        self.total.counts.slot(of_type).add(readahead);
     }
 
     /// The open window's counts, which start again from nothing.
@@ -171,5 +190,63 @@ impl NodeTypeTally {
 
     pub(crate) fn total(&self) -> &NodeTypeReads {
         &self.total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node block with only its footer: offset 0 is an inode, 1 a direct node.
+    fn footer_only(nid: u32, ofs: u32) -> (u32, Box<sim::f2fs::Block>) {
+        let mut block = Box::new([0u8; sim::f2fs::BLOCK_SIZE]);
+        let footer = sim::f2fs::BLOCK_SIZE - 24;
+        block[footer..footer + 4].copy_from_slice(&nid.to_le_bytes());
+        block[footer + 4..footer + 8].copy_from_slice(&10u32.to_le_bytes());
+        block[footer + 8..footer + 12].copy_from_slice(&(ofs << 3).to_le_bytes());
+        (nid, block)
+    }
+
+    #[test]
+    fn a_devices_image_types_only_that_devices_reads_and_windows_start_again() {
+        let nodes = NodeSet::from_blocks(vec![footer_only(10, 0), footer_only(11, 1)], false, 0);
+        let disk = 254 << 20;
+        let mut tally = NodeTypeTally::new(NodeImage {
+            nodes: Arc::new(nodes),
+            name: "/dev/vda".into(),
+            dev: Some(disk),
+        });
+        tally.count(disk, 10, false);
+        tally.count(disk, 11, true);
+        tally.count(disk, 12, false);
+        // Another device's reads: its nids mean nothing in this image.
+        tally.count(7 << 20, 10, false);
+        let window = tally.close_window();
+        assert_eq!(
+            window.inode,
+            Reads {
+                demand: 1,
+                readahead: 0
+            }
+        );
+        assert_eq!(
+            window.direct,
+            Reads {
+                demand: 0,
+                readahead: 1
+            }
+        );
+        assert_eq!(
+            window.not_in_image,
+            Reads {
+                demand: 1,
+                readahead: 0
+            }
+        );
+        assert_eq!(window.total(), 3);
+        tally.count(disk, 10, false);
+        assert_eq!(tally.close_window().total(), 1);
+        assert_eq!(tally.total().counts.inode.demand, 2);
+        assert_eq!(tally.total().counts.total(), 4);
     }
 }

@@ -73,8 +73,9 @@ pub(crate) struct SourceArgs {
     /// The traced device's F2FS image, or the device itself (read-only): node reads are then
     /// told apart by node type (inode, direct, indirect, double indirect, xattr), read from
     /// each nid's block, per window and since the start. A node made after the image was read
-    /// counts as "not in the image". The kernel source then sends node reads as events (for
-    /// their nids); the simulator needs none: it tells them by its own image.
+    /// counts as "not in the image". A device counts only its own node reads; an image file
+    /// counts every device's. The kernel source then sends node reads as events (for their
+    /// nids); the simulator needs none: it tells them by its own image.
     #[arg(long, value_name = "IMG")]
     pub image: Option<PathBuf>,
 }

@@ -171,6 +171,8 @@ impl Source for SimSource {
         Some(crate::model::NodeImage {
             nodes: self.sim.nodes().clone(),
             name,
+            // One simulated disk: every node read is its.
+            dev: None,
         })
     }
 

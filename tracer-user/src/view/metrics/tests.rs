@@ -106,6 +106,7 @@ fn node_reads_by_type_are_a_family_once_the_model_has_an_image() {
     model.classify_node_reads(crate::model::NodeImage {
         nodes,
         name: "empty".into(),
+        dev: None,
     });
     model.ingest(&read);
     model.ingest(&read.flags(FLAG_READAHEAD));

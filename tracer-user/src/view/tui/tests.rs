@@ -216,6 +216,7 @@ fn the_node_type_panel_splits_the_reads_since_the_start_and_in_the_last_window()
     model.classify_node_reads(crate::model::NodeImage {
         nodes,
         name: "test.img".into(),
+        dev: None,
     });
     model.start_at(0);
     let read = |model: &mut Model, ts: u64, nid: u32| {
