@@ -4,9 +4,11 @@
 //! - The glob phase: every node read the kernel counted must be typed (no drops), every nid
 //!   must be on the device (the file set was synced before the phase), and the replay reads
 //!   inodes (its files are small: their data is inline).
-//! - The types phase: one file with direct nodes and an indirect one, read cold. The host reads
-//!   that file's node blocks from the disk's image after the run (sim's NodeSet): the stream
-//!   must give exactly that many direct and indirect node reads, and every node read is typed.
+//! - The types phase: one file with direct nodes and an indirect one, read cold. It is runs of
+//!   data with holes between, so that no extent maps it and each read walks its node blocks.
+//!   The host reads that file's node blocks from the disk's image after the run (sim's
+//!   NodeSet): the stream must give exactly that many direct and indirect node reads, and
+//!   every node read is typed.
 use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{Context as _, Result};
@@ -19,8 +21,9 @@ use super::{super::json::Json, expect, Phase};
 
 /// The types phase's file, in the test disk's root.
 pub const TYPES_FILE: &str = "types-big";
-/// 16 MiB: past the inode's block addresses and both direct nodes', so that the rest hangs
-/// off the first indirect node.
+/// 16 MiB (half of it holes): past the inode's block addresses and both direct nodes', so
+/// that the rest hangs off the first indirect node. A multiple of 64 (guest.sh writes 32 of
+/// every 64 blocks).
 pub const TYPES_FILE_BLOCKS: u64 = 4096;
 
 /// The node types of the stream's `node_types`, in its order.
