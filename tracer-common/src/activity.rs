@@ -229,6 +229,9 @@ impl Counters {
             Decoded::Hello | Decoded::NodeAccess { .. } | Decoded::NodeEvict { .. } => {}
             // Checkpoint anatomy: counted by `model::checkpoints`, not per process.
             Decoded::MetaWrite { .. } | Decoded::JournalEntry(_) => {}
+            // The mechanism's own counters: the model puts their totals in place of the
+            // events' (`model::cache_counters`), never per process.
+            Decoded::Counter(_) => {}
             // A newer tracer's kind or code: nothing here knows what it would count as.
             Decoded::Unknown(_) => {}
         }

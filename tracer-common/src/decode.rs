@@ -90,9 +90,53 @@ pub enum Decoded {
         area: MetaArea,
     },
     JournalEntry(JournalEntry),
+    /// A reading of one of the mechanism's own counters.
+    Counter(CounterReading),
     /// A kind, or a kind's code, this build does not know: a newer tracer's recording, or a
     /// damaged one. Never a panic: the kernel side and old recordings must not crash a reader.
     Unknown(Unrecognised),
+}
+
+/// What a `Counter` event measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Measure {
+    /// Events of this kind so far (cumulative since the counter began).
+    Events(EventKind),
+    /// Entries on a queue now (a gauge).
+    Entries,
+    /// The restores' latencies summed, in nanoseconds (cumulative).
+    RestoreNs,
+}
+
+impl Measure {
+    #[inline]
+    pub const fn from_code(code: u8) -> Option<Measure> {
+        match code {
+            COUNTER_ENTRIES => Some(Measure::Entries),
+            COUNTER_RESTORE_NS => Some(Measure::RestoreNs),
+            other => match EventKind::from_u8(other) {
+                Some(kind) => Some(Measure::Events(kind)),
+                None => None,
+            },
+        }
+    }
+
+    pub const fn code(self) -> u8 {
+        match self {
+            Measure::Events(kind) => kind as u8,
+            Measure::Entries => COUNTER_ENTRIES,
+            Measure::RestoreNs => COUNTER_RESTORE_NS,
+        }
+    }
+}
+
+/// One counter's value: what it measures, the queue or reason code it is kept per (None: a
+/// total), and the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CounterReading {
+    pub measure: Measure,
+    pub sub: Option<u8>,
+    pub value: u64,
 }
 
 /// What `Decoded::Unknown` did not recognise.
@@ -466,7 +510,37 @@ impl Event {
             EventKind::JournalEntry => {
                 Decoded::JournalEntry(JournalEntry::from_code(self.queue, nid).ok_or(unrecognised)?)
             }
+            EventKind::Counter => Decoded::Counter(CounterReading {
+                measure: Measure::from_code(self.reason).ok_or(Unrecognised::Code {
+                    kind,
+                    code: self.reason,
+                })?,
+                sub: (self.queue != COUNTER_SUB_ALL).then_some(self.queue),
+                value: self.latency_ns,
+            }),
         })
+    }
+}
+
+impl Event {
+    /// A `Counter` event: `measure`'s value on device `dev`, kept per queue or reason `sub`
+    /// (None: a total).
+    pub const fn counter(
+        ts_ns: u64,
+        dev: u32,
+        measure: Measure,
+        sub: Option<u8>,
+        value: u64,
+    ) -> Event {
+        let mut event = Event::new(EventKind::Counter, ts_ns);
+        event.dev = dev;
+        event.reason = measure.code();
+        event.queue = match sub {
+            Some(code) => code,
+            None => COUNTER_SUB_ALL,
+        };
+        event.latency_ns = value;
+        event
     }
 }
 
@@ -493,6 +567,7 @@ impl Decoded {
             Decoded::NodeEvict { .. } => EventKind::NodeEvict,
             Decoded::MetaWrite { .. } => EventKind::MetaWrite,
             Decoded::JournalEntry(_) => EventKind::JournalEntry,
+            Decoded::Counter(_) => EventKind::Counter,
             Decoded::Unknown(Unrecognised::Code { kind, .. }) => *kind,
             Decoded::Unknown(Unrecognised::Kind(_)) => return None,
         })

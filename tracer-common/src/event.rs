@@ -58,10 +58,15 @@ pub enum EventKind {
     /// An entry dropped for any reason but reclaim or a failed restore (its node freed, a
     /// compressed copy made stale by a write or by the page coming back). `nid`, `queue`.
     Forget = 19,
+    /// A reading of one of the mechanism's own counters (its debugfs `name value` lines), for
+    /// what no event tells one by one: `reason` = what it measures (`COUNTER_*`), `queue` = the
+    /// queue or reason code it is kept per (`COUNTER_SUB_ALL` for a total), `latency_ns` = the
+    /// counter's value (cumulative since mount; a gauge's current value), `dev`. Never a task's.
+    Counter = 20,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 20] = [
         EventKind::NodeRead,
         EventKind::NodeWrite,
         EventKind::Checkpoint,
@@ -81,6 +86,7 @@ impl EventKind {
         EventKind::JournalEntry,
         EventKind::Insert,
         EventKind::Forget,
+        EventKind::Counter,
     ];
 
     /// A match, not a search of `ALL`: `Event::decode` calls this for every event.
@@ -106,6 +112,7 @@ impl EventKind {
             17 => EventKind::JournalEntry,
             18 => EventKind::Insert,
             19 => EventKind::Forget,
+            20 => EventKind::Counter,
             _ => return None,
         })
     }
@@ -132,6 +139,7 @@ impl EventKind {
             EventKind::JournalEntry => "journal_entry",
             EventKind::Insert => "insert",
             EventKind::Forget => "forget",
+            EventKind::Counter => "counter",
         }
     }
 }
@@ -175,6 +183,15 @@ pub const RESTORE_FAIL_REASONS: [(u8, &str); 7] = [
     (RESTORE_FAIL_INODE_CHECKSUM, "inode_checksum"),
     (RESTORE_FAIL_NODE_TYPE, "node_type"),
 ];
+
+/// `Event::reason` of a `Counter` reading: what the counter measures. Below 0x80 it is the
+/// `EventKind` whose events it counts (cumulative); the others are these.
+/// The cache's entries on the queue `Event::queue`, now (a gauge).
+pub const COUNTER_ENTRIES: u8 = 0x80;
+/// The sum of the restores' latencies, in nanoseconds (cumulative).
+pub const COUNTER_RESTORE_NS: u8 = 0x81;
+/// `Event::queue` of a `Counter` reading kept for all queues or reasons together.
+pub const COUNTER_SUB_ALL: u8 = 0xff;
 
 /// `Event::reason` for `SecondChance`: which path gave it.
 pub const SECOND_CHANCE_BY_WORKER: u8 = 1;

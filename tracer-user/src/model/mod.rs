@@ -7,6 +7,7 @@
 mod app_tally;
 pub(crate) mod apps;
 pub(crate) mod cache;
+pub(crate) mod cache_counters;
 pub(crate) mod checkpoints;
 pub(crate) mod comparison;
 pub(crate) mod counters;
@@ -123,6 +124,8 @@ pub struct Model {
     checkpoints: CheckpointTracker,
     /// Node reads by node type, once an image to tell them by is given.
     node_types: Option<node_types::NodeTypeTally>,
+    /// The mechanism's own counters, when the source reads them.
+    cache_counters: cache_counters::CounterTally,
 }
 
 impl Model {
@@ -152,6 +155,7 @@ impl Model {
             observed: Observed::default(),
             checkpoints: CheckpointTracker::default(),
             node_types: None,
+            cache_counters: cache_counters::CounterTally::default(),
         }
     }
 
@@ -233,6 +237,10 @@ impl Model {
         self.advance_to(event.ts_ns);
         // Decoded once here: every table below reads the same meaning of the event.
         let decoded = event.decode();
+        if let Decoded::Counter(reading) = decoded {
+            self.cache_counters.observe(event.dev, &reading);
+            return;
+        }
         self.activity.record(&decoded);
         self.totals.record(&decoded);
         self.population.apply(&decoded);
@@ -422,9 +430,27 @@ impl Model {
             checkpoint: self.checkpoints.close_window(),
             checkpoint_total: *self.checkpoints.total(),
             node_types: self.node_types.as_mut().map(|t| t.close_window()),
+            counters: None,
         };
         self.apply_exact(&mut report);
+        self.apply_counters(&mut report);
         report
+    }
+
+    /// With the mechanism's own counters, the kinds they count are theirs in the window's
+    /// totals and since the start, and so are the entries per queue; the rows of processes
+    /// keep the events' counts.
+    fn apply_counters(&mut self, report: &mut WindowReport) {
+        if self.cache_counters.is_empty() {
+            return;
+        }
+        self.cache_counters.overlay(&mut report.activity, false);
+        self.cache_counters.overlay(&mut report.totals, true);
+        if let Some(gauges) = self.cache_counters.gauges() {
+            report.cache = gauges;
+        }
+        report.counters = Some(self.cache_counters.totals(true));
+        self.cache_counters.close_window();
     }
 
     /// With the kernel's exact counts, node reads, node writes and checkpoints are the
@@ -522,8 +548,11 @@ impl Model {
         &self.totals
     }
 
+    /// The cache's gauges now: the counters' when they keep entries, else the events'.
     pub fn cache(&self) -> CacheGauges {
-        self.population.gauges()
+        self.cache_counters
+            .gauges()
+            .unwrap_or_else(|| self.population.gauges())
     }
 
     pub fn process_count(&self) -> usize {
@@ -551,6 +580,7 @@ fn attributable(event: &Event) -> bool {
             | Some(EventKind::Hello)
             | Some(EventKind::MetaWrite)
             | Some(EventKind::JournalEntry)
+            | Some(EventKind::Counter)
             | None
     )
 }

@@ -111,6 +111,11 @@ pub struct WindowReport {
     /// (from the node-read events: on a kernel, `--image` turns those on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_types: Option<super::node_types::TypeCounts>,
+    /// What the mechanism's own counters counted since the start (per kind) and its entries
+    /// per queue now, when the source reads them; their counts are also in `activity` and
+    /// `totals`, in place of the events'.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<super::cache_counters::CounterTotals>,
 }
 
 /// What the system said about itself, besides events: the knob values in force and the

@@ -10,6 +10,7 @@ use crate::{
     source::{
         bpf::{
             self,
+            cache_counters::CounterFile,
             f2fs::{
                 access::{self, AccessPlan},
                 areas,
@@ -51,6 +52,10 @@ pub(crate) struct BpfSource {
     trampolines: Vec<TrampolineLink>,
     /// The kernel refused to run the batch flush program (`--accesses`): said once.
     flush_refused: bool,
+    /// The mechanism's own counters files, read at every refresh (`cache_counters`).
+    counter_files: Vec<CounterFile>,
+    /// The counters' first readings, taken at start, sent before anything else.
+    first_readings: Vec<Event>,
 }
 
 /// Add `more` to `tasks`, summing the counts of a key both hold. Indexed: a phone's reading
@@ -127,6 +132,8 @@ impl BpfSource {
             slots: SlotTracker::default(),
             trampolines,
             flush_refused: false,
+            counter_files: Vec::new(),
+            first_readings: Vec::new(),
         })
     }
 
@@ -163,6 +170,27 @@ impl BpfSource {
         self.outcomes.extend(outcomes);
         self.accesses = true;
         Ok(())
+    }
+
+    /// Read these counters files at every refresh, from now on: their readings go out as
+    /// `Counter` events (the first reading at once, the model's baseline).
+    pub(crate) fn watch_counters(&mut self, files: Vec<CounterFile>) {
+        self.counter_files = files;
+        let mut first = Vec::new();
+        self.sample_counters(&mut first);
+        self.first_readings = first;
+    }
+
+    /// A `Counter` event for each counter that changed since the last reading. A file that
+    /// cannot be read is said, and read again next time.
+    fn sample_counters(&mut self, out: &mut Vec<Event>) {
+        let now = self.now_ns();
+        for file in &mut self.counter_files {
+            match file.sample(now) {
+                Ok(events) => out.extend(events),
+                Err(err) => log::warn!("{}: {err}", file.path.display()),
+            }
+        }
     }
 
     /// Exact node lookups, node evictions (and device reads) counted in the kernel since
@@ -237,6 +265,7 @@ impl BpfSource {
     }
 
     async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {
+        out.append(&mut self.first_readings);
         let start = out.len();
         self.reader
             .read_batch(|event| out.push(event))
@@ -314,8 +343,14 @@ impl Source for BpfSource {
 
     fn take_waiting(&mut self, out: &mut Vec<Event>) -> Result<()> {
         self.flush_access_batches();
+        // The counters before the ring: an event the counters already count is then in the
+        // ring, or follows within a refresh.
+        let mut readings = Vec::new();
+        self.sample_counters(&mut readings);
+        out.append(&mut self.first_readings);
         let start = out.len();
         self.reader.take_waiting(|event| out.push(event));
+        out.extend(readings);
         self.put_in_time_order(&mut out[start..]);
         self.note_drops(out)
     }

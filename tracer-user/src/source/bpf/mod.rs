@@ -1,5 +1,6 @@
 //! Loading nodescope's eBPF object and reading what it sends.
 pub(crate) mod arch;
+pub(crate) mod cache_counters;
 pub(crate) mod discover;
 pub(crate) mod f2fs;
 pub(crate) mod format;

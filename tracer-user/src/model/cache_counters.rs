@@ -1,0 +1,310 @@
+//! The mechanism's own counters (`Counter` events, `source::bpf::cache_counters`): exact totals
+//! for the kinds no event tells one by one, and the cache's entries per queue. A counter's first
+//! reading is its baseline; what it counted since then, per window and since the start, takes
+//! the place of the events' count of its kind, device by device summed. Per-process and per-app
+//! rows stay the events' own: a total is never split across apps.
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use tracer_common::{
+    activity::{Counters, PerQueue, PerReason},
+    CounterReading, EventKind, Measure, Queue, QUEUE_COUNT,
+};
+
+use super::{CacheGauges, ENTRY_BYTES};
+
+/// One counter of one device.
+type Key = (u32, Measure, Option<u8>);
+
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    /// The baseline: the first value seen.
+    first: u64,
+    /// The value when the open window began (the baseline in the first window).
+    window_start: u64,
+    last: u64,
+}
+
+/// What the counters say, per window and since the start.
+#[derive(Debug, Default)]
+pub(crate) struct CounterTally {
+    readings: BTreeMap<Key, Reading>,
+}
+
+/// The kinds the counters counted (each kind's total, and its parts), for a window or since
+/// the start; and the entries per queue at the end of the window.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CounterTotals {
+    /// Events per kind, by kind name.
+    pub kinds: BTreeMap<&'static str, u64>,
+    /// Entries per queue now, when the counters keep them.
+    pub entries: Option<PerQueue>,
+}
+
+impl CounterTally {
+    pub(crate) fn observe(&mut self, dev: u32, reading: &CounterReading) {
+        let key = (dev, reading.measure, reading.sub);
+        let entry = self.readings.entry(key).or_insert(Reading {
+            first: reading.value,
+            window_start: reading.value,
+            last: reading.value,
+        });
+        // A counter that went back (the device was mounted again): counted from there.
+        if reading.value < entry.last {
+            let counted = entry.last - entry.first;
+            entry.first = reading.value.saturating_sub(counted);
+            entry.window_start = reading
+                .value
+                .saturating_sub(entry.last - entry.window_start);
+        }
+        entry.last = reading.value;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.readings.is_empty()
+    }
+
+    /// Start a new window: what the counters counted so far belongs to the closed one.
+    pub(crate) fn close_window(&mut self) {
+        for reading in self.readings.values_mut() {
+            reading.window_start = reading.last;
+        }
+    }
+
+    /// Sum over devices of `of(reading)` for one measure and part.
+    fn sum(&self, measure: Measure, sub: Option<u8>, of: impl Fn(&Reading) -> u64) -> Option<u64> {
+        let mut found = false;
+        let mut total = 0;
+        for ((_, m, s), reading) in &self.readings {
+            if *m == measure && *s == sub {
+                found = true;
+                total += of(reading);
+            }
+        }
+        found.then_some(total)
+    }
+
+    /// Whether any counter measures `measure`.
+    fn has(&self, measure: Measure) -> bool {
+        self.readings.keys().any(|(_, m, _)| *m == measure)
+    }
+
+    fn parts(&self, measure: Measure) -> Vec<Option<u8>> {
+        let mut parts: Vec<Option<u8>> = self
+            .readings
+            .keys()
+            .filter(|(_, m, _)| *m == measure)
+            .map(|(_, _, s)| *s)
+            .collect();
+        parts.sort();
+        parts.dedup();
+        parts
+    }
+
+    /// Put the counters' counts in place of the events' in `counters`: the window's
+    /// (`since_start` false) or everything since the baseline.
+    pub(crate) fn overlay(&self, counters: &mut Counters, since_start: bool) {
+        let counted = |r: &Reading| {
+            if since_start {
+                r.last - r.first
+            } else {
+                r.last - r.window_start
+            }
+        };
+        let total = |kind: EventKind| -> Option<u64> {
+            let measure = Measure::Events(kind);
+            self.has(measure).then(|| {
+                self.parts(measure)
+                    .into_iter()
+                    .filter_map(|sub| self.sum(measure, sub, counted))
+                    .sum()
+            })
+        };
+        let set = |field: &mut u64, kind: EventKind| {
+            if let Some(count) = total(kind) {
+                *field = count;
+            }
+        };
+        set(&mut counters.conversions, EventKind::Convert);
+        set(&mut counters.convert_rejects, EventKind::ConvertReject);
+        set(&mut counters.convert_aborts, EventKind::ConvertAbort);
+        set(&mut counters.restores, EventKind::Restore);
+        set(&mut counters.restore_nomem, EventKind::RestoreNomem);
+        set(&mut counters.inserts, EventKind::Insert);
+        set(&mut counters.forgets, EventKind::Forget);
+        let restore_fail = Measure::Events(EventKind::RestoreFail);
+        if let Some(count) = total(EventKind::RestoreFail) {
+            counters.restore_fails = count;
+            counters.restore_fail_reasons = self.per_reason(restore_fail, counted);
+        }
+        let reclaim = Measure::Events(EventKind::Reclaim);
+        if self.has(reclaim) {
+            let mut queues = PerQueue::default();
+            for queue in Queue::ALL {
+                *queues.get_mut(queue) =
+                    self.sum(reclaim, Some(queue.code()), counted).unwrap_or(0);
+            }
+            // A total kept for no queue: its queue is not known, the total must still hold.
+            queues.raw += self.sum(reclaim, None, counted).unwrap_or(0);
+            counters.reclaims = queues;
+        }
+        let chance = Measure::Events(EventKind::SecondChance);
+        if let Some(count) = total(EventKind::SecondChance) {
+            counters.second_chance_reasons = self.per_reason(chance, counted);
+            // The counters keep second chances by who gave them, not by queue: the events'
+            // split by queue stays, the total is the counters'.
+            let seen = counters.second_chances.total();
+            if seen != count {
+                counters.second_chances = PerQueue {
+                    raw: count.saturating_sub(counters.second_chances.compressed()),
+                    ..counters.second_chances
+                };
+                if counters.second_chances.total() != count {
+                    counters.second_chances = PerQueue {
+                        raw: count,
+                        ..PerQueue::default()
+                    };
+                }
+            }
+        }
+    }
+
+    fn per_reason(&self, measure: Measure, counted: impl Fn(&Reading) -> u64) -> PerReason {
+        let mut reasons = PerReason::default();
+        for sub in self.parts(measure) {
+            let count = self.sum(measure, sub, &counted).unwrap_or(0);
+            let index = sub.map_or(0, usize::from);
+            match reasons.0.get_mut(index) {
+                Some(slot) => *slot += count,
+                None => reasons.0[0] += count,
+            }
+        }
+        reasons
+    }
+
+    /// The cache's entries per queue as the counters keep them (all four queues), now.
+    pub(crate) fn entries(&self) -> Option<PerQueue> {
+        let mut queues = PerQueue::default();
+        let mut found = 0;
+        for queue in Queue::ALL {
+            if let Some(count) = self.sum(Measure::Entries, Some(queue.code()), |r| r.last) {
+                *queues.get_mut(queue) = count;
+                found += 1;
+            }
+        }
+        (found == QUEUE_COUNT).then_some(queues)
+    }
+
+    /// The gauges from the counters' entries: exact whatever the events saw.
+    pub(crate) fn gauges(&self) -> Option<CacheGauges> {
+        let entries = self.entries()?;
+        let raw_bytes = entries.raw * u64::from(Queue::Raw.slot_bytes());
+        let compressed_bytes: u64 = Queue::COMPRESSED
+            .iter()
+            .map(|&q| entries.get(q) * u64::from(q.slot_bytes()))
+            .sum();
+        Some(CacheGauges {
+            raw_entries: entries.raw,
+            slots: PerQueue { raw: 0, ..entries },
+            raw_bytes,
+            compressed_bytes,
+            attributed_bytes: entries.total() * ENTRY_BYTES + raw_bytes + compressed_bytes,
+            partial: false,
+        })
+    }
+
+    /// The kinds counted, per kind name, for the window or since the start.
+    pub(crate) fn totals(&self, since_start: bool) -> CounterTotals {
+        let mut kinds = BTreeMap::new();
+        for (_, measure, _) in self.readings.keys() {
+            if let Measure::Events(kind) = measure {
+                kinds.entry(kind.name()).or_insert(0);
+            }
+        }
+        let counted = |r: &Reading| {
+            if since_start {
+                r.last - r.first
+            } else {
+                r.last - r.window_start
+            }
+        };
+        for ((_, measure, _), reading) in &self.readings {
+            if let Measure::Events(kind) = measure {
+                *kinds.entry(kind.name()).or_insert(0) += counted(reading);
+            }
+        }
+        CounterTotals {
+            kinds,
+            entries: self.entries(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracer_common::{Decoded, Event, QUEUE_256, QUEUE_RAW, RESTORE_FAIL_CRC};
+
+    use super::*;
+
+    fn observe(tally: &mut CounterTally, dev: u32, measure: Measure, sub: Option<u8>, value: u64) {
+        let Decoded::Counter(reading) = Event::counter(1, dev, measure, sub, value).decode() else {
+            panic!("not a counter");
+        };
+        tally.observe(dev, &reading);
+    }
+
+    #[test]
+    fn counts_run_from_the_first_reading_per_window_and_since_the_start() {
+        let mut tally = CounterTally::default();
+        let convert = Measure::Events(EventKind::Convert);
+        observe(&mut tally, 1, convert, None, 100);
+        observe(&mut tally, 2, convert, None, 7);
+        observe(&mut tally, 1, convert, None, 130);
+        let mut window = Counters::default();
+        tally.overlay(&mut window, false);
+        assert_eq!(window.conversions, 30);
+        tally.close_window();
+        observe(&mut tally, 2, convert, None, 12);
+        let mut window = Counters::default();
+        tally.overlay(&mut window, false);
+        assert_eq!(window.conversions, 5);
+        let mut all = Counters::default();
+        tally.overlay(&mut all, true);
+        assert_eq!(all.conversions, 35);
+        assert_eq!(tally.totals(true).kinds["convert"], 35);
+    }
+
+    #[test]
+    fn parts_make_the_totals_and_entries_make_the_gauges() {
+        let mut tally = CounterTally::default();
+        let fail = Measure::Events(EventKind::RestoreFail);
+        let reclaim = Measure::Events(EventKind::Reclaim);
+        observe(&mut tally, 1, fail, Some(RESTORE_FAIL_CRC), 0);
+        observe(&mut tally, 1, fail, Some(RESTORE_FAIL_CRC), 2);
+        observe(&mut tally, 1, reclaim, Some(QUEUE_RAW), 0);
+        observe(&mut tally, 1, reclaim, Some(QUEUE_256), 0);
+        observe(&mut tally, 1, reclaim, Some(QUEUE_256), 3);
+        let mut all = Counters::default();
+        tally.overlay(&mut all, true);
+        assert_eq!(all.restore_fails, 2);
+        assert_eq!(all.restore_fail_reasons.get(RESTORE_FAIL_CRC), 2);
+        assert_eq!(all.reclaims.b256, 3);
+        assert_eq!(
+            all.restores, 0,
+            "no restore counter: the events' count stays"
+        );
+        assert!(tally.gauges().is_none(), "no entries counters");
+        for (queue, count) in [(0u8, 4u64), (1, 5), (2, 0), (3, 1)] {
+            observe(&mut tally, 1, Measure::Entries, Some(queue), count);
+        }
+        let gauges = tally.gauges().unwrap();
+        assert_eq!(
+            (gauges.raw_entries, gauges.slots.b256, gauges.slots.b1024),
+            (4, 5, 1)
+        );
+        assert_eq!(
+            gauges.attributed_bytes,
+            10 * ENTRY_BYTES + 4 * 4096 + 5 * 256 + 1024
+        );
+    }
+}
