@@ -114,3 +114,47 @@ impl AccessBatch {
         })
     }
 }
+
+/// What the footprint programs (issue 49) read, written by userspace into `FOOTPRINT_LAYOUT`
+/// from this kernel's BTF: a node read's nid and device behind its page or folio, and the block
+/// size a node block's LZ4 output must have. The programs see an implementation of the RFC's
+/// restore by what it must leave whatever its names: the kernel's LZ4 decompressor filling one
+/// node block inside mainline's node read function (`read_node_page` / `read_node_folio`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FootprintLayout {
+    /// Offset of `struct page.index` (a folio's is the same): the node read's nid.
+    pub page_index: u32,
+    /// `struct page.mapping`, `address_space.host`, `inode.i_sb`, `super_block.s_dev`: the
+    /// device, four reads away.
+    pub page_mapping: u32,
+    pub mapping_host: u32,
+    pub inode_sb: u32,
+    pub sb_dev: u32,
+    /// The node block's size (F2FS_BLKSIZE): a decompression into a buffer of this capacity
+    /// inside a node read is a restore.
+    pub block: u32,
+    /// What the node read returns when it was served without a read: LOCKED_PAGE.
+    pub served: i32,
+    /// Non-zero: emit `Restore` (a manifest's probe for restores, when attached, does instead).
+    pub emit_restore: u8,
+    /// Non-zero: emit `RestoreFail`.
+    pub emit_fail: u8,
+    pub _pad: [u8; 2],
+}
+
+/// The slot queue (`QUEUE_*`) of a payload of `len` bytes, the cover letter's rule: the smallest
+/// of 256, 512 and 1024 that holds it; 0 (raw) for none.
+pub const fn slot_queue_of(len: u32) -> u8 {
+    if len == 0 {
+        crate::QUEUE_RAW
+    } else if len <= 256 {
+        crate::QUEUE_256
+    } else if len <= 512 {
+        crate::QUEUE_512
+    } else if len <= 1024 {
+        crate::QUEUE_1024
+    } else {
+        crate::QUEUE_RAW
+    }
+}

@@ -52,6 +52,8 @@ mod pod {
     // padding.
     unsafe impl aya::Pod for super::AccessBatch {}
     unsafe impl aya::Pod for super::MetaAreas {}
+    // SAFETY: as above: u32s, an i32, then bytes with explicit padding.
+    unsafe impl aya::Pod for super::FootprintLayout {}
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 //! test (tracer-user's `source::bpf::tests`) parses the built object and holds both sides to
 //! this list: every name here is a map of the object, every map of the object is named here.
 
+/// The BTF offsets and settings the footprint programs read (`FootprintLayout`).
+pub const FOOTPRINT_LAYOUT: &str = "FOOTPRINT_LAYOUT";
+/// Per thread inside a node read: what the footprint programs saw of it so far.
+pub const FOOTPRINT_READS: &str = "FOOTPRINT_READS";
 /// Events to userspace (ring buffer).
 pub const EVENTS: &str = "EVENTS";
 /// Events the ring buffer had no room for, per CPU.
@@ -53,7 +57,7 @@ pub const RFC_STASH: &str = "RFC_STASH";
 pub const BENCH_SETTINGS: &str = "BENCH_SETTINGS";
 
 /// Every map of the object.
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 26] = [
     EVENTS,
     DROPS,
     CONFIG,
@@ -78,6 +82,8 @@ pub const ALL: [&str; 24] = [
     RFC_COUNTS,
     RFC_STASH,
     BENCH_SETTINGS,
+    FOOTPRINT_LAYOUT,
+    FOOTPRINT_READS,
 ];
 
 /// The eBPF programs' frequent events wake the `EVENTS` reader once this many wait, not per

@@ -6,6 +6,7 @@ mod bench;
 mod counters;
 mod cpanat;
 mod f2fs;
+mod footprint;
 mod hello;
 mod maps;
 mod rfc;

@@ -130,7 +130,7 @@ fn value_of(spec: &ValueSpec, args: &[u64; ARG_COUNT], ret: i64, user: bool) -> 
     spec.apply(raw)
 }
 
-fn count(kind: EventKind) {
+pub(crate) fn count(kind: EventKind) {
     if let Some(slot) = RFC_COUNTS.get_ptr_mut(kind as u32) {
         // SAFETY: the pointer comes from the map; the slot is this CPU's and BPF programs are
         // not preempted on it.

@@ -139,9 +139,6 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         return Ok(opened.source);
     };
     let (manifest, banner) = rfc_probes(&args.source)?;
-    if let Some(banner) = &banner {
-        eprintln!("nodescope stream: {banner}");
-    }
     let node_read_events = args.source.node_read_events_with(manifest.as_ref());
     let mut source = BpfSource::start(
         plan,
@@ -153,6 +150,12 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel(
             args.source.function_hook,
         ))?;
+    }
+    if let Some(banner) = crate::source::open::with_coverage(&mut source, banner) {
+        eprintln!("nodescope stream: {banner}");
+    }
+    if let Some(coverage) = source.coverage() {
+        eprint!("{}", coverage.table());
     }
     report_attachments(&source, plan);
     Ok(Box::new(source))

@@ -81,19 +81,14 @@ impl BpfSource {
     }
 
     fn attached_rfc_counts(&self) -> Result<Option<BTreeMap<&'static str, u64>>> {
-        let Some(report) = self.rfc_report() else {
+        let attached = self.per_event_kinds();
+        if attached.is_empty() && self.rfc_report().is_none() {
             return Ok(None);
-        };
-        // Attachment lines start with the kind's name.
-        let attached: Vec<&str> = report
-            .attached
-            .iter()
-            .filter_map(|a| a.split(' ').next())
-            .collect();
+        }
         let counts = self
             .rfc_counts()?
             .into_iter()
-            .filter(|(kind, _)| attached.contains(&kind.name()))
+            .filter(|(kind, _)| attached.contains(kind))
             .map(|(kind, count)| (kind.name(), count))
             .collect();
         Ok(Some(counts))

@@ -180,11 +180,25 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     if args.accesses {
         source.attach_accesses(&f2fs::access::plan_this_kernel(args.function_hook))?;
     }
+    let banner = with_coverage(&mut source, banner);
     drop(btf);
     system::release_freed_memory();
     Ok(Opened {
         source: Box::new(source),
         banner,
+    })
+}
+
+/// On a kernel with the RFC's knobs: the footprints and counters too, and the banner says what
+/// each kind is seen by (one line; `nodescope probe` has the table).
+pub(crate) fn with_coverage(source: &mut BpfSource, banner: Option<String>) -> Option<String> {
+    if !startup::rfc_kernel() {
+        return banner;
+    }
+    let coverage = source.watch_rfc_kernel().summary();
+    Some(match banner {
+        Some(banner) => format!("{banner}; {coverage}"),
+        None => coverage,
     })
 }
 

@@ -167,14 +167,14 @@ fn mapped(lines: &[(String, u64)]) -> Vec<(String, Meaning)> {
 /// One device's counters file.
 #[derive(Clone, Debug)]
 pub(crate) struct CounterFile {
-    pub device: String,
     /// The device number as the events carry it.
     pub dev: u32,
     pub path: PathBuf,
     /// (line name, what it measures), in the file's order.
     pub lines: Vec<(String, Meaning)>,
-    /// Each line's value when last sent.
+    /// Each line's value when last sent, and at the first reading.
     last: BTreeMap<String, u64>,
+    first: BTreeMap<String, u64>,
 }
 
 impl CounterFile {
@@ -193,9 +193,16 @@ impl CounterFile {
         kinds
     }
 
-    /// Whether it keeps the cache's entries per queue.
-    pub(crate) fn has_gauges(&self) -> bool {
-        self.lines.iter().any(|(_, (m, _))| *m == Measure::Entries)
+    /// What it counted of `kind` since its first reading (its parts summed).
+    pub(crate) fn counted(&self, kind: EventKind) -> u64 {
+        self.lines
+            .iter()
+            .filter(|(_, (m, _))| *m == Measure::Events(kind))
+            .filter_map(|(name, _)| {
+                let first = self.first.get(name)?;
+                Some(self.last.get(name)?.saturating_sub(*first))
+            })
+            .sum()
     }
 
     /// Read it now: a `Counter` event for every line that changed since the last reading (all of
@@ -214,6 +221,7 @@ impl CounterFile {
                 continue;
             }
             self.last.insert(name.clone(), value);
+            self.first.entry(name.clone()).or_insert(value);
             events.push(Event::counter(ts_ns, self.dev, *measure, *sub, value));
         }
         Ok(events)
@@ -237,13 +245,20 @@ pub(crate) fn find(debugfs: &Path, devices: &[(String, u32)]) -> (Vec<CounterFil
     let mut notes = Vec::new();
     for (device, dev) in devices {
         match best_file(&root.join(device)) {
-            Some((path, lines)) => found.push(CounterFile {
-                device: device.clone(),
-                dev: *dev,
-                path,
-                lines,
-                last: BTreeMap::new(),
-            }),
+            Some((path, lines)) => {
+                log::info!(
+                    "{device}: the node cache's counters in {} ({} lines)",
+                    path.display(),
+                    lines.len()
+                );
+                found.push(CounterFile {
+                    dev: *dev,
+                    path,
+                    lines,
+                    last: BTreeMap::new(),
+                    first: BTreeMap::new(),
+                })
+            }
             None => notes.push(format!(
                 "{device}: no counters file in {}",
                 root.join(device).display()

@@ -1,6 +1,6 @@
 //! The kernel as a source: F2FS programs attached as the planner chose, events from the ring
 //! buffer, lost events reported in-band, and the exact in-kernel counters on the side.
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::{bail, Context as _, Result};
 use aya::{programs::uprobe::UProbeScope, Ebpf};
@@ -10,7 +10,8 @@ use crate::{
     source::{
         bpf::{
             self,
-            cache_counters::CounterFile,
+            cache_counters::{self, CounterFile},
+            coverage::{Coverage, KindState},
             f2fs::{
                 access::{self, AccessPlan},
                 areas,
@@ -19,6 +20,7 @@ use crate::{
                 planner::Plan,
                 slots::SlotTracker,
             },
+            footprints::{self, FootprintPlan},
             manifest::Manifest,
             rfc::{self, AttachReport},
             trampoline::{FunctionHook, TrampolineLink},
@@ -56,6 +58,20 @@ pub(crate) struct BpfSource {
     counter_files: Vec<CounterFile>,
     /// The counters' first readings, taken at start, sent before anything else.
     first_readings: Vec<Event>,
+    /// What each of the RFC's kinds is seen by, once `watch_rfc_kernel` looked.
+    coverage: Option<Coverage>,
+    /// The kinds the footprint programs send one by one.
+    footprint_kinds: Vec<EventKind>,
+    /// Each per-event kind's events against the counters' count (`check_against_counters`).
+    checks: BTreeMap<EventKind, PerEventCheck>,
+}
+
+/// A per-event kind held to the counters: (events, counted) since the counters' first reading,
+/// as at the previous refresh.
+#[derive(Clone, Copy, Debug, Default)]
+struct PerEventCheck {
+    events_baseline: u64,
+    previous: Option<(u64, u64)>,
 }
 
 /// Add `more` to `tasks`, summing the counts of a key both hold. Indexed: a phone's reading
@@ -134,6 +150,9 @@ impl BpfSource {
             flush_refused: false,
             counter_files: Vec::new(),
             first_readings: Vec::new(),
+            coverage: None,
+            footprint_kinds: Vec::new(),
+            checks: BTreeMap::new(),
         })
     }
 
@@ -172,9 +191,176 @@ impl BpfSource {
         Ok(())
     }
 
+    /// On a kernel whose F2FS devices carry the RFC's knobs (issue 49): the footprints for the
+    /// restore kinds no probe of the manifest gives, and the mechanism's own counters files,
+    /// read at every refresh from now on. Returns what each kind is seen by.
+    pub(crate) fn watch_rfc_kernel(&mut self) -> Coverage {
+        let mut per_event = vec![(
+            EventKind::NodeRead,
+            "F2FS's node-read tracepoints".to_string(),
+        )];
+        if let Some(report) = &self.rfc {
+            per_event.extend(
+                report
+                    .kinds
+                    .iter()
+                    .filter(|(kind, _)| *kind != EventKind::NodeRead)
+                    .cloned(),
+            );
+        }
+        let mut missing = Vec::new();
+        let wanted: Vec<EventKind> = footprints::KINDS
+            .iter()
+            .filter(|kind| !per_event.iter().any(|(k, _)| k == *kind))
+            .copied()
+            .collect();
+        if !wanted.is_empty() {
+            let symbols = rfc::kernel_symbols().unwrap_or_default();
+            let btf = bpf::discover::btf::this_kernel().ok();
+            let plan = FootprintPlan::new(&symbols, btf.as_ref().map(|shared| &shared.1));
+            match footprints::attach(&mut self.ebpf, &plan, &wanted) {
+                Ok(kinds) => {
+                    per_event.extend(kinds.iter().map(|&k| (k, plan.describe())));
+                    self.footprint_kinds = kinds;
+                }
+                Err(err) => missing.push(format!("{err:#}")),
+            }
+        }
+        let devices: Vec<(String, u32)> =
+            system::f2fs_devices(std::path::Path::new("/sys/fs/f2fs"))
+                .into_iter()
+                .filter(|d| d.node_compress_threshold || d.node_compress_interval)
+                .filter_map(|d| areas::device_of(&d.name).ok().map(|(dev, _)| (d.name, dev)))
+                .collect();
+        let (files, notes) =
+            cache_counters::find(std::path::Path::new(cache_counters::DEBUGFS), &devices);
+        missing.extend(notes);
+        let coverage = Coverage::new(&per_event, &files, &missing);
+        self.watch_counters(files);
+        let baseline: BTreeMap<EventKind, u64> =
+            self.rfc_counts().unwrap_or_default().into_iter().collect();
+        for (kind, state) in &coverage.kinds {
+            if matches!(state, KindState::PerEvent { counted: true, .. }) {
+                let check = PerEventCheck {
+                    events_baseline: baseline.get(kind).copied().unwrap_or(0),
+                    previous: None,
+                };
+                self.checks.insert(*kind, check);
+            }
+        }
+        self.coverage = Some(coverage.clone());
+        coverage
+    }
+
+    /// What each RFC kind is seen by, as it stands now (None: not an RFC kernel).
+    pub(crate) fn coverage(&self) -> Option<&Coverage> {
+        self.coverage.as_ref()
+    }
+
+    /// The kinds whose events the RFC programs count in the kernel (the manifest's and the
+    /// footprints').
+    pub(crate) fn per_event_kinds(&self) -> Vec<EventKind> {
+        let mut kinds: Vec<EventKind> = self
+            .rfc
+            .iter()
+            .flat_map(|report| report.kinds.iter().map(|(k, _)| *k))
+            .chain(self.footprint_kinds.iter().copied())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
+    /// Hold each per-event kind to the counters. Where both stood still since the previous
+    /// refresh, they must agree: more events than counted means its probe fires for calls that
+    /// are not events (a function called whether or not it acts): its events are dropped from
+    /// now on and the counters' totals stand alone; fewer means its probe misses some (a
+    /// failure before the decompression): the kind is per event only in part.
+    fn check_against_counters(&mut self) {
+        if self.checks.is_empty() {
+            return;
+        }
+        let Ok(events) = self.rfc_counts() else {
+            return;
+        };
+        let events: BTreeMap<EventKind, u64> = events.into_iter().collect();
+        let Some(coverage) = self.coverage.as_mut() else {
+            return;
+        };
+        for (kind, check) in &mut self.checks {
+            let seen = events
+                .get(kind)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(check.events_baseline);
+            let counted: u64 = self
+                .counter_files
+                .iter()
+                .map(|file| file.counted(*kind))
+                .sum();
+            let now = (seen, counted);
+            let quiet = check.previous == Some(now);
+            check.previous = Some(now);
+            if !quiet || seen == counted {
+                continue;
+            }
+            let Some((_, state)) = coverage.kinds.iter_mut().find(|(k, _)| k == kind) else {
+                continue;
+            };
+            let KindState::PerEvent { via, .. } = state.clone() else {
+                continue;
+            };
+            let why = if seen > counted {
+                format!(
+                    "{via} fired {seen} times where the counters counted {counted}: not one                      event per call"
+                )
+            } else {
+                format!("{via} saw {seen} of the {counted} the counters counted")
+            };
+            log::warn!("{}: {why}; its totals come from the counters", kind.name());
+            *state = if seen > counted {
+                KindState::TotalsOnly {
+                    file: format!("the counters ({why})"),
+                }
+            } else {
+                KindState::PartlyPerEvent { why }
+            };
+        }
+        self.checks.retain(|kind, _| {
+            coverage
+                .kinds
+                .iter()
+                .any(|(k, s)| k == kind && matches!(s, KindState::PerEvent { .. }))
+        });
+    }
+
+    /// Events of kinds whose probe was found to fire for what is not an event: dropped.
+    fn drop_demoted(&self, events: &mut Vec<Event>, from: usize) {
+        let Some(coverage) = &self.coverage else {
+            return;
+        };
+        let demoted: Vec<u8> = coverage
+            .kinds
+            .iter()
+            .filter(|(kind, state)| {
+                matches!(state, KindState::TotalsOnly { .. })
+                    && self.per_event_kinds().contains(kind)
+            })
+            .map(|(kind, _)| *kind as u8)
+            .collect();
+        if demoted.is_empty() {
+            return;
+        }
+        let mut index = 0;
+        events.retain(|event| {
+            index += 1;
+            index <= from || !demoted.contains(&event.kind)
+        });
+    }
+
     /// Read these counters files at every refresh, from now on: their readings go out as
     /// `Counter` events (the first reading at once, the model's baseline).
-    pub(crate) fn watch_counters(&mut self, files: Vec<CounterFile>) {
+    fn watch_counters(&mut self, files: Vec<CounterFile>) {
         self.counter_files = files;
         let mut first = Vec::new();
         self.sample_counters(&mut first);
@@ -271,6 +457,7 @@ impl BpfSource {
             .read_batch(|event| out.push(event))
             .await
             .context("reading the ring buffer")?;
+        self.drop_demoted(out, start);
         self.put_in_time_order(&mut out[start..]);
         self.note_drops(out)?;
         Ok(true)
@@ -326,6 +513,10 @@ impl Source for BpfSource {
             .filter(|o| o.attached)
             .map(|o| o.target.as_str())
             .collect();
+        let mut detail = format!("attached: {}", attached.join(", "));
+        if let Some(coverage) = &self.coverage {
+            detail = format!("{}  {detail}", coverage.summary());
+        }
         SourceInfo {
             kind: SourceKind::Bpf,
             kernel: system::kernel_release(),
@@ -333,7 +524,7 @@ impl Source for BpfSource {
                 .into_iter()
                 .map(|d| d.name)
                 .collect(),
-            detail: format!("attached: {}", attached.join(", ")),
+            detail,
         }
     }
 
@@ -347,9 +538,11 @@ impl Source for BpfSource {
         // ring, or follows within a refresh.
         let mut readings = Vec::new();
         self.sample_counters(&mut readings);
+        self.check_against_counters();
         out.append(&mut self.first_readings);
         let start = out.len();
         self.reader.take_waiting(|event| out.push(event));
+        self.drop_demoted(out, start);
         out.extend(readings);
         self.put_in_time_order(&mut out[start..]);
         self.note_drops(out)
@@ -372,6 +565,9 @@ impl Source for BpfSource {
             counters::NODE_COUNTS_CAPACITY,
             self.counters_retired
         );
+        if let Some(coverage) = &self.coverage {
+            note += &format!("; at the end: {}", coverage.summary());
+        }
         if self.accesses {
             match self.access_counts() {
                 Ok(counts) => {

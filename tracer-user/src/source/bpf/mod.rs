@@ -1,8 +1,10 @@
 //! Loading nodescope's eBPF object and reading what it sends.
 pub(crate) mod arch;
 pub(crate) mod cache_counters;
+pub(crate) mod coverage;
 pub(crate) mod discover;
 pub(crate) mod f2fs;
+pub(crate) mod footprints;
 pub(crate) mod format;
 pub(crate) mod live;
 pub(crate) mod manifest;

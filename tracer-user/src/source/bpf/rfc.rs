@@ -25,6 +25,9 @@ use super::{
 pub(crate) struct AttachReport {
     /// "kind -> symbol (entry|return, kprobe|uprobe)".
     pub attached: Vec<String>,
+    /// The kinds that attached, each with its "symbol (how)".
+    #[serde(skip)]
+    pub kinds: Vec<(EventKind, String)>,
     /// One line per probe that did not attach (and per invalid manifest entry), with the line.
     pub failed: Vec<String>,
     /// Why the kernel's functions got kprobes rather than BPF trampolines, when they did.
@@ -92,7 +95,10 @@ pub(crate) fn attach_with(
             Ok(how) => {
                 report
                     .attached
-                    .push(format!("{} -> {} ({how})", probe.kind.name(), probe.symbol))
+                    .push(format!("{} -> {} ({how})", probe.kind.name(), probe.symbol));
+                report
+                    .kinds
+                    .push((probe.kind, format!("{} ({how})", probe.symbol)));
             }
             Err(err) => report.failed.push(format!(
                 "{}:{}: {} -> {}: {err:#}",

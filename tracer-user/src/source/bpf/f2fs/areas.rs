@@ -46,7 +46,7 @@ pub(crate) fn parse_dev(text: &str) -> Option<u32> {
 }
 
 /// One mounted F2FS device: its name (as /sys/fs/f2fs calls it), number and node in /dev.
-fn device_of(name: &str) -> Result<(u32, PathBuf)> {
+pub(crate) fn device_of(name: &str) -> Result<(u32, PathBuf)> {
     let sys = Path::new("/sys/class/block").join(name).join("dev");
     let text =
         std::fs::read_to_string(&sys).with_context(|| format!("reading {}", sys.display()))?;

@@ -1,0 +1,174 @@
+//! What the kernel source sees of each of the RFC's event kinds (issue 49), one of three states:
+//! - per event: a tracepoint or function of the patch (the manifest), a footprint, or F2FS's
+//!   own node-read tracepoints; attributed to processes;
+//! - totals only: the mechanism's own counters (`cache_counters`), exact, never split across
+//!   apps;
+//! - unavailable, with the reason.
+//!
+//! Never a silent zero: `probe`, the start line of `stream`/`record`/`daemon` and `top`'s header
+//! say which kind is in which state.
+use std::fmt::Write as _;
+
+use tracer_common::EventKind;
+
+use super::{cache_counters::CounterFile, manifest::PROBE_KINDS};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KindState {
+    /// Each event seen, by `via`; `counted` when the counters count the kind too (their total
+    /// is shown, the events attribute it).
+    PerEvent {
+        via: String,
+        counted: bool,
+    },
+    /// Events seen one by one, but not all of them (`why`): the counters' totals are shown,
+    /// the events attribute the part they saw.
+    PartlyPerEvent {
+        why: String,
+    },
+    /// The counters' totals, from `file`.
+    TotalsOnly {
+        file: String,
+    },
+    Unavailable {
+        why: String,
+    },
+}
+
+/// Every kind's state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Coverage {
+    pub kinds: Vec<(EventKind, KindState)>,
+}
+
+impl Coverage {
+    /// From what attached: `per_event` (kind, how), the counters files, and why a part is
+    /// missing (`missing`: footprints' and counters' notes).
+    pub(crate) fn new(
+        per_event: &[(EventKind, String)],
+        counters: &[CounterFile],
+        missing: &[String],
+    ) -> Coverage {
+        let kinds = PROBE_KINDS
+            .iter()
+            .map(|&kind| {
+                let counted_by = counters
+                    .iter()
+                    .find(|file| file.kinds().contains(&kind))
+                    .map(|file| file.path.display().to_string());
+                let state = match (per_event.iter().find(|(k, _)| *k == kind), counted_by) {
+                    (Some((_, via)), counted) => KindState::PerEvent {
+                        via: via.clone(),
+                        counted: counted.is_some(),
+                    },
+                    (None, Some(file)) => KindState::TotalsOnly { file },
+                    (None, None) => KindState::Unavailable {
+                        why: if missing.is_empty() {
+                            "no probe, footprint or counter of the patch tells of it".into()
+                        } else {
+                            format!(
+                                "no probe or footprint of the patch tells of it; {}",
+                                missing.join("; ")
+                            )
+                        },
+                    },
+                };
+                (kind, state)
+            })
+            .collect();
+        Coverage { kinds }
+    }
+
+    fn names(&self, test: impl Fn(&KindState) -> bool) -> Vec<&'static str> {
+        self.kinds
+            .iter()
+            .filter(|(_, state)| test(state))
+            .map(|(kind, _)| kind.name())
+            .collect()
+    }
+
+    pub(crate) fn per_event(&self) -> Vec<&'static str> {
+        self.names(|s| matches!(s, KindState::PerEvent { .. }))
+    }
+
+    /// Kinds whose totals are the counters' alone, or whose events are not all seen.
+    pub(crate) fn totals_only(&self) -> Vec<&'static str> {
+        self.names(|s| {
+            matches!(
+                s,
+                KindState::TotalsOnly { .. } | KindState::PartlyPerEvent { .. }
+            )
+        })
+    }
+
+    pub(crate) fn unavailable(&self) -> Vec<&'static str> {
+        self.names(|s| matches!(s, KindState::Unavailable { .. }))
+    }
+
+    /// One line: `RFC kinds: per event 3/11 (...); totals only 8 (...); unavailable 0`.
+    pub(crate) fn summary(&self) -> String {
+        let list = |names: Vec<&str>| {
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", names.join(" "))
+            }
+        };
+        let (per, totals, none) = (self.per_event(), self.totals_only(), self.unavailable());
+        format!(
+            "RFC kinds: per event {}/{}{}; totals only {}{}; unavailable {}{}",
+            per.len(),
+            self.kinds.len(),
+            list(per.clone()),
+            totals.len(),
+            list(totals.clone()),
+            none.len(),
+            list(none.clone()),
+        )
+    }
+
+    /// One line per kind, for `nodescope probe` and the start of `stream`.
+    pub(crate) fn table(&self) -> String {
+        let mut out = String::new();
+        for (kind, state) in &self.kinds {
+            let (label, detail) = match state {
+                KindState::PerEvent { via, counted } => (
+                    "per event",
+                    if *counted {
+                        format!("{via}; its total from the counters")
+                    } else {
+                        via.clone()
+                    },
+                ),
+                KindState::PartlyPerEvent { why } => (
+                    "totals only",
+                    format!("from the counters; per event in part: {why}"),
+                ),
+                KindState::TotalsOnly { file } => ("totals only", format!("counters in {file}")),
+                KindState::Unavailable { why } => ("unavailable", why.clone()),
+            };
+            let _ = writeln!(out, "  {:<14} {label:<12} {detail}", kind.name());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_in_one_state_and_none_is_silent() {
+        let per_event = [
+            (EventKind::NodeRead, "F2FS tracepoints".to_string()),
+            (EventKind::Restore, "footprint".to_string()),
+        ];
+        let coverage = Coverage::new(&per_event, &[], &["no counters file".into()]);
+        assert_eq!(coverage.per_event(), ["node_read", "restore"]);
+        assert!(coverage.totals_only().is_empty());
+        assert_eq!(coverage.unavailable().len(), 9);
+        let summary = coverage.summary();
+        assert!(summary.starts_with("RFC kinds: per event 2/11 (node_read restore); totals only 0; unavailable 9 (insert convert"), "{summary}");
+        assert!(coverage.table().contains("no counters file"));
+    }
+}
