@@ -61,6 +61,11 @@ enum Task {
         #[arg(long)]
         save_test_data: bool,
     },
+    /// The foreign variants (issue 49: the reference module without its tracepoints, and
+    /// renamed with its statics inlined) loaded in turn in one boot of Debian's 6.12 under QEMU,
+    /// each held to its own counters through a stream, a recording and top with no flags: one
+    /// `rfc-foreign 6.12 variant=<name> ... PASS` line each (root).
+    VmForeign,
     /// The simulated phone's file set as Android writes /data (fscrypt v2, SELinux labels,
     /// Android's mkfs features), written by Debian's 6.12 in QEMU and cached; then checked from
     /// the image's own bytes (root).
@@ -130,6 +135,7 @@ fn main() -> Result<()> {
             lookups_only,
         } => vm::bench::run(&kernel, lookups_only),
         Task::VmVariants { save_test_data } => vm::variants_phase::run(save_test_data),
+        Task::VmForeign => vm::foreign_phase::run(),
         Task::VmKmod {
             kernel,
             stock,

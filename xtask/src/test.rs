@@ -60,6 +60,8 @@ pub fn run() -> Result<()> {
     clock.lap("vm-kmod");
     variants_test(&mut totals);
     clock.lap("vm-variants");
+    foreign_test(&mut totals);
+    clock.lap("vm-foreign");
     fuzz::targets(&mut totals, fuzz_lock, fuzz_build);
     clock.lap("fuzz");
     work_tree_unchanged(tree_before.as_ref(), &mut totals);
@@ -192,6 +194,39 @@ fn variants_test(totals: &mut Totals) {
             println!("vm-variants FAILED: {err:#}");
             for name in names {
                 totals.fail(format!("vm-variants {name}: {err:#}"));
+            }
+        }
+    }
+}
+
+/// The foreign variants in Debian's 6.12 under QEMU, one boot: one test per variant, each its
+/// verdict line `rfc-foreign 6.12 variant=<name> ... PASS`; a phase that could not run fails
+/// both.
+fn foreign_test(totals: &mut Totals) {
+    let names = crate::kmod::foreign::FOREIGN.map(|v| v.name);
+    if !util::is_root() {
+        for name in names {
+            let why = format!("vm-foreign {name}: not root: the kernel packages come through apt");
+            println!("SKIPPED {why}");
+            totals.skip(why);
+        }
+        return;
+    }
+    match crate::vm::foreign_phase::build_and_run() {
+        Ok(outcomes) => {
+            for outcome in outcomes {
+                if outcome.pass {
+                    totals.passed += 1;
+                } else {
+                    println!("vm-foreign FAILED: {}", outcome.line);
+                    totals.fail(format!("vm-foreign: {}", outcome.line));
+                }
+            }
+        }
+        Err(err) => {
+            println!("vm-foreign FAILED: {err:#}");
+            for name in names {
+                totals.fail(format!("vm-foreign {name}: {err:#}"));
             }
         }
     }

@@ -2,10 +2,12 @@
 //! built out of tree for the very Debian kernel the VM test boots, twice: stock (no patches)
 //! and patched (kmod/patches/<label>/*.patch, or --patches), so that a test can tell the
 //! patch's effect from the build's; with `--variants` also the four variant modules of
-//! variants.rs (6.12 only; `cargo xtask vm-variants` builds them itself). Nothing is installed: Debian's headers, kbuild and source packages are
+//! variants.rs and the two foreign variants of foreign.rs, the reference module without its
+//! tracepoints and also renamed (6.12 only; `cargo xtask vm-variants` builds them itself). Nothing is installed: Debian's headers, kbuild and source packages are
 //! downloaded and unpacked under target/vm-cache (tree.rs); each module is cached by a hash of
 //! what went into it (module.rs). The facts behind this are in the steering repo's shared/notes/kmod.md.
 mod checkpatch;
+pub mod foreign;
 mod module;
 mod tree;
 pub mod variants;
@@ -98,6 +100,16 @@ pub fn run(
         for (variant, module) in variants::build(&tree)? {
             println!("{}", module.summary(label, variant.short()));
             checked.push(variant.patch());
+        }
+        for (foreign, module) in foreign::build(&tree)? {
+            let added = foreign::added_functions(&module, &built.stock)?;
+            println!(
+                "{} counters {} {} functions out of line",
+                module.summary(label, foreign.short()),
+                foreign.counters_file,
+                added.len()
+            );
+            checked.push(foreign.own_patch());
         }
     }
     if checkpatch {

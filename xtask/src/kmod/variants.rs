@@ -141,19 +141,35 @@ pub fn build(tree: &Tree) -> Result<Vec<(&'static Variant, Module)>> {
     Ok(built)
 }
 
-/// `nm` of the module: every `present` symbol a function (t/T), no `absent` one.
-fn check_symbols(variant: &Variant, module: &Module) -> Result<()> {
+/// `nm` of the module: (kind, name) of every defined symbol (`T`, `t`, `D`, `r`, ...).
+pub(super) fn symbols(module: &Module) -> Result<Vec<(String, String)>> {
     let path = module.ko.to_str().context("module path is not UTF-8")?;
     let nm = util::output("nm", &[path]).with_context(|| format!("nm {path}"))?;
-    let functions: Vec<&str> = nm
+    Ok(nm
         .lines()
         .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
-            [_, kind, name] if kind.eq_ignore_ascii_case("t") => Some(name),
+            [_, kind, name] => Some((kind.to_string(), name.to_string())),
             _ => None,
         })
-        .collect();
+        .collect())
+}
+
+/// The module's functions (nm t/T).
+pub(super) fn functions(module: &Module) -> Result<Vec<String>> {
+    Ok(symbols(module)?
+        .into_iter()
+        .filter(|(kind, _)| kind.eq_ignore_ascii_case("t"))
+        .map(|(_, name)| name)
+        .collect())
+}
+
+/// `nm` of the module: every `present` symbol a function (t/T), no `absent` one.
+fn check_symbols(variant: &Variant, module: &Module) -> Result<()> {
+    let path = module.ko.display();
+    let functions = functions(module)?;
+    let has = |name: &str| functions.iter().any(|f| f == name);
     for want in variant.present {
-        if !functions.contains(want) {
+        if !has(want) {
             bail!(
                 "{}: {path} has no function {want} (inlined or renamed?)",
                 variant.name
@@ -161,7 +177,7 @@ fn check_symbols(variant: &Variant, module: &Module) -> Result<()> {
         }
     }
     for gone in variant.absent {
-        if functions.contains(gone) {
+        if has(gone) {
             bail!("{}: {path} still has {gone}", variant.name);
         }
     }

@@ -24,6 +24,11 @@ mod verdict;
 mod whatif;
 
 use verdict::verdict;
+pub(super) use {
+    exact::{count_checks, gauge_checks, Exact, Span},
+    top::top_checks,
+    verdict::Counters,
+};
 
 /// The RFC's settings for compression on (the controller's defaults agree).
 const THRESHOLD: u32 = 25;

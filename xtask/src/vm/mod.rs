@@ -14,6 +14,7 @@ mod churn;
 mod cp_anatomy;
 mod daemon;
 mod discover;
+pub mod foreign_phase;
 mod initramfs;
 mod json;
 pub(crate) mod kernel;

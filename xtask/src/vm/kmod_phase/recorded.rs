@@ -48,7 +48,15 @@ pub(super) fn record_checks(
             start: &start,
             end: &end,
         };
-        count_checks(&span, &kinds, report.get("totals"), exact, problems, lines);
+        count_checks(
+            &span,
+            &kinds,
+            true,
+            report.get("totals"),
+            exact,
+            problems,
+            lines,
+        );
     }
 }
 

@@ -74,7 +74,11 @@ fn restore_latency(screen: &str) -> Option<String> {
         .then(|| format!("{mean}us"))
 }
 
-pub(super) fn top_checks(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec<String>) -> bool {
+pub(in crate::vm) fn top_checks(
+    dir: &Path,
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) -> bool {
     let before = problems.len();
     let screens: Vec<String> = (1..=SCREENS)
         .filter_map(|n| fs::read_to_string(dir.join(format!("top_screen_{n}.txt"))).ok())

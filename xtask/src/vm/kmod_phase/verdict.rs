@@ -24,10 +24,10 @@ pub(super) const FAIL_REASONS: [&str; 7] = [
 ];
 
 /// One snapshot of the module's counters.
-pub(super) struct Counters(BTreeMap<String, u64>);
+pub(in crate::vm) struct Counters(BTreeMap<String, u64>);
 
 impl Counters {
-    pub(super) fn parse(text: &str) -> Counters {
+    pub(in crate::vm) fn parse(text: &str) -> Counters {
         Counters(
             text.lines()
                 .filter_map(|l| {
@@ -49,7 +49,7 @@ impl Counters {
         )
     }
 
-    pub(super) fn read(dir: &Path, phase: &str) -> Result<Counters> {
+    pub(in crate::vm) fn read(dir: &Path, phase: &str) -> Result<Counters> {
         let path = dir.join(format!("nc_{phase}.txt"));
         let text = fs::read_to_string(&path)
             .with_context(|| format!("the guest left no {}", path.display()))?;
@@ -60,12 +60,12 @@ impl Counters {
         Ok(counters)
     }
 
-    pub(super) fn get(&self, key: &str) -> u64 {
+    pub(in crate::vm) fn get(&self, key: &str) -> u64 {
         self.0.get(key).copied().unwrap_or(0)
     }
 
     /// `key` after minus before.
-    pub(super) fn delta(&self, before: &Counters, key: &str) -> u64 {
+    pub(in crate::vm) fn delta(&self, before: &Counters, key: &str) -> u64 {
         self.get(key).saturating_sub(before.get(key))
     }
 }
