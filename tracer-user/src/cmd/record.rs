@@ -118,7 +118,7 @@ async fn record(args: RecordArgs) -> Result<()> {
         crate::view::perfetto::write_trace(&args.output, None, trace, OutputFile::new(args.force))?;
     }
     if args.json {
-        let totals = serde_json::json!({ "totals": crate::model::counters::json(pipeline.model().totals()), "events": footer.events });
+        let totals = serde_json::json!({ "totals": crate::model::counters::json(&pipeline.model().totals()), "events": footer.events });
         closed_is_success(print_line(totals))?;
     }
     Ok(())

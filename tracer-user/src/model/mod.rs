@@ -544,8 +544,14 @@ impl Model {
         &self.checkpoints
     }
 
-    pub fn totals(&self) -> &Counters {
-        &self.totals
+    /// Everything since the start: the events' counts, the mechanism's counters' in place of
+    /// them for the kinds the counters count.
+    pub fn totals(&self) -> Counters {
+        let mut totals = self.totals;
+        if !self.cache_counters.is_empty() {
+            self.cache_counters.overlay(&mut totals, true);
+        }
+        totals
     }
 
     /// The cache's gauges now: the counters' when they keep entries, else the events'.

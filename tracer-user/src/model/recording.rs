@@ -136,7 +136,7 @@ pub(crate) fn build<R: std::io::Read>(
             .cmp(&a.total.node_reads())
             .then(a.app.cmp(&b.app))
     });
-    let totals = *model.totals();
+    let totals = model.totals();
     Report {
         time_range: TimeRange {
             start_ns: header.clock_origin_ns,

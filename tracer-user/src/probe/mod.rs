@@ -7,11 +7,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use aya::programs::uprobe::UProbeScope;
 use serde::Serialize;
+use tracer_common::EventKind;
 
 use crate::{
     source::bpf::{
-        self,
+        self, cache_counters,
+        coverage::Coverage,
+        discover::startup,
         f2fs::planner,
+        footprints::{self, FootprintPlan},
         manifest::{Manifest, Target, PROBE_KINDS},
         rfc,
         selftest::{self, SelfTest},
@@ -82,6 +86,10 @@ pub(crate) struct ProbeReport {
     pub f2fs_plan: planner::Plan,
     /// What `--accesses` would attach here (node lookups and evictions), and whether it does.
     pub accesses: AccessProbe,
+    /// On a kernel with the RFC's knobs: what each of its event kinds would be seen by (a
+    /// probe of the manifest that attached, a footprint, the mechanism's counters), or why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rfc_kinds: Option<Coverage>,
     /// What is missing, in words, with what it prevents.
     pub missing: Vec<String>,
 }
@@ -95,6 +103,8 @@ pub(crate) fn collect(manifest: &Manifest, rfc_probes_from: String) -> Result<Pr
     let mut missing = Vec::new();
     let (tracefs, mounted) = locate_tracefs(&privileges, &mut missing);
     let (bpf, bpf_selftest) = bpf_selftest(&privileges, &mut missing)?;
+    let rfc_probes = rfc_probes(manifest, bpf)?;
+    let rfc_kinds = startup::rfc_kernel().then(|| rfc_kinds(&rfc_probes));
     let report = ProbeReport {
         kernel: system::kernel_release(),
         privileges,
@@ -109,13 +119,53 @@ pub(crate) fn collect(manifest: &Manifest, rfc_probes_from: String) -> Result<Pr
         f2fs: system::has_f2fs(),
         f2fs_tracepoints: system::f2fs_tracepoints(tracefs.as_deref()),
         f2fs_devices: system::f2fs_devices(Path::new("/sys/fs/f2fs")),
-        rfc_probes: rfc_probes(manifest, bpf)?,
+        rfc_probes,
+        rfc_kinds,
         rfc_probes_from,
         f2fs_plan: planner::plan_this_kernel(None),
         accesses: accesses::access_probe(bpf),
         missing,
     };
     Ok(with_feature_gaps(report))
+}
+
+/// What each RFC kind would be seen by: the manifest's probes that attached, the footprints
+/// where this kernel has what they hook, the counters files found.
+fn rfc_kinds(probes: &RfcProbes) -> Coverage {
+    let mut per_event: Vec<(EventKind, String)> =
+        vec![(EventKind::NodeRead, "F2FS's node-read tracepoints".into())];
+    for symbol in probes.symbols.iter().filter(|s| s.status == "attached") {
+        if let Some(kind) = PROBE_KINDS.iter().find(|k| k.name() == symbol.kind) {
+            if *kind != EventKind::NodeRead {
+                per_event.push((*kind, symbol.symbol.clone()));
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    let symbols = rfc::kernel_symbols().unwrap_or_default();
+    let btf = bpf::discover::btf::this_kernel().ok();
+    let plan = FootprintPlan::new(&symbols, btf.as_ref().map(|shared| &shared.1));
+    if plan.usable() {
+        for kind in footprints::KINDS {
+            if !per_event.iter().any(|(k, _)| *k == kind) {
+                per_event.push((kind, plan.describe()));
+            }
+        }
+    } else {
+        missing.push(plan.describe());
+    }
+    let devices: Vec<(String, u32)> = system::f2fs_devices(Path::new("/sys/fs/f2fs"))
+        .into_iter()
+        .filter(|d| d.node_compress_threshold || d.node_compress_interval)
+        .filter_map(|d| {
+            bpf::f2fs::areas::device_of(&d.name)
+                .ok()
+                .map(|(dev, _)| (d.name, dev))
+        })
+        .collect();
+    let (files, notes) = cache_counters::find(Path::new(cache_counters::DEBUGFS), &devices);
+    missing.extend(notes);
+    Coverage::new(&per_event, &files, &missing)
 }
 
 /// Each probe of the manifest: its symbol in kallsyms (kprobes) or in the target binary

@@ -75,7 +75,7 @@ impl Snapshot {
             live_processes: model.process_count(),
             exited_processes,
             exited: *exited,
-            totals: *model.totals(),
+            totals: model.totals(),
             decisions: Vec::new(),
             checkpoints: CheckpointReport::from_tracker(model.checkpoints()),
             node_types: model.node_types().map(|total| NodeTypesShown {

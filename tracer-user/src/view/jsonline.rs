@@ -88,6 +88,10 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
     if let Some(types) = &window.node_types {
         line["node_types"] = json!(types);
     }
+    // Only where the source reads the mechanism's own counters (issue 49).
+    if let Some(counters) = &window.counters {
+        line["counters"] = json!(counters);
+    }
     line
 }
 

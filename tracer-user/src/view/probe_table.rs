@@ -48,6 +48,14 @@ pub(crate) fn render(report: &ProbeReport) -> String {
     for (name, value) in rows {
         let _ = writeln!(out, "{name:<18} {value}");
     }
+    if let Some(coverage) = &report.rfc_kinds {
+        let _ = write!(
+            out,
+            "\nThe RFC's event kinds ({}):\n{}",
+            coverage.summary(),
+            coverage.table()
+        );
+    }
     let _ = write!(out, "\nF2FS probe plan:\n{}", report.f2fs_plan.render());
     let _ = write!(
         out,

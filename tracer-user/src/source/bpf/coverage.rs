@@ -13,7 +13,8 @@ use tracer_common::EventKind;
 
 use super::{cache_counters::CounterFile, manifest::PROBE_KINDS};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
 pub(crate) enum KindState {
     /// Each event seen, by `via`; `counted` when the counters count the kind too (their total
     /// is shown, the events attribute it).
@@ -39,6 +40,18 @@ pub(crate) enum KindState {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Coverage {
     pub kinds: Vec<(EventKind, KindState)>,
+}
+
+impl serde::Serialize for Coverage {
+    /// `{"<kind>": {"state": "per_event", ...}, ...}`.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(self.kinds.len()))?;
+        for (kind, state) in &self.kinds {
+            map.serialize_entry(kind.name(), state)?;
+        }
+        map.end()
+    }
 }
 
 impl Coverage {
