@@ -36,6 +36,23 @@ pub(crate) enum KindState {
     },
 }
 
+/// A per-event kind held to the counters: its events' count when the counters were first read,
+/// and (events, counted) since then as at the previous look.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Held {
+    pub events_baseline: u64,
+    previous: Option<(u64, u64)>,
+}
+
+impl From<u64> for Held {
+    fn from(events_baseline: u64) -> Held {
+        Held {
+            events_baseline,
+            previous: None,
+        }
+    }
+}
+
 /// Every kind's state.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Coverage {
@@ -90,6 +107,47 @@ impl Coverage {
             })
             .collect();
         Coverage { kinds }
+    }
+
+    /// Hold a per-event kind to the counters: `seen` events and `counted` by the counters since
+    /// the baseline. Where both stood still since the previous look they must agree: more
+    /// events than counted means its probe fires for calls that are not events (a function
+    /// called whether or not it acts): the kind becomes totals only (its events are to be
+    /// dropped); fewer means its probe misses some (a failure before the decompression): per
+    /// event in part. Returns why, when the state changed.
+    pub(crate) fn hold(
+        &mut self,
+        kind: EventKind,
+        held: &mut Held,
+        seen: u64,
+        counted: u64,
+    ) -> Option<String> {
+        let now = (seen, counted);
+        let quiet = held.previous == Some(now);
+        held.previous = Some(now);
+        if !quiet || seen == counted {
+            return None;
+        }
+        let (_, state) = self.kinds.iter_mut().find(|(k, _)| *k == kind)?;
+        let KindState::PerEvent { via, .. } = state.clone() else {
+            return None;
+        };
+        let why = if seen > counted {
+            format!(
+                "{via} fired {seen} times where the counters counted {counted}: not one event \
+                 per call"
+            )
+        } else {
+            format!("{via} saw {seen} of the {counted} the counters counted")
+        };
+        *state = if seen > counted {
+            KindState::TotalsOnly {
+                file: format!("the counters ({why})"),
+            }
+        } else {
+            KindState::PartlyPerEvent { why: why.clone() }
+        };
+        Some(why)
     }
 
     fn names(&self, test: impl Fn(&KindState) -> bool) -> Vec<&'static str> {
@@ -183,5 +241,35 @@ mod tests {
         let summary = coverage.summary();
         assert!(summary.starts_with("RFC kinds: per event 2/11 (node_read restore); totals only 0; unavailable 9 (insert convert"), "{summary}");
         assert!(coverage.table().contains("no counters file"));
+    }
+
+    #[test]
+    fn a_kind_is_held_to_the_counters_only_where_both_stand_still() {
+        let per_event = [
+            (EventKind::Insert, "f2fs_x_attach (fentry)".to_string()),
+            (EventKind::RestoreFail, "footprint".to_string()),
+            (EventKind::Restore, "footprint".to_string()),
+        ];
+        let mut coverage = Coverage::new(&per_event, &[], &[]);
+        let mut held = Held::from(0);
+        // Moving, or in flight: no verdict.
+        assert_eq!(coverage.hold(EventKind::Insert, &mut held, 10, 8), None);
+        assert_eq!(coverage.hold(EventKind::Insert, &mut held, 12, 12), None);
+        assert_eq!(coverage.hold(EventKind::Insert, &mut held, 12, 12), None);
+        // Standing still and more events than counted: totals only.
+        assert_eq!(coverage.hold(EventKind::Insert, &mut held, 20, 15), None);
+        let why = coverage.hold(EventKind::Insert, &mut held, 20, 15).unwrap();
+        assert!(
+            why.contains("fired 20 times where the counters counted 15"),
+            "{why}"
+        );
+        let mut held = Held::from(0);
+        coverage.hold(EventKind::RestoreFail, &mut held, 3, 5);
+        let why = coverage
+            .hold(EventKind::RestoreFail, &mut held, 3, 5)
+            .unwrap();
+        assert!(why.contains("saw 3 of the 5"), "{why}");
+        assert_eq!(coverage.per_event(), ["restore"]);
+        assert_eq!(coverage.totals_only(), ["insert", "restore_fail"]);
     }
 }

@@ -11,7 +11,7 @@ use crate::{
         bpf::{
             self,
             cache_counters::{self, CounterFile},
-            coverage::{Coverage, KindState},
+            coverage::{Coverage, Held, KindState},
             f2fs::{
                 access::{self, AccessPlan},
                 areas,
@@ -63,15 +63,7 @@ pub(crate) struct BpfSource {
     /// The kinds the footprint programs send one by one.
     footprint_kinds: Vec<EventKind>,
     /// Each per-event kind's events against the counters' count (`check_against_counters`).
-    checks: BTreeMap<EventKind, PerEventCheck>,
-}
-
-/// A per-event kind held to the counters: (events, counted) since the counters' first reading,
-/// as at the previous refresh.
-#[derive(Clone, Copy, Debug, Default)]
-struct PerEventCheck {
-    events_baseline: u64,
-    previous: Option<(u64, u64)>,
+    checks: BTreeMap<EventKind, Held>,
 }
 
 /// Add `more` to `tasks`, summing the counts of a key both hold. Indexed: a phone's reading
@@ -241,10 +233,7 @@ impl BpfSource {
             self.rfc_counts().unwrap_or_default().into_iter().collect();
         for (kind, state) in &coverage.kinds {
             if matches!(state, KindState::PerEvent { counted: true, .. }) {
-                let check = PerEventCheck {
-                    events_baseline: baseline.get(kind).copied().unwrap_or(0),
-                    previous: None,
-                };
+                let check = Held::from(baseline.get(kind).copied().unwrap_or(0));
                 self.checks.insert(*kind, check);
             }
         }
@@ -298,33 +287,9 @@ impl BpfSource {
                 .iter()
                 .map(|file| file.counted(*kind))
                 .sum();
-            let now = (seen, counted);
-            let quiet = check.previous == Some(now);
-            check.previous = Some(now);
-            if !quiet || seen == counted {
-                continue;
+            if let Some(why) = coverage.hold(*kind, check, seen, counted) {
+                log::warn!("{}: {why}; its totals come from the counters", kind.name());
             }
-            let Some((_, state)) = coverage.kinds.iter_mut().find(|(k, _)| k == kind) else {
-                continue;
-            };
-            let KindState::PerEvent { via, .. } = state.clone() else {
-                continue;
-            };
-            let why = if seen > counted {
-                format!(
-                    "{via} fired {seen} times where the counters counted {counted}: not one                      event per call"
-                )
-            } else {
-                format!("{via} saw {seen} of the {counted} the counters counted")
-            };
-            log::warn!("{}: {why}; its totals come from the counters", kind.name());
-            *state = if seen > counted {
-                KindState::TotalsOnly {
-                    file: format!("the counters ({why})"),
-                }
-            } else {
-                KindState::PartlyPerEvent { why }
-            };
         }
         self.checks.retain(|kind, _| {
             coverage
