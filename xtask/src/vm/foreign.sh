@@ -57,6 +57,7 @@ foreign() {
   sync
   threshold 0; interval 100
   cold
+  nodescope probe > $VR/probe.txt 2>&1 || fail "$V: nodescope probe"
   mark ${V}_created
 
   # The stream and the recording, both with no flags: what they find by themselves.

@@ -356,6 +356,7 @@ fn verdict(
     if !unavailable.is_empty() {
         problems.push(format!("unavailable: {}", unavailable.join(" ")));
     }
+    probe_checks(dir, &per_event, problems, &mut lines);
     let top_ok = top_checks(dir, problems, &mut lines);
     let pass = problems.is_empty();
     for problem in problems.iter() {
@@ -374,6 +375,46 @@ fn verdict(
         if pass { "PASS" } else { "FAIL" }
     );
     (lines, line, pass)
+}
+
+/// `nodescope probe` says what each kind would be seen by: a line per kind, and the kinds the
+/// stream saw one by one to the end among its per-event ones.
+fn probe_checks(
+    dir: &Path,
+    per_event: &[String],
+    problems: &mut Vec<String>,
+    lines: &mut Vec<String>,
+) {
+    let probe = fs::read_to_string(dir.join("probe.txt")).unwrap_or_default();
+    let Some(at) = probe.find("The RFC's event kinds") else {
+        problems.push("probe: no \"The RFC's event kinds\" table (probe.txt)".into());
+        return;
+    };
+    let table: Vec<&str> = probe[at..].lines().skip(1).take(KINDS.len() + 1).collect();
+    let state_of = |kind: &str| {
+        table
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(kind))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+    };
+    for kind in KINDS.iter().chain(["node_read"].iter()) {
+        match state_of(kind).as_deref() {
+            None => problems.push(format!("probe: no line for {kind}")),
+            Some("unavailable") => problems.push(format!("probe: {kind} unavailable")),
+            Some(_) => {}
+        }
+    }
+    for kind in per_event {
+        if state_of(kind).as_deref() != Some("per") {
+            problems.push(format!(
+                "probe: {kind}, per event in the stream, is not per event"
+            ));
+        }
+    }
+    lines.push(format!(
+        "  probe: {}",
+        probe[at..].lines().next().unwrap_or("")
+    ));
 }
 
 /// Each kind the stream says it sees one by one: its events (the kernel's count of them,

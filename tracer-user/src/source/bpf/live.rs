@@ -316,11 +316,8 @@ impl BpfSource {
         if demoted.is_empty() {
             return;
         }
-        let mut index = 0;
-        events.retain(|event| {
-            index += 1;
-            index <= from || !demoted.contains(&event.kind)
-        });
+        let read = events.split_off(from);
+        events.extend(read.into_iter().filter(|e| !demoted.contains(&e.kind)));
     }
 
     /// Read these counters files at every refresh, from now on: their readings go out as
