@@ -50,8 +50,8 @@ pub(crate) const ENTRY_BYTES: u64 = 88;
 /// [`OTHER_DEVICES`].
 pub(crate) const MAX_DEVICES: usize = 64;
 
-/// An idle span of up to this many empty windows is reported window by window; a longer one
-/// is skipped whole (see [`Model::advance_to`]).
+/// An idle span of up to this many empty windows is reported window by window; of a longer
+/// one only the first window is (see [`Model::advance_to`]).
 pub(crate) const MAX_IDLE_WINDOWS: u64 = 10_000;
 
 /// The device number the per-device counts of devices past [`MAX_DEVICES`] go under.
@@ -77,6 +77,11 @@ pub struct ModelConfig {
     /// At most this many compressed entries' conversion times are remembered (about 60 bytes
     /// each).
     pub max_tracked_conversions: usize,
+    /// An idle span of up to this many empty windows is reported window by window; of a
+    /// longer one only its first window is, the rest skipped whole ([`MAX_IDLE_WINDOWS`] for
+    /// live views, whose lines and sparklines show the quiet; 1 for a recording read back,
+    /// where an empty window's only news is that the counts dropped to zero).
+    pub max_idle_windows: u64,
 }
 
 impl Default for ModelConfig {
@@ -89,6 +94,7 @@ impl Default for ModelConfig {
             packages: Packages::default(),
             eager_floor_ns: knobs::EAGER_FLOOR_NS,
             max_tracked_conversions: 1 << 20,
+            max_idle_windows: MAX_IDLE_WINDOWS,
         }
     }
 }
@@ -98,6 +104,8 @@ pub struct Model {
     origin_ns: Option<u64>,
     /// Index of the window events are going into now.
     current: u64,
+    /// Whether anything (an event, a kernel reading) went into the open window.
+    open_touched: bool,
     /// The latest time the model was advanced to (events' clock).
     latest_ns: u64,
     ages: eager::ConversionAges,
@@ -137,6 +145,7 @@ impl Model {
             config,
             origin_ns: None,
             current: 0,
+            open_touched: false,
             latest_ns: 0,
             ages,
             eager_restores: 0,
@@ -178,6 +187,9 @@ impl Model {
             // The reader has checked it is within the recording limits.
             window_ns: header.window_ns.max(1),
             idle_windows: u64::MAX,
+            // Report and export need the windows that hold data (and the zero after them), so
+            // that a sparse recording costs what its events cost, not what its time span does.
+            max_idle_windows: 1,
             packages,
             ..ModelConfig::default()
         });
@@ -213,9 +225,10 @@ impl Model {
     }
 
     /// Close every window that ends at or before `now_ns` (in the events' clock). An idle span
-    /// of up to [`MAX_IDLE_WINDOWS`] empty windows is reported window by window; a longer one
-    /// is skipped whole, so that the work and memory follow the windows that hold data, not the time
-    /// span (the reports' `index` and `start_ns` show the gap).
+    /// of up to `max_idle_windows` empty windows ([`ModelConfig`]) is reported window by
+    /// window; of a longer one only the first window is reported (a count's drop to zero has
+    /// its time) and the rest is skipped whole, so that the work and memory follow the windows
+    /// that hold data, not the time span (the reports' `index` and `start_ns` show the gap).
     pub(crate) fn advance_to(&mut self, now_ns: u64) {
         let Some(origin) = self.origin_ns else {
             return;
@@ -223,18 +236,29 @@ impl Model {
         self.latest_ns = self.latest_ns.max(now_ns);
         // The window `now_ns` falls in: every one before it closes.
         let target = now_ns.saturating_sub(origin) / self.config.window_ns;
+        if self.current >= target {
+            return;
+        }
+        let touched = self.open_touched;
+        // The open window: with data, or itself the first of an idle span.
+        self.close_current();
+        // Every window from here to the target is empty: nothing was ingested since.
+        if target - self.current > self.config.max_idle_windows {
+            if touched {
+                // Of a long idle span the first window is reported, the rest skipped at once.
+                self.close_current();
+            }
+            self.current = target;
+        }
         while self.current < target {
             self.close_current();
-            // The window open now is empty (closing reset it): skip a long idle span at once.
-            if target - self.current > MAX_IDLE_WINDOWS {
-                self.current = target;
-            }
         }
     }
 
     pub fn ingest(&mut self, event: &Event) {
         self.start_at(event.ts_ns);
         self.advance_to(event.ts_ns);
+        self.open_touched = true;
         // Decoded once here: every table below reads the same meaning of the event.
         let decoded = event.decode();
         if let Decoded::Counter(reading) = decoded {
@@ -329,6 +353,7 @@ impl Model {
     /// A reading of the kernel's exact counters: what changed since the previous one belongs
     /// to the window open now.
     pub(crate) fn observe_kernel(&mut self, reading: &KernelCounts) {
+        self.open_touched = true;
         self.exact.observe(reading);
     }
 
@@ -349,6 +374,7 @@ impl Model {
         report.end_ns = now_ns;
         // The next window starts on the grid again; this one is not reported twice.
         self.current += 1;
+        self.open_touched = false;
         self.closed.push_back(report.clone());
         Some(report)
     }
@@ -497,6 +523,7 @@ impl Model {
         }
         self.closed.push_back(report);
         self.current += 1;
+        self.open_touched = false;
     }
 
     fn active_rows(&self, index: u64) -> Vec<ProcessRow> {

@@ -110,10 +110,11 @@ pub(crate) fn build<R: std::io::Read>(
                             types.counts.count(image.nodes, nid, readahead);
                         }
                     }
+                    // The report needs totals, not windows: none are kept, not even for the
+                    // length of an events block.
+                    model.take_closed();
                 }
                 last = events.last().map_or(last, |e| e.ts_ns);
-                // The report needs totals, not windows: none are kept.
-                model.take_closed();
             }
             Ok(Item::Note(note)) if notes_bytes < MAX_NOTES_SHOWN_BYTES => {
                 notes_bytes += note.text.len() + note.kind.len();

@@ -277,9 +277,10 @@ fn devices_past_the_limit_count_under_one_row() {
     assert_eq!(window.events, 101, "every event counts, whichever device");
 }
 
-/// An event 2^63 ns in, with 1 ms windows: the model closes the window with data and jumps
-/// over the idle span (more than MAX_IDLE_WINDOWS) to the event's window (before: one report
-/// per millisecond, 9.2e15 of them). The totals still count both reads.
+/// An event 2^63 ns in, with 1 ms windows: the model closes the window with data and the
+/// first of the idle span (more than MAX_IDLE_WINDOWS), and jumps over the rest to the
+/// event's window (before: one report per millisecond, 9.2e15 of them). The totals still
+/// count both reads.
 #[test]
 fn an_idle_span_is_skipped_not_bookkept_window_by_window() {
     let mut model = Model::new(ModelConfig {
@@ -291,8 +292,9 @@ fn an_idle_span_is_skipped_not_bookkept_window_by_window() {
     let far = 1u64 << 63;
     model.ingest(&read(far, 100, "cat", false));
     let closed = model.take_closed();
-    assert_eq!(closed.len(), 1);
+    assert_eq!(closed.iter().map(|w| w.index).collect::<Vec<_>>(), [0, 1]);
     assert_eq!(closed[0].activity.node_reads_demand, 1);
+    assert!(closed[1].activity.is_empty());
     model.advance_to(far + 1_000_000);
     let last = model.take_closed();
     assert_eq!(last.len(), 1);
@@ -385,4 +387,43 @@ fn a_checkpoint_counts_once_at_its_finish() {
     assert_eq!(window.activity.checkpoints, 1);
     let devices: u64 = window.devices.values().map(|d| d.checkpoints).sum();
     assert_eq!(devices, 1);
+}
+
+/// Issue 52, item 1: a recording read back (report, export) costs its windows with data, not
+/// its time span. Reads 10 s apart in 1 ms windows close two windows each (the read's, and the
+/// empty one after it, where the counts drop to zero), not 10,000; a window that holds only
+/// the mechanism's counter readings is still one of them, with its counts.
+#[test]
+fn a_sparse_recording_closes_the_windows_with_data_and_one_after_each() {
+    use tracer_common::Measure;
+    let header = crate::record::Header {
+        window_ns: 1_000_000,
+        ..crate::record::Header::default()
+    };
+    let mut model = Model::for_recording(&header, Packages::default());
+    let convert = Measure::Events(EventKind::Convert);
+    model.ingest(&read(0, 100, "cat", false));
+    model.ingest(&Event::counter(5 * SECOND, 1, convert, None, 100));
+    model.ingest(&Event::counter(5 * SECOND + 100_000, 1, convert, None, 130));
+    model.ingest(&read(10 * SECOND, 100, "cat", false));
+    model.advance_to(10 * SECOND + 1_000_000);
+    let closed = model.take_closed();
+    assert_eq!(
+        closed.iter().map(|w| w.index).collect::<Vec<_>>(),
+        [0, 1, 5_000, 5_001, 10_000]
+    );
+    assert_eq!(closed[0].activity.node_reads_demand, 1);
+    assert!(closed[1].activity.is_empty());
+    assert_eq!(closed[2].activity.conversions, 30);
+    assert_eq!(closed[4].activity.node_reads_demand, 1);
+    assert_eq!(model.totals().node_reads_demand, 2);
+    assert_eq!(model.totals().conversions, 30);
+
+    for i in 2..1_000u64 {
+        model.ingest(&read(i * 10 * SECOND, 100, "cat", false));
+    }
+    // The window after the second read was closed above; each later read closes the one
+    // before it and the empty one after that.
+    assert_eq!(model.take_closed().len(), 1 + 2 * 997);
+    assert_eq!(model.totals().node_reads_demand, 1_000);
 }

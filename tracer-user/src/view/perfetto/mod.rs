@@ -35,7 +35,9 @@ use crate::{
     record::{Header, Note},
 };
 
-/// A recording replayed through the model: what the trace is made of.
+/// A recording replayed through the model, whole (the tests' way to a trace; a replay lays
+/// each window out as it closes, [`TraceBuilder`], and keeps none).
+#[cfg(test)]
 pub(crate) struct Recorded {
     pub header: Header,
     /// Every window the model closed, oldest first.
@@ -46,14 +48,12 @@ pub(crate) struct Recorded {
     pub packages: Packages,
 }
 
-impl Recorded {
-    /// Whether `event` is one of those kept as an instant.
-    pub(crate) fn is_mark(event: &Event) -> bool {
-        matches!(
-            event.kind(),
-            Some(EventKind::Checkpoint) | Some(EventKind::Lost)
-        )
-    }
+/// Whether `event` is one of those shown one by one, as an instant.
+pub(crate) fn is_mark(event: &Event) -> bool {
+    matches!(
+        event.kind(),
+        Some(EventKind::Checkpoint) | Some(EventKind::Lost)
+    )
 }
 
 /// The only packet sequence of the trace.
@@ -63,20 +63,53 @@ const CACHE_TRACK: &str = "nodescope node cache";
 const APPS_TRACK: &str = "nodescope apps";
 const EVENTS_TRACK: &str = "nodescope events";
 
-/// The whole trace file: a Perfetto `Trace` message.
+/// The whole trace file of a recording held whole: a Perfetto `Trace` message.
+#[cfg(test)]
 pub(crate) fn encode(recorded: &Recorded) -> Vec<u8> {
-    let mut layout = Layout::default();
-    layout.knobs(recorded.header.clock_origin_ns, recorded.header.knobs);
+    let mut trace = TraceBuilder::new(&recorded.header, recorded.packages.clone());
     for window in &recorded.windows {
-        layout.window(window, &recorded.packages);
+        trace.window(window);
     }
-    for note in &recorded.notes {
-        layout.note(note);
+    trace.finish(&recorded.notes, &recorded.marks)
+}
+
+/// A trace made as a replay goes: each window is laid out as it closes and dropped, so that
+/// memory follows what the trace shows (an empty window after an empty one adds nothing), not
+/// the number of windows.
+pub(crate) struct TraceBuilder {
+    layout: Layout,
+    packages: Packages,
+    /// Windows laid out so far.
+    pub windows: u64,
+}
+
+impl TraceBuilder {
+    pub(crate) fn new(header: &Header, packages: Packages) -> TraceBuilder {
+        let mut layout = Layout::default();
+        layout.knobs(header.clock_origin_ns, header.knobs);
+        TraceBuilder {
+            layout,
+            packages,
+            windows: 0,
+        }
     }
-    for mark in &recorded.marks {
-        layout.mark(mark);
+
+    /// The next closed window, oldest first.
+    pub(crate) fn window(&mut self, window: &WindowReport) {
+        self.layout.window(window, &self.packages);
+        self.windows += 1;
     }
-    layout.into_trace()
+
+    /// The trace file: the windows, then the notes and the instants, in time order.
+    pub(crate) fn finish(mut self, notes: &[Note], marks: &[Event]) -> Vec<u8> {
+        for note in notes {
+            self.layout.note(note);
+        }
+        for mark in marks {
+            self.layout.mark(mark);
+        }
+        self.layout.into_trace()
+    }
 }
 
 /// A track event and when it happened.

@@ -1,10 +1,11 @@
-//! A recording replayed through the model into what the trace shows (`Recorded`), and the
-//! trace written to a file: `export --perfetto` and `record --perfetto` both end here.
+//! A recording replayed through the model into the trace, window by window as they close
+//! (`TraceBuilder`), and the trace written to a file: `export --perfetto` and `record
+//! --perfetto` both end here.
 use std::path::Path;
 
 use anyhow::Result;
 
-use super::{encode, Recorded};
+use super::{is_mark, TraceBuilder};
 use crate::{
     model::{Model, Packages},
     output::OutputFile,
@@ -20,50 +21,48 @@ pub(crate) fn write_trace(
     policy: OutputFile,
 ) -> Result<()> {
     let reader = reader::open(recording)?;
-    let recorded = replay(reader, packages, recording)?;
-    let trace = encode(&recorded);
+    let (trace, windows) = replay(reader, packages, recording)?;
     policy.write(output, &trace)?;
     eprintln!(
-        "{}: {} windows, {} bytes",
+        "{}: {windows} windows, {} bytes",
         output.display(),
-        recorded.windows.len(),
         trace.len()
     );
     Ok(())
 }
 
-/// Replay a recording through the model, one record at a time: every window, note and
-/// instant-worthy event. Damage ends the replay with a warning; what comes before it is
-/// exported.
+/// Replay a recording through the model, one record at a time, into the trace: every window
+/// as it closes (none is kept), the notes and the instant-worthy events. Damage ends the
+/// replay with a warning; what comes before it is exported. Returns the trace and how many
+/// windows it lays out.
 pub(crate) fn replay<R: std::io::Read>(
     mut reader: Reader<R>,
     packages_file: Option<&Path>,
     path: &Path,
-) -> Result<Recorded> {
+) -> Result<(Vec<u8>, u64)> {
     let header = reader.header.clone();
     let packages = Packages::from_file_or(packages_file, header.packages_list.clone())?;
     let mut model = Model::for_recording(&header, packages.clone());
-    let mut recorded = Recorded {
-        windows: Vec::new(),
-        notes: Vec::new(),
-        marks: Vec::new(),
-        packages,
-        header,
-    };
+    let mut trace = TraceBuilder::new(&header, packages);
+    let mut notes = Vec::new();
+    let mut marks = Vec::new();
     let mut end_ns = None;
     while let Some(item) = reader.next_item() {
         match item {
             Ok(Item::Events(events)) => {
                 for event in &events {
                     model.ingest(event);
-                    if Recorded::is_mark(event) {
-                        recorded.marks.push(*event);
+                    if is_mark(event) {
+                        marks.push(*event);
+                    }
+                    // Laid out at once: an events block must not hold its windows.
+                    for window in model.take_closed() {
+                        trace.window(&window);
                     }
                 }
                 end_ns = events.last().map(|event| event.ts_ns).max(end_ns);
-                recorded.windows.extend(model.take_closed());
             }
-            Ok(Item::Note(note)) => recorded.notes.push(note),
+            Ok(Item::Note(note)) => notes.push(note),
             Ok(Item::Footer(footer)) => end_ns = end_ns.max(Some(footer.end_ns)),
             Err(damage) => eprintln!(
                 "warning: {}: {damage}; the trace covers what comes before it",
@@ -74,6 +73,9 @@ pub(crate) fn replay<R: std::io::Read>(
     // Close the last window on its grid end, so its counts are in the trace like all others.
     model.advance_to(end_ns.unwrap_or(0));
     model.advance_to(model.open_window_end_ns());
-    recorded.windows.extend(model.take_closed());
-    Ok(recorded)
+    for window in model.take_closed() {
+        trace.window(&window);
+    }
+    let windows = trace.windows;
+    Ok((trace.finish(&notes, &marks), windows))
 }
