@@ -154,6 +154,40 @@ fn report_text_escapes_control_characters_from_the_recording() {
     assert!(text.contains("\\x1b]0;pwned\\x07"), "{text}");
 }
 
+/// Issue 52, item 7: `stream` without `--json` printed comms raw, so a process named
+/// `\e]52;c;...\a` wrote the terminal's clipboard. Every text output escapes them, through
+/// the one function: stream's lines as report's tables.
+#[test]
+fn every_text_output_escapes_a_process_name() {
+    let scratch = scratch("escapes-stream");
+    let file = scratch.path().join("clipboard.nsr");
+    let header = recording_header(1_000_000_000);
+    let mut writer =
+        nodescope::record::writer::Writer::new(fs::File::create(&file).unwrap(), &header).unwrap();
+    for i in 0..10 {
+        let event = tracer_common::Event::new(tracer_common::EventKind::NodeRead, i * 300_000_000)
+            .task(4242)
+            .nid(i as u32)
+            .comm("\x1b]52;c;cHdu\x07");
+        writer.event(&event).unwrap();
+    }
+    writer.finish(3_000_000_000).unwrap();
+    let path = file.to_str().unwrap();
+    for args in [
+        &["stream", "--source", "replay", "--speed", "0", path][..],
+        &["report", path],
+        &["report", "--compare", path, path],
+    ] {
+        let output = common::nodescope(args);
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            !text.contains('\x1b') && !text.contains('\x07'),
+            "{args:?}: {text:?}"
+        );
+        assert!(text.contains("\\x1b]52;c;cHdu\\x07"), "{args:?}: {text}");
+    }
+}
+
 /// `nodescope fsstress DIR` where DIR's worker directories are already there (issue 33): `p0`
 /// a symlink to a directory outside, `p1` a directory of symlinks to files outside. Both are
 /// refused, and nothing outside changes.

@@ -44,3 +44,30 @@ fn stream_plan_says_what_each_part_would_use() {
         assert!(stdout.contains("node_reads   not available"), "{stdout}");
     }
 }
+
+/// Issue 52, item 10: `--duration` counted windows, so `--window 10 --duration 2` ran 10 s and
+/// printed a 10 s window. It ends the run in the source's clock now, whatever the window: the
+/// window it cuts short is the last line, 2 s long; in real time the run takes about 2 s.
+#[test]
+fn stream_duration_bounds_the_run_whatever_the_window() {
+    let lines = |speed: &str| {
+        let started = std::time::Instant::now();
+        let output = Command::new(NODESCOPE)
+            .args(["stream", "--json", "--source", "sim", "--speed", speed])
+            .args(["--window", "10", "--duration", "2"])
+            .env("XDG_RUNTIME_DIR", common::scratch("duration").path())
+            .output()
+            .expect("run nodescope stream");
+        assert!(output.status.success(), "{output:?}");
+        (common::json_lines(&output), started.elapsed())
+    };
+    let (fast, _) = lines("0");
+    assert_eq!(fast.len(), 1, "{fast:?}");
+    assert_eq!(fast[0]["t"], 2.0);
+    assert_eq!(fast[0]["window_s"], 2.0);
+    assert!(fast[0]["totals"]["node_reads"].as_u64().unwrap() > 0);
+    // In real time: --duration + 1 s of start-up and finishing, far below the window's 10 s.
+    let (real, wall) = lines("1");
+    assert!(wall < std::time::Duration::from_secs(2 + 4), "{wall:?}");
+    assert_eq!(real.last().unwrap()["t"], 2.0, "{real:?}");
+}

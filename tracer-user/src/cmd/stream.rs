@@ -169,6 +169,12 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
         args.packages.as_deref(),
         args.source.image.as_deref(),
     )?;
+    // --duration ends the run in the source's clock (as `record`'s), whatever the window: a
+    // window it cuts short is printed as the partial last one.
+    let end_ns = args
+        .duration
+        .map(|d| pipeline.origin_ns().saturating_add((d * 1e9) as u64));
+    let pipeline = pipeline.until(end_ns);
     let device = pipeline.info().devices.first().cloned().unwrap_or_default();
     eprintln!("nodescope stream: ready ({})", pipeline.info().detail);
     let mut runner = Runner::new(pipeline, None, RunOptions::stopping());
@@ -237,8 +243,8 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
                     // serde_json writes control characters as \u escapes.
                     print_line(line)?;
                 } else {
-                    // The daemon's text, not ours: it must not reach the terminal raw.
-                    print_line(escape_controls(&line_text(&line)))?;
+                    // The daemon's text, not ours: line_text escapes it.
+                    print_line(line_text(&line))?;
                 }
                 printed += 1;
             }

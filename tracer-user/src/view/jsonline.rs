@@ -3,6 +3,7 @@
 //! exactly what the live run printed; with the kernel source, node reads, node writes and
 //! checkpoints are the kernel's exact counts (`model::exact`).
 use serde_json::{json, Value};
+use tracer_common::text::escape_controls;
 
 use crate::model::{counters, CheckpointSummary, DeviceCounts, ProcessRow, WindowReport};
 
@@ -101,8 +102,14 @@ pub(crate) fn window_text(window: &WindowReport, origin_ns: u64) -> String {
 }
 
 /// The short text form of a window's line: what `stream` prints, and what `stream --connect`
-/// prints from the lines a daemon sends.
+/// prints from the lines a daemon sends. Escaped here, for every caller: comms are whatever a
+/// process named itself (`\e]52;c;...\a` writes a terminal's clipboard), and a daemon's line
+/// is its text, not ours.
 pub(crate) fn line_text(line: &Value) -> String {
+    escape_controls(&raw_line_text(line))
+}
+
+fn raw_line_text(line: &Value) -> String {
     let t = &line["totals"];
     let top: Vec<String> = line["processes"]
         .as_array()

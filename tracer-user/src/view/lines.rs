@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use crate::{
     model::WindowReport,
-    runner::{End, Flow, Refresh, Sink},
+    runner::{End, Flow, Refresh, Sink, Stopped},
     view::{
         jsonline::{window_line, window_text},
         stdout::{self, print_line},
@@ -17,7 +17,8 @@ pub(crate) struct WindowLines {
     wanted: Option<u64>,
     printed: u64,
     /// At the end, also the open window closed early, when it holds the kernel's exact counts
-    /// (`stream`: what the kernel counted between the last window and the stop).
+    /// (`stream`: what the kernel counted between the last window and the stop), or when
+    /// `--duration` ended the run inside it.
     partial_last: bool,
     /// Nobody reads any more: print nothing else.
     closed: bool,
@@ -80,11 +81,13 @@ impl Sink for WindowLines {
         let origin = end.pipeline.origin_ns();
         self.print(&end.finished.closed, origin, true)?;
         if self.partial_last {
+            // A window --duration cut short holds what was asked for, from any source.
+            let cut = *end.stop == Stopped::DurationReached;
             if let Some(last) = end
                 .finished
                 .last
                 .as_ref()
-                .filter(|last| last.exact.is_some())
+                .filter(|last| last.exact.is_some() || cut)
             {
                 self.print(std::slice::from_ref(last), origin, false)?;
             }
