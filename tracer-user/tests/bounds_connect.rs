@@ -111,3 +111,58 @@ fn a_connect_client_ends_by_its_duration_and_escapes_the_daemons_text() {
         run.stderr
     );
 }
+
+/// Issue 52, item 8: `top --connect` showed a blank screen for ever on any error before the
+/// daemon's first snapshot, and `q` then exited 0. Now the run ends at once, the terminal
+/// restored, with the error on stderr and a failing status: for a line over the limit, a
+/// message that is not one, and a connection the daemon closes.
+#[test]
+fn top_connect_says_an_error_before_the_first_snapshot_and_fails() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        test_skip::skip("tmux is not installed (`cargo xtask setup` installs it)");
+        return;
+    }
+    let mut huge = vec![b'x'; 5 << 20];
+    huge.push(b'\n');
+    let cases: [(&str, Vec<u8>, Duration, &str); 3] = [
+        (
+            "huge",
+            huge,
+            Duration::from_secs(60),
+            "a line longer than 4 MiB",
+        ),
+        (
+            "malformed",
+            b"{\"type\":\"snapshot\",\"snapshot\":{}}\n".to_vec(),
+            Duration::from_secs(60),
+            "not a daemon message",
+        ),
+        (
+            "closed",
+            Vec::new(),
+            Duration::ZERO,
+            "daemon closed the connection",
+        ),
+    ];
+    for (name, then, hold, says) in cases {
+        let dir = scratch(&format!("top-connect-{name}"));
+        let socket = fake_daemon(dir.path(), then, hold);
+        let stderr = dir.path().join("stderr");
+        let command = format!(
+            "{} top --connect {} 2>{}; echo TOP-EXITED-$?; sleep 60",
+            common::NODESCOPE,
+            socket.display(),
+            stderr.display()
+        );
+        let tmux = common::tmux::Tmux::start(&format!("connect-{name}"), &command);
+        let screen = tmux.wait_for("TOP-EXITED-");
+        assert!(!screen.contains("TOP-EXITED-0"), "{name}: {screen}");
+        let said = std::fs::read_to_string(&stderr).unwrap();
+        assert!(said.contains(says), "{name}: {said}");
+        assert!(said.contains("no snapshot received"), "{name}: {said}");
+    }
+}

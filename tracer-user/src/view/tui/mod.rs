@@ -13,6 +13,7 @@ use ratatui::crossterm::event::{
     self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers,
 };
 use tokio::sync::mpsc;
+use tracer_common::text::escape_controls;
 
 pub use self::table::label;
 use self::table::{Column, COLUMNS};
@@ -226,7 +227,10 @@ enum Remote {
 
 /// `top --connect`: the same screen, drawn from the snapshots a daemon sends (its model, its
 /// controller's mode and decisions). Sorting, filtering, pause and help are this client's own;
-/// when the daemon stops, the last screen stays up, saying so, until the user quits.
+/// when the daemon stops, the last screen stays up, saying so, until the user quits. With no
+/// screen to keep (the connection failed, closed or ended before the first snapshot) the run
+/// ends at once with the error; an error after it (a line over the limit, a message that is
+/// not one) is on the screen, and quitting then fails with it.
 pub async fn run_connected(mut connection: Connection, frame_every: Duration) -> Result<()> {
     let hello = connection.hello.clone();
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
@@ -239,6 +243,8 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
     let prefix = format!("daemon {}", connection.path().display());
     let mut snapshot: Option<Snapshot> = None;
     let mut gone: Option<String> = None;
+    // What went wrong with the connection (not a daemon's orderly end): the exit says it.
+    let mut failed: Option<anyhow::Error> = None;
     while !ui.quit {
         // The client's own input handling: the daemon's messages, the keys, the frame tick.
         let step = tokio::select! {
@@ -259,12 +265,23 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
             }
             Remote::Message(Ok(Some(_))) => continue, // windows and decisions: in snapshots
             Remote::Message(Ok(None)) => gone = Some("daemon closed the connection".into()),
-            Remote::Message(Err(err)) => gone = Some(format!("{err:#}")),
+            Remote::Message(Err(err)) => {
+                gone = Some(format!("{err:#}"));
+                failed = Some(err);
+            }
             Remote::Key(key) => ui.handle_key(key),
             Remote::Stop => ui.quit = true,
             Remote::Tick => {}
         }
         let Some(shown) = &snapshot else {
+            if let Some(gone) = gone {
+                // Nothing was ever drawn: a blank screen would stay blank. The guard restores
+                // the terminal before the error is printed.
+                let err = failed.unwrap_or_else(|| anyhow::anyhow!("{}", escape_controls(&gone)));
+                return Err(
+                    err.context(format!("{prefix}: no snapshot received (nothing to show)"))
+                );
+            }
             continue; // nothing to draw before the daemon's first snapshot
         };
         let mut shown = shown.clone();
@@ -272,7 +289,10 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
         shown.source.detail = format!("{prefix} {state}  {}", hello_banner(&hello, &shown));
         render(&mut terminal, &shown, &ui)?;
     }
-    Ok(())
+    match failed {
+        Some(err) => Err(err.context(format!("{prefix}: the connection failed"))),
+        None => Ok(()),
+    }
 }
 
 /// What a local top would put in its header: the banner `auto` gave, then the source's detail.
