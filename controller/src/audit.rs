@@ -4,17 +4,24 @@
 //! the simulator), `device`, `event`, `outcome`, `dry_run`, and when they apply `signals`,
 //! `old`, `new`, `written`, `reason`, `regime` and `memory_score`.
 use std::{
-    fs::OpenOptions,
+    fs::{File, OpenOptions},
     io::{self, Write},
+    os::{
+        fd::{AsRawFd as _, RawFd},
+        unix::fs::OpenOptionsExt as _,
+    },
     path::Path,
     sync::{Arc, Mutex, PoisonError},
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use tracer_common::knobs::Knobs;
+use tracer_common::{
+    files::{self, Symlinks},
+    knobs::Knobs,
+};
 
 use crate::{law::Regime, signals::Signals};
 
@@ -111,6 +118,11 @@ impl AuditRecord {
     }
 }
 
+/// The longest one audit line may wait for its descriptor (stdout or stderr a pipe whose
+/// reader stopped, a stalled journal socket) before the write fails: a failed audit write
+/// stops tuning and puts the originals back, so a stuck reader never holds the knobs.
+pub const LINE_WAIT: Duration = Duration::from_secs(2);
+
 /// Where audit lines go. Every line is flushed at once, so a crash loses none.
 pub struct AuditLog {
     out: Sink,
@@ -120,6 +132,8 @@ pub struct AuditLog {
 enum Sink {
     /// JSON lines, each with the wall-clock `time`.
     Lines(Box<dyn Write + Send>),
+    /// JSON lines to a descriptor, each line's wait bounded ([`BoundedFd`]).
+    Fd(BoundedFd),
     /// The records themselves (the benchmark, in virtual time).
     Memory(AuditRecords),
 }
@@ -143,22 +157,56 @@ impl AuditRecords {
 }
 
 impl AuditLog {
-    /// Append to `path` (created if missing).
+    /// Append to `path` (created if missing) under the project's file policy: a regular file
+    /// only, never through a symlink (as root, a link planted there would make us append to
+    /// its target), and never a wait at the open (a FIFO without a reader would block
+    /// forever, deaf to SIGTERM, while the device is claimed).
     pub fn to_file(path: &Path) -> Result<Self> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("opening the audit log {}", path.display()))?;
-        Ok(Self::to_writer(Box::new(file), &path.display().to_string()))
+        let context = || format!("opening the audit log {}", path.display());
+        let file = files::open_nonblocking(
+            path,
+            OpenOptions::new().create(true).append(true).mode(0o644),
+            Symlinks::Refuse,
+        )
+        .with_context(context)?;
+        files::ensure_regular(&file).with_context(context)?;
+        Ok(Self::to_fd(
+            BoundedFd::new(Descriptor::File(file)),
+            &path.display().to_string(),
+        ))
     }
 
+    /// Lines to stderr, each waiting at most [`LINE_WAIT`] (or until the deadline).
     pub fn to_stderr() -> Self {
-        Self::to_writer(Box::new(io::stderr()), "stderr")
+        Self::to_fd(
+            BoundedFd::new(Descriptor::Std(libc::STDERR_FILENO)),
+            "stderr",
+        )
     }
 
+    /// Lines to stdout, each waiting at most [`LINE_WAIT`] (or until the deadline).
     pub fn to_stdout() -> Self {
-        Self::to_writer(Box::new(io::stdout()), "stdout")
+        // Whatever Rust's stdout buffered goes first: the lines bypass its buffer.
+        let _ = io::stdout().flush();
+        Self::to_fd(
+            BoundedFd::new(Descriptor::Std(libc::STDOUT_FILENO)),
+            "stdout",
+        )
+    }
+
+    fn to_fd(fd: BoundedFd, name: &str) -> Self {
+        AuditLog {
+            out: Sink::Fd(fd),
+            name: name.to_string(),
+        }
+    }
+
+    /// No line waits past `deadline` (the command's `--duration`): a line its descriptor
+    /// cannot take by then fails at once.
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        if let Sink::Fd(fd) = &mut self.out {
+            fd.deadline = Some(deadline);
+        }
     }
 
     /// Drop every line: for benchmarks that run thousands of windows.
@@ -188,21 +236,154 @@ impl AuditLog {
     }
 
     pub fn write(&mut self, record: &AuditRecord) -> Result<()> {
-        let out = match &mut self.out {
-            Sink::Lines(out) => out,
-            Sink::Memory(records) => {
-                records.push(record);
-                return Ok(());
-            }
-        };
+        if let Sink::Memory(records) = &self.out {
+            records.push(record);
+            return Ok(());
+        }
         let mut line = serde_json::to_value(record).context("encoding an audit record")?;
         line["time"] = rfc3339_utc(SystemTime::now()).into();
         let mut text = serde_json::to_string(&line).context("encoding an audit record")?;
         text.push('\n');
-        // One write call per line, so lines from a restore in a panic hook do not interleave.
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .with_context(|| format!("writing the audit log {}", self.name))
+        let name = &self.name;
+        match &mut self.out {
+            Sink::Memory(_) => Ok(()),
+            // One write call per line, so lines from a restore in a panic hook do not
+            // interleave.
+            Sink::Lines(out) => out
+                .write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .with_context(|| format!("writing the audit log {name}")),
+            Sink::Fd(fd) => fd
+                .write_line(text.as_bytes())
+                .with_context(|| format!("writing the audit log {name}")),
+        }
+    }
+}
+
+/// An audit descriptor: a regular file we opened, or stdout/stderr.
+enum Descriptor {
+    File(File),
+    Std(RawFd),
+}
+
+/// Writes that never wait longer than [`LINE_WAIT`], nor past the deadline, nor after a stop
+/// signal (SIGTERM must not wait for a reader that stopped reading): before each piece,
+/// poll(2) says the descriptor takes it now. A regular file always does. The descriptor stays
+/// blocking (stdout and stderr are shared with other processes: O_NONBLOCK on them would be
+/// theirs too), so the pieces are at most PIPE_BUF bytes, which a pipe that polls writable
+/// takes whole. Once a line timed out, later lines do not wait at all.
+struct BoundedFd {
+    fd: Descriptor,
+    deadline: Option<Instant>,
+    stuck: bool,
+}
+
+/// POSIX's PIPE_BUF on Linux: a pipe that polls writable has room for this much.
+const PIECE: usize = 4096;
+
+impl BoundedFd {
+    fn new(fd: Descriptor) -> Self {
+        BoundedFd {
+            fd,
+            deadline: None,
+            stuck: false,
+        }
+    }
+
+    fn raw(&self) -> RawFd {
+        match &self.fd {
+            Descriptor::File(file) => file.as_raw_fd(),
+            Descriptor::Std(fd) => *fd,
+        }
+    }
+
+    fn write_line(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        let now = Instant::now();
+        let mut until = now
+            + if self.stuck {
+                Duration::ZERO
+            } else {
+                LINE_WAIT
+            };
+        if let Some(deadline) = self.deadline {
+            until = until.min(deadline.max(now));
+        }
+        while !bytes.is_empty() {
+            if let Err(err) = self.wait_writable(until) {
+                self.stuck = true;
+                return Err(err);
+            }
+            let piece = &bytes[..bytes.len().min(PIECE)];
+            // SAFETY: `piece` is valid for reads of its length; the descriptor is open.
+            let written = unsafe { libc::write(self.raw(), piece.as_ptr().cast(), piece.len()) };
+            if written < 0 {
+                let err = io::Error::last_os_error();
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) {
+                    continue;
+                }
+                return Err(err);
+            }
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            bytes = &bytes[written as usize..];
+        }
+        Ok(())
+    }
+
+    /// Until the descriptor takes a piece now; an error once `until` passes, or at once after
+    /// a stop signal.
+    fn wait_writable(&self, until: Instant) -> io::Result<()> {
+        loop {
+            let mut fds = vec![libc::pollfd {
+                fd: self.raw(),
+                events: libc::POLLOUT,
+                revents: 0,
+            }];
+            let stop = crate::safety::stop_wake_fd();
+            if let Some(stop) = stop {
+                fds.push(libc::pollfd {
+                    fd: stop,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            let timeout_ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+            // SAFETY: `fds` holds `fds.len()` initialised pollfd structs for the call.
+            let ready =
+                unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+            if ready < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(err);
+            }
+            if fds[0].revents != 0 {
+                // Writable, or an error (POLLERR, POLLHUP) that the write reports.
+                return Ok(());
+            }
+            if fds.get(1).is_some_and(|fd| fd.revents != 0) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "a stop signal came while it took no line: its reader stopped reading?",
+                ));
+            }
+            if ready == 0 && Instant::now() >= until {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "it took no line in time (a line waits {:.0} s at most, never past \
+                         --duration): its reader stopped reading?",
+                        LINE_WAIT.as_secs_f64()
+                    ),
+                ));
+            }
+        }
     }
 }
 

@@ -148,6 +148,30 @@ impl StateDir {
     }
 }
 
+/// `device`'s knobs under `root` ([`SysfsKnobs::open`]'s checks), claimed in `state` when one
+/// is given (not in a dry run). When the claim holds originals left behind, the current values
+/// are not required to parse: the start puts the originals back over whatever is there.
+pub fn open_claimed(
+    root: &Path,
+    device: &str,
+    state: Option<&StateDir>,
+    need_write: bool,
+) -> Result<(SysfsKnobs, Option<Claim>)> {
+    let mut store = SysfsKnobs::locate(root, device, need_write)?;
+    let claim = state
+        .map(|state| state.claim(device, store.dir()))
+        .transpose()?;
+    if claim
+        .as_ref()
+        .is_none_or(|claim| claim.left_behind().is_none())
+    {
+        for knob in Knob::ALL {
+            crate::knobs::KnobStore::read(&mut store, knob)?;
+        }
+    }
+    Ok((store, claim))
+}
+
 /// What a state directory holds.
 #[derive(Debug, Default)]
 pub struct Inventory {
@@ -207,7 +231,8 @@ fn restore_one(state: &StateDir, saved: &Saved) -> Result<AuditRecord> {
         claim => claim?,
     };
     let (root, name) = split_knob_dir(&saved.knob_dir)?;
-    let mut store = SysfsKnobs::open(root, name, true)?;
+    // Not read here: the originals go back whatever the files hold (`recover`).
+    let mut store = SysfsKnobs::locate(root, name, true)?;
     let opts = TunerOptions {
         dry_run: false,
         min_write_gap: std::time::Duration::ZERO,
@@ -553,6 +578,84 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("is a symlink"));
+    }
+
+    /// Issue 52, item 9: a plain knob file a killed writer left empty must not keep the
+    /// originals out: `tune --restore` and the next `tune` write them over whatever is there.
+    #[test]
+    fn originals_go_back_over_an_empty_or_garbled_knob_file() {
+        use crate::{knobs::KnobStore as _, session::Session, tuner::TunerOptions};
+        let tmp = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&tmp.path().join("state")).unwrap();
+        let root = knob_dir(tmp.path(), "knobs");
+        let dir = knob_dir(&root, "sim0");
+        let originals = Knobs {
+            threshold: 25,
+            interval_ms: 1000,
+        };
+        let (threshold, interval) = (
+            dir.join(Knob::Threshold.file_name()),
+            dir.join(Knob::Interval.file_name()),
+        );
+        let leave_behind = |threshold_text: &str, interval_text: &str| {
+            fs::write(&threshold, "25\n").unwrap();
+            fs::write(&interval, "1000\n").unwrap();
+            let (_, claim) = open_claimed(&root, "sim0", Some(&state), true).unwrap();
+            let mut claim = claim.unwrap();
+            claim.record(originals).unwrap();
+            drop(claim); // SIGKILL: the state file stays
+            fs::write(&threshold, threshold_text).unwrap();
+            fs::write(&interval, interval_text).unwrap();
+        };
+
+        leave_behind("", "250\n");
+        let (mut audit, records) = AuditLog::in_memory();
+        assert_eq!(restore_left_behind(&state, &[], &mut audit).unwrap(), 1);
+        assert_eq!(fs::read_to_string(&threshold).unwrap(), "25\n");
+        assert_eq!(fs::read_to_string(&interval).unwrap(), "1000\n");
+        let record = records.take().pop().unwrap();
+        assert_eq!(record.outcome, Outcome::Restored);
+        assert_eq!(
+            record.old, None,
+            "the device's values could not all be read"
+        );
+        assert_eq!(record.written, Some(originals));
+        assert!(state.saved().unwrap().saved.is_empty());
+
+        // The next `tune` recovers by itself, and starts from the originals.
+        // Half of "1000\n" written: out of range.
+        leave_behind("40\n", "10");
+        let (mut store, claim) = open_claimed(&root, "sim0", Some(&state), true).unwrap();
+        assert!(claim.as_ref().unwrap().left_behind().is_some());
+        assert!(store.read(Knob::Interval).is_err(), "\"10\" is no interval");
+        let opts = TunerOptions {
+            dry_run: false,
+            min_write_gap: std::time::Duration::ZERO,
+        };
+        let (audit, _records) = AuditLog::in_memory();
+        let mut session = Session::start_claimed(
+            vec![("sim0".to_string(), store, claim)],
+            opts,
+            crate::law::Config::default(),
+            audit,
+        )
+        .unwrap();
+        assert_eq!(session.tuners()[0].original(), originals);
+        assert_eq!(fs::read_to_string(&threshold).unwrap(), "25\n");
+        assert_eq!(fs::read_to_string(&interval).unwrap(), "1000\n");
+
+        // Without originals to put back, a garbled knob is still refused, naming the file.
+        session.restore_all().unwrap();
+        drop(session);
+        fs::write(&threshold, "").unwrap();
+        let err = format!(
+            "{:#}",
+            open_claimed(&root, "sim0", Some(&state), true).unwrap_err()
+        );
+        assert!(
+            err.contains("contains \"\", which is not a whole number"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -112,6 +112,17 @@ impl SysfsKnobs {
     /// Check that both files exist, parse, are in range and (unless `need_write` is false)
     /// can be opened for writing; refuse with a message that names the file otherwise.
     pub fn open(root: &Path, device: &str, need_write: bool) -> Result<Self> {
+        let mut knobs = Self::locate(root, device, need_write)?;
+        for knob in Knob::ALL {
+            knobs.read(knob)?;
+        }
+        Ok(knobs)
+    }
+
+    /// [`SysfsKnobs::open`] without reading the values: what a restore needs, which writes the
+    /// originals whatever the files hold now (a plain knob file left empty by a writer killed
+    /// in the middle, before writes were atomic, must not keep its originals out).
+    pub fn locate(root: &Path, device: &str, need_write: bool) -> Result<Self> {
         let dir = root.join(device);
         if dir.is_dir() {
             check_inside(root, &dir)?;
@@ -124,10 +135,9 @@ impl SysfsKnobs {
                 list_or_none(&list_dirs(root).unwrap_or_default())
             );
         }
-        let mut knobs = SysfsKnobs { dir };
+        let knobs = SysfsKnobs { dir };
         for knob in Knob::ALL {
             knobs.check_present(knob)?;
-            knobs.read(knob)?;
             if need_write {
                 knobs.check_writable(knob)?;
             }
@@ -204,12 +214,85 @@ impl KnobStore for SysfsKnobs {
     fn write(&mut self, knob: Knob, value: u32) -> Result<()> {
         validate(knob, value)?;
         let path = self.path(knob);
-        // Never create the file: a knob that vanished (device unmounted) is an error, not a new
-        // plain file, nor a write through a symlink. One write(2) with the whole value: sysfs
-        // parses each write on its own.
-        files::write_existing(&path, format!("{value}\n").as_bytes())
+        write_knob_file(&path, format!("{value}\n").as_bytes())
             .with_context(|| format!("writing {value} to {}", path.display()))
     }
+}
+
+/// sysfs's `f_type` (statfs(2)).
+const SYSFS_MAGIC: i64 = 0x6265_6572;
+
+/// Write a knob file so that no moment, and no SIGKILL, leaves it empty or half-written.
+/// Never creates the knob (one that vanished, a device unmounted, is an error, not a new plain
+/// file), never writes through a symlink, never blocks on a FIFO. A sysfs attribute takes one
+/// write(2) of the whole value, without O_TRUNC (sysfs parses each write on its own and has no
+/// "half" state); a plain file (the simulator's) is replaced by rename(2) of a complete
+/// temporary file in the same directory, keeping its mode (and, as root, its owner).
+pub fn write_knob_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::{io::Write as _, os::fd::AsRawFd as _};
+    let mut file = files::open_existing_for_writing(path, false)?;
+    // SAFETY: `stat` is plain data that fstatfs fills; the descriptor is open for the call.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type is i64 on some targets, u32 on others
+    if stat.f_type as i64 == SYSFS_MAGIC {
+        let written = file.write(bytes)?;
+        if written != bytes.len() {
+            return Err(std::io::Error::new(
+                ErrorKind::WriteZero,
+                format!("the kernel took {written} of {} bytes", bytes.len()),
+            ));
+        }
+        return Ok(());
+    }
+    replace_plain(path, &file, bytes)
+}
+
+/// `path` (a regular file, open as `current`) replaced by a complete copy holding `bytes`.
+fn replace_plain(path: &Path, current: &fs::File, bytes: &[u8]) -> std::io::Result<()> {
+    use std::{
+        io::Write as _,
+        os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _},
+    };
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "not a file in a directory",
+        ));
+    };
+    let meta = current.metadata()?;
+    let temporary = dir.join(format!(".{}.new", name.to_string_lossy()));
+    let create = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&temporary)
+    };
+    // A stale temporary (ours, from a writer killed here; or anything planted) is unlinked,
+    // never followed or written.
+    let mut file = match create() {
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+            fs::remove_file(&temporary)?;
+            create()?
+        }
+        other => other?,
+    };
+    let written = (|| {
+        file.write_all(bytes)?;
+        file.set_permissions(fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+        // As root, the simulator's owner keeps its file; elsewhere this fails harmlessly (we
+        // own the new file, and could only have written one we may replace).
+        let _ = std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()));
+        fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    written
 }
 
 /// A device directory reached through a symlink must stay under the root: otherwise a link
@@ -429,6 +512,57 @@ mod tests {
             fs::read_to_string(elsewhere.join(THRESHOLD_FILE)).unwrap(),
             "25\n"
         );
+    }
+
+    /// Issue 52, item 9: a plain knob file is never seen empty or half-written, by a reader
+    /// or after a SIGKILL: each write replaces it whole. (A truncate-then-write was caught
+    /// empty by this reader within a few hundred writes.)
+    #[test]
+    fn a_plain_knob_file_is_never_empty_or_half_written() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let scratch = tempfile::TempDir::new().unwrap();
+        let dir = device(scratch.path(), "sim0");
+        let path = dir.join(INTERVAL_FILE);
+        let done = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (path, done) = (path.clone(), Arc::clone(&done));
+            thread::spawn(move || {
+                let mut seen = std::collections::BTreeSet::new();
+                while !done.load(Ordering::Relaxed) {
+                    seen.insert(fs::read_to_string(&path).unwrap());
+                }
+                seen
+            })
+        };
+        let mut knobs = SysfsKnobs::open(scratch.path(), "sim0", true).unwrap();
+        for round in 0..3000 {
+            let value = if round % 2 == 0 { 25_000 } else { 1000 };
+            knobs.write(Knob::Interval, value).unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        let seen = reader.join().unwrap();
+        let whole: std::collections::BTreeSet<String> =
+            ["1000\n", "25000\n"].map(String::from).into();
+        assert!(seen.is_subset(&whole), "{seen:?}");
+        // Its mode is kept, and nothing is left beside it.
+        use std::os::unix::fs::PermissionsExt as _;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        knobs.write(Knob::Interval, 500).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "500\n");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, [INTERVAL_FILE, THRESHOLD_FILE]);
+        // A knob that vanished is not created.
+        fs::remove_file(&path).unwrap();
+        assert!(knobs.write(Knob::Interval, 500).is_err());
+        assert!(!path.exists());
     }
 
     #[test]

@@ -144,6 +144,15 @@ fn wake_pipe() -> Result<&'static (OwnedFd, OwnedFd)> {
     Ok(WAKE_PIPE.get_or_init(|| pipe))
 }
 
+/// The wake-up pipe's read end once [`StopSignals::install`] ran: a write that could wait
+/// (the audit log's) gives up when it becomes readable.
+pub(crate) fn stop_wake_fd() -> Option<std::os::fd::RawFd> {
+    if WAKE_WRITE_FD.load(Ordering::SeqCst) < 0 {
+        return None;
+    }
+    WAKE_PIPE.get().map(|(read, _)| read.as_raw_fd())
+}
+
 /// SIGINT, SIGTERM and SIGHUP, turned into a flag for the run loop to poll.
 pub struct StopSignals {
     _private: (),

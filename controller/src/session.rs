@@ -64,7 +64,11 @@ impl<K: KnobStore> Session<K> {
             }
         }
         for record in &records {
-            audit.write(record)?;
+            if let Err(err) = audit.write(record) {
+                // Nothing was tuned yet (a recover put originals back): no state file stays.
+                tuners.iter_mut().for_each(DeviceTuner::abandon);
+                return Err(err);
+            }
         }
         Ok(Session {
             tuners,

@@ -468,8 +468,10 @@ impl<K: KnobStore> DeviceTuner<K> {
 }
 
 /// Put back the originals a controller that did not end cleanly left in the claim's state
-/// file. A device that already holds them needs nothing written but still gets the record: the
-/// operator learns that the last run did not end cleanly.
+/// file, whatever the device holds now: a knob that cannot be read or parsed (a plain file a
+/// killed writer left empty) gets its original written all the same. A device that already
+/// holds them needs nothing written but still gets the record: the operator learns that the
+/// last run did not end cleanly.
 pub(crate) fn recover<K: KnobStore>(
     device: &str,
     store: &mut K,
@@ -480,16 +482,17 @@ pub(crate) fn recover<K: KnobStore>(
     let Some(saved) = claim.left_behind() else {
         return Ok(None);
     };
-    let on_device = store.read_all()?;
-    let mut record = AuditRecord::new(now.as_secs_f64(), device, Event::Recover, Outcome::Restored);
-    record.dry_run = opts.dry_run;
-    record.old = Some(on_device);
-    record.new = Some(saved.originals);
+    let mut unreadable = Vec::new();
+    let mut found = saved.originals;
+    let mut changed = false;
     for knob in Knob::ALL {
         let value = saved.originals.get(knob);
-        if on_device.get(knob) == value {
-            continue;
+        match store.read(knob) {
+            Ok(current) if current == value => continue,
+            Ok(current) => found.set(knob, current),
+            Err(err) => unreadable.push(format!("{err:#}")),
         }
+        changed = true;
         knobs::validate(knob, value)?;
         store.write(knob, value)?;
         let back = store.read(knob)?;
@@ -497,12 +500,22 @@ pub(crate) fn recover<K: KnobStore>(
             bail!("{}: wrote {value} but read back {back}", store.origin(knob));
         }
     }
+    let mut record = AuditRecord::new(now.as_secs_f64(), device, Event::Recover, Outcome::Restored);
+    record.dry_run = opts.dry_run;
+    // What the device held, when every knob could be read.
+    record.old = unreadable.is_empty().then_some(found);
+    record.new = Some(saved.originals);
     record.written = Some(store.read_all()?);
-    if on_device == saved.originals {
+    if !changed {
         record.outcome = Outcome::Unchanged;
     }
+    let held = if unreadable.is_empty() {
+        found.to_string()
+    } else {
+        format!("a knob it could not read ({})", unreadable.join("; "))
+    };
     record.reason = format!(
-        "recovered after an unclean stop: pid {} left {device} at {on_device}; its originals \
+        "recovered after an unclean stop: pid {} left {device} at {held}; its originals \
          ({}) are back and are this run's originals",
         saved.pid, saved.originals
     );

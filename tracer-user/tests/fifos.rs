@@ -195,3 +195,176 @@ fn kallsyms_that_are_a_fifo_or_a_device_are_refused() {
         assert_refused(&output, path, what);
     }
 }
+
+/// Issue 52, item 3: `--audit FILE` is opened under the file policy. A FIFO without a reader
+/// blocked the open forever (deaf to SIGTERM, holding the device's lock), in `tune` and in
+/// `daemon --tune`; a planted symlink made root append to its target. Both are refused before
+/// any device is claimed.
+#[test]
+fn an_audit_log_that_is_a_fifo_or_a_symlink_is_refused_before_anything_is_claimed() {
+    let knobs = Fixture::new("fifo-audit", "10\n", "1000\n");
+    let audit = knobs.audit_path();
+    mkfifo(&audit);
+    let output = output_within(&mut knobs.command(&["--duration", "1"]), PROMPTLY);
+    assert_refused(&output, &audit, "a FIFO");
+    assert!(knobs.state_files().is_empty(), "{}", stderr(&output));
+    assert_eq!(knobs.knob(THRESHOLD), "10\n");
+
+    let mut daemon = Command::new(NODESCOPE);
+    daemon
+        .args(["daemon", "--source", "sim", "--tune", "--audit"])
+        .arg(&audit)
+        .arg("--state-dir")
+        .arg(knobs.state_dir())
+        .arg("--socket")
+        .arg(knobs.root.path().join("daemon/daemon.sock"));
+    let output = output_within(&mut daemon, PROMPTLY);
+    assert_refused(&output, &audit, "a FIFO");
+
+    fs::remove_file(&audit).unwrap();
+    let target = knobs.root.path().join("precious");
+    fs::write(&target, "precious\n").unwrap();
+    std::os::unix::fs::symlink(&target, &audit).unwrap();
+    let output = output_within(&mut knobs.command(&["--duration", "1"]), PROMPTLY);
+    let text = stderr(&output);
+    assert!(!output.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("opening the audit log {}", audit.display())),
+        "{text}"
+    );
+    assert_eq!(fs::read_to_string(&target).unwrap(), "precious\n");
+    assert!(knobs.state_files().is_empty(), "{text}");
+    assert_eq!(knobs.knob(THRESHOLD), "10\n");
+}
+
+/// A pipe with room for about one page more, its read end kept (and never read).
+fn nearly_full_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are open and owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl on a descriptor we own.
+    let capacity = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    assert!(capacity >= 8192, "pipe capacity {capacity}");
+    let page = [b'x'; 4096];
+    for _ in 0..(capacity as usize / 4096 - 1) {
+        // SAFETY: `page` is valid for reads of its length; the pipe has room (never read,
+        // filled one page short of its capacity).
+        let n = unsafe { libc::write(write.as_raw_fd(), page.as_ptr().cast(), page.len()) };
+        assert_eq!(n, 4096);
+    }
+    (read, write)
+}
+
+/// Issue 52, item 3: the audit log on stdout (`--audit -`), a pipe whose reader stopped
+/// reading. The write blocked for ever: past --duration, deaf to SIGTERM, the knobs left at
+/// the controller's values until SIGKILL. Now no line waits past --duration, a stop signal
+/// ends the wait, and the originals go back either way.
+#[test]
+fn an_audit_pipe_nobody_reads_holds_tune_past_neither_its_duration_nor_sigterm() {
+    for by_signal in [false, true] {
+        let knobs = Fixture::new("stalled-audit", "10\n", "1000\n");
+        let (_read, write) = nearly_full_pipe();
+        let mut command = Command::new(NODESCOPE);
+        command
+            .arg("tune")
+            .arg("--sysfs-root")
+            .arg(knobs.knobs_root())
+            .arg("--psi")
+            .arg(knobs.psi())
+            .args(["--audit", "-", "--state-dir"])
+            .arg(knobs.state_dir())
+            .args(["--decision-period", "0.1", "--min-write-gap", "0"])
+            .args(if by_signal {
+                &[][..]
+            } else {
+                &["--duration", "3"][..]
+            })
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::from(write))
+            .stderr(std::process::Stdio::piped());
+        let started = Instant::now();
+        let mut child = KillOnDrop(command.spawn().unwrap());
+        let mut moved = false;
+        let mut signalled = None;
+        while child.0.try_wait().unwrap().is_none() {
+            moved |= common::tune::knobs_moved(&knobs);
+            if by_signal && moved && signalled.is_none() {
+                // The page of room fills within a few decisions; then the writes wait.
+                thread::sleep(Duration::from_millis(1000));
+                send_signal(&child.0, libc::SIGTERM);
+                signalled = Some(Instant::now());
+            }
+            match signalled {
+                Some(at) => assert!(at.elapsed() < Duration::from_secs(5), "deaf to SIGTERM"),
+                None => assert!(
+                    started.elapsed() < Duration::from_secs(3 + 7),
+                    "tune still running past --duration 3 (moved: {moved})"
+                ),
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut child.0.stderr.take().unwrap(), &mut text).unwrap();
+        assert!(moved, "the knobs never moved: {text}");
+        assert!(text.contains("writing the audit log stdout"), "{text}");
+        assert_eq!(knobs.knob(THRESHOLD), "10\n", "{text}");
+        assert_eq!(knobs.knob(INTERVAL), "1000\n", "{text}");
+        assert!(knobs.state_files().is_empty(), "{text}");
+    }
+}
+
+/// Issue 52, item 6: every input goes through the one reader (a regular file, size-capped). A
+/// recording, `--packages`, `--probes`, `--btf` or `--btf-base` that is a FIFO blocked at
+/// open, past --duration.
+#[test]
+fn inputs_that_are_fifos_are_refused() {
+    let scratch = scratch("fifo-inputs");
+    let fifo = scratch.path().join("input");
+    mkfifo(&fifo);
+    // The base is read first: the module's file is never reached.
+    let module = scratch.path().join("module.btf");
+    fs::write(&module, "not BTF").unwrap();
+    let module_text = module.to_str().unwrap();
+    let fifo_text = fifo.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["report", fifo_text],
+        vec![
+            "stream", "--json", "--source", "replay", "--speed", "0", fifo_text,
+        ],
+        vec![
+            "stream",
+            "--json",
+            "--source",
+            "sim",
+            "--duration",
+            "1",
+            "--packages",
+            fifo_text,
+        ],
+        vec!["probe", "--probes", fifo_text],
+        vec!["probe", "--discover", "--btf", fifo_text],
+        vec![
+            "probe",
+            "--discover",
+            "--btf",
+            module_text,
+            "--btf-base",
+            fifo_text,
+        ],
+    ];
+    for args in cases {
+        let mut command = Command::new(NODESCOPE);
+        command.args(&args);
+        let output = output_within(&mut command, PROMPTLY);
+        let text = stderr(&output);
+        assert!(!output.status.success(), "{args:?}: {text}");
+        assert!(text.contains(fifo_text), "{args:?}: {text}");
+        assert!(
+            text.contains("not a regular file (a FIFO)"),
+            "{args:?}: {text}"
+        );
+    }
+}

@@ -13,7 +13,6 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     fmt::Write as _,
-    fs,
     path::{Path, PathBuf},
 };
 
@@ -331,7 +330,16 @@ impl EncryptedImage {
         }
     }
 
+    /// Built, in a cache that is ours alone ([`super::private_cache`]: an image another user
+    /// put in a shared cache directory is never used; the refusal is said once).
     pub fn is_built(&self) -> bool {
+        if let Some(dir) = self.image.parent() {
+            if let Err(err) = super::private_cache(dir) {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| log::warn!("{err:#}"));
+                return false;
+            }
+        }
         self.image.is_file() && self.index.is_file()
     }
 
@@ -343,7 +351,11 @@ impl EncryptedImage {
 
 /// Parse an index: one `INO PATH` line per entry.
 pub fn read_index(path: &Path) -> Result<BTreeMap<String, u32>> {
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // A regular file only (never a wait on a FIFO), at most 64 MiB.
+    let bytes =
+        tracer_common::files::read_regular(path, tracer_common::files::Symlinks::Follow, 64 << 20)
+            .with_context(|| format!("reading {}", path.display()))?;
+    let text = String::from_utf8(bytes).with_context(|| format!("reading {}", path.display()))?;
     let mut index = BTreeMap::new();
     for (number, line) in text.lines().enumerate() {
         let parsed = line

@@ -117,15 +117,58 @@ impl Fnv {
     }
 }
 
-/// Where cached images live.
+/// Where cached images live: `$XDG_CACHE_HOME/nodescope`, else `~/.cache/nodescope`, else
+/// `/tmp/nodescope-cache-<euid>`. Used only once [`private_cache`] accepted it.
 pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    cache_dir_from(
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+        euid,
+    )
+}
+
+fn cache_dir_from(
+    xdg_cache_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+    euid: u32,
+) -> PathBuf {
+    if let Some(dir) = xdg_cache_home.filter(|d| !d.is_empty()) {
         return PathBuf::from(dir).join("nodescope");
     }
-    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+    if let Some(home) = home.filter(|d| !d.is_empty()) {
         return PathBuf::from(home).join(".cache").join("nodescope");
     }
-    std::env::temp_dir().join("nodescope-cache")
+    std::env::temp_dir().join(format!("nodescope-cache-{euid}"))
+}
+
+/// `dir` as an image cache: the state directory's rule (`files::private_dir_problem`: made
+/// 0700 when missing, else ours, not a symlink, nobody else's to read or write), since an image
+/// found there is used as it is (root's `sim` once used one another user had planted in a
+/// shared /tmp). A cache of ours that only others could read (0755, as earlier versions made
+/// it) cannot hold a planted image: it is made 0700, not refused.
+pub fn private_cache(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if let Ok(meta) = fs::symlink_metadata(dir) {
+        let mode = meta.mode() & 0o7777;
+        if meta.is_dir() && meta.uid() == euid && mode & 0o022 == 0 && mode & 0o077 != 0 {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("making the image cache {} private", dir.display()))?;
+        }
+    }
+    let problem = tracer_common::files::private_dir_problem(dir)
+        .with_context(|| format!("creating the image cache {}", dir.display()))?;
+    if let Some(problem) = problem {
+        bail!(
+            "refusing the image cache {}: it {problem}; remove it if you do not know who made \
+             it, or set XDG_CACHE_HOME to a private directory",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// Builds in one process are serialised: parallel tests share one build.
@@ -133,7 +176,12 @@ static BUILD_LOCK: Mutex<()> = Mutex::new(());
 
 /// The cached image for `manifest`, built first when missing.
 pub fn build_image(manifest: &Manifest) -> Result<PathBuf> {
-    let dir = cache_dir();
+    build_image_in(manifest, &cache_dir())
+}
+
+/// [`build_image`] with the cache in `dir`, checked private first.
+pub fn build_image_in(manifest: &Manifest, dir: &Path) -> Result<PathBuf> {
+    private_cache(dir)?;
     let image = dir.join(format!(
         "{}-{:016x}.img",
         manifest.name,
@@ -145,6 +193,7 @@ pub fn build_image(manifest: &Manifest) -> Result<PathBuf> {
     if image.exists() {
         return Ok(image);
     }
+    let dir = dir.to_path_buf();
     fs::create_dir_all(&dir)
         .with_context(|| format!("creating the image cache {}", dir.display()))?;
     // A build killed before (SIGKILL, a closed terminal) left its half-written image (hundreds
@@ -363,6 +412,88 @@ mod stale_tests {
         remove_stale(dir.path(), "nodescope-phone-src.", "");
         assert!(!dead.exists() && !dead_tree.exists());
         assert!(live.exists() && image.exists() && other.exists());
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    use super::*;
+
+    /// Issue 52, item 5: without HOME and XDG_CACHE_HOME the cache is per user, and an image
+    /// found in a cache that is not ours alone (another user's directory, one others may
+    /// write, a symlink) is never used: root's `sim` once used an image planted there.
+    #[test]
+    fn an_image_in_a_cache_that_is_not_ours_alone_is_never_used() {
+        assert_eq!(
+            cache_dir_from(None, Some("".into()), 1234),
+            std::env::temp_dir().join("nodescope-cache-1234")
+        );
+        assert_eq!(
+            cache_dir_from(Some("/c".into()), Some("/h".into()), 0),
+            Path::new("/c/nodescope")
+        );
+        let scratch = tempfile::TempDir::new().unwrap();
+        let manifest = vm::VmFileSet {
+            dirs: 1,
+            ..vm::VmFileSet::default()
+        }
+        .manifest();
+        let plant = |dir: &Path| {
+            fs::create_dir_all(dir).unwrap();
+            let image = dir.join(format!(
+                "{}-{:016x}.img",
+                manifest.name,
+                manifest.fingerprint()
+            ));
+            fs::write(&image, "planted").unwrap();
+        };
+        let shared = scratch.path().join("shared");
+        plant(&shared);
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+        let err = format!("{:#}", build_image_in(&manifest, &shared).unwrap_err());
+        assert!(err.contains("has mode 1777"), "{err}");
+
+        let link = scratch.path().join("link");
+        std::os::unix::fs::symlink(&shared, &link).unwrap();
+        let err = format!("{:#}", build_image_in(&manifest, &link).unwrap_err());
+        assert!(err.contains("is a symlink"), "{err}");
+
+        // Ours, readable by others only (as earlier versions made it): nothing could be
+        // planted, so it is made private and used.
+        let ours = scratch.path().join("ours");
+        plant(&ours);
+        fs::set_permissions(&ours, fs::Permissions::from_mode(0o755)).unwrap();
+        private_cache(&ours).unwrap();
+        assert_eq!(fs::metadata(&ours).unwrap().mode() & 0o7777, 0o700);
+    }
+
+    #[test]
+    fn a_cache_owned_by_another_user_is_refused() {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            test_skip::skip("a directory owned by another user needs root to make");
+            return;
+        }
+        let scratch = tempfile::TempDir::new().unwrap();
+        let manifest = vm::VmFileSet {
+            dirs: 1,
+            ..vm::VmFileSet::default()
+        }
+        .manifest();
+        let theirs = scratch.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        let image = theirs.join(format!(
+            "{}-{:016x}.img",
+            manifest.name,
+            manifest.fingerprint()
+        ));
+        fs::write(&image, "planted").unwrap();
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let err = format!("{:#}", build_image_in(&manifest, &theirs).unwrap_err());
+        assert!(err.contains("belongs to uid 65534"), "{err}");
     }
 }
 

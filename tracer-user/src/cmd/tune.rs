@@ -222,6 +222,12 @@ pub(crate) fn run(args: TuneArgs) -> Result<()> {
     // A wrong --psi (a FIFO, a device) is refused before any device is claimed; a missing
     // one is a kernel without PSI, said once while tuning.
     psi::check_psi_path(&args.psi)?;
+    // Before any device is claimed: a wrong --audit (a FIFO, a symlink) is refused first.
+    let mut audit = open_audit(args.audit.as_deref())?;
+    if let Some(duration) = args.duration {
+        // No audit line waits past --duration for a reader that stopped reading.
+        audit.set_deadline(Instant::now() + duration);
+    }
     // Before anything is written, so that a signal at any later point leads to a restore.
     let stop = StopSignals::install()?;
     crate::control::lower_oom_score(args.oom_score_adj);
@@ -230,12 +236,7 @@ pub(crate) fn run(args: TuneArgs) -> Result<()> {
         dry_run: args.dry_run,
         min_write_gap: args.min_write_gap,
     };
-    let session = Session::start_claimed(
-        stores,
-        opts,
-        cfg.clone(),
-        open_audit(args.audit.as_deref())?,
-    )?;
+    let session = Session::start_claimed(stores, opts, cfg.clone(), audit)?;
     announce(&args, &session);
     let guard = RestoreGuard::arm(session);
     let mut source = ProcSignalSource::new(&args.psi, &args.sysfs_root, args.budget);
@@ -281,13 +282,9 @@ fn open_devices(args: &TuneArgs) -> Result<Vec<(String, SysfsKnobs, Option<Claim
             if name.is_empty() || name.contains('/') || name == "." || name == ".." {
                 bail!("{name:?} is not a device name");
             }
-            let store = SysfsKnobs::open(&args.sysfs_root, &name, !args.dry_run)
-                .with_context(|| format!("cannot tune {name}"))?;
-            let claim = state
-                .as_ref()
-                .map(|state| state.claim(&name, store.dir()))
-                .transpose()
-                .with_context(|| format!("cannot tune {name}"))?;
+            let (store, claim) =
+                claim::open_claimed(&args.sysfs_root, &name, state.as_ref(), !args.dry_run)
+                    .with_context(|| format!("cannot tune {name}"))?;
             Ok((name, store, claim))
         })
         .collect()

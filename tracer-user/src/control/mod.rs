@@ -24,7 +24,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use controller::{
     audit::{AuditLog, AuditRecord},
-    claim::{default_state_dir, StateDir},
+    claim::{self, default_state_dir, StateDir},
     knobs::SysfsKnobs,
     law::Config,
     psi::{self, PsiFile},
@@ -239,13 +239,9 @@ impl Tuning {
         let stores = devices
             .iter()
             .map(|device| {
-                let store = SysfsKnobs::open(knob_root, device, !dry_run)
-                    .with_context(|| format!("cannot tune {device}"))?;
-                let claim = state
-                    .as_ref()
-                    .map(|state| state.claim(device, store.dir()))
-                    .transpose()
-                    .with_context(|| format!("cannot tune {device}"))?;
+                let (store, claim) =
+                    claim::open_claimed(knob_root, device, state.as_ref(), !dry_run)
+                        .with_context(|| format!("cannot tune {device}"))?;
                 Ok((device.clone(), store, claim))
             })
             .collect::<Result<Vec<_>>>()?;

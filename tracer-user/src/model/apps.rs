@@ -68,20 +68,16 @@ impl Shared {
 
 impl Packages {
     pub fn load(path: &Path) -> Result<Packages> {
-        use std::io::Read as _;
         let context = || format!("reading packages list {}", path.display());
-        let file = std::fs::File::open(path).with_context(context)?;
-        // A packages.list is a few hundred KiB: a longer file (or /dev/zero) is not one.
-        let mut text = String::new();
-        file.take(MAX_PACKAGES_BYTES + 1)
-            .read_to_string(&mut text)
-            .with_context(context)?;
-        anyhow::ensure!(
-            text.len() as u64 <= MAX_PACKAGES_BYTES,
-            "{}: longer than {} MiB, not a packages list",
-            context(),
-            MAX_PACKAGES_BYTES >> 20
-        );
+        // A packages.list is a few hundred KiB: a longer file (or /dev/zero) is not one, and a
+        // FIFO is refused, never waited on.
+        let bytes = tracer_common::files::read_regular(
+            path,
+            tracer_common::files::Symlinks::Follow,
+            MAX_PACKAGES_BYTES,
+        )
+        .with_context(context)?;
+        let text = String::from_utf8(bytes).with_context(context)?;
         Ok(Packages::parse(&text))
     }
 

@@ -93,8 +93,10 @@ fn u32_le(bytes: &[u8]) -> u32 {
 
 /// The recording at `path`, its header read and checked; errors name the file.
 pub fn open(path: &Path) -> anyhow::Result<Reader<BufReader<File>>> {
-    let file =
-        File::open(path).map_err(|err| anyhow::anyhow!("reading {}: {err}", path.display()))?;
+    // A regular file only: a FIFO is refused, never waited on (past --duration). Recordings
+    // are streamed, so their length is no memory bound.
+    let file = tracer_common::files::open_regular(path, tracer_common::files::Symlinks::Follow)
+        .map_err(|err| anyhow::anyhow!("reading {}: {err}", path.display()))?;
     Reader::new(BufReader::new(file))
         .map_err(|damage| anyhow::anyhow!("{}: {damage}", path.display()))
 }

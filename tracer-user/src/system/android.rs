@@ -34,7 +34,7 @@ impl std::fmt::Display for Selinux {
 /// SELinux's mode under `root`, `None` when there is no readable enforce file (or it says
 /// something other than 0 or 1).
 pub(crate) fn selinux(root: &Path) -> Option<Selinux> {
-    let text = std::fs::read_to_string(root.join(SELINUX_ENFORCE)).ok()?;
+    let text = read_small(&root.join(SELINUX_ENFORCE))?;
     match text.trim() {
         "1" => Some(Selinux::Enforcing),
         "0" => Some(Selinux::Permissive),
@@ -44,7 +44,7 @@ pub(crate) fn selinux(root: &Path) -> Option<Selinux> {
 
 /// `ro.build.type` from /system/build.prop: "user", "userdebug" or "eng"; `None` off Android.
 pub(crate) fn build_type(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(root.join(BUILD_PROP)).ok()?;
+    let text = read_small(&root.join(BUILD_PROP))?;
     text.lines()
         .find_map(|line| line.trim().strip_prefix("ro.build.type="))
         .map(|value| value.trim().to_string())
@@ -58,7 +58,15 @@ pub(crate) fn is_android(root: &Path) -> bool {
 
 /// The packages.list text under `root`, when the file is there (on a phone, as root).
 pub(crate) fn packages_list(root: &Path) -> Option<String> {
-    std::fs::read_to_string(root.join(PACKAGES_LIST)).ok()
+    read_small(&root.join(PACKAGES_LIST))
+}
+
+/// A system file's text: a regular file only (never a wait on a FIFO), at most 16 MiB.
+fn read_small(path: &Path) -> Option<String> {
+    let bytes =
+        tracer_common::files::read_regular(path, tracer_common::files::Symlinks::Follow, 16 << 20)
+            .ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Where scratch files and default outputs go: /tmp, else /data/local/tmp (a phone), else /tmp

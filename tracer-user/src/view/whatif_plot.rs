@@ -138,6 +138,9 @@ fn ensure_font() -> Result<()> {
         .map_err(|e| anyhow!("{e}"))
 }
 
+/// Fonts are a few MiB (Noto CJK's, tens).
+const MAX_FONT_BYTES: u64 = 64 << 20;
+
 fn load_font() -> Result<PathBuf> {
     let chosen = std::env::var_os("NODESCOPE_FONT").map(PathBuf::from);
     let path = chosen
@@ -152,7 +155,14 @@ fn load_font() -> Result<PathBuf> {
             "the picture's labels need a TrueType font: install fonts-dejavu-core (cargo xtask \
              setup does) or name a .ttf in NODESCOPE_FONT",
         )?;
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    // A regular file of at most MAX_FONT_BYTES (NODESCOPE_FONT=/dev/zero read until memory
+    // ran out; a FIFO blocked).
+    let bytes = tracer_common::files::read_regular(
+        &path,
+        tracer_common::files::Symlinks::Follow,
+        MAX_FONT_BYTES,
+    )
+    .with_context(|| format!("reading {}", path.display()))?;
     // Registered fonts live as long as the process: plotters keeps a &'static.
     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
     register_font(FONT, FontStyle::Normal, bytes).map_err(|_| {

@@ -1,4 +1,4 @@
-use std::fmt::Write as _;
+use std::{fmt::Write as _, fs};
 
 use super::*;
 use crate::fileset::android::AndroidFileSet;

@@ -173,20 +173,16 @@ struct RawProbe {
 
 impl Manifest {
     pub fn load(path: &std::path::Path) -> Result<Manifest> {
-        use std::io::Read as _;
         let context = || format!("reading probe manifest {}", path.display());
-        let file = std::fs::File::open(path).with_context(context)?;
-        // A manifest is a few KiB: a longer file (or /dev/zero) is not one.
-        let mut text = String::new();
-        file.take(MAX_MANIFEST_BYTES + 1)
-            .read_to_string(&mut text)
-            .with_context(context)?;
-        anyhow::ensure!(
-            text.len() as u64 <= MAX_MANIFEST_BYTES,
-            "{}: longer than {} MiB, not a probe manifest",
-            context(),
-            MAX_MANIFEST_BYTES >> 20
-        );
+        // A manifest is a few KiB: a longer file (or /dev/zero) is not one, and a FIFO is
+        // refused, never waited on.
+        let bytes = tracer_common::files::read_regular(
+            path,
+            tracer_common::files::Symlinks::Follow,
+            MAX_MANIFEST_BYTES,
+        )
+        .with_context(context)?;
+        let text = String::from_utf8(bytes).with_context(context)?;
         Manifest::parse(&path.display().to_string(), &text)
     }
 

@@ -149,10 +149,19 @@ pub(crate) fn target_symbols(target: &Target) -> Result<(HashSet<String>, String
     }
 }
 
+/// The largest binary whose symbols are read.
+const MAX_ELF_BYTES: u64 = 1 << 30;
+
 /// The names in an ELF file's symbol and dynamic symbol tables.
 pub(crate) fn elf_symbols(path: &std::path::Path) -> Result<HashSet<String>> {
     use object::{Object as _, ObjectSymbol as _};
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    // A regular file only (a FIFO is refused, never waited on), and not past 1 GiB.
+    let data = tracer_common::files::read_regular(
+        path,
+        tracer_common::files::Symlinks::Follow,
+        MAX_ELF_BYTES,
+    )
+    .with_context(|| format!("reading {}", path.display()))?;
     let file = object::File::parse(&*data)
         .with_context(|| format!("{}: not an ELF file", path.display()))?;
     Ok(file

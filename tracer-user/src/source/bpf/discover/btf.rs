@@ -104,6 +104,9 @@ pub struct Member {
     pub shape: Shape,
 }
 
+/// vmlinux's BTF is a few MiB; a file past this is not BTF.
+const MAX_BTF_BYTES: u64 = 256 << 20;
+
 pub struct KernelBtf {
     btf: Btf,
     split: bool,
@@ -140,17 +143,30 @@ pub(crate) fn hold_this_kernel() -> Option<SharedBtf> {
 
 impl KernelBtf {
     pub fn load(files: &BtfFiles) -> Result<KernelBtf> {
-        let base = Btf::from_file(&files.base)
+        // `--btf`, `--btf-base`: regular files only (a FIFO is refused, never waited on), at
+        // most MAX_BTF_BYTES.
+        let read = |path: &std::path::Path| {
+            tracer_common::files::read_regular(
+                path,
+                tracer_common::files::Symlinks::Follow,
+                MAX_BTF_BYTES,
+            )
+            .map_err(anyhow::Error::new)
+        };
+        let base = read(&files.base)
+            .and_then(|bytes| Ok(Btf::from_bytes(&bytes)?))
             .with_context(|| format!("reading BTF {}", files.base.display()))?;
         match &files.module {
             Some(module) => Ok(KernelBtf {
-                btf: Btf::from_split_file(module, &base).with_context(|| {
-                    format!(
-                        "reading split BTF {} on {}",
-                        module.display(),
-                        files.base.display()
-                    )
-                })?,
+                btf: read(module)
+                    .and_then(|bytes| Ok(Btf::from_split_bytes(&bytes, &base)?))
+                    .with_context(|| {
+                        format!(
+                            "reading split BTF {} on {}",
+                            module.display(),
+                            files.base.display()
+                        )
+                    })?,
                 split: true,
             }),
             None => Ok(KernelBtf {

@@ -291,7 +291,8 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
                 .join(EVICT_CATEGORY)
                 .join(EVICT_TRACEPOINT)
                 .join("format");
-            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+            super::planner::read_format(&path)
+                .with_context(|| format!("reading {}", path.display()))
         });
     let plan = plan(&kallsyms, system::has_kprobes(), offsets, evict_format);
     let release = system::kernel_release();

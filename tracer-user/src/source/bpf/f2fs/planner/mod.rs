@@ -10,7 +10,6 @@ mod tests;
 use std::{
     collections::BTreeMap,
     fmt::{self, Write as _},
-    fs,
     path::Path,
 };
 
@@ -118,7 +117,7 @@ impl KernelView {
         if let Some(root) = tracefs {
             for name in system::F2FS_TRACEPOINT_VARIANTS {
                 let path = root.join("events/f2fs").join(name).join("format");
-                match fs::read_to_string(&path) {
+                match read_format(&path) {
                     Ok(text) => drop(formats.insert(name.to_string(), text)),
                     Err(err) if path.parent().is_some_and(Path::is_dir) => {
                         unreadable.insert(name.to_string(), format!("{}: {err}", path.display()));
@@ -554,4 +553,13 @@ fn plan_tracepoint(
         chosen: None,
         rejected,
     }
+}
+
+/// A tracepoint's format file: a regular file (a FIFO under a `--tracefs` is refused, never
+/// waited on) of at most 64 KiB.
+pub(crate) fn read_format(path: &Path) -> std::io::Result<String> {
+    let bytes =
+        tracer_common::files::read_regular(path, tracer_common::files::Symlinks::Follow, 64 << 10)?;
+    String::from_utf8(bytes)
+        .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))
 }
