@@ -126,6 +126,20 @@ fn every_kind_round_trips_to_its_variant() {
             raw(EventKind::JournalEntry, JOURNAL_SIT),
             Decoded::JournalEntry(JournalEntry::Sit { segment: 42 }),
         ),
+        (
+            Event::counter(
+                1,
+                7,
+                Measure::Events(EventKind::Reclaim),
+                Some(QUEUE_512),
+                1234,
+            ),
+            Decoded::Counter(CounterReading {
+                measure: Measure::Events(EventKind::Reclaim),
+                sub: Some(QUEUE_512),
+                value: 1234,
+            }),
+        ),
     ];
     assert_eq!(cases.len(), EventKind::ALL.len(), "one case per kind");
     for (event, expected) in cases {
@@ -190,8 +204,30 @@ fn every_meta_area_of_the_layout_decodes() {
 }
 
 #[test]
+fn a_counter_of_a_total_and_of_an_unknown_measure() {
+    let total = Event::counter(1, 7, Measure::Entries, None, 9);
+    assert_eq!(
+        total.decode(),
+        Decoded::Counter(CounterReading {
+            measure: Measure::Entries,
+            sub: None,
+            value: 9,
+        })
+    );
+    let mut unknown = total;
+    unknown.reason = 0x90;
+    assert_eq!(
+        unknown.decode(),
+        Decoded::Unknown(Unrecognised::Code {
+            kind: EventKind::Counter,
+            code: 0x90
+        })
+    );
+}
+
+#[test]
 fn unknown_kinds_decode_to_unknown() {
-    for kind in [0, 20, 31, 200, 255] {
+    for kind in [0, 21, 31, 200, 255] {
         let mut event = Event::ZERO;
         event.kind = kind;
         assert_eq!(event.decode(), Decoded::Unknown(Unrecognised::Kind(kind)));
