@@ -455,6 +455,159 @@ fn foreign_files_in_the_recording_directory_are_left_alone_and_taken_names_skipp
     }
 }
 
+/// `nodescope daemon --record DIR` (the simulator, nothing else) run to its refusal.
+fn daemon_refusing(dir: &Path, rec: &Path) -> String {
+    let output = common::output_within(
+        Command::new(NODESCOPE)
+            .args([
+                "daemon",
+                "--source",
+                "sim",
+                "--scenario",
+                "vm-replay",
+                "--tune",
+            ])
+            .arg("--sysfs-root")
+            .arg(dir.join("knobs"))
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .arg("--socket")
+            .arg(dir.join("sock/daemon.sock"))
+            .arg("--record")
+            .arg(rec),
+        Duration::from_secs(20),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "started with --record {rec:?}: {stderr}"
+    );
+    stderr
+}
+
+/// A directory with ten recordings named as the daemon names them, each holding `precious`.
+fn precious_recordings(dir: &Path) -> Vec<PathBuf> {
+    fs::create_dir_all(dir).unwrap();
+    (0..10)
+        .map(|n| {
+            let file = dir.join(format!("nodescope-{n:06}.nsr"));
+            fs::write(&file, "precious").unwrap();
+            file
+        })
+        .collect()
+}
+
+/// Every file in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Issue 52, item 4: `--record DIR` was never checked. A symlink there was followed (rotation
+/// wrote into its target and deleted the target's `nodescope-NNNNNN.nsr`), and so was a
+/// directory others may write in. Now DIR gets the state directory's rule: a symlink, a
+/// directory others may write in and one of another user are refused at start, naming why,
+/// and nothing in them is touched; one of ours that others may only read is made 0700.
+#[test]
+fn a_recording_directory_that_is_a_symlink_or_not_private_is_refused_at_start() {
+    let scratch_dir = scratch("rolling-refused");
+    let dir = scratch_dir.path();
+    let target = dir.join("target");
+    let precious = precious_recordings(&target);
+    let link = dir.join("rec-link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let refused = daemon_refusing(dir, &link);
+    assert!(
+        refused.contains("refusing the recording directory") && refused.contains("is a symlink"),
+        "{refused}"
+    );
+    // Others may write in it: they could plant names for the daemon to write or delete.
+    let shared = dir.join("rec-shared");
+    let shared_files = precious_recordings(&shared);
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+    let refused = daemon_refusing(dir, &shared);
+    assert!(
+        refused.contains("refusing the recording directory")
+            && refused.contains("has mode 1777: others may put files in it"),
+        "{refused}"
+    );
+    if common::is_root() {
+        let theirs = dir.join("rec-theirs");
+        precious_recordings(&theirs);
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let refused = daemon_refusing(dir, &theirs);
+        assert!(
+            refused.contains("refusing the recording directory")
+                && refused.contains("belongs to uid 65534"),
+            "{refused}"
+        );
+        assert_eq!(listing(&theirs).len(), 10);
+    }
+    for (place, files) in [(&target, &precious), (&shared, &shared_files)] {
+        assert_eq!(&listing(place), files, "{place:?} changed");
+        for file in files {
+            assert_eq!(fs::read_to_string(file).unwrap(), "precious", "{file:?}");
+        }
+    }
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+/// Issue 52, item 4: DIR swapped for a symlink while the daemon runs. The rotation went by
+/// path: it created its next file in the symlink's target and removed the target's
+/// `nodescope-NNNNNN.nsr` as its oldest. Now DIR is held by descriptor from the start: the
+/// rotation goes on in the directory it checked (moved aside here), the target is untouched.
+/// The directory made 0755 beforehand (as earlier versions made it) is taken and made 0700.
+#[test]
+fn a_recording_directory_swapped_for_a_symlink_while_running_redirects_nothing() {
+    let mut daemon =
+        Daemon::start_prepared("rolling-swapped", "vm-replay", "10", "300000", |dir| {
+            let rec = dir.join("rec");
+            fs::create_dir_all(&rec).unwrap();
+            fs::set_permissions(&rec, fs::Permissions::from_mode(0o755)).unwrap();
+        });
+    let rec = daemon.path("rec");
+    let mode_at_start = mode(&rec);
+    let removals = |d: &Daemon| {
+        d.log()
+            .matches("recording: removed the oldest file")
+            .count()
+    };
+    daemon.wait_for("a rotation that removed a file", |d| removals(d) >= 1);
+    let target = daemon.path("target");
+    let precious = precious_recordings(&target);
+    let moved = daemon.path("rec.moved");
+    fs::rename(&rec, &moved).unwrap();
+    std::os::unix::fs::symlink(&target, &rec).unwrap();
+    let before = removals(&daemon);
+    daemon.wait_for("two more rotations", |d| removals(d) >= before + 2);
+    daemon.stop();
+    assert_eq!(
+        listing(&target),
+        precious,
+        "files made or removed in the symlink's target"
+    );
+    for file in &precious {
+        assert_eq!(fs::read_to_string(file).unwrap(), "precious", "{file:?}");
+    }
+    assert_eq!(mode_at_start, 0o700, "made private");
+    // The recording went on where it started: three complete files.
+    let files = listing(&moved);
+    assert_eq!(files.len(), 3, "{files:?}");
+    for file in &files {
+        let report = nodescope(&["report", "--json", file.to_str().unwrap()]);
+        let summary: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+        assert_eq!(summary["complete"], true, "{file:?}");
+    }
+}
+
 /// Issue 33, finding 4: a full disk under `--record` ended the daemon (exit 1). Now the
 /// recording stops, said in the log, to the clients and in the metrics, and the daemon serves
 /// on; SIGTERM still ends it with exit 0 and the knobs back.
@@ -474,7 +627,8 @@ fn a_full_disk_stops_the_recording_not_the_daemon() {
                     "-t",
                     "tmpfs",
                     "-o",
-                    "size=256k",
+                    // A tmpfs root is 1777 unless told: the recording directory must be private.
+                    "size=256k,mode=0700",
                     "nodescope-full",
                     rec.to_str().unwrap(),
                 ])

@@ -1,7 +1,7 @@
 //! The recorder view: the events the pipeline took and the knob changes it saw, written to a
 //! recording (format: `crate::record`).
 use std::{
-    fs::{self, File},
+    fs::File,
     io::BufWriter,
     path::{Path, PathBuf},
     time::{Duration, Instant},
@@ -31,6 +31,12 @@ impl Recorder {
     /// about itself, its knob values, the window origin and length.
     pub fn create(path: &Path, pipeline: &Pipeline, output: OutputFile) -> Result<Recorder> {
         let file = output.create(path)?;
+        Recorder::from_file(file, path, pipeline)
+    }
+
+    /// A recorder writing to `file`, already open for writing (the daemon's rolling recording
+    /// creates its files relative to its directory's descriptor); `path` names it in messages.
+    pub(crate) fn from_file(file: File, path: &Path, pipeline: &Pipeline) -> Result<Recorder> {
         let writer = Writer::new(BufWriter::new(file), &header(pipeline))?;
         Ok(Recorder {
             writer,
@@ -68,8 +74,11 @@ impl Recorder {
 
     /// The footer; returns it with the size of the finished file.
     pub fn finish(self, end_ns: u64) -> Result<(u64, Footer)> {
-        let (_, footer) = self.writer.finish(end_ns)?;
-        let size = fs::metadata(&self.path)
+        let (out, footer) = self.writer.finish(end_ns)?;
+        // The file written, not whatever its path names now.
+        let size = out
+            .get_ref()
+            .metadata()
             .with_context(|| format!("reading the size of {}", self.path.display()))?
             .len();
         Ok((size, footer))

@@ -4,15 +4,21 @@
 //! recording (header, blocks, footer) that `report`, `export` and `--source replay` read; the
 //! file being written gets its footer at the next rotation or when the daemon stops.
 use std::{
-    fs,
+    ffi::CStr,
+    fs::{self, File},
+    io::ErrorKind,
+    os::{
+        fd::{AsFd, OwnedFd},
+        unix::fs::DirBuilderExt as _,
+    },
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context as _, Result};
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use tracer_common::Event;
 
 use crate::{
-    output::OutputFile,
     pipeline::{KnobChange, Pipeline},
     runner::{End, Flow, Refresh, Sink},
     view::recorder::Recorder,
@@ -44,7 +50,12 @@ impl RollingLimits {
 }
 
 pub(crate) struct RollingRecorder {
+    /// `--record DIR` as given, for messages only: every file operation goes through `fd`.
     dir: PathBuf,
+    /// DIR, opened without following a symlink when the recording started. Every create, list,
+    /// stat and delete is relative to it, so a symlink swapped in for DIR later redirects
+    /// nothing.
+    fd: OwnedFd,
     limits: RollingLimits,
     current: Recorder,
     /// The number of the file being written.
@@ -52,36 +63,41 @@ pub(crate) struct RollingRecorder {
 }
 
 /// The rolling files carry the same per-process data as the daemon's socket, which is 0600:
-/// so are they. A name already taken is never overwritten.
-const RECORDING: OutputFile = OutputFile {
-    force: false,
-    mode: 0o600,
-};
+/// so are they.
+const FILE_MODE: u32 = 0o600;
+
+/// How DIR is opened: never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
 
 impl RollingRecorder {
-    /// Start a new file in `dir` (created if missing), numbered after any recording there.
-    /// Only the daemon's own files count (see [`numbered`]); anything else in `dir` is named
-    /// in the log once, and never numbered after, rotated or removed.
+    /// Start a new file in `dir` (created 0700 if missing, else checked to be ours and private,
+    /// see [`open_private_dir`]), numbered after any recording there. Only the daemon's own
+    /// files count (see [`numbered`]); anything else in `dir` is named in the log once, and
+    /// never numbered after, rotated or removed.
     pub(crate) fn start(dir: &Path, limits: RollingLimits, pipeline: &Pipeline) -> Result<Self> {
         anyhow::ensure!(
             limits.files >= 2,
             "--record-files must be at least 2 (one finished file and the one being written)"
         );
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let listing = list(dir)?;
+        let fd = open_private_dir(dir)?;
+        let listing = list(&fd, dir)?;
         for foreign in &listing.foreign {
             log::warn!(
                 "recording: {} is not one of the daemon's files: it is left alone",
-                foreign.display()
+                dir.join(foreign).display()
             );
         }
         let after = listing
             .ours
             .last()
             .map_or(Some(0), |(n, _)| n.checked_add(1));
-        let (sequence, current) = create_next(dir, after, pipeline)?;
+        let (sequence, current) = create_next(&fd, dir, after, pipeline)?;
         let mut rolling = RollingRecorder {
             dir: dir.to_path_buf(),
+            fd,
             limits,
             current,
             sequence,
@@ -98,9 +114,9 @@ impl RollingRecorder {
         self.current.knob_change(change)
     }
 
-    /// The file being written.
+    /// The file being written (as named under DIR, for messages).
     pub(crate) fn current_path(&self) -> PathBuf {
-        file_name(&self.dir, self.sequence)
+        self.dir.join(file_name(self.sequence))
     }
 
     /// At a refresh: flush on the recorder's time bound, and start the next file when this one
@@ -110,7 +126,8 @@ impl RollingRecorder {
         if self.current.bytes_written() < self.limits.file_bytes() {
             return Ok(());
         }
-        let (sequence, next) = create_next(&self.dir, self.sequence.checked_add(1), pipeline)?;
+        let (sequence, next) =
+            create_next(&self.fd, &self.dir, self.sequence.checked_add(1), pipeline)?;
         let finished = std::mem::replace(&mut self.current, next);
         finished.finish(pipeline.now_ns())?;
         self.sequence = sequence;
@@ -126,7 +143,7 @@ impl RollingRecorder {
 
     /// Remove the oldest recordings until `files` remain.
     fn remove_oldest(&mut self) -> Result<()> {
-        let all = numbered(&self.dir)?;
+        let all = numbered(&self.fd, &self.dir)?;
         // The file being written is one of them: it is never removed.
         let all: Vec<_> = all
             .into_iter()
@@ -134,35 +151,119 @@ impl RollingRecorder {
             .collect();
         let kept_besides_current = self.limits.files as usize - 1;
         let excess = all.len().saturating_sub(kept_besides_current);
-        for (_, path) in all.into_iter().take(excess) {
-            fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        for (_, name) in all.into_iter().take(excess) {
+            let path = self.dir.join(&name);
+            rfs::unlinkat(&self.fd, name.as_str(), AtFlags::empty())
+                .with_context(|| format!("removing {}", path.display()))?;
             log::info!("recording: removed the oldest file {}", path.display());
         }
         Ok(())
     }
 }
 
-fn file_name(dir: &Path, sequence: u64) -> PathBuf {
-    dir.join(format!("{PREFIX}{sequence:06}{SUFFIX}"))
+/// `dir` for the rolling recording, held by descriptor: the rule of the state and socket
+/// directories (`files::private_dir_problem`). Created 0700 (with its parents) when missing;
+/// otherwise it must be a directory, not a symlink to one, belonging to us, that nobody else
+/// may write in: the daemon deletes files there, and whoever may write in it could put a name
+/// there for it to write or delete. One of ours that others may only read (0755, as earlier
+/// versions made it under the umask) is made 0700. The checks are made on the descriptor
+/// opened with O_NOFOLLOW, so what was checked is what is used, whatever the path names later.
+fn open_private_dir(dir: &Path) -> Result<OwnedFd> {
+    let refuse = |problem: String| {
+        anyhow::anyhow!(
+            "refusing the recording directory {}: it {problem}; remove it if you do not know \
+             who made it, or choose another with --record",
+            dir.display()
+        )
+    };
+    match fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(dir)
+    {
+        Ok(()) => {}
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err).with_context(|| format!("creating {}", dir.display())),
+    }
+    let fd = match rfs::open(dir, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(err) => {
+            return Err(match fs::symlink_metadata(dir) {
+                Ok(meta) if meta.file_type().is_symlink() => refuse("is a symlink".into()),
+                Ok(meta) if !meta.is_dir() => refuse("is not a directory".into()),
+                _ => anyhow::Error::new(std::io::Error::from(err))
+                    .context(format!("opening {}", dir.display())),
+            })
+        }
+    };
+    let stat = rfs::fstat(&fd).with_context(|| format!("examining {}", dir.display()))?;
+    let euid = rustix::process::geteuid().as_raw();
+    let mode = stat.st_mode & 0o7777;
+    if stat.st_uid != euid {
+        return Err(refuse(format!(
+            "belongs to uid {}, not to us (uid {euid})",
+            stat.st_uid
+        )));
+    }
+    if mode & 0o022 != 0 {
+        return Err(refuse(format!(
+            "has mode {mode:o}: others may put files in it"
+        )));
+    }
+    if mode & 0o077 != 0 {
+        rfs::fchmod(&fd, Mode::from_raw_mode(0o700))
+            .with_context(|| format!("making {} private (mode 700)", dir.display()))?;
+        log::info!(
+            "recording: {} had mode {mode:o}; made it 700 (the recordings show every \
+             process's activity)",
+            dir.display()
+        );
+    }
+    Ok(fd)
 }
 
-/// The first free file number from `from` on, and its recorder. A name something else holds
-/// (a directory, a file the daemon did not make) is skipped, up to [`TAKEN_NAMES_SKIPPED`].
-fn create_next(dir: &Path, from: Option<u64>, pipeline: &Pipeline) -> Result<(u64, Recorder)> {
+fn file_name(sequence: u64) -> String {
+    format!("{PREFIX}{sequence:06}{SUFFIX}")
+}
+
+/// The first free file number from `from` on, and its recorder, created in `fd` (DIR). A name
+/// something else holds (a directory, a file the daemon did not make, a symlink) is skipped,
+/// up to [`TAKEN_NAMES_SKIPPED`]: the file is created exclusively, never through a symlink.
+fn create_next(
+    fd: &OwnedFd,
+    dir: &Path,
+    from: Option<u64>,
+    pipeline: &Pipeline,
+) -> Result<(u64, Recorder)> {
     let from = from
         .filter(|n| *n <= MAX_SEQUENCE)
         .with_context(|| format!("{}: the file numbers reached {MAX_SEQUENCE}", dir.display()))?;
     let last = from.saturating_add(TAKEN_NAMES_SKIPPED).min(MAX_SEQUENCE);
+    let flags = OFlags::WRONLY
+        | OFlags::CREATE
+        | OFlags::EXCL
+        | OFlags::NOFOLLOW
+        | OFlags::NONBLOCK
+        | OFlags::CLOEXEC;
     for sequence in from..=last {
-        let path = file_name(dir, sequence);
-        if fs::symlink_metadata(&path).is_ok() {
-            log::warn!(
-                "recording: {} is taken: skipping its number",
-                path.display()
-            );
-            continue;
+        let name = file_name(sequence);
+        let path = dir.join(&name);
+        match rfs::openat(fd, name.as_str(), flags, Mode::from_raw_mode(FILE_MODE)) {
+            Err(rustix::io::Errno::EXIST) => {
+                log::warn!(
+                    "recording: {} is taken: skipping its number",
+                    path.display()
+                );
+            }
+            Err(err) => {
+                return Err(std::io::Error::from(err))
+                    .with_context(|| format!("creating {}", path.display()))
+            }
+            Ok(file) => {
+                let file = File::from(file);
+                return Ok((sequence, Recorder::from_file(file, &path, pipeline)?));
+            }
         }
-        return Ok((sequence, Recorder::create(&path, pipeline, RECORDING)?));
     }
     anyhow::bail!(
         "{}: the names nodescope-{from:06}.nsr to nodescope-{last:06}.nsr are all taken",
@@ -170,37 +271,44 @@ fn create_next(dir: &Path, from: Option<u64>, pipeline: &Pipeline) -> Result<(u6
     )
 }
 
-/// What `dir` holds: the daemon's recordings, oldest (lowest number) first, and the entries
-/// named like one that are not (see [`numbered`]).
+/// What DIR holds: the daemon's recordings, oldest (lowest number) first, and the entries
+/// named like one that are not (see [`numbered`]); names within DIR.
 struct Listing {
-    ours: Vec<(u64, PathBuf)>,
-    foreign: Vec<PathBuf>,
+    ours: Vec<(u64, String)>,
+    foreign: Vec<String>,
 }
 
-fn list(dir: &Path) -> Result<Listing> {
+/// List DIR through its descriptor `fd` (`dir` names it in messages).
+fn list(fd: &OwnedFd, dir: &Path) -> Result<Listing> {
     let mut listing = Listing {
         ours: Vec::new(),
         foreign: Vec::new(),
     };
-    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
-        let name = entry.file_name();
-        let Some(name) = name
-            .to_str()
-            .filter(|n| n.starts_with(PREFIX) && n.ends_with(SUFFIX))
-        else {
+    let context = || format!("listing {}", dir.display());
+    for entry in rfs::Dir::read_from(fd.as_fd()).with_context(context)? {
+        let entry = entry.with_context(context)?;
+        let Some(name) = name_of(entry.file_name()) else {
             continue;
         };
         // Not followed: a symlink or a directory is never one of the daemon's files.
-        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        let regular = rfs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|stat| {
+            rfs::FileType::from_raw_mode(stat.st_mode) == rfs::FileType::RegularFile
+        });
         match sequence_of(name).filter(|_| regular) {
-            Some(number) => listing.ours.push((number, entry.path())),
-            None => listing.foreign.push(entry.path()),
+            Some(number) => listing.ours.push((number, name.to_string())),
+            None => listing.foreign.push(name.to_string()),
         }
     }
     listing.ours.sort();
     listing.foreign.sort();
     Ok(listing)
+}
+
+/// A directory entry's name when it is named like a recording (`nodescope-*.nsr`).
+fn name_of(name: &CStr) -> Option<&str> {
+    name.to_str()
+        .ok()
+        .filter(|n| n.starts_with(PREFIX) && n.ends_with(SUFFIX))
 }
 
 /// The number in a name exactly as the daemon writes it (`nodescope-` at least six digits,
@@ -214,8 +322,6 @@ fn sequence_of(name: &str) -> Option<u64> {
     (number <= MAX_SEQUENCE && format!("{number:06}") == digits).then_some(number)
 }
 
-/// The rolling recording's own files in `dir`, oldest (lowest number) first: regular files
-/// named as the daemon names them. Directories, symlinks and foreign names are left out.
 /// The daemon's sink for `--record DIR`. An error there (a full disk, a directory removed,
 /// every next name taken) stops the recording, not the daemon: said in the log, to the clients
 /// (a notice in the decisions pane) and in the metrics (`recording_active` 0, through
@@ -301,8 +407,11 @@ impl Sink for RollingSink {
     }
 }
 
-pub(crate) fn numbered(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    Ok(list(dir)?.ours)
+/// The rolling recording's own files in DIR (its descriptor `fd`), oldest (lowest number)
+/// first: regular files named as the daemon names them. Directories, symlinks and foreign
+/// names are left out.
+fn numbered(fd: &OwnedFd, dir: &Path) -> Result<Vec<(u64, String)>> {
+    Ok(list(fd, dir)?.ours)
 }
 
 #[cfg(test)]
