@@ -116,6 +116,8 @@ pub(crate) fn build<R: std::io::Read>(
                 }
                 last = events.last().map_or(last, |e| e.ts_ns);
             }
+            // The clocks' pairs are for `export --perfetto`, not the reader.
+            Ok(Item::Note(note)) if note.kind == crate::record::CLOCK_NOTE => {}
             Ok(Item::Note(note)) if notes_bytes < MAX_NOTES_SHOWN_BYTES => {
                 notes_bytes += note.text.len() + note.kind.len();
                 notes.push(note);

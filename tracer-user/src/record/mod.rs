@@ -74,6 +74,70 @@ pub struct Note {
     pub text: String,
 }
 
+/// The kind of the notes that pair the recording's clock (CLOCK_MONOTONIC, the kernel
+/// source's) with CLOCK_BOOTTIME, Android's trace clock: one at the start and one whenever the
+/// two moved apart (a suspend: MONOTONIC stops, BOOTTIME does not). Their text is
+/// `monotonic_ns=<n> boottime_ns=<n>`; `export --perfetto` makes them clock snapshots.
+pub const CLOCK_NOTE: &str = "clock";
+
+/// A (CLOCK_MONOTONIC, CLOCK_BOOTTIME) pair read back to back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockPair {
+    pub monotonic_ns: u64,
+    pub boottime_ns: u64,
+}
+
+impl ClockPair {
+    /// Both clocks now.
+    pub fn now() -> ClockPair {
+        ClockPair {
+            monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
+            boottime_ns: clock_ns(libc::CLOCK_BOOTTIME),
+        }
+    }
+
+    /// BOOTTIME less MONOTONIC: the time spent suspended since boot.
+    pub fn offset_ns(&self) -> i128 {
+        i128::from(self.boottime_ns) - i128::from(self.monotonic_ns)
+    }
+
+    pub fn note(&self) -> Note {
+        Note {
+            ts_ns: self.monotonic_ns,
+            kind: CLOCK_NOTE.into(),
+            text: format!(
+                "monotonic_ns={} boottime_ns={}",
+                self.monotonic_ns, self.boottime_ns
+            ),
+        }
+    }
+
+    /// The pair a clock note holds.
+    pub fn from_note(note: &Note) -> Option<ClockPair> {
+        if note.kind != CLOCK_NOTE {
+            return None;
+        }
+        let mut words = note.text.split_whitespace();
+        let value = |word: Option<&str>, key: &str| -> Option<u64> {
+            word?.strip_prefix(key)?.strip_prefix('=')?.parse().ok()
+        };
+        Some(ClockPair {
+            monotonic_ns: value(words.next(), "monotonic_ns")?,
+            boottime_ns: value(words.next(), "boottime_ns")?,
+        })
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a valid, owned timespec; both clocks exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
+}
+
 /// Written last by a clean finish.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Footer {

@@ -13,7 +13,7 @@ use tracer_common::Event;
 use crate::{
     output::OutputFile,
     pipeline::{KnobChange, Pipeline},
-    record::{writer::Writer, Footer, Header, Note},
+    record::{writer::Writer, ClockPair, Footer, Header, Note},
     runner::{Flow, Refresh, Sink},
 };
 
@@ -24,7 +24,13 @@ pub struct Recorder {
     writer: Writer<BufWriter<File>>,
     path: PathBuf,
     last_flush: Instant,
+    /// The kernel source's events are stamped with CLOCK_MONOTONIC: the BOOTTIME pair last
+    /// noted (None for a source with a clock of its own: the simulator, a replay).
+    clock: Option<ClockPair>,
 }
+
+/// The two clocks moved apart by more than this: a suspend (or its like) is noted.
+const CLOCK_STEP_NS: i128 = 1_000_000;
 
 impl Recorder {
     /// Create `path` as `output` says and write the header: what the pipeline's source says
@@ -37,17 +43,38 @@ impl Recorder {
     /// A recorder writing to `file`, already open for writing (the daemon's rolling recording
     /// creates its files relative to its directory's descriptor); `path` names it in messages.
     pub(crate) fn from_file(file: File, path: &Path, pipeline: &Pipeline) -> Result<Recorder> {
-        let writer = Writer::new(BufWriter::new(file), &header(pipeline))?;
+        let header = header(pipeline);
+        let mut writer = Writer::new(BufWriter::new(file), &header)?;
+        let clock = (header.source == "bpf").then(ClockPair::now);
+        if let Some(pair) = clock {
+            writer.note(&pair.note())?;
+        }
         Ok(Recorder {
             writer,
             path: path.to_path_buf(),
             last_flush: Instant::now(),
+            clock,
         })
+    }
+
+    /// A clock note when BOOTTIME and MONOTONIC moved apart since the last one.
+    fn note_clock_step(&mut self) -> Result<()> {
+        let Some(last) = self.clock else {
+            return Ok(());
+        };
+        let now = ClockPair::now();
+        if (now.offset_ns() - last.offset_ns()).abs() > CLOCK_STEP_NS {
+            self.writer.note(&now.note())?;
+            self.clock = Some(now);
+        }
+        Ok(())
     }
 
     /// Flush the events so far when the last flush is [`FLUSH_EVERY`] old: a quiet source
     /// still reaches the file on a time bound, not only every full block.
+    /// A clock note first when a suspend moved the clocks apart (see [`ClockPair`]).
     pub fn flush_if_due(&mut self) -> Result<()> {
+        self.note_clock_step()?;
         if self.last_flush.elapsed() >= FLUSH_EVERY {
             self.writer.flush()?;
             self.last_flush = Instant::now();

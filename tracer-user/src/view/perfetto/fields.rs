@@ -11,13 +11,26 @@ pub(super) mod trace {
 }
 
 pub(super) mod trace_packet {
+    pub(crate) const CLOCK_SNAPSHOT: u32 = 6;
     pub(crate) const TIMESTAMP: u32 = 8;
+    pub(crate) const TIMESTAMP_CLOCK_ID: u32 = 58;
     pub(crate) const TRUSTED_PACKET_SEQUENCE_ID: u32 = 10;
     pub(crate) const TRACK_EVENT: u32 = 11;
     pub(crate) const SEQUENCE_FLAGS: u32 = 13;
     pub(crate) const TRACK_DESCRIPTOR: u32 = 60;
     /// TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED.
     pub(crate) const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+}
+
+/// `ClockSnapshot` (protos/perfetto/trace/clock_snapshot.proto) and its `Clock`, and the
+/// `BuiltinClock` values (protos/perfetto/common/builtin_clock.proto).
+pub(super) mod clock_snapshot {
+    pub(crate) const CLOCKS: u32 = 1;
+    pub(crate) const PRIMARY_TRACE_CLOCK: u32 = 2;
+    pub(crate) const CLOCK_ID: u32 = 1;
+    pub(crate) const CLOCK_TIMESTAMP: u32 = 2;
+    pub(crate) const BUILTIN_CLOCK_MONOTONIC: u64 = 3;
+    pub(crate) const BUILTIN_CLOCK_BOOTTIME: u64 = 6;
 }
 
 pub(super) mod track_descriptor {

@@ -32,7 +32,7 @@ use self::{
 use crate::{
     model::{apps, AppKey, CacheGauges, Counters, DeviceCounts, Packages, WindowReport},
     model::{ProcessRow, OTHER_DEVICES},
-    record::{Header, Note},
+    record::{ClockPair, Header, Note},
 };
 
 /// A recording replayed through the model, whole (the tests' way to a trace; a replay lays
@@ -127,6 +127,10 @@ struct Layout {
     nonzero_now: BTreeSet<u64>,
     /// The latest value of each gauge track.
     gauges: BTreeMap<u64, i64>,
+    /// The recording's clock (CLOCK_MONOTONIC) paired with BOOTTIME (its clock notes): with
+    /// any, every packet says its clock and the trace holds the pairs as clock snapshots, so
+    /// Perfetto places it on a system trace's BOOTTIME timeline, suspends included.
+    clocks: Vec<ClockPair>,
 }
 
 impl Layout {
@@ -261,6 +265,10 @@ impl Layout {
 
     /// A knob change moves the knob counters; every note is an instant.
     fn note(&mut self, note: &Note) {
+        if let Some(pair) = ClockPair::from_note(note) {
+            self.clocks.push(pair);
+            return;
+        }
         if note.kind == "knobs" {
             self.knobs(note.ts_ns, knobs_after(&note.text));
         }
@@ -341,9 +349,11 @@ impl Layout {
 
     /// Descriptors, then events by time (a stable sort keeps each track's order).
     fn into_trace(mut self) -> Vec<u8> {
+        use fields::clock_snapshot as cs;
         self.events.sort_by_key(|timed| timed.ts_ns);
         let mut trace = Vec::new();
         let mut first = true;
+        let clocked = !self.clocks.is_empty();
         let mut push = |packet: &mut Message| {
             use fields::trace_packet as tp;
             packet.uint(tp::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE_ID);
@@ -359,11 +369,32 @@ impl Layout {
             packet.message(fields::trace_packet::TRACK_DESCRIPTOR, &descriptor);
             push(&mut packet);
         }
+        // Before any timestamp in CLOCK_MONOTONIC, so that every one can be converted.
+        for pair in &self.clocks {
+            let mut snapshot = Message::new();
+            for (id, ns) in [
+                (cs::BUILTIN_CLOCK_MONOTONIC, pair.monotonic_ns),
+                (cs::BUILTIN_CLOCK_BOOTTIME, pair.boottime_ns),
+            ] {
+                let mut clock = Message::new();
+                clock.uint(cs::CLOCK_ID, id).uint(cs::CLOCK_TIMESTAMP, ns);
+                snapshot.message(cs::CLOCKS, &clock);
+            }
+            snapshot.uint(cs::PRIMARY_TRACE_CLOCK, cs::BUILTIN_CLOCK_BOOTTIME);
+            let mut packet = Message::new();
+            packet.message(fields::trace_packet::CLOCK_SNAPSHOT, &snapshot);
+            push(&mut packet);
+        }
         for timed in &self.events {
             let mut packet = Message::new();
-            packet
-                .uint(fields::trace_packet::TIMESTAMP, timed.ts_ns)
-                .message(fields::trace_packet::TRACK_EVENT, &timed.event);
+            packet.uint(fields::trace_packet::TIMESTAMP, timed.ts_ns);
+            if clocked {
+                packet.uint(
+                    fields::trace_packet::TIMESTAMP_CLOCK_ID,
+                    cs::BUILTIN_CLOCK_MONOTONIC,
+                );
+            }
+            packet.message(fields::trace_packet::TRACK_EVENT, &timed.event);
             push(&mut packet);
         }
         trace
