@@ -3,18 +3,18 @@
 //! rendered per scrape, by the run loop's [`MetricsSink`] from the model as it is then: nothing
 //! is rendered while nobody scrapes.
 use std::{
+    collections::HashMap,
     fmt::Write as _,
     net::{IpAddr, SocketAddr},
     sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc, Weak,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result};
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore},
     task::JoinHandle,
@@ -356,9 +356,17 @@ impl Sink for MetricsSink {
 
 /// At most this many connections are open at once (see [`accept_loop`] for who makes room).
 pub const MAX_CONNECTIONS: usize = 64;
-/// At most this many of them from one peer address (IPv4-mapped IPv6 counts as the IPv4
-/// address; every loopback client from 127.0.0.1 is one peer).
+/// Per peer address (IPv4-mapped IPv6 counts as the IPv4 address; every loopback client from
+/// 127.0.0.1 is one peer): at most this many connections still waiting for their request are
+/// held, and at most this many requests are answered at once.
 pub const MAX_PER_PEER: usize = 8;
+/// Per peer, at most this many requests wait for a turn to be answered beyond the
+/// [`MAX_PER_PEER`] being answered; any further one is answered 503 at once.
+pub const MAX_WAITING_PER_PEER: usize = 32;
+/// How long a request waits for its turn before it is answered `503` with `Retry-After: 1`
+/// (a scrape's answer takes milliseconds: a turn comes long before this unless a peer's
+/// answers are stuck on clients that do not read).
+pub const TURN_WAIT: Duration = Duration::from_secs(2);
 /// A client has this long for the whole exchange: to send its request and take the answer (a
 /// scrape takes milliseconds).
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -369,6 +377,10 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// timeout. Each arriving byte starts the deadline again: a slow but live client keeps the
 /// client timeout.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+/// A new connection may be displaced as idle only once it has sent nothing for this long: a
+/// scraper's request follows its handshake within microseconds, unless the scraper was not
+/// scheduled in between (a burst of scrapers on a busy machine).
+pub(crate) const SETTLE: Duration = Duration::from_millis(50);
 /// The longest request head read: a scrape's is a few hundred bytes.
 const MAX_REQUEST_BYTES: usize = 8192;
 /// After an accept error (EMFILE at the open-file limit, ENOBUFS): wait, doubling up to the
@@ -392,33 +404,123 @@ pub async fn serve(addr: SocketAddr, renderer: Renderer) -> Result<tokio::task::
 /// One open connection, as the accept loop sees it.
 struct Connection {
     peer: IpAddr,
+    accepted: Instant,
+    /// The connection's task owns the stream: it closes when the task ends. The accept loop
+    /// only peeks at it, to tell a request not read yet from an idle client.
+    stream: Weak<TcpStream>,
     /// Set once its request head is complete: from then on it is never displaced.
-    answering: Arc<AtomicBool>,
+    requested: Arc<AtomicBool>,
     task: JoinHandle<()>,
 }
 
-/// Accept connections and answer each in its own task, holding at most [`MAX_CONNECTIONS`],
-/// [`MAX_PER_PEER`] from one address. The newest connection wins: when a peer already has
-/// its share, or every slot is taken, the oldest connection that is still waiting for its
-/// request head (of that peer, or of anyone) is dropped to make room. A scraper sends its
-/// request right after connecting, so it is read at its task's first run and is then never
-/// displaced; idle or trickling clients are what gets dropped. Refusing the newest instead
-/// would let one peer's idle connections lock out a scrape from the same address, and
-/// loopback is one address for every local client. If every connection of the peer is being
-/// answered the new one is closed at once; if every slot is being answered, accepting waits
-/// (the new connections stay in the listen backlog) until an answer ends, within the client
-/// timeout.
+/// What a connection is to the accept loop when it needs room.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    /// Its request is complete (being answered or waiting for a turn), or has arrived and is
+    /// not read yet: never displaced.
+    Request,
+    /// Nothing to read and younger than [`SETTLE`]: not displaced yet, its request may follow.
+    Settling(Instant),
+    /// Silent past [`SETTLE`] without a complete request (idle or trickling): may be displaced.
+    Idle,
+}
+
+impl Connection {
+    fn standing(&self) -> Standing {
+        if self.requested.load(Ordering::Relaxed) {
+            return Standing::Request;
+        }
+        let Some(stream) = self.stream.upgrade() else {
+            // Its task has ended: nothing to protect.
+            return Standing::Idle;
+        };
+        if has_unread_bytes(&stream) {
+            Standing::Request
+        } else if self.accepted.elapsed() < SETTLE {
+            Standing::Settling(self.accepted + SETTLE)
+        } else {
+            Standing::Idle
+        }
+    }
+}
+
+/// Whether bytes from the client wait in the socket, not read yet.
+fn has_unread_bytes(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd as _;
+    let mut byte = 0u8;
+    // SAFETY: the descriptor is open while `stream` is borrowed, and the buffer is one
+    // writable byte that outlives the call; MSG_PEEK leaves the byte for the reader and
+    // MSG_DONTWAIT never blocks.
+    let got = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            std::ptr::addr_of_mut!(byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    got > 0
+}
+
+/// One peer address's answers: at most [`MAX_PER_PEER`] at once, the rest waiting for a turn.
+struct PeerTurns {
+    turns: Arc<Semaphore>,
+    waiting: AtomicUsize,
+}
+
+impl PeerTurns {
+    fn new() -> Arc<PeerTurns> {
+        Arc::new(PeerTurns {
+            turns: Arc::new(Semaphore::new(MAX_PER_PEER)),
+            waiting: AtomicUsize::new(0),
+        })
+    }
+
+    /// A turn to answer, waiting up to [`TURN_WAIT`] when the peer's answers are all taken;
+    /// None (answer 503) when the wait ran out or too many already wait.
+    async fn turn(&self) -> Option<OwnedSemaphorePermit> {
+        if let Ok(turn) = Arc::clone(&self.turns).try_acquire_owned() {
+            return Some(turn);
+        }
+        if self.waiting.fetch_add(1, Ordering::Relaxed) >= MAX_WAITING_PER_PEER {
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        let turn = tokio::time::timeout(TURN_WAIT, Arc::clone(&self.turns).acquire_owned()).await;
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        turn.ok()?.ok()
+    }
+}
+
+/// Accept connections and answer each in its own task, holding at most [`MAX_CONNECTIONS`].
 ///
-/// So while idle clients hold connections, a scrape is answered within about its answer time;
-/// it can only lose its connection if [`MAX_PER_PEER`] newer connections from its address (or
-/// [`MAX_CONNECTIONS`] from anywhere) are accepted before its task first runs. The per-peer
-/// share keeps one remote host from displacing everyone else's connections one by one; a
-/// local user can connect from any address of 127.0.0.0/8, so against local users the
-/// newest-wins rule and [`IDLE_TIMEOUT`] are what keep a scrape served.
+/// A connection's request is read first, in its task; only then does it ask for one of its
+/// peer's [`MAX_PER_PEER`] turns to be answered. Requests beyond those wait for a turn (at
+/// most [`MAX_WAITING_PER_PEER`] of them, for [`TURN_WAIT`]), and when none comes are answered
+/// `503` with `Retry-After: 1`: after their request was read, so the close is no reset. A
+/// Prometheus server with several jobs scrapes from one address, and a burst of its scrapes
+/// is answered, not cut.
+///
+/// Idle or trickling clients are what gets dropped to make room: when a peer already holds
+/// [`MAX_PER_PEER`] connections without a complete request, or every slot is taken, the oldest
+/// connection without a complete request that has nothing unread and has been silent for
+/// [`SETTLE`] is dropped for the new one (newest wins: refusing the newest would let one peer's
+/// idle connections lock out a scrape from the same address, and loopback is one address for
+/// every local client). A request that has arrived but is not read yet (the accept loop runs
+/// ahead of the tasks that read, above all on a single-threaded runtime) is never dropped;
+/// a connection younger than [`SETTLE`] is waited for, as its request may still come. When
+/// the peer's connections all carry requests, the new one is taken beyond the peer's share;
+/// when every slot carries one, accepting waits (the new connections stay in the listen
+/// backlog) until an answer ends, within the client timeout.
+///
+/// The per-peer share keeps one remote host from displacing everyone else's idle connections
+/// one by one; a local user can connect from any address of 127.0.0.0/8, so against local
+/// users the newest-wins rule and [`IDLE_TIMEOUT`] are what keep a scrape served.
 async fn accept_loop(listener: TcpListener, renderer: Renderer) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     // Oldest first.
     let mut open: Vec<Connection> = Vec::with_capacity(MAX_CONNECTIONS);
+    let mut peers: HashMap<IpAddr, Arc<PeerTurns>> = HashMap::new();
     let mut backoff = ACCEPT_BACKOFF_FIRST;
     let mut said = false;
     loop {
@@ -437,97 +539,188 @@ async fn accept_loop(listener: TcpListener, renderer: Renderer) {
                 continue;
             }
         };
-        open.retain(|c| !c.task.is_finished());
+        let accepted = Instant::now();
         let Some(slot) = make_room(&mut open, &slots, peer).await else {
             drop(stream);
             continue;
         };
-        let answering = Arc::new(AtomicBool::new(false));
+        // A peer's turns live as long as any of its connections.
+        peers.retain(|address, _| open.iter().any(|c| c.peer == *address));
+        let turns = Arc::clone(peers.entry(peer).or_insert_with(PeerTurns::new));
+        let requested = Arc::new(AtomicBool::new(false));
+        let stream = Arc::new(stream);
+        let weak = Arc::downgrade(&stream);
         let task = tokio::spawn({
-            let (renderer, answering) = (renderer.clone(), Arc::clone(&answering));
+            let (renderer, requested) = (renderer.clone(), Arc::clone(&requested));
             async move {
-                let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &renderer, &answering))
-                    .await;
+                let _ = tokio::time::timeout(
+                    CLIENT_TIMEOUT,
+                    answer(&stream, &renderer, &requested, &turns),
+                )
+                .await;
+                drop(stream);
                 drop(slot);
             }
         });
         open.push(Connection {
             peer,
-            answering,
+            accepted,
+            stream: weak,
+            requested,
             task,
         });
     }
 }
 
-/// A slot for a new connection from `peer`, displacing the oldest waiting connection when the
-/// peer or the server is at its cap; None when the new connection is to be closed (its peer's
-/// connections are all being answered).
+/// A slot for a new connection from `peer`, displacing the oldest idle connection when the
+/// peer or the server is at its cap (see [`accept_loop`]). None only when the semaphore is
+/// closed, which it never is.
 async fn make_room(
     open: &mut Vec<Connection>,
     slots: &Arc<Semaphore>,
     peer: IpAddr,
 ) -> Option<OwnedSemaphorePermit> {
-    if open.iter().filter(|c| c.peer == peer).count() >= MAX_PER_PEER
-        && !displace_oldest_waiting(open, |c| c.peer == peer).await
-    {
-        return None;
+    loop {
+        open.retain(|c| !c.task.is_finished());
+        let of_peer = |c: &Connection| c.peer == peer;
+        let unanswered = open
+            .iter()
+            .filter(|c| of_peer(c) && !c.requested.load(Ordering::Relaxed))
+            .count();
+        if unanswered >= MAX_PER_PEER {
+            match displace_oldest_idle(open, of_peer).await {
+                Room::Made | Room::AllRequests => {}
+                Room::NotYet(until) => {
+                    tokio::time::sleep_until(until.into()).await;
+                    continue;
+                }
+            }
+        }
+        if slots.available_permits() == 0 {
+            match displace_oldest_idle(open, |_| true).await {
+                // With none idle, every slot carries a request: the wait below ends with the
+                // first answer (within the client timeout).
+                Room::Made | Room::AllRequests => {}
+                Room::NotYet(until) => {
+                    tokio::time::sleep_until(until.into()).await;
+                    continue;
+                }
+            }
+        }
+        return Arc::clone(slots).acquire_owned().await.ok();
     }
-    if slots.available_permits() == 0 {
-        // The oldest waiting connection goes; with none waiting, every slot is being
-        // answered and the wait below ends with the first answer (within the client timeout).
-        displace_oldest_waiting(open, |_| true).await;
-    }
-    Arc::clone(slots).acquire_owned().await.ok()
 }
 
-/// Drop the oldest connection matching `which` that is still waiting for its request head,
-/// and wait until its task is gone (its descriptor closed, its slot free). False when there is
-/// none.
-async fn displace_oldest_waiting(
+enum Room {
+    /// The oldest idle connection was dropped.
+    Made,
+    /// None is idle yet: the oldest settling one settles at this instant.
+    NotYet(Instant),
+    /// Every connection considered carries a request.
+    AllRequests,
+}
+
+/// Drop the oldest connection matching `which` that is idle (see [`Standing`]), and wait until
+/// its task is gone (its descriptor closed, its slot free).
+async fn displace_oldest_idle(
     open: &mut Vec<Connection>,
     which: impl Fn(&Connection) -> bool,
-) -> bool {
-    let Some(oldest) = open
-        .iter()
-        .position(|c| which(c) && !c.answering.load(Ordering::Relaxed))
-    else {
-        return false;
-    };
-    let oldest = open.remove(oldest);
-    oldest.task.abort();
-    let _ = oldest.task.await;
-    true
-}
-
-/// Read one request (up to the end of its head, however it is split into segments) and answer;
-/// drop the connection without an answer when the client falls silent for [`IDLE_TIMEOUT`]
-/// before its head is complete.
-async fn answer(mut stream: TcpStream, renderer: &Renderer, answering: &AtomicBool) {
-    let mut request = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST_BYTES {
-        match tokio::time::timeout(IDLE_TIMEOUT, stream.read(&mut chunk)).await {
-            Err(_) => return,
-            Ok(Ok(0) | Err(_)) => break,
-            Ok(Ok(n)) => request.extend_from_slice(&chunk[..n]),
+) -> Room {
+    let mut settles = None;
+    let mut oldest_idle = None;
+    for (i, connection) in open.iter().enumerate().filter(|(_, c)| which(c)) {
+        match connection.standing() {
+            Standing::Request => {}
+            Standing::Settling(at) => settles = Some(settles.map_or(at, |s: Instant| s.min(at))),
+            Standing::Idle => {
+                oldest_idle = Some(i);
+                break;
+            }
         }
     }
-    answering.store(true, Ordering::Relaxed);
+    if let Some(oldest) = oldest_idle {
+        let oldest = open.remove(oldest);
+        oldest.task.abort();
+        let _ = oldest.task.await;
+        return Room::Made;
+    }
+    settles.map_or(Room::AllRequests, Room::NotYet)
+}
+
+/// Read one request (up to the end of its head, however it is split into segments), wait for
+/// a turn among the peer's answers and answer; drop the connection without an answer when the
+/// client falls silent for [`IDLE_TIMEOUT`] before its head is complete.
+async fn answer(
+    stream: &TcpStream,
+    renderer: &Renderer,
+    requested: &AtomicBool,
+    turns: &PeerTurns,
+) {
+    let Some(request) = read_head(stream).await else {
+        return;
+    };
+    requested.store(true, Ordering::Relaxed);
     let response = match route(&request) {
-        Some(head_only) => match renderer.render().await {
-            Some(body) => respond(&body, head_only),
-            None => UNAVAILABLE.into(),
+        Some(head_only) => match turns.turn().await {
+            Some(_turn) => match renderer.render().await {
+                Some(body) => respond(&body, head_only),
+                None => UNAVAILABLE.into(),
+            },
+            None => BUSY.into(),
         },
         None => NOT_FOUND.into(),
     };
-    let _ = stream.write_all(response.as_bytes()).await;
-    let _ = stream.shutdown().await;
+    let _ = write_all(stream, response.as_bytes()).await;
+    shutdown_write(stream);
+}
+
+/// The request head, or None when the client fell silent for [`IDLE_TIMEOUT`] before it was
+/// complete. A head cut short by the client's close or an error is returned as read.
+async fn read_head(stream: &TcpStream) -> Option<Vec<u8>> {
+    let mut request = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST_BYTES {
+        match tokio::time::timeout(IDLE_TIMEOUT, stream.readable()).await {
+            Err(_) => return None,
+            Ok(Err(_)) => break,
+            Ok(Ok(())) => {}
+        }
+        match stream.try_read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => request.extend_from_slice(&chunk[..n]),
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+    }
+    Some(request)
+}
+
+async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+/// Our side's end of the exchange (FIN), as the answer is complete.
+fn shutdown_write(stream: &TcpStream) {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: the descriptor is open while `stream` is borrowed; shutdown only changes the
+    // socket's state, touching no memory of ours.
+    unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_WR) };
 }
 
 const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 /// The run loop has stopped (the daemon is on its way out).
 const UNAVAILABLE: &str =
     "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+/// The peer's answers were all taken for [`TURN_WAIT`] (or too many of its requests waited).
+const BUSY: &str = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /// Whether a request head asks for the exposition: Some(head only) for GET or HEAD of
 /// /metrics, None (404) for anything else.

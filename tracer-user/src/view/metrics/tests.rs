@@ -130,3 +130,48 @@ fn node_reads_by_type_are_a_family_once_the_model_has_an_image() {
     }
     assert!(text.ends_with("# EOF\n"));
 }
+
+/// Issue 52, item 11: a peer's requests beyond its MAX_PER_PEER answers wait for a turn; when
+/// none comes within TURN_WAIT, or MAX_WAITING_PER_PEER already wait, the answer is a 503 with
+/// Retry-After (after the request was read), never a reset.
+#[test]
+fn requests_beyond_a_peers_answers_wait_for_a_turn_or_are_told_to_retry() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let peer = PeerTurns::new();
+        let mut taken = Vec::new();
+        for _ in 0..MAX_PER_PEER {
+            taken.push(peer.turn().await.expect("a free turn"));
+        }
+        // A turn freed within the wait goes to the waiting request.
+        let waiter = {
+            let peer = Arc::clone(&peer);
+            tokio::spawn(async move { peer.turn().await.is_some() })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(peer.waiting.load(Ordering::Relaxed), 1);
+        taken.pop();
+        assert!(
+            waiter.await.unwrap(),
+            "the waiting request got the freed turn"
+        );
+        // Its answer done, the turn is free again: all taken once more.
+        taken.push(peer.turn().await.expect("the turn given back"));
+        // Past the bound on waiting requests: told at once.
+        peer.waiting.store(MAX_WAITING_PER_PEER, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        assert!(peer.turn().await.is_none());
+        assert!(started.elapsed() < Duration::from_millis(100));
+        peer.waiting.store(0, Ordering::Relaxed);
+        // No turn within TURN_WAIT: told to retry.
+        let started = std::time::Instant::now();
+        assert!(peer.turn().await.is_none());
+        assert!(started.elapsed() >= TURN_WAIT);
+        assert_eq!(peer.waiting.load(Ordering::Relaxed), 0);
+    });
+    assert!(BUSY.starts_with("HTTP/1.1 503 Service Unavailable\r\n"));
+    assert!(BUSY.contains("\r\nRetry-After: 1\r\n") && BUSY.ends_with("\r\n\r\n"));
+}
