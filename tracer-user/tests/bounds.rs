@@ -41,7 +41,8 @@ fn report_of_dev_zero_is_one_clear_error_in_bounded_memory() {
     assert!(!run.success);
     // Refused as what it is before a byte is read (issue 52: inputs are regular files).
     assert!(
-        run.stderr.contains("not a regular file (a character device)"),
+        run.stderr
+            .contains("not a regular file (a character device)"),
         "{}",
         run.stderr
     );
