@@ -350,14 +350,12 @@ fn lock_exclusive(path: &Path) -> Result<File, LockError> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(LockError::Io)?;
-    // SAFETY: flock on a descriptor we own; no memory is involved.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let err = io::Error::last_os_error();
-        return Err(if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            LockError::Held
-        } else {
-            LockError::Io(err)
-        });
+    // flock(LOCK_EX | LOCK_NB), as std does it on Linux: held by the open file description,
+    // let go when the file is closed, whoever closes it (a SIGKILL included).
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Err(LockError::Held),
+        Err(std::fs::TryLockError::Error(err)) => return Err(LockError::Io(err)),
     }
     file.set_len(0).map_err(LockError::Io)?;
     file.write_all(format!("{}\n", std::process::id()).as_bytes())

@@ -5,13 +5,13 @@
 //! deadline. Every one-second sleep of an idle daemon was two wakeups (seen with strace: an
 //! `epoll_wait` of ~970 ms, then one of the remaining ~30 ms). A timerfd wakes the process
 //! once, when the kernel's own timer expires.
-use std::{
-    io,
-    os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
-    time::Duration,
-};
+use std::{os::fd::OwnedFd, time::Duration};
 
 use anyhow::{Context as _, Result};
+use rustix::time::{
+    timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
+    Timespec,
+};
 use tokio::io::{unix::AsyncFd, Interest};
 
 pub(super) struct Deadline {
@@ -20,18 +20,11 @@ pub(super) struct Deadline {
 
 impl Deadline {
     pub(super) fn new() -> Result<Deadline> {
-        // SAFETY: timerfd_create takes no pointers; the result is checked before use.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error()).context("creating the run loop's timerfd");
-        }
-        // SAFETY: fd is a descriptor we just created and nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )
+        .context("creating the run loop's timerfd")?;
         // SAFETY: the OwnedFd moves into the AsyncFd, which owns it until it is dropped:
         // the descriptor stays open and the same for the registration's whole life.
         let timer = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
@@ -46,36 +39,25 @@ impl Deadline {
         let value = match after {
             Some(after) => {
                 let after = after.max(Duration::from_nanos(1));
-                libc::timespec {
-                    tv_sec: after.as_secs().min(i64::MAX as u64) as libc::time_t,
-                    tv_nsec: after.subsec_nanos() as libc::c_long,
+                Timespec {
+                    tv_sec: after.as_secs().min(i64::MAX as u64) as i64,
+                    tv_nsec: i64::from(after.subsec_nanos()),
                 }
             }
-            None => libc::timespec {
+            None => Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
         };
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
+        let spec = Itimerspec {
+            it_interval: Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
             it_value: value,
         };
-        // SAFETY: the descriptor is a timerfd we own; `spec` lives across the call and the
-        // old value is not asked for (null).
-        let status = unsafe {
-            libc::timerfd_settime(
-                self.timer.get_ref().as_raw_fd(),
-                0,
-                &spec,
-                std::ptr::null_mut(),
-            )
-        };
-        if status < 0 {
-            return Err(io::Error::last_os_error()).context("arming the run loop's timerfd");
-        }
+        timerfd_settime(self.timer.get_ref(), TimerfdTimerFlags::empty(), &spec)
+            .context("arming the run loop's timerfd")?;
         // Setting a timerfd also zeroes its count of expiries: an expiry nobody took is gone
         // with the old deadline (fs/timerfd.c, timerfd_setup). A stale readiness is cleared
         // by the next `expired`, which finds nothing to read.
@@ -98,18 +80,10 @@ impl Deadline {
         }
     }
 
-    /// Take an expiry if one is there.
+    /// Take an expiry if one is there: the count of expiries, 8 bytes (the fd is non-blocking).
     fn drain(&self) -> bool {
-        let mut expirations = 0u64;
-        // SAFETY: reads 8 bytes into a u64 that lives across the call; the fd is non-blocking.
-        let read = unsafe {
-            libc::read(
-                self.timer.get_ref().as_raw_fd(),
-                std::ptr::addr_of_mut!(expirations).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
-        read == std::mem::size_of::<u64>() as isize
+        let mut expirations = [0u8; 8];
+        rustix::io::read(self.timer.get_ref(), &mut expirations) == Ok(expirations.len())
     }
 }
 
