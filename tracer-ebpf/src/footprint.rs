@@ -145,32 +145,30 @@ pub fn footprint_node_read_return(ctx: RetProbeContext) -> u32 {
     }
     let ret = ctx.ret::<i64>() as i32;
     let whole = context.lz4_ret == layout.block as i32;
-    let queue = slot_queue_of(context.clen);
     if ret == layout.served && whole {
-        if layout.emit_restore == 0 {
-            return 0;
+        if layout.emit_restore != 0 {
+            // SAFETY: bpf_ktime_get_ns has no preconditions.
+            let latency = unsafe { bpf_ktime_get_ns() }.saturating_sub(context.lz4_start_ns);
+            emit_restore(EventKind::Restore, &context, 0, latency.max(1));
         }
-        // SAFETY: bpf_ktime_get_ns has no preconditions.
-        let latency = unsafe { bpf_ktime_get_ns() }.saturating_sub(context.lz4_start_ns);
-        rfc::count(EventKind::Restore);
-        emit(|event| {
-            crate::maps::fill_task(event, EventKind::Restore);
-            event.dev = context.dev;
-            event.nid = context.nid;
-            event.len = context.clen;
-            event.queue = queue;
-            event.latency_ns = latency.max(1);
-        });
     } else if layout.emit_fail != 0 {
-        rfc::count(EventKind::RestoreFail);
-        emit(|event| {
-            crate::maps::fill_task(event, EventKind::RestoreFail);
-            event.dev = context.dev;
-            event.nid = context.nid;
-            event.len = context.clen;
-            event.queue = queue;
-            event.reason = if whole { 0 } else { RESTORE_FAIL_LZ4_LEN };
-        });
+        let reason = if whole { 0 } else { RESTORE_FAIL_LZ4_LEN };
+        emit_restore(EventKind::RestoreFail, &context, reason, 0);
     }
     0
+}
+
+/// A restore's (or a failed restore's) event: the read's nid and device, the payload's length
+/// and its slot queue (the smallest of 256, 512 and 1024 that holds it).
+fn emit_restore(kind: EventKind, context: &ReadContext, reason: u8, latency_ns: u64) {
+    rfc::count(kind);
+    emit(|event| {
+        crate::maps::fill_task(event, kind);
+        event.dev = context.dev;
+        event.nid = context.nid;
+        event.len = context.clen;
+        event.queue = slot_queue_of(context.clen);
+        event.reason = reason;
+        event.latency_ns = latency_ns;
+    });
 }

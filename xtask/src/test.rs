@@ -171,32 +171,11 @@ fn kmod_test(totals: &mut Totals) {
 /// boot) fails all four.
 fn variants_test(totals: &mut Totals) {
     let names = crate::kmod::variants::VARIANTS.map(|v| v.name);
-    if !util::is_root() {
-        for name in names {
-            let why = format!("vm-variants {name}: not root: the kernel packages come through apt");
-            println!("SKIPPED {why}");
-            totals.skip(why);
-        }
-        return;
-    }
-    match crate::vm::variants_phase::build_and_run(false) {
-        Ok(outcomes) => {
-            for outcome in outcomes {
-                if outcome.pass {
-                    totals.passed += 1;
-                } else {
-                    println!("vm-variants FAILED: {}", outcome.line);
-                    totals.fail(format!("vm-variants: {}", outcome.line));
-                }
-            }
-        }
-        Err(err) => {
-            println!("vm-variants FAILED: {err:#}");
-            for name in names {
-                totals.fail(format!("vm-variants {name}: {err:#}"));
-            }
-        }
-    }
+    let run = || {
+        crate::vm::variants_phase::build_and_run(false)
+            .map(|outcomes| outcomes.into_iter().map(|o| (o.pass, o.line)).collect())
+    };
+    modules_phase_test(totals, "vm-variants", &names, run);
 }
 
 /// The foreign variants in Debian's 6.12 under QEMU, one boot: one test per variant, each its
@@ -204,29 +183,45 @@ fn variants_test(totals: &mut Totals) {
 /// both.
 fn foreign_test(totals: &mut Totals) {
     let names = crate::kmod::foreign::FOREIGN.map(|v| v.name);
+    let run = || {
+        crate::vm::foreign_phase::build_and_run()
+            .map(|outcomes| outcomes.into_iter().map(|o| (o.pass, o.line)).collect())
+    };
+    modules_phase_test(totals, "vm-foreign", &names, run);
+}
+
+/// A phase that loads several modules in one boot: a test per module (`names`), each passed or
+/// failed by its verdict line (`run` gives (passed, line) per module); skipped without root,
+/// all failed when the phase could not run.
+fn modules_phase_test(
+    totals: &mut Totals,
+    phase: &str,
+    names: &[&str],
+    run: impl FnOnce() -> Result<Vec<(bool, String)>>,
+) {
     if !util::is_root() {
         for name in names {
-            let why = format!("vm-foreign {name}: not root: the kernel packages come through apt");
+            let why = format!("{phase} {name}: not root: the kernel packages come through apt");
             println!("SKIPPED {why}");
             totals.skip(why);
         }
         return;
     }
-    match crate::vm::foreign_phase::build_and_run() {
+    match run() {
         Ok(outcomes) => {
-            for outcome in outcomes {
-                if outcome.pass {
+            for (pass, line) in outcomes {
+                if pass {
                     totals.passed += 1;
                 } else {
-                    println!("vm-foreign FAILED: {}", outcome.line);
-                    totals.fail(format!("vm-foreign: {}", outcome.line));
+                    println!("{phase} FAILED: {line}");
+                    totals.fail(format!("{phase}: {line}"));
                 }
             }
         }
         Err(err) => {
-            println!("vm-foreign FAILED: {err:#}");
+            println!("{phase} FAILED: {err:#}");
             for name in names {
-                totals.fail(format!("vm-foreign {name}: {err:#}"));
+                totals.fail(format!("{phase} {name}: {err:#}"));
             }
         }
     }
