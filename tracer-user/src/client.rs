@@ -12,8 +12,10 @@ use tokio::{
 
 use crate::protocol::{default_socket_path, Hello, Message, PROTOCOL_VERSION};
 
-/// The longest line read. The largest real message is a snapshot, about a kilobyte per app
-/// (measured: 19.5 KB for the android-launch scenario's 16 apps): 4 MiB holds some 3,000. A line is parsed whole, and JSON values cost several
+/// The longest line read. The largest real message is a snapshot, about a kilobyte per app it
+/// names (measured: 19.5 KB for the android-launch scenario's 16 apps); the daemon names at
+/// most 200 and sums the rest, and a window line names at most 200 processes (issue 52), so a
+/// real line stays far below this. A line is parsed whole, and JSON values cost several
 /// times their text, so this bound is what bounds the client's memory against a hostile or
 /// broken server (at 64 MiB one 62 MB line took 1.4-2.1 GB).
 pub(crate) const MAX_LINE_BYTES: u64 = 4 << 20;

@@ -7,7 +7,12 @@
 //! is folded into `(other)`, and its slot is reused.
 use tracer_common::Decoded;
 
-use super::{apps::AppKey, fast_hash::FastMap, rows::WindowCounts, AppRow, Counters};
+use super::{
+    apps::AppKey,
+    fast_hash::FastMap,
+    rows::{OtherApps, WindowCounts},
+    AppRow, Counters,
+};
 
 #[derive(Debug, Default)]
 pub(super) struct AppTallies {
@@ -75,6 +80,52 @@ impl AppTallies {
                 last_window: last.map_or_else(Counters::default, |last| tally.window.at(last)),
             })
             .collect()
+    }
+
+    /// The `keep` apps that rank highest by `rank` (of the app's totals and its counters of
+    /// window `last`; ties by name), ordered so, and the rest summed. Only the kept apps are
+    /// copied out, so a snapshot or a scrape at 10,000 apps costs one pass and `keep` rows.
+    /// The model's own `(other)` (apps folded when the table was full) is always in the rest.
+    pub(super) fn top(
+        &self,
+        last: Option<u64>,
+        keep: usize,
+        rank: fn(&Counters, &Counters) -> (u64, u64),
+    ) -> (Vec<AppRow>, Option<OtherApps>) {
+        let other = AppKey::Program("(other)".into());
+        let last_of =
+            |tally: &Tally| last.map_or_else(Counters::default, |last| tally.window.at(last));
+        let mut ranked: Vec<((u64, u64), &Tally)> = Vec::new();
+        let mut rest = OtherApps::default();
+        for tally in self.slots.iter().flatten() {
+            if tally.key == other {
+                rest.lump(tally.live, &tally.total, &last_of(tally));
+            } else {
+                ranked.push((rank(&tally.total, &last_of(tally)), tally));
+            }
+        }
+        let order = |a: &((u64, u64), &Tally), b: &((u64, u64), &Tally)| {
+            b.0.cmp(&a.0).then_with(|| a.1.key.cmp(&b.1.key))
+        };
+        if ranked.len() > keep {
+            if keep > 0 {
+                ranked.select_nth_unstable_by(keep - 1, order);
+            }
+            for (_, tally) in ranked.drain(keep..) {
+                rest.lump(tally.live, &tally.total, &last_of(tally));
+            }
+        }
+        ranked.sort_unstable_by(order);
+        let rows = ranked
+            .into_iter()
+            .map(|(_, tally)| AppRow {
+                app: tally.key.clone(),
+                processes: tally.live,
+                total: tally.total,
+                last_window: last_of(tally),
+            })
+            .collect();
+        (rows, (rest.apps > 0).then_some(rest))
     }
 
     fn insert(&mut self, key: AppKey, window: u64) -> usize {

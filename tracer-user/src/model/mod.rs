@@ -33,7 +33,7 @@ pub(crate) use self::{
     cache::CacheGauges,
     checkpoints::{CheckpointSummary, CheckpointTracker},
     exact::{DeviceCounts, ExactWindow, KernelCounts},
-    rows::{AppRow, Observed, Process, ProcessRow, WindowReport},
+    rows::{AppRow, Observed, OtherApps, Process, ProcessRow, WindowReport},
 };
 pub use self::{
     apps::{classify, Packages},
@@ -515,9 +515,14 @@ impl Model {
 
     fn close_current(&mut self) {
         let index = self.current;
-        let report = self.close_report(index);
+        let mut report = self.close_report(index);
         self.age_out(index);
+        // The history keeps a window's counts, not its per-process rows (the closed windows
+        // carry those to the views): 300 windows of 10,000 active processes were 2 GB, and
+        // nothing that reads the history reads them (issue 52).
+        let processes = std::mem::take(&mut report.processes);
         self.history.push_back(report.clone());
+        report.processes = processes;
         while self.history.len() > self.config.history {
             self.history.pop_front();
         }
@@ -561,7 +566,8 @@ impl Model {
         self.closed.drain(..).collect()
     }
 
-    /// Recent closed windows, oldest first (for sparklines).
+    /// Recent closed windows, oldest first (for sparklines and the controller's rates),
+    /// without their per-process rows (`processes` is empty: [`Model::take_closed`] has them).
     pub fn history(&self) -> &VecDeque<WindowReport> {
         &self.history
     }
@@ -601,6 +607,18 @@ impl Model {
     /// activity of the last closed window.
     pub fn apps(&self) -> Vec<AppRow> {
         self.apps.rows(self.history.back().map(|w| w.index))
+    }
+
+    /// The `keep` apps ranking highest by `rank` (of an app's totals and its last closed
+    /// window's counters; highest first, ties by name) and the rest summed: what the daemon
+    /// sends and serves, bounded whatever the number of apps (docs/DAEMON.md).
+    pub fn top_apps(
+        &self,
+        keep: usize,
+        rank: fn(&Counters, &Counters) -> (u64, u64),
+    ) -> (Vec<AppRow>, Option<OtherApps>) {
+        self.apps
+            .top(self.history.back().map(|w| w.index), keep, rank)
     }
 }
 

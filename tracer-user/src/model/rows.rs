@@ -137,3 +137,22 @@ pub struct AppRow {
     pub total: Counters,
     pub last_window: Counters,
 }
+
+/// The apps a bounded table leaves out (`Model::top_apps`), summed: how many, their live
+/// processes, their totals and their counters of the last closed window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct OtherApps {
+    pub apps: u64,
+    pub processes: u64,
+    pub total: Counters,
+    pub last_window: Counters,
+}
+
+impl OtherApps {
+    pub(super) fn lump(&mut self, processes: u32, total: &Counters, last_window: &Counters) {
+        self.apps += 1;
+        self.processes += u64::from(processes);
+        self.total.add(total);
+        self.last_window.add(last_window);
+    }
+}

@@ -427,3 +427,68 @@ fn a_sparse_recording_closes_the_windows_with_data_and_one_after_each() {
     assert_eq!(model.take_closed().len(), 1 + 2 * 997);
     assert_eq!(model.totals().node_reads_demand, 1_000);
 }
+
+/// Issue 52: the daemon names the busiest apps and sums the rest, so what it sends and serves
+/// does not grow with the number of apps; nothing is lost from the sums.
+#[test]
+fn top_apps_names_the_busiest_and_sums_the_rest() {
+    let mut model = Model::new(ModelConfig::default());
+    model.start_at(0);
+    // 300 programs; prog{i} reads i + 1 times.
+    let mut ts = 0;
+    for i in 0..300u32 {
+        for _ in 0..=i {
+            model.ingest(&read(ts, 1_000 + i, &format!("prog{i}"), false));
+            ts += 1;
+        }
+    }
+    model.advance_to(SECOND);
+    let (rows, other) = model.top_apps(200, |total, _| (total.node_reads(), 0));
+    assert_eq!(rows.len(), 200);
+    assert_eq!(
+        rows[0].app,
+        AppKey::Program("prog299".into()),
+        "busiest first"
+    );
+    assert_eq!(rows[199].app, AppKey::Program("prog100".into()));
+    let other = other.expect("the rest summed");
+    assert_eq!(other.apps, 100);
+    assert_eq!(other.processes, 100);
+    assert_eq!(other.total.node_reads(), (1..=100).sum::<u64>());
+    assert_eq!(other.last_window.node_reads(), (1..=100).sum::<u64>());
+    let named: u64 = rows.iter().map(|row| row.total.node_reads()).sum();
+    assert_eq!(
+        named + other.total.node_reads(),
+        model.totals().node_reads()
+    );
+    // Fewer apps than the bound: all named, nothing summed.
+    let (rows, other) = model.top_apps(1_000, |total, _| (total.node_reads(), 0));
+    assert_eq!((rows.len(), other), (300, None));
+}
+
+/// Issue 52: the history (300 windows) keeps no per-process rows: at 10,000 active processes
+/// they were 7 MB a window, 2 GB in all; the closed windows still carry them.
+#[test]
+fn the_history_keeps_no_process_rows() {
+    let mut model = model();
+    for second in 0..3u64 {
+        for tgid in 0..100u32 {
+            model.ingest(&read(
+                second * SECOND + u64::from(tgid),
+                tgid,
+                "reader",
+                false,
+            ));
+        }
+    }
+    model.advance_to(3 * SECOND);
+    assert_eq!(model.history().len(), 3);
+    assert!(model.history().iter().all(|w| w.processes.is_empty()));
+    assert!(model
+        .history()
+        .iter()
+        .all(|w| w.activity.node_reads() == 100));
+    let closed = model.take_closed();
+    assert_eq!(closed.len(), 3);
+    assert!(closed.iter().all(|w| w.processes.len() == 100));
+}

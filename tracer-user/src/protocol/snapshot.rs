@@ -8,13 +8,19 @@ use crate::{
     model::{
         checkpoints::CheckpointReport,
         node_types::{NodeTypeReads, TypeCounts},
-        AppRow, CacheGauges, Counters, Model,
+        AppRow, CacheGauges, Counters, Model, OtherApps,
     },
     source::SourceInfo,
 };
 
 /// How many windows the sparklines show (the widest terminal rarely has more columns).
 const SPARK_WINDOWS: usize = 240;
+
+/// Apps a daemon's snapshot names: the most active, about a kilobyte each on the wire; the
+/// rest are summed in `apps_other`. Any local user can make apps (a process with no package
+/// is one, up to 10,000), and the full table was 11.4 MB four times a second (issue 52). A
+/// screen shows a few dozen rows; the full table is the rolling recording's (`report`).
+pub(crate) const SNAPSHOT_APPS: usize = 200;
 
 /// The model's state at a refresh: what `top` draws, locally or from a daemon's
 /// `snapshot` messages (docs/DAEMON.md).
@@ -42,6 +48,11 @@ pub struct Snapshot {
     /// Absent from an older daemon's snapshots.
     #[serde(default)]
     pub node_types: Option<NodeTypesShown>,
+    /// The apps left out of `apps` by the daemon's bound ([`SNAPSHOT_APPS`]), summed, with
+    /// their count; `None` when `apps` is the whole table. Absent from an older daemon's
+    /// snapshots.
+    #[serde(default)]
+    pub apps_other: Option<OtherApps>,
 }
 
 /// The node-type panel's figures: since the start, and in the newest closed window.
@@ -53,6 +64,13 @@ pub struct NodeTypesShown {
 
 impl Snapshot {
     pub fn capture(model: &Model, source: &SourceInfo) -> Snapshot {
+        Snapshot {
+            apps: model.apps(),
+            ..Snapshot::capture_without_apps(model, source)
+        }
+    }
+
+    fn capture_without_apps(model: &Model, source: &SourceInfo) -> Snapshot {
         let history = model.history();
         let skip = history.len().saturating_sub(SPARK_WINDOWS);
         let series = |f: fn(&Counters) -> u64| -> Vec<u64> {
@@ -71,7 +89,8 @@ impl Snapshot {
             conversions: series(|c| c.conversions),
             reclaims: series(|c| c.reclaims.total()),
             cache: model.cache(),
-            apps: model.apps(),
+            apps: Vec::new(),
+            apps_other: None,
             live_processes: model.process_count(),
             exited_processes,
             exited: *exited,
@@ -86,6 +105,19 @@ impl Snapshot {
                     .unwrap_or_default(),
             }),
         }
+    }
+
+    /// [`Snapshot::capture`] for the daemon's clients: the [`SNAPSHOT_APPS`] most active
+    /// apps (by node reads in the last closed window, then since the start), the rest summed
+    /// in `apps_other`, so a snapshot's size does not grow with the number of apps.
+    pub fn capture_bounded(model: &Model, source: &SourceInfo) -> Snapshot {
+        let mut snapshot = Snapshot::capture_without_apps(model, source);
+        let (apps, other) = model.top_apps(SNAPSHOT_APPS, |total, last| {
+            (last.node_reads(), total.node_reads())
+        });
+        snapshot.apps = apps;
+        snapshot.apps_other = other;
+        snapshot
     }
 
     /// The controller's part, which lives outside the model: its mode for the header and the

@@ -3,8 +3,8 @@
 //! of clients (`top --connect`, `stream --connect`, or `socat - UNIX-CONNECT:...`).
 //!
 //! The daemon never waits for a client: every message is encoded once and offered to each
-//! client's bounded queue; a client whose queue is full (it reads slower than the daemon
-//! writes) is dropped, its connection closed. A client that went away is noticed at the next
+//! client's queue, bounded in bytes (and in messages); a client whose queue is full (it reads
+//! slower than the daemon writes) is dropped, its connection closed. A client that went away is noticed at the next
 //! message and forgotten. The socket lives in a private (0700) directory and is itself 0600:
 //! it shows every process's activity.
 use std::{
@@ -12,7 +12,10 @@ use std::{
     io::ErrorKind,
     os::unix::fs::{FileTypeExt as _, PermissionsExt as _},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
 };
 
 use anyhow::{bail, Context as _, Result};
@@ -33,12 +36,19 @@ use crate::{
 /// Messages queued for one client before it counts as slow and is dropped: at four snapshots
 /// a second, about a minute of backlog.
 pub(crate) const CLIENT_QUEUE: usize = 256;
+/// Bytes queued for one client (the message being written included) before it counts as slow
+/// and is dropped, whatever the count: 256 snapshots of 10,000 apps were 2.9 GB (issue 52).
+/// Every client is offered the same messages, shared, so this bounds all queues together too:
+/// about 70 s of the android-launch scenario's snapshots, 16 s of bounded ones at 200 apps.
+pub(crate) const CLIENT_QUEUE_BYTES: usize = 16 << 20;
 /// Clients served at once; more are closed at once.
 pub(crate) const MAX_CLIENTS: usize = 32;
 /// One connected client: its queue, and the task that writes the queue to the socket (aborted
 /// when the client is dropped, which closes the connection even mid-write).
 struct Client {
     queue: mpsc::Sender<Arc<[u8]>>,
+    /// Bytes in `queue` and in the writer's hands, not yet written.
+    queued: Arc<AtomicUsize>,
     /// None once [`SocketServer::close`] took it to wait for it.
     writer: Option<JoinHandle<()>>,
 }
@@ -67,15 +77,25 @@ impl Clients {
     /// Offer `bytes` to every client; drop the slow and the gone.
     fn offer(&mut self, bytes: &Arc<[u8]>) {
         let mut slow = 0;
-        self.connected
-            .retain(|client| match client.queue.try_send(Arc::clone(bytes)) {
-                Ok(()) => true,
+        self.connected.retain(|client| {
+            let queued = client.queued.load(Ordering::Acquire);
+            // One message larger than the bound still goes to a client that has taken all.
+            if queued > 0 && queued + bytes.len() > CLIENT_QUEUE_BYTES {
+                slow += 1;
+                return false;
+            }
+            match client.queue.try_send(Arc::clone(bytes)) {
+                Ok(()) => {
+                    client.queued.fetch_add(bytes.len(), Ordering::AcqRel);
+                    true
+                }
                 Err(TrySendError::Full(_)) => {
                     slow += 1;
                     false
                 }
                 Err(TrySendError::Closed(_)) => false,
-            });
+            }
+        });
         if self.connected.is_empty() {
             // Without clients the daemon stops taking snapshots: this one would go stale.
             self.latest_snapshot = None;
@@ -206,7 +226,7 @@ impl SocketSink {
         }
         for window in windows {
             self.server.publish(&Message::Window {
-                line: window_line(window, origin),
+                line: bounded_window_line(window, origin),
             })?;
         }
         Ok(())
@@ -226,7 +246,7 @@ impl Sink for SocketSink {
             })?;
         }
         self.publish_windows(at.closed, at.pipeline.origin_ns())?;
-        let snapshot = Snapshot::capture(at.pipeline.model(), &self.info)
+        let snapshot = Snapshot::capture_bounded(at.pipeline.model(), &self.info)
             .with_control(at.tuning_mode.clone(), at.pane.lines());
         self.server.publish(&Message::Snapshot {
             snapshot: Box::new(snapshot),
@@ -256,6 +276,28 @@ impl Sink for SocketSink {
             reason: end.stop.describe(),
         })
     }
+}
+
+/// Processes a window message names: its line's busiest (docs/DAEMON.md). A window of
+/// 10,000 active processes was a line over the clients' 4 MiB (issue 52).
+pub(crate) const WINDOW_PROCESSES: usize = 200;
+
+/// The stream line of `window` (docs/STREAM.md) with `processes` cut to the busiest
+/// [`WINDOW_PROCESSES`] (the line has them busiest first) and, when any were cut, their number
+/// in `processes_more`; `totals` still counts them all.
+fn bounded_window_line(window: &crate::model::WindowReport, origin: u64) -> serde_json::Value {
+    let mut line = window_line(window, origin);
+    if let Some(processes) = line
+        .get_mut("processes")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        if processes.len() > WINDOW_PROCESSES {
+            let more = processes.len() - WINDOW_PROCESSES;
+            processes.truncate(WINDOW_PROCESSES);
+            line["processes_more"] = more.into();
+        }
+    }
+    line
 }
 
 impl Drop for SocketServer {
@@ -322,14 +364,17 @@ async fn accept_clients(listener: UnixListener, clients: Arc<Mutex<Clients>>) {
             continue; // dropping the stream closes it
         }
         let (queue, pending) = mpsc::channel(CLIENT_QUEUE);
+        let queued = Arc::new(AtomicUsize::new(0));
         // The queue is empty: these cannot fail.
-        let _ = queue.try_send(Arc::clone(&clients.hello));
-        if let Some(snapshot) = &clients.latest_snapshot {
-            let _ = queue.try_send(Arc::clone(snapshot));
+        for first in std::iter::once(&clients.hello).chain(&clients.latest_snapshot) {
+            if queue.try_send(Arc::clone(first)).is_ok() {
+                queued.fetch_add(first.len(), Ordering::AcqRel);
+            }
         }
-        let writer = tokio::spawn(write_queue(stream, pending));
+        let writer = tokio::spawn(write_queue(stream, pending, Arc::clone(&queued)));
         clients.connected.push(Client {
             queue,
+            queued,
             writer: Some(writer),
         });
         if let Some(waker) = &clients.on_join {
@@ -339,11 +384,16 @@ async fn accept_clients(listener: UnixListener, clients: Arc<Mutex<Clients>>) {
 }
 
 /// Write a client's queue to its socket until the queue closes or the client goes away.
-async fn write_queue(mut stream: UnixStream, mut pending: mpsc::Receiver<Arc<[u8]>>) {
+async fn write_queue(
+    mut stream: UnixStream,
+    mut pending: mpsc::Receiver<Arc<[u8]>>,
+    queued: Arc<AtomicUsize>,
+) {
     while let Some(bytes) = pending.recv().await {
         if stream.write_all(&bytes).await.is_err() {
             return; // the client went away: the closed queue tells the daemon
         }
+        queued.fetch_sub(bytes.len(), Ordering::AcqRel);
     }
 }
 
@@ -426,6 +476,38 @@ mod tests {
             .await;
             assert!(read.is_ok(), "the slow client's connection ends");
             assert!(rest.len() < total * big.len(), "it did not get everything");
+        });
+    }
+
+    /// Issue 52: a client that stalls is dropped once its queue holds CLIENT_QUEUE_BYTES,
+    /// long before CLIENT_QUEUE large messages (256 snapshots of 10,000 apps were 2.9 GB).
+    #[test]
+    fn a_stalled_client_is_dropped_by_the_bytes_it_holds_not_the_messages() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("sock/daemon.sock");
+            let server = SocketServer::bind(&path, &hello()).unwrap();
+            let _stalled = UnixStream::connect(&path).await.unwrap();
+            until("a client", || server.client_count() == 1).await;
+            let big = "x".repeat(1 << 20);
+            // Well under CLIENT_QUEUE messages, well over CLIENT_QUEUE_BYTES.
+            let messages = 2 * CLIENT_QUEUE_BYTES / big.len();
+            assert!(messages < CLIENT_QUEUE / 2);
+            for i in 0..messages {
+                server
+                    .publish(&Message::Decision {
+                        line: format!("{i} {big}"),
+                    })
+                    .unwrap();
+                // Let the writer fill the socket buffer.
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(server.dropped_slow(), 1, "the stalled client is dropped");
+            assert_eq!(server.client_count(), 0);
         });
     }
 

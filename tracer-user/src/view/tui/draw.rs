@@ -197,6 +197,10 @@ fn draw_table(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
         .iter()
         .map(|row| Row::new(COLUMNS.iter().map(|column| Cell::from(column.cell(row)))))
         .collect();
+    let other = s.apps_other.as_ref().filter(|_| ui.filter.is_empty());
+    if let Some(other) = other {
+        body.push(other_row(other).style(Style::new().fg(Color::DarkGray)));
+    }
     if s.exited_processes > 0 && ui.filter.is_empty() {
         body.push(exited_row(s).style(Style::new().fg(Color::DarkGray)));
     }
@@ -211,8 +215,12 @@ fn draw_table(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
     } else {
         format!("  filter: {}", ui.filter)
     };
+    let more = s
+        .apps_other
+        .as_ref()
+        .map_or_else(String::new, |o| format!(", {} more summed", o.apps));
     let title = format!(
-        "apps ({} shown, {} processes live, {} exited){filter}",
+        "apps ({} shown{more}, {} processes live, {} exited){filter}",
         rows.len(),
         s.live_processes,
         s.exited_processes
@@ -223,11 +231,36 @@ fn draw_table(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
     frame.render_widget(table, area);
 }
 
+/// The apps a daemon's snapshot leaves out (it names the most active: docs/DAEMON.md), summed.
+fn other_row(other: &crate::model::OtherApps) -> Row<'static> {
+    let cells = totals_cells(
+        format!("({} more apps)", other.apps),
+        other.processes.to_string(),
+        &other.total,
+        other.last_window.node_reads().to_string(),
+    );
+    Row::new(cells.map(Cell::from))
+}
+
 fn exited_row(s: &Snapshot) -> Row<'static> {
-    let t = &s.exited;
-    let cells = [
+    let cells = totals_cells(
         format!("(exited: {})", s.exited_processes),
         String::new(),
+        &s.exited,
+        String::new(),
+    );
+    Row::new(cells.map(Cell::from))
+}
+
+fn totals_cells(
+    name: String,
+    processes: String,
+    t: &crate::model::Counters,
+    per_window: String,
+) -> [String; 10] {
+    [
+        name,
+        processes,
         t.node_reads_demand.to_string(),
         t.node_reads_readahead.to_string(),
         t.restores.to_string(),
@@ -236,9 +269,8 @@ fn exited_row(s: &Snapshot) -> Row<'static> {
         t.conversions.to_string(),
         t.reclaims.total().to_string(),
         t.second_chances.total().to_string(),
-        String::new(),
-    ];
-    Row::new(cells.map(Cell::from))
+        per_window,
+    ]
 }
 
 fn draw_decisions(frame: &mut Frame, area: Rect, s: &Snapshot) {

@@ -97,8 +97,12 @@ fn screen(ui: &UiState) -> String {
     let mut pane = DecisionsPane::default();
     pane.push("t=4s threshold 40 -> 45: restores rising, no pressure".into());
     let snapshot = Snapshot::capture(&model, &info()).with_control(None, pane.lines());
+    draw_text(&snapshot, ui)
+}
+
+fn draw_text(snapshot: &Snapshot, ui: &UiState) -> String {
     let mut terminal = Terminal::new(TestBackend::new(140, 40)).unwrap();
-    render(&mut terminal, &snapshot, ui).unwrap();
+    render(&mut terminal, snapshot, ui).unwrap();
     let buffer = terminal.backend().buffer();
     let mut text = String::new();
     for y in 0..buffer.area.height {
@@ -264,4 +268,29 @@ fn the_node_type_panel_splits_the_reads_since_the_start_and_in_the_last_window()
             assert!(panel.contains(row), "{needle}: {panel:?} in:\n{text}");
         }
     }
+}
+
+/// Issue 52: a daemon's snapshot names its busiest apps and sums the rest; the table shows
+/// the sum as a row of its own and says how many apps it holds.
+#[test]
+fn the_apps_a_daemon_summed_are_one_row() {
+    let snapshot = Snapshot::capture_bounded(&sample_model(), &info());
+    assert!(snapshot.apps_other.is_none(), "three apps: none summed");
+    let mut snapshot = snapshot;
+    snapshot.apps_other = Some(crate::model::OtherApps {
+        apps: 9_800,
+        processes: 9_812,
+        total: crate::model::Counters {
+            node_reads_demand: 424_242,
+            ..Default::default()
+        },
+        last_window: crate::model::Counters::default(),
+    });
+    let text = draw_text(&snapshot, &UiState::default());
+    assert!(text.contains("apps (3 shown, 9800 more summed"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.contains("(9800 more apps)"))
+        .unwrap();
+    assert!(row.contains("9812") && row.contains("424242"), "{row}");
 }
