@@ -96,6 +96,11 @@ const APP_COUNTERS: [AppCounter; 5] = [
     ),
 ];
 
+/// Apps named in the per-app families: the busiest by node reads since the start (then
+/// restores and conversions); the rest are summed as `app="(other)"`, so a scrape's size and
+/// cost do not grow with the number of apps, which any local user can raise (issue 52).
+const METRIC_APPS: usize = 200;
+
 pub fn render(model: &Model, device: &str) -> String {
     render_with(model, device, None)
 }
@@ -105,23 +110,42 @@ pub fn render(model: &Model, device: &str) -> String {
 pub(crate) fn render_with(model: &Model, device: &str, recording: Option<bool>) -> String {
     let mut out = String::new();
     let mut family = Family { out: &mut out };
-    let mut apps = model.apps();
+    let (mut apps, other) = model.top_apps(METRIC_APPS, |total, _| {
+        (total.node_reads(), total.restores + total.conversions)
+    });
     apps.sort_by(|a, b| a.app.cmp(&b.app));
+    let other_key = crate::model::AppKey::Program("(other)".into());
+    let mut labelled: Vec<(String, &Counters)> = apps
+        .iter()
+        .map(|app| (crate::view::tui::label(&app.app), &app.total))
+        .collect();
+    if let Some(other) = &other {
+        labelled.push((crate::view::tui::label(&other_key), &other.total));
+    }
     let mut last_family = "";
     for (name, help, value, extra) in APP_COUNTERS {
         if name != last_family {
             family.header(name, "counter", help);
             last_family = name;
         }
-        for app in &apps {
-            let app_label = crate::view::tui::label(&app.app);
+        for (app_label, total) in &labelled {
             let mut labels = vec![("app", app_label.as_str()), ("device", device)];
             if !extra.0.is_empty() {
                 labels.push(extra);
             }
-            family.sample(&format!("{name}_total"), &labels, value(&app.total));
+            family.sample(&format!("{name}_total"), &labels, value(total));
         }
     }
+    family.header(
+        "nodescope_apps_other",
+        "gauge",
+        "Apps summed in the (other) app series: those past the busiest 200",
+    );
+    family.sample(
+        "nodescope_apps_other",
+        &[("device", device)],
+        other.as_ref().map_or(0, |o| o.apps),
+    );
     render_device(&mut family, model, device);
     if let Some(active) = recording {
         family.header(
