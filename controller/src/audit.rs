@@ -387,6 +387,33 @@ impl BoundedFd {
     }
 }
 
+/// Log lines to stderr that never wait longer than [`LINE_WAIT`] (and not at all once one
+/// timed out, or after a stop signal): a stderr pipe whose reader stopped reading must not hold
+/// a command past its deadline or its SIGTERM. What does not fit in time is dropped.
+pub struct BoundedStderr(BoundedFd);
+
+impl BoundedStderr {
+    pub fn new() -> Self {
+        BoundedStderr(BoundedFd::new(Descriptor::Std(libc::STDERR_FILENO)))
+    }
+}
+
+impl Default for BoundedStderr {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl io::Write for BoundedStderr {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.write_line(bytes).map(|()| bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// `2026-11-30T12:34:56.789Z`, without a date crate.
 pub fn rfc3339_utc(time: SystemTime) -> String {
     let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();

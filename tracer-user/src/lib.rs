@@ -6,6 +6,15 @@
 //! here is what the benchmarks, the fuzz targets and the integration tests use; the rest is
 //! crate-private (`unreachable_pub` keeps it so).
 #![warn(unreachable_pub)]
+
+/// A line to stderr, as `eprintln!` but never held long by a reader that stopped reading
+/// (`output::stderr_text`, issue 52): every diagnostic of the product goes through it.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::output::stderr_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 pub(crate) mod client;
 pub(crate) mod cmd;
 pub(crate) mod control;

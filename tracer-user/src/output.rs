@@ -103,3 +103,20 @@ fn refusal(path: &Path, meta: &fs::Metadata, force: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// Write `text` to stderr, waiting for a stalled reader at most `controller::audit::LINE_WAIT`
+/// (and not at all once a line timed out, or after a stop signal), so that a stderr pipe
+/// nobody reads never holds a command past its deadline or its SIGTERM (issue 52). What does
+/// not fit in time is dropped: these are diagnostics, the output proper goes to stdout.
+pub(crate) fn stderr_text(text: &str) {
+    use std::{
+        io::Write as _,
+        sync::{Mutex, OnceLock},
+    };
+    static STDERR: OnceLock<Mutex<controller::audit::BoundedStderr>> = OnceLock::new();
+    let mut stderr = STDERR
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _ = stderr.write(text.as_bytes());
+}

@@ -40,10 +40,15 @@ enum Command {
 /// The `nodescope` binary: parse the command line, run the subcommand, print an error as
 /// its message and causes.
 pub fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // Log lines wait for a stalled stderr a bounded time, then are dropped (issue 52).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .target(env_logger::Target::Pipe(Box::new(
+            controller::audit::BoundedStderr::new(),
+        )))
+        .init();
     // Errors are for people: the message and its causes, never a backtrace.
     if let Err(err) = run(Cli::parse()) {
-        eprintln!("nodescope: {err:#}");
+        say!("nodescope: {err:#}");
         std::process::exit(1);
     }
 }

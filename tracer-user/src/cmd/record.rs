@@ -76,7 +76,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     };
     let opened = open(&source_args, SourceChoice::Auto)?;
     if let Some(banner) = &opened.banner {
-        eprintln!("nodescope record: {banner}");
+        say!("nodescope record: {banner}");
     }
     let pipeline = crate::cmd::live_pipeline(opened.source, &args.window, None, None)?;
     let end_ns = args
@@ -85,7 +85,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     let pipeline = pipeline.until(end_ns);
     let mut recorder = Recorder::create(&args.output, &pipeline, OutputFile::new(args.force))?;
     // Said once the source is attached: a script may start its workload then.
-    eprintln!(
+    say!(
         "nodescope record: ready ({}), writing {}",
         pipeline.info().detail,
         args.output.display()
@@ -102,7 +102,7 @@ async fn record(args: RecordArgs) -> Result<()> {
     let pipeline = runner.pipeline();
     let finished_at = end_ns.unwrap_or_else(|| pipeline.now_ns());
     let (bytes, footer) = recorder.finish(finished_at)?;
-    eprintln!(
+    say!(
         "recorded {} events in {} blocks to {} ({} bytes, {:.1} bytes/event; {})",
         footer.events,
         footer.blocks,
@@ -112,7 +112,7 @@ async fn record(args: RecordArgs) -> Result<()> {
         stop_reason(&stop)
     );
     if let Some(note) = pipeline.closing_note() {
-        eprintln!("nodescope record: {note}");
+        say!("nodescope record: {note}");
     }
     if let Some(trace) = &args.perfetto {
         crate::view::perfetto::write_trace(&args.output, None, trace, OutputFile::new(args.force))?;

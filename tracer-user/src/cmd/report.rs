@@ -99,7 +99,7 @@ fn report_of<R: std::io::Read>(args: &ReportArgs, reader: Reader<R>) -> Result<R
 
 fn warn_damage(file: &Path, report: &Report) {
     if let Some(damage) = &report.damage {
-        eprintln!(
+        say!(
             "warning: {}: {damage}; the report covers what comes before it",
             file.display()
         );
@@ -144,7 +144,7 @@ fn print_nid_counts<R: std::io::Read>(reader: Reader<R>, file: &Path) -> Result<
     }
     closed_is_success(printed)?;
     if let Some(damage) = damage {
-        eprintln!(
+        say!(
             "warning: {}: {damage}; the counts cover what comes before it",
             file.display()
         );

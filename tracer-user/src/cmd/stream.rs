@@ -89,7 +89,7 @@ pub(crate) fn run(args: StreamArgs) -> Result<()> {
             Err(err) => {
                 // What is missing is the whole message: no backtrace (main's Debug print would
                 // add one whenever RUST_BACKTRACE is set), and a status scripts can tell apart.
-                eprintln!("nodescope stream: {err:#}");
+                say!("nodescope stream: {err:#}");
                 std::process::exit(2);
             }
         }
@@ -134,7 +134,7 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
     let Some(plan) = plan else {
         let opened = open(&args.source, SourceChoice::Bpf)?;
         if let Some(banner) = &opened.banner {
-            eprintln!("nodescope stream: {banner}");
+            say!("nodescope stream: {banner}");
         }
         return Ok(opened.source);
     };
@@ -152,10 +152,10 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         ))?;
     }
     if let Some(banner) = crate::source::open::with_coverage(&mut source, banner) {
-        eprintln!("nodescope stream: {banner}");
+        say!("nodescope stream: {banner}");
     }
     if let Some(coverage) = source.coverage() {
-        eprint!("{}", coverage.table());
+        crate::output::stderr_text(&coverage.table());
     }
     report_attachments(&source, plan);
     Ok(Box::new(source))
@@ -176,7 +176,7 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
         .map(|d| pipeline.origin_ns().saturating_add((d * 1e9) as u64));
     let pipeline = pipeline.until(end_ns);
     let device = pipeline.info().devices.first().cloned().unwrap_or_default();
-    eprintln!("nodescope stream: ready ({})", pipeline.info().detail);
+    say!("nodescope stream: ready ({})", pipeline.info().detail);
     let mut runner = Runner::new(pipeline, None, RunOptions::stopping());
     let _server = match args.openmetrics {
         Some(addr) => Some(metrics::serve(addr, Renderer::new(runner.input_sender())).await?),
@@ -191,7 +191,7 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
     let mut metrics = MetricsSink::new(device, None);
     runner.run(&mut [&mut lines, &mut metrics]).await?;
     if let Some(note) = runner.pipeline().closing_note() {
-        eprintln!("nodescope stream: {note}");
+        say!("nodescope stream: {note}");
     }
     Ok(())
 }
@@ -204,7 +204,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
     let hello = &connection.hello;
     let daemon_window_s = hello.window_ns as f64 / 1e9;
     if (daemon_window_s - args.window.seconds).abs() > 1e-9 {
-        eprintln!(
+        say!(
             "nodescope stream: the daemon's windows are {daemon_window_s} s (--window is the \
              daemon's)"
         );
@@ -216,7 +216,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
     let deadline = args
         .duration
         .map(|d| tokio::time::Instant::now() + Duration::from_secs_f64(d + 1.0));
-    eprintln!(
+    say!(
         "nodescope stream: ready (connected to {}: {})",
         socket.display(),
         escape_controls(&hello.source.detail)
@@ -228,7 +228,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
         let message = match signals.until_signal(next).await {
             None => break,
             Some(None) => {
-                eprintln!(
+                say!(
                     "nodescope stream: --duration passed with {printed} of {} windows from the \
                      daemon",
                     windows_wanted.unwrap_or(0)
@@ -249,7 +249,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
                 printed += 1;
             }
             Some(Message::End { reason }) => {
-                eprintln!(
+                say!(
                     "nodescope stream: the daemon stopped ({})",
                     escape_controls(&reason)
                 );
@@ -257,7 +257,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
             }
             Some(_) => {}
             None => {
-                eprintln!("nodescope stream: the daemon closed the connection");
+                say!("nodescope stream: the daemon closed the connection");
                 break;
             }
         }
@@ -280,22 +280,23 @@ async fn sleep_until_or_never<T>(
 fn report_attachments(source: &BpfSource, plan: &Plan) {
     for outcome in source.outcomes() {
         match &outcome.error {
-            None => eprintln!("nodescope stream: {}: {}", outcome.what, outcome.target),
-            Some(err) => eprintln!(
+            None => say!("nodescope stream: {}: {}", outcome.what, outcome.target),
+            Some(err) => say!(
                 "nodescope stream: {}: NOT attached {}: {err}",
-                outcome.what, outcome.target
+                outcome.what,
+                outcome.target
             ),
         }
     }
     for missing in plan.missing() {
-        eprintln!("nodescope stream: not observed: {missing}");
+        say!("nodescope stream: not observed: {missing}");
     }
     if let Some(report) = source.rfc_report() {
         for attached in &report.attached {
-            eprintln!("nodescope stream: rfc: {attached}");
+            say!("nodescope stream: rfc: {attached}");
         }
         for failed in &report.failed {
-            eprintln!("nodescope stream: rfc: NOT attached {failed}");
+            say!("nodescope stream: rfc: NOT attached {failed}");
         }
     }
 }

@@ -154,7 +154,7 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
             .collect();
         whatif_plot::draw(&points, path, OutputFile::new(args.force))
             .with_context(|| format!("drawing {}", path.display()))?;
-        eprintln!("whatif: picture written to {}", path.display());
+        say!("whatif: picture written to {}", path.display());
     }
     Ok(())
 }
@@ -187,7 +187,7 @@ fn recorded_device(recording: &Path, dev: u32) -> Result<PathBuf> {
             header.devices.join(", ")
         );
     }
-    eprintln!(
+    say!(
         "whatif: reading node blocks from {} (the recording's device {number}, found \
          through /sys/dev/block/{number})",
         device.display()

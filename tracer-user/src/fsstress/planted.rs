@@ -61,7 +61,7 @@ fn run_worker_in_existing(dir: &Path, config: &Config) -> Result<Tally> {
 #[test]
 fn symlinks_at_the_workloads_names_are_not_followed_by_any_operation() {
     if !crate::system::is_root() {
-        eprintln!("note: not root: the workload's chown and mknod fail anyway; size and content are still checked");
+        say!("note: not root: the workload's chown and mknod fail anyway; size and content are still checked");
     }
     let scratch = tempfile::tempdir().unwrap();
     let names = names_the_workload_uses(scratch.path());

@@ -23,7 +23,7 @@ pub(crate) fn write_trace(
     let reader = reader::open(recording)?;
     let (trace, windows) = replay(reader, packages, recording)?;
     policy.write(output, &trace)?;
-    eprintln!(
+    say!(
         "{}: {windows} windows, {} bytes",
         output.display(),
         trace.len()
@@ -64,7 +64,7 @@ pub(crate) fn replay<R: std::io::Read>(
             }
             Ok(Item::Note(note)) => notes.push(note),
             Ok(Item::Footer(footer)) => end_ns = end_ns.max(Some(footer.end_ns)),
-            Err(damage) => eprintln!(
+            Err(damage) => say!(
                 "warning: {}: {damage}; the trace covers what comes before it",
                 path.display()
             ),
