@@ -56,6 +56,21 @@ mark mounted
   echo "interval_final $(cat $S/node_compress_interval)"
 } > $R/knobs.txt 2>&1
 
+# A write of a knob's current value changes nothing (issue 50): both knobs rewritten five times
+# a period for about six periods, the worker must still pass about once a period (before, every
+# interval write restarted the period, and a controller writing often starved the worker).
+echo $THRESHOLD > $S/node_compress_threshold; echo 1000 > $S/node_compress_interval
+sleep 1.5
+passes() { grep '^worker_passes ' $D/node_cache | cut -d' ' -f2; }
+p0=$(passes); t0=$(cut -d' ' -f1 /proc/uptime)
+n=0
+while [ $n -lt 30 ]; do
+  echo 1000 > $S/node_compress_interval; echo $THRESHOLD > $S/node_compress_threshold
+  sleep 0.2; n=$((n+1))
+done
+echo "passes $p0 $(passes) seconds $t0 $(cut -d' ' -f1 /proc/uptime) writes $n" > $R/knob_rewrites.txt
+echo 0 > $S/node_compress_threshold
+
 # Start-up discovery (issue 32): with no --probes, on a kernel whose device has the knobs,
 # stream finds the RFC's probes in BTF and kallsyms and says so; the second start reads them
 # from the state directory's cache. probe shows what the sources would use.
@@ -187,9 +202,27 @@ for mode in off on; do
   mark released_${mode}_done
 done
 
+# Non-inode nodes restore (issue 50): a sparse file whose one block (3000) takes an inode, an
+# indirect and a direct node, all nearly empty. Read from disk into the cache (a read used to
+# set the entry's node type from the page before its data was there), converted, then read
+# through restores: none may fail.
+threshold 0; interval 100
+dd if=/dev/urandom of=/mnt/sparse bs=4k count=1 seek=3000 2> $R/sparse.txt || fail "sparse file"
+sync
+cold
+cat /mnt/sparse > /dev/null
+threshold $THRESHOLD
+settle 60
+threshold 0
+echo 1 > /proc/sys/vm/drop_caches
+snap sparse_before
+cat /mnt/sparse > /dev/null || fail "sparse read"
+snap sparse_after
+rm /mnt/sparse
+mark sparse_done
+
 # 3. Every failure path. Conversion faults tamper with the block a conversion compresses
 # (its CRC then matches, the node checks do not); restore faults with the stored object.
-threshold 0; interval 100
 cold
 sh /replay-all
 for f in footer inode_checksum node_type; do
@@ -406,14 +439,61 @@ rm -f /hog/fill
 umount /hog
 mark grid_done
 
-# 5. Unmount, fsck, remount, and the checksums once more, from disk.
+# 4c. A memory cgroup (issue 50): the file set read inside a cgroup whose memory.max (MEMCG_MB)
+# is below the cache's size (compression off: about 65 MiB of raw node pages, charged to the
+# cgroup that read them). F2FS's shrinker is not memcg-aware, so the cgroup's reclaim never
+# calls it; what the module does then, and whether the cgroup runs out of memory, is recorded.
+mkdir -p /sys/fs/cgroup
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>> $R/memcg.txt
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control 2>> $R/memcg.txt
+mkdir -p /sys/fs/cgroup/nc
+echo $((MEMCG_MB * 1048576)) > /sys/fs/cgroup/nc/memory.max 2>> $R/memcg.txt
 threshold 0
+cold
+snap memcg_start
+sh -c 'echo $$ > /sys/fs/cgroup/nc/cgroup.procs && exec sh /replay-all' > /dev/null 2> $R/memcg_replay.err
+echo $? > $R/memcg_replay.rc
+snap memcg_end
+cat /sys/fs/cgroup/nc/memory.events > $R/memcg_events.txt 2>> $R/memcg.txt
+echo "current $(cat /sys/fs/cgroup/nc/memory.current) peak $(cat /sys/fs/cgroup/nc/memory.peak 2>/dev/null)" >> $R/memcg.txt
+grep -E '^(anon|file|file_mapped|active_file|inactive_file|unevictable|slab) ' /sys/fs/cgroup/nc/memory.stat >> $R/memcg.txt
+mark memcg_done
+
+# 5. Unmount, fsck, remount, and the checksums once more, from disk. The unmounts race two
+# readers (issue 50): the F2FS status file (its node cache section) and the counters file, each
+# read in a loop; after the checksums, UNMOUNT_CYCLES more mounts, each with the worker on and
+# the directories listed, unmounted under the same readers. dmesg must then show no oops.
+reader() {
+  ( n=0; trap "echo \$n > $R/reads_$1.txt; exit 0" TERM
+    while :; do cat $2 > /dev/null 2>&1 && n=$((n+1)); done ) &
+}
+readers_start() {
+  reader status /sys/kernel/debug/f2fs/status; RD1=$!
+  reader counters $D/node_cache; RD2=$!
+}
+readers_stop() { kill -TERM $RD1 $RD2; wait $RD1 $RD2; }
+threshold 0
+readers_start
+sleep 1
 umount /mnt || fail umount
+readers_stop
 fsck.f2fs -f /dev/$DEV > $R/fsck.txt 2>&1
 echo $? > $R/fsck.rc
 mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail remount; finish; }
 md5sum -c /sums.md5 > $R/md5_remounted.txt 2>&1 && echo ok > $R/files_remounted.txt || echo bad > $R/files_remounted.txt
 umount /mnt
+cycle=0
+readers_start
+while [ $cycle -lt $UNMOUNT_CYCLES ]; do
+  mount -t f2fs -o background_gc=off /dev/$DEV /mnt 2>> $R/mount.txt || { fail "mount cycle $cycle"; break; }
+  threshold $THRESHOLD; interval 100
+  ls -R /mnt > /dev/null
+  sleep 0.3
+  umount /mnt || { fail "umount cycle $cycle"; break; }
+  cycle=$((cycle+1))
+done
+readers_stop
+echo $cycle > $R/unmount_cycles.txt
 rmmod f2fs 2>> $R/insmod.txt && echo ok > $R/rmmod.txt || echo failed > $R/rmmod.txt
 dmesg > $R/dmesg.txt
 mark done

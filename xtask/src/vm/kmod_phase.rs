@@ -14,6 +14,7 @@ use super::{initramfs, kernel, qemu, NDIRS, NFILES};
 use crate::util;
 
 mod exact;
+mod fixes;
 mod functions;
 mod grid;
 mod recorded;
@@ -50,6 +51,11 @@ pub(super) const GRID: [(u32, u32); 3] = [(0, 1000), (25, 100), (25, 1000)];
 /// set takes compressed.
 const GRID_HEADROOM_MB: u64 = 64;
 const ARRIVING_MB: u64 = 256;
+/// The memory cgroup's limit (kmod.sh, 4c): half the file set's raw node pages (about 65 MiB
+/// with compression off), so the cache cannot hold what the cgroup reads.
+const MEMCG_MB: u64 = 32;
+/// Mount/unmount cycles raced by the status-file readers (kmod.sh, 5).
+const UNMOUNT_CYCLES: u32 = 10;
 /// The static run `nodescope top` watches in tmux.
 const TOP_AT: (u32, u32) = (25, 100);
 const VM_TIMEOUT: Duration = Duration::from_secs(1200);
@@ -146,7 +152,8 @@ fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -
     let config = format!(
         "NDIRS={NDIRS}\nNFILES={NFILES}\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
          BUDGET={BUDGET_BYTES}\nSIM_BUDGET={SIM_BUDGET_BYTES}\nHEADROOM_MB={}\nTUNE_PSI_GOAL={}\n\
-         GRID=\"{}\"\nTOP_AT={}/{}\nGRID_HEADROOM_MB={GRID_HEADROOM_MB}\nARRIVING_MB={ARRIVING_MB}\n",
+         GRID=\"{}\"\nTOP_AT={}/{}\nGRID_HEADROOM_MB={GRID_HEADROOM_MB}\nARRIVING_MB={ARRIVING_MB}\n\
+         MEMCG_MB={MEMCG_MB}\nUNMOUNT_CYCLES={UNMOUNT_CYCLES}\n",
         super::HEADROOM_MB,
         super::TUNE_PSI_GOAL,
         grid.join(" "),

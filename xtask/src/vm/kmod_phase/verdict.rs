@@ -121,6 +121,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let top = super::top::top_checks(dir, &mut problems, &mut lines);
     let last = Counters::read(dir, "faults_done")?;
     failure_checks(dir, &last, &mut problems, &mut lines);
+    super::fixes::fix_checks(dir, &mut problems, &mut lines);
 
     let fsck_rc = read_trimmed(dir, "fsck.rc");
     let fsck = read_trimmed(dir, "fsck.txt");
