@@ -150,6 +150,11 @@ pub const FOREIGN: [Foreign; 2] = [
             "__ncc_quotas",
             "__ncc_evict_lane",
             "ncc_evict",
+            // the memcg headroom (issue 50)
+            "ncc_memcg_tight",
+            "ncc_tight_memcg",
+            "__ncc_evict_memcg",
+            "ncc_enforce_memcg",
             // debug.c's
             "ncc_status",
         ],
