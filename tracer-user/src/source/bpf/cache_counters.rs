@@ -25,6 +25,12 @@
 //!
 //! A kind kept both per queue or reason and as a total sends only the parts, so nothing is
 //! counted twice. The first reading is the baseline: the model counts from it.
+//!
+//! Without such a file, the device's section of F2FS's status file (`<debugfs>/f2fs/status`,
+//! which the RFC's debug.c change extends): after the `partition info(<device>)` header, the
+//! lines `  - <label>: <items>` that follow a line naming the node cache, each item named
+//! `<label>_<its words>` (`  - restores: 5, failures: 1` -> `restores 5`, `restores_failures
+//! 1`) and read by the same rules.
 use std::{
     collections::BTreeMap,
     fs,
@@ -141,6 +147,58 @@ pub(crate) fn parse(text: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Each device's node-cache counters in F2FS's status file, named as the module doc says.
+pub(crate) fn parse_status(text: &str) -> BTreeMap<String, Vec<(String, u64)>> {
+    let mut devices: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+    let mut device: Option<String> = None;
+    let mut in_section = false;
+    for line in text.lines() {
+        if let Some(at) = line.find("partition info(") {
+            let rest = &line[at + "partition info(".len()..];
+            device = rest.split(')').next().map(str::to_string);
+            in_section = false;
+            continue;
+        }
+        let Some(device) = &device else { continue };
+        let trimmed = line.trim_start();
+        if !trimmed.starts_with('-') {
+            in_section = line.to_ascii_lowercase().contains("node cache");
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        let Some((label, items)) = trimmed.trim_start_matches('-').split_once(':') else {
+            continue;
+        };
+        let label = words_joined(label);
+        let counters = devices.entry(device.clone()).or_default();
+        for item in items.split(',') {
+            let words: Vec<&str> = item
+                .split(|c: char| c.is_whitespace() || c == ':')
+                .filter(|w| !w.is_empty())
+                .collect();
+            let Some((value, names)) = words.split_last() else {
+                continue;
+            };
+            let Ok(value) = value.parse::<u64>() else {
+                continue;
+            };
+            let name = if names.is_empty() {
+                label.clone()
+            } else {
+                format!("{label}_{}", names.join("_"))
+            };
+            counters.push((name, value));
+        }
+    }
+    devices
+}
+
+fn words_joined(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join("_")
+}
+
 /// The lines of a file that mean something, parts kept over their total.
 fn mapped(lines: &[(String, u64)]) -> Vec<(String, Meaning)> {
     let meant: Vec<(String, Meaning)> = lines
@@ -170,6 +228,8 @@ pub(crate) struct CounterFile {
     /// The device number as the events carry it.
     pub dev: u32,
     pub path: PathBuf,
+    /// The device's section of F2FS's status file (its name there), not a file of its own.
+    section: Option<String>,
     /// (line name, what it measures), in the file's order.
     pub lines: Vec<(String, Meaning)>,
     /// Each line's value when last sent, and at the first reading.
@@ -209,9 +269,15 @@ impl CounterFile {
     /// them the first time), stamped `ts_ns`.
     pub(crate) fn sample(&mut self, ts_ns: u64) -> std::io::Result<Vec<Event>> {
         let bytes = files::read_regular(&self.path, Symlinks::Refuse, MAX_FILE_BYTES)?;
-        let values: BTreeMap<String, u64> = parse(&String::from_utf8_lossy(&bytes))
-            .into_iter()
-            .collect();
+        let text = String::from_utf8_lossy(&bytes);
+        let values: BTreeMap<String, u64> = match &self.section {
+            None => parse(&text).into_iter().collect(),
+            Some(device) => parse_status(&text)
+                .remove(device)
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        };
         let mut events = Vec::new();
         for (name, (measure, sub)) in &self.lines {
             let Some(&value) = values.get(name) else {
@@ -254,18 +320,53 @@ pub(crate) fn find(debugfs: &Path, devices: &[(String, u32)]) -> (Vec<CounterFil
                 found.push(CounterFile {
                     dev: *dev,
                     path,
+                    section: None,
                     lines,
                     last: BTreeMap::new(),
                     first: BTreeMap::new(),
                 })
             }
-            None => notes.push(format!(
-                "{device}: no counters file in {}",
-                root.join(device).display()
-            )),
+            None => match status_section(&root, device) {
+                Some(file) => found.push(CounterFile { dev: *dev, ..file }),
+                None => notes.push(format!(
+                    "{device}: no counters file in {}, and no node cache section in {}",
+                    root.join(device).display(),
+                    root.join(STATUS).display()
+                )),
+            },
         }
     }
     (found, notes)
+}
+
+/// F2FS's status file, under `<debugfs>/f2fs`.
+const STATUS: &str = "status";
+
+/// The device's section of the status file, when it names enough counters of kinds.
+fn status_section(root: &Path, device: &str) -> Option<CounterFile> {
+    let path = root.join(STATUS);
+    let bytes = files::read_regular(&path, Symlinks::Refuse, MAX_FILE_BYTES).ok()?;
+    let counters = parse_status(&String::from_utf8_lossy(&bytes)).remove(device)?;
+    let lines = mapped(&counters);
+    let kinds = lines
+        .iter()
+        .filter(|(_, (m, _))| matches!(m, Measure::Events(_)))
+        .count();
+    (kinds >= MIN_COUNTERS).then(|| {
+        log::info!(
+            "{device}: the node cache's counters in {}'s section ({} lines)",
+            path.display(),
+            lines.len()
+        );
+        CounterFile {
+            dev: 0,
+            path,
+            section: Some(device.to_string()),
+            lines,
+            last: BTreeMap::new(),
+            first: BTreeMap::new(),
+        }
+    })
 }
 
 /// The regular file in `dir` with the most counters of kinds, if it has enough.
@@ -410,6 +511,80 @@ mod tests {
         ] {
             assert_eq!(meaning_of(name), meaning, "{name}");
         }
+    }
+
+    /// The reference module's section of the status file (kmod's debug.c), after another
+    /// device's block.
+    const STATUS_TEXT: &str = "\n=====[ partition info(vdc). #0, RW, CP: Good]=====\n\
+        [SB: 1] [CP: 2] [SIT: 2] [NAT: 4] [SSA: 2] [MAIN: 500(OverProv:32 Resv:16)]\n\
+        \n=====[ partition info(vdb). #1, RW, CP: Good]=====\n\
+        Utilization: 3% (1234 valid blocks)\n  - Node: 40 (Inode: 30, Other: 10)\n\
+        \nNode cache: threshold 25%, interval 100 ms\n\
+          - entries: raw 7, 256 9, 512 0, 1024 2\n\
+          - conversions: 40, rejects: 3, aborts: 1\n\
+          - restores: 12, failures: 2, nomem: 0\n\
+          - reclaims: raw 5, 256 6, 512 0, 1024 1\n\
+          - second chances: worker 8, shrinker 2, race 1\n";
+
+    #[test]
+    fn a_devices_section_of_the_status_file_reads_as_counters() {
+        let devices = parse_status(STATUS_TEXT);
+        assert!(!devices.contains_key("vdc"), "no node cache section there");
+        let lines = mapped(&devices["vdb"]);
+        let meaning = |name: &str| {
+            lines
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("{name} in {lines:?}"))
+                .1
+        };
+        assert_eq!(
+            meaning("conversions"),
+            (Measure::Events(EventKind::Convert), None)
+        );
+        assert_eq!(
+            meaning("conversions_rejects"),
+            (Measure::Events(EventKind::ConvertReject), None)
+        );
+        assert_eq!(
+            meaning("restores_failures"),
+            (Measure::Events(EventKind::RestoreFail), None)
+        );
+        assert_eq!(
+            meaning("restores_nomem"),
+            (Measure::Events(EventKind::RestoreNomem), None)
+        );
+        assert_eq!(
+            meaning("second_chances_race"),
+            (
+                Measure::Events(EventKind::SecondChance),
+                Some(SECOND_CHANCE_BY_RACE)
+            )
+        );
+        assert_eq!(
+            meaning("entries_1024"),
+            (Measure::Entries, Some(QUEUE_1024))
+        );
+        let values: BTreeMap<String, u64> = devices["vdb"].iter().cloned().collect();
+        assert_eq!(
+            (values["conversions_aborts"], values["reclaims_1024"]),
+            (1, 1)
+        );
+        // Found and sampled when the device has no counters file of its own.
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("f2fs/vdb")).unwrap();
+        fs::write(dir.path().join("f2fs/status"), STATUS_TEXT).unwrap();
+        let (mut found, notes) = find(dir.path(), &[("vdb".into(), 9), ("vdd".into(), 10)]);
+        assert_eq!(found.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("no node cache section"), "{notes:?}");
+        let first = found[0].sample(1).unwrap();
+        assert_eq!(first.len(), lines.len());
+        assert!(first.iter().all(|e| e.dev == 9));
+        assert_eq!(
+            found[0].kinds().len(),
+            8,
+            "all but insert, forget and node_read"
+        );
     }
 
     #[test]
