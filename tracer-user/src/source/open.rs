@@ -195,9 +195,10 @@ pub(crate) fn with_coverage(source: &mut BpfSource, banner: Option<String>) -> O
     if !startup::rfc_kernel() {
         return banner;
     }
-    let coverage = source.watch_rfc_kernel().summary();
+    // First, and short: top's header line is as wide as the terminal.
+    let coverage = source.watch_rfc_kernel().short();
     Some(match banner {
-        Some(banner) => format!("{banner}; {coverage}"),
+        Some(banner) => format!("{coverage}; {banner}"),
         None => coverage,
     })
 }

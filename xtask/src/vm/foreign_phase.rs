@@ -357,7 +357,13 @@ fn verdict(
         problems.push(format!("unavailable: {}", unavailable.join(" ")));
     }
     probe_checks(dir, &per_event, problems, &mut lines);
-    let top_ok = top_checks(dir, problems, &mut lines);
+    let mut top_ok = top_checks(dir, problems, &mut lines);
+    // Each kind's state in top's header, whatever the terminal's width leaves of the rest.
+    let screen = fs::read_to_string(dir.join("top_screen_1.txt")).unwrap_or_default();
+    if !screen.contains("RFC kinds: per event") {
+        problems.push("top: its header does not say the RFC kinds' states".into());
+        top_ok = false;
+    }
     let pass = problems.is_empty();
     for problem in problems.iter() {
         lines.push(format!("  problem: {problem}"));

@@ -198,6 +198,18 @@ impl Coverage {
         )
     }
 
+    /// The counts alone, short enough for `top`'s header: `RFC kinds: per event 3/11, totals
+    /// only 8, unavailable 0`.
+    pub(crate) fn short(&self) -> String {
+        format!(
+            "RFC kinds: per event {}/{}, totals only {}, unavailable {}",
+            self.per_event().len(),
+            self.kinds.len(),
+            self.totals_only().len(),
+            self.unavailable().len()
+        )
+    }
+
     /// One line per kind, for `nodescope probe` and the start of `stream`.
     pub(crate) fn table(&self) -> String {
         let mut out = String::new();
@@ -238,6 +250,10 @@ mod tests {
         assert_eq!(coverage.per_event(), ["node_read", "restore"]);
         assert!(coverage.totals_only().is_empty());
         assert_eq!(coverage.unavailable().len(), 9);
+        assert_eq!(
+            coverage.short(),
+            "RFC kinds: per event 2/11, totals only 0, unavailable 9"
+        );
         let summary = coverage.summary();
         assert!(summary.starts_with("RFC kinds: per event 2/11 (node_read restore); totals only 0; unavailable 9 (insert convert"), "{summary}");
         assert!(coverage.table().contains("no counters file"));

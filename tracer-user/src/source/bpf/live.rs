@@ -477,7 +477,7 @@ impl Source for BpfSource {
             .collect();
         let mut detail = format!("attached: {}", attached.join(", "));
         if let Some(coverage) = &self.coverage {
-            detail = format!("{}  {detail}", coverage.summary());
+            detail = format!("{}  {detail}", coverage.short());
         }
         SourceInfo {
             kind: SourceKind::Bpf,
