@@ -151,10 +151,13 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
             args.source.function_hook,
         ))?;
     }
-    if let Some(banner) = crate::source::open::with_coverage(&mut source, banner) {
+    // The probes' line as it always was, then what each RFC kind is seen by, kind by kind.
+    if let Some(banner) = &banner {
         say!("nodescope stream: {banner}");
     }
-    if let Some(coverage) = source.coverage() {
+    if crate::source::bpf::discover::startup::rfc_kernel() {
+        let coverage = source.watch_rfc_kernel();
+        say!("nodescope stream: {}", coverage.short());
         crate::output::stderr_text(&coverage.table());
     }
     report_attachments(&source, plan);

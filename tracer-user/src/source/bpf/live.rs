@@ -241,11 +241,6 @@ impl BpfSource {
         coverage
     }
 
-    /// What each RFC kind is seen by, as it stands now (None: not an RFC kernel).
-    pub(crate) fn coverage(&self) -> Option<&Coverage> {
-        self.coverage.as_ref()
-    }
-
     /// The kinds whose events the RFC programs count in the kernel (the manifest's and the
     /// footprints').
     pub(crate) fn per_event_kinds(&self) -> Vec<EventKind> {
@@ -475,10 +470,8 @@ impl Source for BpfSource {
             .filter(|o| o.attached)
             .map(|o| o.target.as_str())
             .collect();
-        let mut detail = format!("attached: {}", attached.join(", "));
-        if let Some(coverage) = &self.coverage {
-            detail = format!("{}  {detail}", coverage.short());
-        }
+        // What each RFC kind is seen by is in the banner (`source::open::with_coverage`).
+        let detail = format!("attached: {}", attached.join(", "));
         SourceInfo {
             kind: SourceKind::Bpf,
             kernel: system::kernel_release(),
