@@ -3,8 +3,8 @@
 
 mod access;
 mod bench;
+mod checkpoint_anatomy;
 mod counters;
-mod cpanat;
 mod f2fs;
 mod footprint;
 mod hello;

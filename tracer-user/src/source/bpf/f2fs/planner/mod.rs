@@ -40,7 +40,7 @@ pub(super) const PROG_READ_NODE_ENTRY: &str = "f2fs_read_node_page_entry";
 pub(super) const PROG_READ_NODE_RETURN: &str = "f2fs_read_node_page_return";
 pub(super) const PROG_RA_ENTRY: &str = "f2fs_ra_node_page_entry";
 pub(super) const PROG_RA_RETURN: &str = "f2fs_ra_node_page_return";
-/// Checkpoint anatomy (tracer-ebpf/src/cpanat.rs).
+/// Checkpoint anatomy (tracer-ebpf/src/checkpoint_anatomy.rs).
 pub(super) const PROG_META_WRITE: &str = "f2fs_meta_write";
 pub(super) const PROG_JOURNAL_ENTRY: &str = "f2fs_journal_entry";
 

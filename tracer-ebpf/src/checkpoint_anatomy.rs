@@ -33,7 +33,8 @@ const PAGE_TYPE_META_FLUSH: i32 = 4;
 static META_AREAS: HashMap<u32, MetaAreas> = HashMap::with_max_entries(64, 0);
 
 /// Exact counts, before the ring buffer: index = `META_AREA_*`, then `META_AREA_COUNT +
-/// JOURNAL_*` for journal entries.
+/// JOURNAL_*` for journal entries. The name is the map's in the object, which userspace finds
+/// it by (tracer_common::maps): it keeps the module's former short name.
 #[map(name = "CPANAT_COUNTS")]
 static CPANAT_COUNTS: PerCpuArray<u64> =
     PerCpuArray::with_max_entries(META_AREA_COUNT as u32 + 2, 0);
