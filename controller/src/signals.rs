@@ -161,17 +161,17 @@ pub const STATS_FILE: &str = "nodescope_stats";
 /// ```
 /// Unknown keys are ignored, so the file can grow.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Counters {
+pub struct StatsFileCounters {
     pub counts: Counts,
     pub attributed_bytes: Option<u64>,
     pub memory_pressure: Option<f64>,
 }
 
-impl Counters {
+impl StatsFileCounters {
     /// `None` when the text holds no known key: an empty read of a file being rewritten is
     /// not a reset of every counter to zero.
-    pub fn parse(origin: &str, text: &str) -> Result<Option<Counters>> {
-        let mut counters = Counters::default();
+    pub fn parse(origin: &str, text: &str) -> Result<Option<StatsFileCounters>> {
+        let mut counters = StatsFileCounters::default();
         let mut known_keys = 0;
         for (index, line) in text.lines().enumerate() {
             let mut words = line.split_whitespace();
@@ -228,11 +228,11 @@ impl ProcSignalSource {
         }
     }
 
-    fn read_counters(&self, device: &str) -> Result<Option<Counters>> {
+    fn read_counters(&self, device: &str) -> Result<Option<StatsFileCounters>> {
         let path = self.sysfs_root.join(device).join(STATS_FILE);
         // Never through a symlink, and never more than a stats file can hold.
         match tracer_common::files::read_no_follow(&path) {
-            Ok(bytes) => Counters::parse(
+            Ok(bytes) => StatsFileCounters::parse(
                 &path.display().to_string(),
                 &String::from_utf8_lossy(&bytes),
             ),
@@ -261,7 +261,7 @@ impl ProcSignalSource {
         device: &str,
         now: Duration,
         span: Duration,
-    ) -> Result<(Option<Counters>, Signals)> {
+    ) -> Result<(Option<StatsFileCounters>, Signals)> {
         let counters = self.read_counters(device)?;
         let pressure = match counters.and_then(|c| c.memory_pressure) {
             Some(simulated) => Some(simulated),
@@ -308,14 +308,17 @@ mod tests {
     fn counters_parse_known_keys_and_name_the_line_of_a_bad_value() {
         let text = "node_reads 10\nrestores 4\nconversions 8\neager_restores 1\nwasted 2\n\
                     attributed_bytes 4096\nmemory_pressure 7.5\nfuture_key 3\n";
-        let counters = Counters::parse("stats", text).unwrap().unwrap();
-        assert_eq!(Counters::parse("stats", "").unwrap(), None);
-        assert_eq!(Counters::parse("stats", "other 1\n").unwrap(), None);
+        let counters = StatsFileCounters::parse("stats", text).unwrap().unwrap();
+        assert_eq!(StatsFileCounters::parse("stats", "").unwrap(), None);
+        assert_eq!(
+            StatsFileCounters::parse("stats", "other 1\n").unwrap(),
+            None
+        );
         assert_eq!(counters.counts.node_reads, 10);
         assert_eq!(counters.counts.wasted, 2);
         assert_eq!(counters.attributed_bytes, Some(4096));
         assert_eq!(counters.memory_pressure, Some(7.5));
-        let err = Counters::parse("stats", "node_reads 1\nrestores x\n").unwrap_err();
+        let err = StatsFileCounters::parse("stats", "node_reads 1\nrestores x\n").unwrap_err();
         assert_eq!(err.to_string(), "stats:2: restores has value \"x\"");
     }
 

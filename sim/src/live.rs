@@ -45,7 +45,7 @@ const PRESSURE_WINDOW_NS: u64 = 1_000_000_000;
 pub const MAX_STEP_NS: u64 = 250_000_000;
 
 /// The file in the knob directory where the live simulator publishes its counters for
-/// `nodescope tune --sysfs-root` (the format of `controller::signals::Counters`).
+/// `nodescope tune --sysfs-root` (the format of `controller::signals::StatsFileCounters`).
 pub const STATS_FILE: &str = "nodescope_stats";
 
 /// The device directory name under the knob root (`<root>/vdb/node_compress_*`), matching

@@ -74,11 +74,11 @@ pub const PRESSURE_LINGER_LOOKUPS: u64 = 256;
 
 /// First pass over a recording's events: which device has the most `NodeAccess` events.
 #[derive(Default)]
-pub struct DeviceCounts {
+pub struct AccessesByDevice {
     per_dev: std::collections::HashMap<u32, u64>,
 }
 
-impl DeviceCounts {
+impl AccessesByDevice {
     pub fn count(&mut self, event: &Event) {
         if event.kind == EventKind::NodeAccess as u8 {
             *self.per_dev.entry(event.dev).or_default() += 1;
@@ -156,7 +156,7 @@ impl Trace {
     /// The trace of the device with the most `NodeAccess` events. Fails when there is none
     /// (the recording was made without `--accesses`) or when it is over [`MAX_TRACE_STEPS`].
     pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event> + Clone) -> Result<Trace> {
-        let mut counts = DeviceCounts::default();
+        let mut counts = AccessesByDevice::default();
         for event in events.clone() {
             counts.count(event);
         }

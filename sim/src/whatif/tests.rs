@@ -128,7 +128,7 @@ fn the_busiest_device_is_chosen_the_lowest_among_equals() {
         event.dev = dev;
         event
     };
-    let mut counts = DeviceCounts::default();
+    let mut counts = AccessesByDevice::default();
     for dev in [9, 4, 9, 4, 7] {
         counts.count(&on(dev));
     }

@@ -198,7 +198,7 @@ fn recorded_device(recording: &Path, dev: u32) -> Result<PathBuf> {
 /// The busiest device's trace, in two passes over the file: memory is bounded by the trace's
 /// step limit, never by how many events a (small, compressible) recording claims.
 fn read_trace(path: &Path) -> Result<Trace> {
-    let mut counts = whatif::DeviceCounts::default();
+    let mut counts = whatif::AccessesByDevice::default();
     each_event(path, |event| {
         counts.count(event);
         Ok(())

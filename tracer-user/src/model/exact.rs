@@ -41,7 +41,7 @@ pub struct ExactProcess {
 
 /// Node reads, node writes and checkpoints of one device.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct DeviceCounts {
+pub struct DeviceNodeCounts {
     pub name: Option<String>,
     pub node_reads: u64,
     pub node_writes: u64,
@@ -64,7 +64,7 @@ pub struct ExactWindow {
     /// Since the first reading, up to the end of this window.
     pub cumulative: ExactTotals,
     pub processes: BTreeMap<u32, ExactProcess>,
-    pub devices: BTreeMap<u32, DeviceCounts>,
+    pub devices: BTreeMap<u32, DeviceNodeCounts>,
     pub counter_drops: u64,
     pub rfc: Option<BTreeMap<&'static str, u64>>,
 }

@@ -32,7 +32,7 @@ pub(crate) use self::{
     apps::AppKey,
     cache::CacheGauges,
     checkpoints::{CheckpointSummary, CheckpointTracker},
-    exact::{DeviceCounts, ExactWindow, KernelCounts},
+    exact::{DeviceNodeCounts, ExactWindow, KernelCounts},
     rows::{AppRow, Observed, OtherApps, Process, ProcessRow, WindowReport},
 };
 pub use self::{
@@ -116,7 +116,7 @@ pub struct Model {
     activity: Counters,
     /// This window's per-device counts: a short list (a phone has a device or two), searched
     /// on the event path.
-    devices: Vec<(u32, DeviceCounts)>,
+    devices: Vec<(u32, DeviceNodeCounts)>,
     exact: exact::ExactTracker,
     totals: Counters,
     /// Processes aged out, summed.
@@ -298,7 +298,7 @@ impl Model {
     /// Node reads, node writes and checkpoints per device. On the event path: the raw kind
     /// byte is compared, most events (the cache's own) return at once.
     fn record_device(&mut self, event: &Event, decoded: &Decoded) {
-        let count: fn(&mut DeviceCounts) = match decoded {
+        let count: fn(&mut DeviceNodeCounts) = match decoded {
             Decoded::NodeRead { .. } => |counts| counts.node_reads += 1,
             Decoded::NodeWrite { .. } => |counts| counts.node_writes += 1,
             // A checkpoint counts once, at its finish (its other phases are events too).
@@ -311,7 +311,7 @@ impl Model {
         let at = match self.devices.iter().position(|(dev, _)| *dev == event.dev) {
             Some(at) => at,
             None if self.devices.len() < MAX_DEVICES => {
-                self.devices.push((event.dev, DeviceCounts::default()));
+                self.devices.push((event.dev, DeviceNodeCounts::default()));
                 self.devices.len() - 1
             }
             // A crafted recording could name a device per event: the rest go under one row.
@@ -328,7 +328,8 @@ impl Model {
         {
             Some(at) => at,
             None => {
-                self.devices.push((OTHER_DEVICES, DeviceCounts::default()));
+                self.devices
+                    .push((OTHER_DEVICES, DeviceNodeCounts::default()));
                 self.devices.len() - 1
             }
         }

@@ -93,7 +93,7 @@ pub struct WindowReport {
     pub totals: Counters,
     pub processes: Vec<ProcessRow>,
     /// This window's node reads, node writes and checkpoints per device, from the events.
-    pub devices: BTreeMap<u32, DeviceCounts>,
+    pub devices: BTreeMap<u32, DeviceNodeCounts>,
     /// Events received in this window (lost-event markers aside).
     pub events: u64,
     pub cache: CacheGauges,

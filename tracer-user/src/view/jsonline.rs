@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use tracer_common::text::escape_controls;
 
-use crate::model::{counters, CheckpointSummary, DeviceCounts, ProcessRow, WindowReport};
+use crate::model::{counters, CheckpointSummary, DeviceNodeCounts, ProcessRow, WindowReport};
 
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
 /// sources); version 2 is one for all; version 3 names the window's length `window_s` (it was
@@ -30,7 +30,7 @@ fn process(row: &ProcessRow) -> Value {
     })
 }
 
-fn device(dev: u32, counts: &DeviceCounts) -> Value {
+fn device(dev: u32, counts: &DeviceNodeCounts) -> Value {
     json!({
         "dev": crate::system::major_minor(dev),
         "name": counts.name,

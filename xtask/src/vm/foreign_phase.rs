@@ -20,7 +20,7 @@ use super::{
     initramfs,
     json::Json,
     kernel,
-    kmod_phase::{count_checks, gauge_checks, top_checks, Counters, Exact, Span},
+    kmod_phase::{count_checks, gauge_checks, top_checks, Exact, ModuleCounters, Span},
     qemu,
 };
 use crate::{
@@ -263,7 +263,10 @@ fn verdict(
     let mut lines = Vec::new();
     let name = variant.short().trim_start_matches("foreign-");
     let mut exact = Exact::default();
-    let (start, end) = match (Counters::read(dir, "start"), Counters::read(dir, "end")) {
+    let (start, end) = match (
+        ModuleCounters::read(dir, "start"),
+        ModuleCounters::read(dir, "end"),
+    ) {
         (Ok(start), Ok(end)) => (start, end),
         (Err(err), _) | (_, Err(err)) => {
             problems.push(format!("{err:#}"));
@@ -428,8 +431,8 @@ fn probe_checks(
 fn per_event_checks(
     windows: &[Json],
     per_event: &[String],
-    start: &Counters,
-    end: &Counters,
+    start: &ModuleCounters,
+    end: &ModuleCounters,
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) {

@@ -28,7 +28,7 @@ use verdict::verdict;
 pub(super) use {
     exact::{count_checks, gauge_checks, Exact, Span},
     top::top_checks,
-    verdict::Counters,
+    verdict::ModuleCounters,
 };
 
 /// The RFC's settings for compression on (the controller's defaults agree).

@@ -30,7 +30,7 @@ use self::{
     wire::Message,
 };
 use crate::{
-    model::{apps, AppKey, CacheGauges, Counters, DeviceCounts, Packages, WindowReport},
+    model::{apps, AppKey, CacheGauges, Counters, DeviceNodeCounts, Packages, WindowReport},
     model::{ProcessRow, OTHER_DEVICES},
     record::{ClockPair, Header, Note},
 };
@@ -192,7 +192,7 @@ impl Layout {
         self.gauges_under(ts, root, Unit::Count, values);
     }
 
-    fn device_counts(&mut self, ts: u64, dev: u32, counts: &DeviceCounts) {
+    fn device_counts(&mut self, ts: u64, dev: u32, counts: &DeviceNodeCounts) {
         let device = device_name(dev);
         let parent = self.device_track(dev);
         let counts = [

@@ -4,7 +4,7 @@
 //! `nc_exact_end.txt`), for every count of every kind the discovered manifest probes.
 use std::{fs, path::Path};
 
-use super::verdict::{Counters, FAIL_REASONS};
+use super::verdict::{ModuleCounters, FAIL_REASONS};
 use crate::vm::json::Json;
 
 /// One comparison: the stream's count (a path under `cumulative`) and the module's counter.
@@ -95,8 +95,8 @@ pub(super) fn exact_checks(
     let manifest = fs::read_to_string(dir.join("discovered.toml")).unwrap_or_default();
     let stream = fs::read_to_string(dir.join("exact.json")).unwrap_or_default();
     let (start, end) = match (
-        Counters::read(dir, "exact_start"),
-        Counters::read(dir, "exact_end"),
+        ModuleCounters::read(dir, "exact_start"),
+        ModuleCounters::read(dir, "exact_end"),
     ) {
         (Ok(start), Ok(end)) => (start, end),
         (Err(err), _) | (_, Err(err)) => {
@@ -144,8 +144,8 @@ pub(super) fn exact_checks(
 /// still there: the stream may count up to that many fewer, never more.
 pub(in crate::vm) fn gauge_checks(
     cache: &Json,
-    start: &Counters,
-    end: &Counters,
+    start: &ModuleCounters,
+    end: &ModuleCounters,
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) {
@@ -177,8 +177,8 @@ pub(in crate::vm) fn gauge_checks(
 pub(in crate::vm) struct Span<'a> {
     /// `stream`, or the recording a report was made of.
     pub label: &'a str,
-    pub start: &'a Counters,
-    pub end: &'a Counters,
+    pub start: &'a ModuleCounters,
+    pub end: &'a ModuleCounters,
 }
 
 /// Every count of every probed kind: `counts` (a stream's `cumulative` or a report's `totals`,
@@ -383,7 +383,8 @@ pub(super) fn compare_checks(
     }
     let (mut equal, mut compared) = (0, 0);
     for mode in ["off", "on"] {
-        let counters = |phase: &str| Counters::read(dir, &format!("budget_{mode}_{phase}")).ok();
+        let counters =
+            |phase: &str| ModuleCounters::read(dir, &format!("budget_{mode}_{phase}")).ok();
         let (start, end) = (counters("start"), counters("end"));
         let module = |key: &str| Some(end.as_ref()?.delta(start.as_ref()?, key));
         let reads =

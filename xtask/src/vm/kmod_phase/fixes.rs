@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::{
-    verdict::{iostat_reads, read_trimmed, Counters, FAIL_REASONS},
+    verdict::{iostat_reads, read_trimmed, ModuleCounters, FAIL_REASONS},
     MEMCG_MB, UNMOUNT_CYCLES,
 };
 
@@ -55,8 +55,8 @@ fn value(text: &str, key: &str) -> u64 {
 pub(super) fn fix_checks(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec<String>) {
     // 1. The sparse file's nodes, read from disk, converted, restored.
     match (
-        Counters::read(dir, "sparse_before"),
-        Counters::read(dir, "sparse_after"),
+        ModuleCounters::read(dir, "sparse_before"),
+        ModuleCounters::read(dir, "sparse_after"),
     ) {
         (Ok(before), Ok(after)) => {
             let restores = after.delta(&before, "restores");
@@ -137,8 +137,8 @@ pub(super) fn fix_checks(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec
     let events = read_trimmed(dir, "memcg_events.txt");
     let rc = read_trimmed(dir, "memcg_replay.rc");
     match (
-        Counters::read(dir, "memcg_start"),
-        Counters::read(dir, "memcg_end"),
+        ModuleCounters::read(dir, "memcg_start"),
+        ModuleCounters::read(dir, "memcg_end"),
     ) {
         (Ok(start), Ok(end)) => {
             let reclaimed = end.delta(&start, "reclaim_raw");

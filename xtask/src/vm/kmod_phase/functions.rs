@@ -5,7 +5,7 @@
 //! kprobe fallback, and its counts must equal the module's over the span.
 use std::{fs, path::Path};
 
-use super::verdict::Counters;
+use super::verdict::ModuleCounters;
 use crate::vm::json::Json;
 
 /// (the stream's count under `cumulative`, the module's counter).
@@ -51,8 +51,8 @@ pub(super) fn function_checks(
         ));
     }
     let (start, end) = match (
-        Counters::read(dir, "exact_start"),
-        Counters::read(dir, "exact_end"),
+        ModuleCounters::read(dir, "exact_start"),
+        ModuleCounters::read(dir, "exact_end"),
     ) {
         (Ok(start), Ok(end)) => (start, end),
         (Err(err), _) | (_, Err(err)) => {

@@ -10,7 +10,7 @@
 use std::{fs, path::Path};
 
 use super::{
-    verdict::{iostat_reads, read_trimmed as read, Counters},
+    verdict::{iostat_reads, read_trimmed as read, ModuleCounters},
     GRID,
 };
 use crate::vm::json::Json;
@@ -37,8 +37,8 @@ impl Run {
     fn read(dir: &Path, name: &str) -> Result<Run, String> {
         let phase = |edge: &str| format!("grid_{name}_{edge}");
         let (start, end) = match (
-            Counters::read(dir, &phase("start")),
-            Counters::read(dir, &phase("end")),
+            ModuleCounters::read(dir, &phase("start")),
+            ModuleCounters::read(dir, &phase("end")),
         ) {
             (Ok(start), Ok(end)) => (start, end),
             (Err(err), _) | (_, Err(err)) => return Err(format!("{err:#}")),

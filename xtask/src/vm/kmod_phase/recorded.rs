@@ -7,7 +7,7 @@ use std::{fs, path::Path};
 
 use super::{
     exact::{count_checks, probed_kinds, Exact, Span},
-    verdict::Counters,
+    verdict::ModuleCounters,
 };
 use crate::vm::json::Json;
 
@@ -27,7 +27,7 @@ pub(super) fn record_checks(
             problems.push(format!("exact ({label}): no report (report_{mode}.json)"));
             continue;
         };
-        let phase = |edge: &str| Counters::read(dir, &format!("budget_{mode}_{edge}"));
+        let phase = |edge: &str| ModuleCounters::read(dir, &format!("budget_{mode}_{edge}"));
         let (start, end) = match (phase("start"), phase("end")) {
             (Ok(start), Ok(end)) => (start, end),
             (Err(err), _) | (_, Err(err)) => {

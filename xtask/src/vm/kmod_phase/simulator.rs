@@ -7,7 +7,7 @@
 //! a full cache, the module holds the budget while the cache fills).
 use std::{fs, path::Path};
 
-use super::verdict::{iostat_reads, Counters};
+use super::verdict::{iostat_reads, ModuleCounters};
 use super::whatif::{error, shown};
 use crate::vm::json::Json;
 
@@ -35,8 +35,8 @@ impl Side {
     }
 
     fn of_module(dir: &Path, mode: &str) -> anyhow::Result<Side> {
-        let before = Counters::read(dir, &format!("released_{mode}_before"))?;
-        let after = Counters::read(dir, &format!("released_{mode}_after"))?;
+        let before = ModuleCounters::read(dir, &format!("released_{mode}_before"))?;
+        let after = ModuleCounters::read(dir, &format!("released_{mode}_after"))?;
         let reads = iostat_reads(dir, &format!("released_{mode}_after"))?
             .saturating_sub(iostat_reads(dir, &format!("released_{mode}_before"))?);
         Ok(Side {

@@ -1,7 +1,7 @@
 use crate::vm::json::Json;
 
 use super::{
-    verdict::{nomem_outcome, startup_discovery_checks, Counters},
+    verdict::{nomem_outcome, startup_discovery_checks, ModuleCounters},
     *,
 };
 
@@ -40,12 +40,12 @@ fn start_up_discovery_wants_a_cached_discovery_then_a_cache_hit() {
 
 #[test]
 fn counters_parse_key_value_lines() {
-    let c = Counters::parse("threshold 25\nrestores 7\nbad line here\nentries_raw 3\n");
+    let c = ModuleCounters::parse("threshold 25\nrestores 7\nbad line here\nentries_raw 3\n");
     assert_eq!(c.get("threshold"), 25);
     assert_eq!(c.get("restores"), 7);
     assert_eq!(c.get("entries_raw"), 3);
     assert_eq!(c.get("missing"), 0);
-    let before = Counters::parse("restores 2\n");
+    let before = ModuleCounters::parse("restores 2\n");
     assert_eq!(c.delta(&before, "restores"), 5);
 }
 
@@ -91,8 +91,9 @@ fn the_sums_script_names_every_file_once() {
 /// attached, never more; a queue off by more is a problem.
 #[test]
 fn gauges_may_miss_only_the_entries_cached_before_the_stream() {
-    let start = Counters::parse("entries 1\n");
-    let end = Counters::parse("entries_raw 10\nentries_256 4\nentries_512 0\nentries_1024 2\n");
+    let start = ModuleCounters::parse("entries 1\n");
+    let end =
+        ModuleCounters::parse("entries_raw 10\nentries_256 4\nentries_512 0\nentries_1024 2\n");
     let problems_for = |cache: &str| {
         let cache = Json::parse(cache).unwrap();
         let (mut problems, mut lines) = (Vec::new(), Vec::new());

@@ -23,12 +23,12 @@ pub(super) const FAIL_REASONS: [&str; 7] = [
     "node_type",
 ];
 
-/// One snapshot of the module's counters.
-pub(in crate::vm) struct Counters(BTreeMap<String, u64>);
+/// One snapshot of the module's counters file (debugfs `node_cache`, saved as `nc_<phase>.txt`).
+pub(in crate::vm) struct ModuleCounters(BTreeMap<String, u64>);
 
-impl Counters {
-    pub(in crate::vm) fn parse(text: &str) -> Counters {
-        Counters(
+impl ModuleCounters {
+    pub(in crate::vm) fn parse(text: &str) -> ModuleCounters {
+        ModuleCounters(
             text.lines()
                 .filter_map(|l| {
                     let (k, v) = l.split_once(' ')?;
@@ -39,9 +39,9 @@ impl Counters {
     }
 
     /// `name value name value ...` on one line (the guest's trace lines).
-    fn pairs(line: &str) -> Counters {
+    fn pairs(line: &str) -> ModuleCounters {
         let words: Vec<&str> = line.split_whitespace().collect();
-        Counters(
+        ModuleCounters(
             words
                 .chunks(2)
                 .filter_map(|p| Some((p[0].to_string(), p.get(1)?.parse().ok()?)))
@@ -49,11 +49,11 @@ impl Counters {
         )
     }
 
-    pub(in crate::vm) fn read(dir: &Path, phase: &str) -> Result<Counters> {
+    pub(in crate::vm) fn read(dir: &Path, phase: &str) -> Result<ModuleCounters> {
         let path = dir.join(format!("nc_{phase}.txt"));
         let text = fs::read_to_string(&path)
             .with_context(|| format!("the guest left no {}", path.display()))?;
-        let counters = Counters::parse(&text);
+        let counters = ModuleCounters::parse(&text);
         if counters.0.is_empty() {
             bail!("{} has no counters", path.display());
         }
@@ -65,7 +65,7 @@ impl Counters {
     }
 
     /// `key` after minus before.
-    pub(in crate::vm) fn delta(&self, before: &Counters, key: &str) -> u64 {
+    pub(in crate::vm) fn delta(&self, before: &ModuleCounters, key: &str) -> u64 {
         self.get(key).saturating_sub(before.get(key))
     }
 }
@@ -119,7 +119,7 @@ pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let tune = super::tune::tune_checks(dir, &mut lines, &mut problems);
     let daemon = super::grid::grid_checks(dir, &mut problems, &mut lines);
     let top = super::top::top_checks(dir, &mut problems, &mut lines);
-    let last = Counters::read(dir, "faults_done")?;
+    let last = ModuleCounters::read(dir, "faults_done")?;
     failure_checks(dir, &last, &mut problems, &mut lines);
     super::fixes::fix_checks(dir, &mut problems, &mut lines);
 
@@ -314,8 +314,8 @@ fn knob_checks(dir: &Path, problems: &mut Vec<String>) {
 
 /// The cover letter's first table: every node of the file set cached, raw then compressed.
 fn equal_table(dir: &Path) -> Result<Vec<String>> {
-    let off = Counters::read(dir, "equal_off")?;
-    let on = Counters::read(dir, "equal_on")?;
+    let off = ModuleCounters::read(dir, "equal_off")?;
+    let on = ModuleCounters::read(dir, "equal_on")?;
     let (off_bytes, on_bytes) = (off.get("attributed_bytes"), on.get("attributed_bytes"));
     let reduction = |a: u64, b: u64| 100.0 * (1.0 - b as f64 / a.max(1) as f64);
     let mut lines = vec![
@@ -354,8 +354,8 @@ fn budget_table(dir: &Path) -> Result<Vec<String>> {
             rfc.3,
             rfc.2 + rfc.3
         ));
-        let before = Counters::read(dir, &format!("budget_{mode}_before"))?;
-        let after = Counters::read(dir, &format!("budget_{mode}_after"))?;
+        let before = ModuleCounters::read(dir, &format!("budget_{mode}_before"))?;
+        let after = ModuleCounters::read(dir, &format!("budget_{mode}_after"))?;
         let reads = iostat_reads(dir, &format!("budget_{mode}_after"))?
             .saturating_sub(iostat_reads(dir, &format!("budget_{mode}_before"))?);
         let restores = after.delta(&before, "restores");
@@ -374,7 +374,7 @@ fn budget_table(dir: &Path) -> Result<Vec<String>> {
 /// read's retry was served by a restore.
 fn failure_checks(
     dir: &Path,
-    last: &Counters,
+    last: &ModuleCounters,
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) {
@@ -420,11 +420,11 @@ pub(super) struct NomemOutcome {
 pub(super) fn nomem_outcome(trace: &str) -> Option<NomemOutcome> {
     let mut lines = trace.lines();
     let armed = lines.next()?.strip_prefix("armed ")?;
-    let mut before = Counters::pairs(armed);
+    let mut before = ModuleCounters::pairs(armed);
     for line in lines {
         let mut words = line.splitn(3, ' ');
         let (file, rc, rest) = (words.next()?, words.next()?, words.next()?);
-        let after = Counters::pairs(rest);
+        let after = ModuleCounters::pairs(rest);
         if after.delta(&before, "restore_nomem") > 0 {
             return Some(NomemOutcome {
                 file: file.to_string(),
@@ -448,7 +448,7 @@ impl NomemOutcome {
     }
 
     fn retried(&self, dir: &Path) -> u64 {
-        let restores = |name: &str| Counters::parse(&read_trimmed(dir, name)).get("restores");
+        let restores = |name: &str| ModuleCounters::parse(&read_trimmed(dir, name)).get("restores");
         restores("nomem_restores_after.txt").saturating_sub(restores("nomem_restores_before.txt"))
     }
 

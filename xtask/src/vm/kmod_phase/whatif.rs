@@ -6,7 +6,7 @@
 //! reported with their errors.
 use std::{fs, path::Path};
 
-use super::verdict::{iostat_reads, Counters};
+use super::verdict::{iostat_reads, ModuleCounters};
 use crate::vm::json::Json;
 
 /// The bound on the what-if's node-read error.
@@ -30,8 +30,8 @@ pub(super) struct ReadsCheck {
 
 /// Node reads, restores and entries at the end of the on run.
 fn measured(dir: &Path) -> Option<(u64, u64, u64)> {
-    let start = Counters::read(dir, "budget_on_start").ok()?;
-    let end = Counters::read(dir, "budget_on_after").ok()?;
+    let start = ModuleCounters::read(dir, "budget_on_start").ok()?;
+    let end = ModuleCounters::read(dir, "budget_on_after").ok()?;
     let reads = iostat_reads(dir, "budget_on_after")
         .ok()?
         .saturating_sub(iostat_reads(dir, "budget_on_start").ok()?);
