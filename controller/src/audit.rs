@@ -31,7 +31,7 @@ use crate::{law::Regime, signals::Signals};
 pub enum Event {
     /// Tuning began; `old` holds the original values that will be put back.
     Start,
-    /// One window's decision.
+    /// One decision period's decision.
     Decision,
     /// Someone else changed a knob: this device is no longer tuned.
     ExternalChange,
@@ -68,7 +68,7 @@ pub enum Outcome {
     Restored,
     /// Putting an original value back failed (see `reason`): the device may keep a tuned value.
     Failed,
-    /// Signals could not be read this window; holding.
+    /// Signals could not be read this decision period; holding.
     NoSignals,
 }
 
@@ -209,7 +209,7 @@ impl AuditLog {
         }
     }
 
-    /// Drop every line: for benchmarks that run thousands of windows.
+    /// Drop every line: for benchmarks that run thousands of decisions.
     pub fn discard() -> Self {
         Self::to_writer(Box::new(io::sink()), "nowhere")
     }

@@ -4,7 +4,7 @@
 //!
 //! Layers, each usable on its own:
 //! * [`law`]: the pure control law, `step(state, signals, config) -> (state, decision)`.
-//! * [`signals`]: the per-window [`Signals`], the [`SignalSource`] trait, and
+//! * [`signals`]: the per-decision [`Signals`], the [`SignalSource`] trait, and
 //!   [`signals::TrailingRates`], which turns cumulative counts into rates for every source.
 //!   [`ProcSignalSource`] (`nodescope tune`) reads PSI and the optional counters file; the
 //!   benchmark (`nodescope-bench controller`) implements the trait on the simulator's windows;
@@ -42,9 +42,9 @@
 //! let opts = TunerOptions { dry_run: false, min_write_gap: Duration::ZERO };
 //! let (mut tuner, _start) = DeviceTuner::start("sim0", device.clone(), opts, Duration::ZERO)?;
 //! let cfg = Config::default();
-//! for window in 1..=3u32 {
-//!     let now = Duration::from_secs(5) * window; // virtual time
-//!     // The simulator measures these over the window that ends at `now`.
+//! for period in 1..=3u32 {
+//!     let now = Duration::from_secs(5) * period; // virtual time
+//!     // The simulator measures these over the decision period that ends at `now`.
 //!     let signals = Signals { memory_pressure: Some(20.0), ..Signals::default() };
 //!     let record = tuner.tick(&signals, now, &cfg).expect("still tuning");
 //!     // The simulator's worker now runs with device.get(); `record` is the audit line.
@@ -55,7 +55,7 @@
 //! ```
 //!
 //! For several devices and a [`SignalSource`], [`Session`] does the same with `tick(&mut
-//! source, now)` (and `poll` between windows); the benchmark runs it that way, on
+//! source, now)` (and `poll` between decisions); the benchmark runs it that way, on
 //! [`MemoryKnobs`] with an [`AuditLog::in_memory`]. The bare law is [`law::step`].
 pub mod audit;
 pub mod claim;

@@ -78,7 +78,7 @@ impl<K: KnobStore> Session<K> {
         })
     }
 
-    /// One decision window for every device still tuned; the records written. Fails only
+    /// One decision for every device still tuned; the records written. Fails only
     /// when the audit log cannot be written: then no further change may be made unrecorded.
     pub fn tick(
         &mut self,
@@ -100,9 +100,9 @@ impl<K: KnobStore> Session<K> {
         Ok(written)
     }
 
-    /// A poll between windows: the gauges of every device still tuned, and an urgent step
+    /// A poll between decisions: the gauges of every device still tuned, and an urgent step
     /// where memory got worse than the knobs answer ([`DeviceTuner::poll`]). A source that
-    /// cannot give its gauges now is skipped quietly: the next window reports it.
+    /// cannot give its gauges now is skipped quietly: the next decision reports it.
     pub fn poll(
         &mut self,
         source: &mut dyn SignalSource,

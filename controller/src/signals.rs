@@ -81,7 +81,7 @@ pub trait SignalSource {
     fn sample(&mut self, device: &str, now: Duration) -> Result<Signals>;
 
     /// The gauges alone (memory pressure, attributed bytes, budget), for a poll between two
-    /// windows ([`crate::law::urgent`]); no rates, and no effect on the next window's rates.
+    /// decisions ([`crate::law::urgent`]); no rates, and no effect on the next decision's rates.
     /// The default has none, so a source without cheap gauges is never polled into action.
     fn gauges(&mut self, _device: &str, _now: Duration) -> Result<Signals> {
         Ok(Signals::default())

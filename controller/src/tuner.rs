@@ -1,9 +1,10 @@
 //! One device under control: the law plus everything that makes writing its output safe.
 //!
-//! Each window [`DeviceTuner::tick`] reads both knobs, stops for good if someone else changed
-//! one (the device holds something other than what we last wrote or read), steps the law,
-//! and writes what changed: validated first, at most once per knob per `min_write_gap`, then
-//! read back and compared. In dry-run it steps a shadow copy and writes nothing.
+//! Each decision period [`DeviceTuner::tick`] reads both knobs, stops for good if someone
+//! else changed one (the device holds something other than what we last wrote or read),
+//! steps the law, and writes what changed: validated first, at most once per knob per
+//! `min_write_gap`, then read back and compared. In dry-run it steps a shadow copy and
+//! writes nothing.
 //! [`DeviceTuner::restore`] puts the original values back, knob by knob, except a knob someone
 //! else changed.
 use std::time::Duration;
@@ -159,7 +160,7 @@ impl<K: KnobStore> DeviceTuner<K> {
         &self.law
     }
 
-    /// One window. `None` once the device is no longer tuned.
+    /// One decision. `None` once the device is no longer tuned.
     pub fn tick(&mut self, signals: &Signals, now: Duration, cfg: &Config) -> Option<AuditRecord> {
         if !self.is_tuning() {
             return None;
@@ -168,7 +169,7 @@ impl<K: KnobStore> DeviceTuner<K> {
         self.carry_out(step, signals, now, WriteGap::Respect)
     }
 
-    /// A poll between windows ([`law::urgent`]): `None` when nothing is urgent (the device is
+    /// A poll between decisions ([`law::urgent`]): `None` when nothing is urgent (the device is
     /// not even read) or the device is no longer tuned; otherwise the same checks, writes and
     /// audit record as [`DeviceTuner::tick`], except the write-rate limit: an urgent step only
     /// compresses more, and only after the memory score grew by `tight_enter` since the last

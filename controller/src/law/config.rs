@@ -22,7 +22,7 @@ pub struct Config {
     pub waste_dead_band: f64,
     /// Below this many conversions per second the waste fractions are noise and ignored.
     pub min_conversions_per_s: f64,
-    /// Largest factor the interval shrinks by in one window when memory is tight (it is
+    /// Largest factor the interval shrinks by in one decision when memory is tight (it is
     /// divided by the score, DAMOS's proportional step, at most by this).
     pub max_backoff_factor: f64,
     /// While tight, keep the interval when too many conversions are restored right away (only
@@ -32,7 +32,7 @@ pub struct Config {
     pub eager_keeps_interval_when_tight: bool,
     /// Threshold points added per unit of score above 1.0 when memory is tight...
     pub threshold_gain: f64,
-    /// ...at most this many per window.
+    /// ...at most this many per decision.
     pub max_threshold_step_up: u32,
     /// Threshold set when memory is tight and compression was off (0).
     pub threshold_restart: u32,
@@ -40,8 +40,9 @@ pub struct Config {
     pub relax_interval_factor: f64,
     /// Threshold points removed in one slow step.
     pub relax_threshold_step: u32,
-    /// Comfortable windows with waste, in a row, needed before each slow step (senpai's grace
-    /// ticks).
+    /// Comfortable decision periods with waste, in a row, needed before each slow step
+    /// (senpai's grace ticks). Serialized under this name: "windows" here are decision
+    /// periods, the name kept for the format.
     pub relax_after_windows: u32,
     /// Bounds the law keeps to, inside the kernel's 0..=100 and 100..=30000.
     pub threshold_min: u32,

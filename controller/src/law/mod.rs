@@ -4,16 +4,16 @@
 //! and driven in virtual time by the simulator. docs/CONTROLLER.md explains it at length; in
 //! short:
 //!
-//! * **Memory score** (DAMOS quota goals: feedback toward a goal). Each window turns memory
+//! * **Memory score** (DAMOS quota goals: feedback toward a goal). Each decision turns memory
 //!   into one number where 1.0 is the goal: `max(PSI some / psi_goal,
 //!   attributed / (budget x budget_goal))`. The size of a fast step grows with the distance
 //!   from the goal, as DAMOS scales its quota by `score / goal`.
 //! * **Fast when memory is tight, slow when giving memory back** (senpai: fast backoff, slow
-//!   probing). Above the goal the law compresses more at once, every window (interval divided
+//!   probing). Above the goal the law compresses more at once, every decision (interval divided
 //!   by the score, at most 2x; threshold up by up to 10 points). Going the other way
 //!   (compressing less, which hands memory back to the raw cache) happens only on evidence
-//!   that conversions are wasted, only after `relax_after_windows` quiet windows, one small
-//!   step at a time, like senpai's slow probe that waits between steps.
+//!   that conversions are wasted, only after `relax_after_windows` quiet decision periods,
+//!   one small step at a time, like senpai's slow probe that waits between steps.
 //! * **Hysteresis** (zswap's accept threshold). The law enters the `Tight` regime when the
 //!   score reaches `tight_enter` (1.1) and leaves it only when the score falls to `tight_exit`
 //!   (0.8), the way zswap, once full, accepts pages again only below 90 % of its limit. So a
@@ -60,17 +60,18 @@ pub enum Action {
     CompressLess,
 }
 
-/// Everything the law remembers between windows.
+/// Everything the law remembers between decisions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// The knob values the next step starts from (what the device has).
     pub knobs: Knobs,
     pub regime: Regime,
-    /// Consecutive comfortable windows with wasted conversions and no move (counts toward
-    /// `relax_after_windows`).
+    /// Consecutive comfortable decision periods with wasted conversions and no move (counts
+    /// toward `relax_after_windows`). Serialized under this name: "windows" here are decision
+    /// periods, the name kept for the format.
     pub quiet_windows: u32,
     /// While `Tight`: the memory score the last compress-more step answered. A poll between
-    /// windows ([`urgent`]) acts again only once the score has grown past `tight_enter` times
+    /// decisions ([`urgent`]) acts again only once the score has grown past `tight_enter` times
     /// this.
     #[serde(default)]
     pub answered_score: Option<f64>,
@@ -87,7 +88,7 @@ impl State {
     }
 }
 
-/// One window's decision, with what it was based on.
+/// One decision, with what it was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     /// The knob values the law wants (equal to the state's when holding).
@@ -120,7 +121,7 @@ struct Assessment {
     wasted: Level,
 }
 
-/// One window of the law. Pure: same inputs, same outputs.
+/// One decision period of the law. Pure: same inputs, same outputs.
 pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision) {
     let assessment = assess(&signals.sanitized(), cfg);
     let Some(score) = assessment.memory_score else {
@@ -151,7 +152,8 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
         );
         return hold(state, regime, 0, reason, &assessment);
     }
-    // Only a run of comfortable, wasteful windows earns a slow step: one noisy window does not.
+    // Only a run of comfortable, wasteful decision periods earns a slow step: one noisy one
+    // does not. The reasons' text ("quiet window") is the audit log's, kept as it is.
     let quiet = state.quiet_windows.saturating_add(1);
     if quiet < cfg.relax_after_windows {
         let reason = format!(
@@ -166,18 +168,18 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
     compress_less(state, regime, quiet, &assessment, cfg)
 }
 
-/// The fast path between windows: act at once when memory crosses into `Tight`.
+/// The fast path between decisions: act at once when memory crosses into `Tight`.
 ///
 /// A caller that can read the gauges (PSI, attributed bytes against the budget) more often
-/// than it closes windows calls this at every poll. It acts only when memory got worse than
-/// the knobs answer: on the calm -> tight crossing, and while tight when the score has grown
+/// than it decides calls this at every poll. It acts only when memory got worse than the
+/// knobs answer: on the calm -> tight crossing, and while tight when the score has grown
 /// past `tight_enter` x the score the last compress-more step answered; then it takes exactly
 /// the step [`step`] would take on the same signals. Everything else (holds, the slow
-/// direction, which needs rates over a whole window) waits for the window, so polls only
-/// ever compress more, and each needs the score to have grown by `tight_enter` since the last.
-/// This is senpai's fast backoff, and what PSI triggers are for: a controller that sees
-/// memory need only at its next window leaves the worker slow for up to a window plus one
-/// pending pass. `None`: nothing urgent, or nothing left to do (already at the most compression
+/// direction, which needs rates over a whole decision period) waits for the next decision,
+/// so polls only ever compress more, and each needs the score to have grown by `tight_enter`
+/// since the last. This is senpai's fast backoff, and what PSI triggers are for: a
+/// controller that sees memory need only at its next decision leaves the worker slow for up
+/// to a decision period plus one pending pass. `None`: nothing urgent, or nothing left to do (already at the most compression
 /// allowed).
 pub fn urgent(state: &State, signals: &Signals, cfg: &Config) -> Option<(State, Decision)> {
     let assessment = assess(&signals.sanitized(), cfg);
@@ -185,7 +187,7 @@ pub fn urgent(state: &State, signals: &Signals, cfg: &Config) -> Option<(State, 
     let urgent = match (state.regime, state.answered_score) {
         (Regime::Calm, _) => next_regime(state.regime, score, cfg) == Regime::Tight,
         (Regime::Tight, Some(answered)) => score >= answered * cfg.tight_enter,
-        // Tight but no step answered yet (a hold in the dead band): the window decides.
+        // Tight but no step answered yet (a hold in the dead band): the next decision decides.
         (Regime::Tight, None) => false,
     };
     if !urgent {
@@ -196,6 +198,8 @@ pub fn urgent(state: &State, signals: &Signals, cfg: &Config) -> Option<(State, 
         // Already at the most compression allowed: nothing to do, nothing to log.
         return None;
     }
+    // The audit log's text, documented (docs/CONTROLLER.md) and matched: "windows" here are
+    // decision periods, the words kept as they are.
     decision.reason = format!("urgent (between windows): {}", decision.reason);
     Some((next, decision))
 }
@@ -259,7 +263,7 @@ fn next_regime(regime: Regime, score: f64, cfg: &Config) -> Regime {
     }
 }
 
-/// The fast direction: the step grows with the score (DAMOS), bounded per window.
+/// The fast direction: the step grows with the score (DAMOS), bounded per decision.
 fn compress_more(
     state: &State,
     regime: Regime,
@@ -322,6 +326,7 @@ fn compress_less(
     if assessment.wasted == Level::High && old.interval_ms >= cfg.interval_max_ms {
         new.threshold = lower(old.threshold, cfg.relax_threshold_step, cfg.threshold_min);
     }
+    // The audit log's text, kept as it is: "quiet windows" are quiet decision periods.
     let mut reason = format!(
         "{}, comfortable; conversions wasted ({}) for {quiet} quiet windows: compress less",
         assessment.memory_detail,
@@ -374,11 +379,11 @@ fn decide(
 }
 
 /// The state after a step; `answered_score` is set by the compress-more path.
-fn next_state(knobs: Knobs, regime: Regime, quiet_windows: u32) -> State {
+fn next_state(knobs: Knobs, regime: Regime, quiet_periods: u32) -> State {
     State {
         knobs,
         regime,
-        quiet_windows,
+        quiet_windows: quiet_periods,
         answered_score: None,
     }
 }

@@ -92,10 +92,10 @@ enum Ended {
     NoDeviceLeft,
 }
 
-/// How the loop learns of memory need between two windows.
+/// How the loop learns of memory need between two decisions.
 enum Wakeups {
     /// No polls (`--poll 0`, or not shorter than the decision period).
-    WindowsOnly,
+    DecisionsOnly,
     /// Read the gauges every period.
     Polls(Duration),
     /// Sleep until the kernel's PSI trigger fires; then poll every `poll` for two of the
@@ -107,7 +107,7 @@ impl Wakeups {
     /// The poll period in force at `elapsed`, if polls are on then.
     fn polls_at(&self, elapsed: Duration, polls_until: Duration) -> Option<Duration> {
         match self {
-            Wakeups::WindowsOnly => None,
+            Wakeups::DecisionsOnly => None,
             Wakeups::Polls(poll) => Some(*poll),
             Wakeups::Trigger { poll, .. } => (elapsed < polls_until).then_some(*poll),
         }
@@ -123,7 +123,7 @@ impl Wakeups {
 
 /// Polls when something other than PSI needs them (a budget, a device's counters file) or no
 /// trigger can be armed; else a PSI trigger at the pressure that makes memory tight, so that a
-/// calm system wakes the controller only for its windows (what a phone wants).
+/// calm system wakes the controller only for its decisions (what a phone wants).
 fn choose_wakeups(
     args: &TuneArgs,
     cfg: &Config,
@@ -131,7 +131,7 @@ fn choose_wakeups(
     devices: &[String],
 ) -> Wakeups {
     if args.poll.is_zero() || args.poll >= args.decision_period {
-        return Wakeups::WindowsOnly;
+        return Wakeups::DecisionsOnly;
     }
     let polls = |why: &str| {
         log::info!(
@@ -330,7 +330,7 @@ fn announce(args: &TuneArgs, session: &Session<SysfsKnobs>) {
 }
 
 /// Decide once per period and poll the gauges in between (or wait on the PSI trigger), on
-/// the wall clock, until a stop signal, the duration, or no device left. Windows the process
+/// the wall clock, until a stop signal, the duration, or no device left. Periods the process
 /// missed (suspend, overload) are skipped, not replayed in a burst. Between due times the
 /// process sleeps in poll(): a stop signal or the trigger wakes it, nothing else.
 fn decide_until_stopped(
@@ -342,7 +342,8 @@ fn decide_until_stopped(
 ) -> Result<Ended> {
     let started = Instant::now();
     let period = args.decision_period.as_secs_f64();
-    let mut window: u32 = 0;
+    // Decision periods elapsed (the last one decided on).
+    let mut decided: u32 = 0;
     let mut polled: u64 = 0;
     // With a trigger: polls run until then (after it fired).
     let mut polls_until = Duration::ZERO;
@@ -357,14 +358,14 @@ fn decide_until_stopped(
         if args.duration.is_some_and(|limit| elapsed >= limit) {
             return Ok(Ended::Duration);
         }
-        let due_window = (elapsed.as_secs_f64() / period).floor() as u32;
-        if due_window > window {
-            window = due_window;
-            guard.lock().tick(source, args.decision_period * window)?;
+        let due_decision = (elapsed.as_secs_f64() / period).floor() as u32;
+        if due_decision > decided {
+            decided = due_decision;
+            guard.lock().tick(source, args.decision_period * decided)?;
             continue;
         }
         let poll = wakeups.polls_at(elapsed, polls_until);
-        let mut next_due = args.decision_period * (window + 1);
+        let mut next_due = args.decision_period * (decided + 1);
         if let Some(poll) = poll {
             let due_poll = (elapsed.as_secs_f64() / poll.as_secs_f64()).floor() as u64;
             if due_poll > polled {
