@@ -11,7 +11,7 @@ use tracer_common::{
     CounterReading, EventKind, Measure, Queue, QUEUE_COUNT,
 };
 
-use super::{CacheGauges, ENTRY_BYTES};
+use super::{CacheGauges, ENTRY_BYTES, MAX_DEVICES};
 
 /// One counter of one device.
 type Key = (u32, Measure, Option<u8>);
@@ -44,6 +44,11 @@ pub struct CounterTotals {
 impl CounterTally {
     pub(crate) fn observe(&mut self, dev: u32, reading: &CounterReading) {
         let key = (dev, reading.measure, reading.sub);
+        // A crafted recording could name a device per event: the counters of devices past
+        // MAX_DEVICES are left out (a phone has one or two), so the tally stays bounded.
+        if !self.readings.contains_key(&key) && self.too_many_devices(dev) {
+            return;
+        }
         let entry = self.readings.entry(key).or_insert(Reading {
             first: reading.value,
             window_start: reading.value,
@@ -58,6 +63,12 @@ impl CounterTally {
                 .saturating_sub(entry.last - entry.window_start);
         }
         entry.last = reading.value;
+    }
+
+    fn too_many_devices(&self, dev: u32) -> bool {
+        let mut devices: Vec<u32> = self.readings.keys().map(|(d, _, _)| *d).collect();
+        devices.dedup();
+        !devices.contains(&dev) && devices.len() >= MAX_DEVICES
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -78,7 +89,7 @@ impl CounterTally {
         for ((_, m, s), reading) in &self.readings {
             if *m == measure && *s == sub {
                 found = true;
-                total += of(reading);
+                total = u64::saturating_add(total, of(reading));
             }
         }
         found.then_some(total)
@@ -117,7 +128,7 @@ impl CounterTally {
                 self.parts(measure)
                     .into_iter()
                     .filter_map(|sub| self.sum(measure, sub, counted))
-                    .sum()
+                    .fold(0, u64::saturating_add)
             })
         };
         let set = |field: &mut u64, kind: EventKind| {
@@ -152,20 +163,19 @@ impl CounterTally {
         if let Some(count) = total(EventKind::SecondChance) {
             counters.second_chance_reasons = self.per_reason(chance, counted);
             // The counters keep second chances by who gave them, not by queue: the events'
-            // split by queue stays, the total is the counters'.
-            let seen = counters.second_chances.total();
-            if seen != count {
-                counters.second_chances = PerQueue {
-                    raw: count.saturating_sub(counters.second_chances.compressed()),
+            // compressed queues stay (while they fit the total), the rest is shown as raw.
+            let compressed = counters.second_chances.compressed();
+            counters.second_chances = if compressed <= count {
+                PerQueue {
+                    raw: count - compressed,
                     ..counters.second_chances
-                };
-                if counters.second_chances.total() != count {
-                    counters.second_chances = PerQueue {
-                        raw: count,
-                        ..PerQueue::default()
-                    };
                 }
-            }
+            } else {
+                PerQueue {
+                    raw: count,
+                    ..PerQueue::default()
+                }
+            };
         }
     }
 
@@ -198,17 +208,27 @@ impl CounterTally {
     /// The gauges from the counters' entries: exact whatever the events saw.
     pub(crate) fn gauges(&self) -> Option<CacheGauges> {
         let entries = self.entries()?;
-        let raw_bytes = entries.raw * u64::from(Queue::Raw.slot_bytes());
-        let compressed_bytes: u64 = Queue::COMPRESSED
+        // Saturating: a crafted recording's counter may hold any value.
+        let bytes = |queue: Queue| {
+            entries
+                .get(queue)
+                .saturating_mul(u64::from(queue.slot_bytes()))
+        };
+        let raw_bytes = bytes(Queue::Raw);
+        let compressed_bytes = Queue::COMPRESSED
             .iter()
-            .map(|&q| entries.get(q) * u64::from(q.slot_bytes()))
-            .sum();
+            .map(|&q| bytes(q))
+            .fold(0, u64::saturating_add);
+        let count = entries.to_array().into_iter().fold(0, u64::saturating_add);
         Some(CacheGauges {
             raw_entries: entries.raw,
             slots: PerQueue { raw: 0, ..entries },
             raw_bytes,
             compressed_bytes,
-            attributed_bytes: entries.total() * ENTRY_BYTES + raw_bytes + compressed_bytes,
+            attributed_bytes: count
+                .saturating_mul(ENTRY_BYTES)
+                .saturating_add(raw_bytes)
+                .saturating_add(compressed_bytes),
             partial: false,
         })
     }
@@ -230,7 +250,8 @@ impl CounterTally {
         };
         for ((_, measure, _), reading) in &self.readings {
             if let Measure::Events(kind) = measure {
-                *kinds.entry(kind.name()).or_insert(0) += counted(reading);
+                let total = kinds.entry(kind.name()).or_insert(0);
+                *total = u64::saturating_add(*total, counted(reading));
             }
         }
         CounterTotals {
@@ -272,6 +293,25 @@ mod tests {
         tally.overlay(&mut all, true);
         assert_eq!(all.conversions, 35);
         assert_eq!(tally.totals(true).kinds["convert"], 35);
+    }
+
+    #[test]
+    fn a_crafted_recording_cannot_grow_the_tally_or_overflow_it() {
+        let mut tally = CounterTally::default();
+        let convert = Measure::Events(EventKind::Convert);
+        for dev in 0..10_000 {
+            observe(&mut tally, dev, convert, None, 0);
+            observe(&mut tally, dev, convert, None, u64::MAX);
+        }
+        assert_eq!(tally.readings.len(), MAX_DEVICES);
+        let mut all = Counters::default();
+        tally.overlay(&mut all, true);
+        assert_eq!(all.conversions, u64::MAX);
+        for queue in 0..4u8 {
+            observe(&mut tally, 1, Measure::Entries, Some(queue), u64::MAX);
+        }
+        assert_eq!(tally.gauges().unwrap().attributed_bytes, u64::MAX);
+        assert_eq!(tally.totals(true).kinds["convert"], u64::MAX);
     }
 
     #[test]
