@@ -202,6 +202,18 @@ pub(crate) fn release_freed_memory() {
     }
 }
 
+/// `clock` now, in nanoseconds (CLOCK_MONOTONIC, the eBPF programs' clock; CLOCK_BOOTTIME).
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a valid, owned timespec; the clocks nodescope reads
+    // (MONOTONIC, BOOTTIME) always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
+}
+
 pub(crate) fn hostname() -> String {
     fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())

@@ -142,9 +142,7 @@ fn rfc_kinds(probes: &RfcProbes) -> Coverage {
         }
     }
     let mut missing = Vec::new();
-    let symbols = rfc::kernel_symbols().unwrap_or_default();
-    let btf = bpf::discover::btf::this_kernel().ok();
-    let plan = FootprintPlan::new(&symbols, btf.as_ref().map(|shared| &shared.1));
+    let plan = FootprintPlan::this_kernel();
     if plan.usable() {
         for kind in footprints::KINDS {
             if !per_event.iter().any(|(k, _)| *k == kind) {
@@ -154,16 +152,7 @@ fn rfc_kinds(probes: &RfcProbes) -> Coverage {
     } else {
         missing.push(plan.describe());
     }
-    let devices: Vec<(String, u32)> = system::f2fs_devices(Path::new("/sys/fs/f2fs"))
-        .into_iter()
-        .filter(|d| d.node_compress_threshold || d.node_compress_interval)
-        .filter_map(|d| {
-            bpf::f2fs::areas::device_of(&d.name)
-                .ok()
-                .map(|(dev, _)| (d.name, dev))
-        })
-        .collect();
-    let (files, notes) = cache_counters::find(Path::new(cache_counters::DEBUGFS), &devices);
+    let (files, notes) = cache_counters::find_for_rfc_devices();
     missing.extend(notes);
     Coverage::new(&per_event, &files, &missing)
 }

@@ -91,8 +91,8 @@ impl ClockPair {
     /// Both clocks now.
     pub fn now() -> ClockPair {
         ClockPair {
-            monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
-            boottime_ns: clock_ns(libc::CLOCK_BOOTTIME),
+            monotonic_ns: crate::system::clock_ns(libc::CLOCK_MONOTONIC),
+            boottime_ns: crate::system::clock_ns(libc::CLOCK_BOOTTIME),
         }
     }
 
@@ -126,16 +126,6 @@ impl ClockPair {
             boottime_ns: value(words.next(), "boottime_ns")?,
         })
     }
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into a valid, owned timespec; both clocks exist on Linux.
-    unsafe { libc::clock_gettime(clock, &mut now) };
-    (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// Written last by a clean finish.

@@ -178,17 +178,8 @@ fn initramfs_for(
         ),
         ("etc/vm-test.conf", guest_config()),
     ];
-    let extra: Vec<(&str, &Path)> = modules.iter().map(|(n, p)| (n.as_str(), *p)).collect();
-    // Debian's f2fs.ko's place in the load order goes to the first variant; the guest skips it
-    // and loads each f2fs-<variant>.ko itself.
-    let first = extra.first().context("no foreign module")?.1;
-    let overrides = initramfs::ModuleOverrides {
-        replace: &[("f2fs", first)],
-        extra: &extra,
-        ..Default::default()
-    };
     let tmux = Path::new("/usr/bin/tmux");
-    initramfs::build_with_modules(kernel, nodescope, &files, &[tmux], overrides)
+    initramfs::build_with_f2fs_modules(kernel, nodescope, &files, &[tmux], modules)
 }
 
 /// /etc/vm-test.conf: the workload, the variants, and each one's debugfs files.

@@ -65,6 +65,26 @@ pub struct ModuleOverrides<'a> {
     pub roots: &'a [&'a str],
 }
 
+/// An initramfs for a guest that loads several F2FS modules in turn (`modules`: the name each
+/// has in /lib/modules, and its file): Debian's f2fs.ko's place in the load order goes to the
+/// first, which the guest skips, loading each `f2fs-<name>.ko` itself.
+pub fn build_with_f2fs_modules(
+    kernel: &Kernel,
+    nodescope: &Path,
+    guest_files: &[(&str, String)],
+    helpers: &[&Path],
+    modules: &[(String, &Path)],
+) -> Result<Vec<u8>> {
+    let extra: Vec<(&str, &Path)> = modules.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+    let first = extra.first().context("no module to load")?.1;
+    let overrides = ModuleOverrides {
+        replace: &[("f2fs", first)],
+        extra: &extra,
+        ..Default::default()
+    };
+    build_with_modules(kernel, nodescope, guest_files, helpers, overrides)
+}
+
 /// Build the archive. `guest_files` are (path in the guest, contents) for scripts and settings.
 /// `helpers`: programs built for the test, each at bin/<its file name> with its `ldd` closure.
 /// `modules`: some of Debian's replaced by ours, extra ones beside them, more to load.

@@ -163,16 +163,7 @@ fn initramfs_for(
         ),
         ("etc/vm-test.conf", guest_config()),
     ];
-    let extra: Vec<(&str, &Path)> = modules.iter().map(|(n, p)| (n.as_str(), *p)).collect();
-    // Debian's f2fs.ko's place in the load order (its dependencies) goes to the first variant;
-    // the guest skips it and loads each f2fs-<variant>.ko itself.
-    let first = extra.first().context("no variant module")?.1;
-    let overrides = initramfs::ModuleOverrides {
-        replace: &[("f2fs", first)],
-        extra: &extra,
-        ..Default::default()
-    };
-    initramfs::build_with_modules(kernel, nodescope, &files, &[], overrides)
+    initramfs::build_with_f2fs_modules(kernel, nodescope, &files, &[], modules)
 }
 
 /// /etc/vm-test.conf: the workload's size, the variants, and per variant its lookup

@@ -294,6 +294,21 @@ impl CounterFile {
     }
 }
 
+/// The counters of every F2FS device here with the RFC's knobs, under debugfs; and what was
+/// found missing.
+pub(crate) fn find_for_rfc_devices() -> (Vec<CounterFile>, Vec<String>) {
+    let devices: Vec<(String, u32)> = crate::system::f2fs_devices(Path::new("/sys/fs/f2fs"))
+        .into_iter()
+        .filter(|d| d.node_compress_threshold || d.node_compress_interval)
+        .filter_map(|d| {
+            super::f2fs::areas::device_of(&d.name)
+                .ok()
+                .map(|(dev, _)| (d.name, dev))
+        })
+        .collect();
+    find(Path::new(DEBUGFS), &devices)
+}
+
 /// The counters file of each device in `devices` (name, number) under `debugfs`, and what was
 /// found missing, one line each.
 pub(crate) fn find(debugfs: &Path, devices: &[(String, u32)]) -> (Vec<CounterFile>, Vec<String>) {

@@ -82,6 +82,13 @@ impl FootprintPlan {
         }
     }
 
+    /// The plan for the running kernel: its kallsyms and BTF (shared while held).
+    pub(crate) fn this_kernel() -> FootprintPlan {
+        let symbols = super::rfc::kernel_symbols().unwrap_or_default();
+        let btf = super::discover::btf::this_kernel().ok();
+        FootprintPlan::new(&symbols, btf.as_ref().map(|shared| &shared.1))
+    }
+
     pub(crate) fn usable(&self) -> bool {
         self.missing.is_empty()
     }
