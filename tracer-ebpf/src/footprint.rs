@@ -21,14 +21,16 @@ use crate::{maps::emit, rfc};
 #[map(name = "FOOTPRINT_LAYOUT")]
 static FOOTPRINT_LAYOUT: Array<FootprintLayout> = Array::with_max_entries(1, 0);
 
-/// One thread's node read in progress.
+/// One thread's node read in progress. Every node lookup passes the node read function, and
+/// restores are few: its entry keeps the page alone; nid and device are read from it only when
+/// a decompression happened, at the return.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct ReadContext {
+    /// The `struct page *` (or folio) the read fills.
+    page: u64,
     /// When the first whole-block decompression inside it began (0: none yet).
     lz4_start_ns: u64,
-    nid: u32,
-    dev: u32,
     /// That decompression's input length and result.
     clen: u32,
     lz4_ret: i32,
@@ -52,18 +54,13 @@ fn read<T: Copy + Default>(address: u64) -> T {
 /// Entry of the node read function (`struct page *` or `struct folio *` first).
 #[kprobe]
 pub fn footprint_node_read_entry(ctx: ProbeContext) -> u32 {
-    let Some(layout) = layout() else { return 0 };
     let page: u64 = ctx.arg(0).unwrap_or(0);
-    if page == 0 {
+    if page == 0 || layout().is_none() {
         return 0;
     }
-    let mapping: u64 = read(page + u64::from(layout.page_mapping));
-    let host: u64 = read(mapping + u64::from(layout.mapping_host));
-    let sb: u64 = read(host + u64::from(layout.inode_sb));
     let context = ReadContext {
+        page,
         lz4_start_ns: 0,
-        nid: read::<u64>(page + u64::from(layout.page_index)) as u32,
-        dev: read(sb + u64::from(layout.sb_dev)),
         clen: 0,
         lz4_ret: 0,
         lz4_depth: 0,
@@ -149,23 +146,36 @@ pub fn footprint_node_read_return(ctx: RetProbeContext) -> u32 {
         if layout.emit_restore != 0 {
             // SAFETY: bpf_ktime_get_ns has no preconditions.
             let latency = unsafe { bpf_ktime_get_ns() }.saturating_sub(context.lz4_start_ns);
-            emit_restore(EventKind::Restore, &context, 0, latency.max(1));
+            emit_restore(EventKind::Restore, &context, layout, 0, latency.max(1));
         }
     } else if layout.emit_fail != 0 {
         let reason = if whole { 0 } else { RESTORE_FAIL_LZ4_LEN };
-        emit_restore(EventKind::RestoreFail, &context, reason, 0);
+        emit_restore(EventKind::RestoreFail, &context, layout, reason, 0);
     }
     0
 }
 
-/// A restore's (or a failed restore's) event: the read's nid and device, the payload's length
-/// and its slot queue (the smallest of 256, 512 and 1024 that holds it).
-fn emit_restore(kind: EventKind, context: &ReadContext, reason: u8, latency_ns: u64) {
+/// A restore's (or a failed restore's) event: the read's nid and device (read from its page
+/// now), the payload's length and its slot queue (the smallest of 256, 512 and 1024 that holds
+/// it).
+fn emit_restore(
+    kind: EventKind,
+    context: &ReadContext,
+    layout: &FootprintLayout,
+    reason: u8,
+    latency_ns: u64,
+) {
+    let page = context.page;
+    let mapping: u64 = read(page + u64::from(layout.page_mapping));
+    let host: u64 = read(mapping + u64::from(layout.mapping_host));
+    let sb: u64 = read(host + u64::from(layout.inode_sb));
+    let nid = read::<u64>(page + u64::from(layout.page_index)) as u32;
+    let dev: u32 = read(sb + u64::from(layout.sb_dev));
     rfc::count(kind);
     emit(|event| {
         crate::maps::fill_task(event, kind);
-        event.dev = context.dev;
-        event.nid = context.nid;
+        event.dev = dev;
+        event.nid = nid;
         event.len = context.clen;
         event.queue = slot_queue_of(context.clen);
         event.reason = reason;

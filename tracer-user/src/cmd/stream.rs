@@ -138,6 +138,9 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         }
         return Ok(opened.source);
     };
+    // The RFC's trampolines, the access traces and the footprints all read this kernel's BTF:
+    // parsed once for them, let go when the source has started (as `source::open` does).
+    let btf = crate::source::bpf::discover::btf::hold_this_kernel();
     let (manifest, banner) = rfc_probes(&args.source)?;
     let node_read_events = args.source.node_read_events_with(manifest.as_ref());
     let mut source = BpfSource::start(
@@ -161,6 +164,8 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         crate::output::stderr_text(&coverage.table());
     }
     report_attachments(&source, plan);
+    drop(btf);
+    crate::system::release_freed_memory();
     Ok(Box::new(source))
 }
 

@@ -207,9 +207,7 @@ impl BpfSource {
             .copied()
             .collect();
         if !wanted.is_empty() {
-            let symbols = rfc::kernel_symbols().unwrap_or_default();
-            let btf = bpf::discover::btf::this_kernel().ok();
-            let plan = FootprintPlan::new(&symbols, btf.as_ref().map(|shared| &shared.1));
+            let plan = FootprintPlan::this_kernel();
             match footprints::attach(&mut self.ebpf, &plan, &wanted) {
                 Ok(kinds) => {
                     per_event.extend(kinds.iter().map(|&k| (k, plan.describe())));
@@ -218,14 +216,7 @@ impl BpfSource {
                 Err(err) => missing.push(format!("{err:#}")),
             }
         }
-        let devices: Vec<(String, u32)> =
-            system::f2fs_devices(std::path::Path::new("/sys/fs/f2fs"))
-                .into_iter()
-                .filter(|d| d.node_compress_threshold || d.node_compress_interval)
-                .filter_map(|d| areas::device_of(&d.name).ok().map(|(dev, _)| (d.name, dev)))
-                .collect();
-        let (files, notes) =
-            cache_counters::find(std::path::Path::new(cache_counters::DEBUGFS), &devices);
+        let (files, notes) = cache_counters::find_for_rfc_devices();
         missing.extend(notes);
         let coverage = Coverage::new(&per_event, &files, &missing);
         self.watch_counters(files);
@@ -299,12 +290,12 @@ impl BpfSource {
         let Some(coverage) = &self.coverage else {
             return;
         };
+        let probed = self.per_event_kinds();
         let demoted: Vec<u8> = coverage
             .kinds
             .iter()
             .filter(|(kind, state)| {
-                matches!(state, KindState::TotalsOnly { .. })
-                    && self.per_event_kinds().contains(kind)
+                matches!(state, KindState::TotalsOnly { .. }) && probed.contains(kind)
             })
             .map(|(kind, _)| *kind as u8)
             .collect();
@@ -540,14 +531,7 @@ impl Source for BpfSource {
 
     /// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
     fn now_ns(&self) -> u64 {
-        let mut now = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes into a valid, owned timespec; CLOCK_MONOTONIC always
-        // exists on Linux.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-        (now.tv_sec as u64) * 1_000_000_000 + now.tv_nsec as u64
+        system::clock_ns(libc::CLOCK_MONOTONIC)
     }
 }
 
