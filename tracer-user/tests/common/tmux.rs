@@ -1,5 +1,9 @@
 //! A command in a real terminal: a detached tmux session of 160 x 50, its screen read back
 //! as text. The session is killed on drop (tmux sends the command SIGHUP).
+//!
+//! Each session has a server of its own (`tmux -L`): with one shared server, a test whose
+//! session ends takes the server down while another test's `new-session` is connecting to
+//! it, and that `new-session` fails (CI saw it once).
 use std::{
     process::Command,
     thread::sleep,
@@ -14,17 +18,31 @@ impl Tmux {
     /// `command` in a new session named after `name` and this test process.
     pub fn start(name: &str, command: &str) -> Tmux {
         let session = format!("nodescope-{name}-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &session, "-x", "160", "-y", "50"])
+        let tmux = Tmux { session };
+        let out = tmux
+            .command()
+            .args(["new-session", "-d", "-s", &tmux.session, "-x", "160", "-y", "50"])
             .arg(command)
-            .status()
+            .output()
             .expect("tmux is installed by `cargo xtask setup`");
-        assert!(status.success());
-        Tmux { session }
+        assert!(
+            out.status.success(),
+            "tmux new-session failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmux
+    }
+
+    /// tmux, talking to this session's own server.
+    fn command(&self) -> Command {
+        let mut tmux = Command::new("tmux");
+        tmux.args(["-L", &self.session]);
+        tmux
     }
 
     pub fn screen(&self) -> String {
-        let out = Command::new("tmux")
+        let out = self
+            .command()
             .args(["capture-pane", "-p", "-t", &self.session])
             .output()
             .unwrap();
@@ -33,7 +51,8 @@ impl Tmux {
 
     /// Send `keys` (tmux send-keys words), then give the screen two refreshes.
     pub fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
+        let status = self
+            .command()
             .args(["send-keys", "-t", &self.session])
             .args(keys)
             .status()
@@ -61,7 +80,9 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
+        // The server exits with its only session.
+        let _ = self
+            .command()
             .args(["kill-session", "-t", &self.session])
             .status();
     }
