@@ -261,10 +261,9 @@ impl<R: Read> Reader<R> {
                 "events block holds {len} bytes, {expected} expected"
             )));
         }
-        let events: Vec<Event> = raw
-            .chunks_exact(EVENT_BYTES)
-            .filter_map(Event::from_bytes)
-            .collect();
+        // Sized up front: `filter_map` promises no length, so `collect` would grow by doubling.
+        let mut events = Vec::with_capacity(count);
+        events.extend(raw.chunks_exact(EVENT_BYTES).filter_map(Event::from_bytes));
         if let Some(latest) = events.iter().map(|event| event.ts_ns).max() {
             self.check_time(latest, "an event")?;
         }
