@@ -402,15 +402,17 @@ impl Model {
         let comm = String::from_utf8_lossy(event.comm_bytes()).into_owned();
         let app = apps::classify(&self.config.packages, event.uid, &comm);
         let app_slot = self.apps.join(&app, self.current);
-        self.processes.entry(event.tgid).or_insert(Box::new(Process {
-            tgid: event.tgid,
-            comm,
-            uid: event.uid,
-            app,
-            total: Counters::default(),
-            window: WindowCounts::new(self.current),
-            app_slot,
-        }))
+        self.processes
+            .entry(event.tgid)
+            .or_insert(Box::new(Process {
+                tgid: event.tgid,
+                comm,
+                uid: event.uid,
+                app,
+                total: Counters::default(),
+                window: WindowCounts::new(self.current),
+                app_slot,
+            }))
     }
 
     /// Retire the least recently active eighth of the table at once. One at a time, every new

@@ -64,9 +64,22 @@ fn checkpoint(summary: &CheckpointSummary) -> Value {
 
 /// One line for one closed window. `origin_ns` is the model's window origin.
 pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
+    window_line_top(window, origin_ns, usize::MAX)
+}
+
+/// [`window_line`] with the `max_processes` busiest processes only, and `processes_more`:
+/// how many were left out, when any were. Only the rows kept are encoded (a daemon's window
+/// can hold thousands).
+pub fn window_line_top(window: &WindowReport, origin_ns: u64, max_processes: usize) -> Value {
     let busy = |row: &&ProcessRow| row.counters.node_reads() + row.counters.restores;
+    let order = |a: &&ProcessRow, b: &&ProcessRow| busy(b).cmp(&busy(a)).then(a.pid.cmp(&b.pid));
     let mut rows: Vec<&ProcessRow> = window.processes.iter().collect();
-    rows.sort_by(|a, b| busy(b).cmp(&busy(a)).then(a.pid.cmp(&b.pid)));
+    let more = rows.len().saturating_sub(max_processes);
+    if more > 0 {
+        rows.select_nth_unstable_by(max_processes, order);
+        rows.truncate(max_processes);
+    }
+    rows.sort_by(order);
     let exact = window.exact.as_ref();
     let mut line = json!({
         "version": STREAM_VERSION,
@@ -85,6 +98,9 @@ pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
         "rfc": exact.and_then(|e| e.rfc.as_ref()),
         "checkpoint": checkpoint(&window.checkpoint),
     });
+    if more > 0 {
+        line["processes_more"] = more.into();
+    }
     // Only where the model tells node types apart: other lines are as they were.
     if let Some(types) = &window.node_types {
         line["node_types"] = json!(types);
@@ -161,6 +177,36 @@ mod tests {
 
     use super::*;
     use crate::model::{KernelCounts, Model, ModelConfig};
+
+    #[test]
+    fn a_cut_line_keeps_the_busiest_in_order_and_counts_the_rest() {
+        let mut model = Model::new(ModelConfig::default());
+        model.start_at(0);
+        // Process p reads p times: 1..=6, so the busiest are 6, 5, 4.
+        for tgid in 1..=6u32 {
+            for _ in 0..tgid {
+                model.ingest(&Event::new(EventKind::NodeRead, 5).task(tgid));
+            }
+        }
+        model.advance_to(1_000_000_000);
+        let window = &model.take_closed()[0];
+        let cut = window_line_top(window, 0, 3);
+        let pids: Vec<u64> = cut["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(pids, [6, 5, 4]);
+        assert_eq!(cut["processes_more"], 3);
+        assert_eq!(
+            cut["totals"]["node_reads"], 21,
+            "the totals count every process"
+        );
+        let whole = window_line_top(window, 0, 6);
+        assert_eq!(whole["processes"].as_array().unwrap().len(), 6);
+        assert!(whole.get("processes_more").is_none());
+    }
 
     #[test]
     fn processes_add_up_to_the_totals() {

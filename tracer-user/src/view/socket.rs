@@ -30,7 +30,7 @@ use crate::{
     protocol::{Hello, Message, Snapshot},
     runner::{End, Flow, Input, Refresh, Sink},
     source::SourceInfo,
-    view::jsonline::window_line,
+    view::jsonline::window_line_top,
 };
 
 /// Messages queued for one client before it counts as slow and is dropped: at four snapshots
@@ -286,18 +286,7 @@ pub(crate) const WINDOW_PROCESSES: usize = 200;
 /// [`WINDOW_PROCESSES`] (the line has them busiest first) and, when any were cut, their number
 /// in `processes_more`; `totals` still counts them all.
 fn bounded_window_line(window: &crate::model::WindowReport, origin: u64) -> serde_json::Value {
-    let mut line = window_line(window, origin);
-    if let Some(processes) = line
-        .get_mut("processes")
-        .and_then(serde_json::Value::as_array_mut)
-    {
-        if processes.len() > WINDOW_PROCESSES {
-            let more = processes.len() - WINDOW_PROCESSES;
-            processes.truncate(WINDOW_PROCESSES);
-            line["processes_more"] = more.into();
-        }
-    }
-    line
+    window_line_top(window, origin, WINDOW_PROCESSES)
 }
 
 impl Drop for SocketServer {
