@@ -4,7 +4,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use tracer_common::knobs::{INTERVAL_FILE, THRESHOLD_FILE};
 
 pub(crate) mod android;
@@ -218,4 +218,21 @@ pub(crate) fn hostname() -> String {
     fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Create `dir` as 0700 or accept it only when it already is ours and private: a predictable
+/// name in a shared /tmp may have been prepared by someone else, with symlinks inside that
+/// would make us (perhaps root) write their targets. `what` names the directory in the
+/// refusal.
+pub(crate) fn private_dir(dir: &Path, what: &str) -> Result<()> {
+    let problem = tracer_common::files::private_dir_problem(dir)
+        .with_context(|| format!("preparing {what} {}", dir.display()))?;
+    match problem {
+        None => Ok(()),
+        Some(problem) => bail!(
+            "refusing {what} {}: it {problem}; remove it (rm -r {0}) \
+             if you do not know who made it, or set XDG_RUNTIME_DIR to a private directory",
+            dir.display()
+        ),
+    }
 }

@@ -1,14 +1,11 @@
 //! The simulator as a source: `sim::live::LiveSim` paced against the wall clock, its knobs in
 //! a directory that `nodescope tune --sysfs-root` (or a person) can write while it runs.
 use std::{
-    fs::DirBuilder,
-    io::ErrorKind,
-    os::unix::fs::{DirBuilderExt as _, MetadataExt as _},
     path::{Path, PathBuf},
     time::Duration,
 };
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use sim::{live::LiveSim, scenario::ScenarioName};
 use tracer_common::Event;
 
@@ -81,48 +78,8 @@ fn default_knob_root() -> Result<PathBuf> {
         None => crate::system::android::scratch_dir(Path::new("/"))
             .join(format!("nodescope-sim-{}", crate::system::euid())),
     };
-    private_dir(&root, "the simulator's knob directory")?;
+    crate::system::private_dir(&root, "the simulator's knob directory")?;
     Ok(root)
-}
-
-/// Create `dir` as 0700 or accept it only when it already is ours and private: a predictable
-/// name in a shared /tmp may have been prepared by someone else, with symlinks inside that
-/// would make us (perhaps root) write their targets.
-/// `what` names the directory in the refusal.
-pub(crate) fn private_dir(dir: &Path, what: &str) -> Result<()> {
-    match DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(err).with_context(|| format!("creating {}", dir.display())),
-    }
-    let meta =
-        std::fs::symlink_metadata(dir).with_context(|| format!("inspecting {}", dir.display()))?;
-    let euid = crate::system::euid();
-    let problem = if meta.file_type().is_symlink() {
-        Some("is a symlink".to_string())
-    } else if !meta.is_dir() {
-        Some("is not a directory".to_string())
-    } else if meta.uid() != euid {
-        Some(format!(
-            "belongs to uid {}, not to us (uid {euid})",
-            meta.uid()
-        ))
-    } else if meta.mode() & 0o077 != 0 {
-        Some(format!(
-            "has mode {:o}: others may have put files in it",
-            meta.mode() & 0o7777
-        ))
-    } else {
-        None
-    };
-    match problem {
-        None => Ok(()),
-        Some(problem) => bail!(
-            "refusing {what} {}: it {problem}; remove it (rm -r {0}) \
-             if you do not know who made it, or set XDG_RUNTIME_DIR to a private directory",
-            dir.display()
-        ),
-    }
 }
 
 impl Source for SimSource {

@@ -121,7 +121,7 @@ impl SocketServer {
             .parent()
             .filter(|dir| !dir.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        crate::source::sim::private_dir(dir, "the daemon's socket directory")?;
+        crate::system::private_dir(dir, "the daemon's socket directory")?;
         remove_stale(path)?;
         let listener =
             UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
