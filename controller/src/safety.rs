@@ -190,6 +190,24 @@ impl StopSignals {
         WAKE_PIPE.get().expect("install() made the pipe").0.as_fd()
     }
 
+    /// The last stop signal received, cleared, and the wake-up pipe drained: for a loop that
+    /// goes on after some signals (SIGHUP reopens a log). A signal that lands between the
+    /// drain and the clear is returned now and leaves a spurious wake-up (then `None`).
+    pub fn take(&self) -> Option<i32> {
+        if let Some((read, _)) = WAKE_PIPE.get() {
+            let mut sink = [0u8; 64];
+            // SAFETY: read() into a buffer we own, of its length; the pipe is non-blocking, so
+            // the loop ends at EAGAIN (or 0, or any error).
+            while unsafe { libc::read(read.as_raw_fd(), sink.as_mut_ptr().cast(), sink.len()) } > 0
+            {
+            }
+        }
+        match STOP_SIGNAL.swap(0, Ordering::SeqCst) {
+            0 => None,
+            signal => Some(signal),
+        }
+    }
+
     /// The last stop signal received, if any.
     pub fn received(&self) -> Option<i32> {
         match STOP_SIGNAL.load(Ordering::SeqCst) {

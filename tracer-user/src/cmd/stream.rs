@@ -10,7 +10,7 @@ use tracer_common::text::escape_controls;
 
 use crate::{
     cmd::WindowArg,
-    runner::{signals::StopSignals, RunOptions, Runner},
+    runner::{signals::SignalWaiter, RunOptions, Runner},
     source::{
         bpf::{
             f2fs::planner::{self, KernelView, NodeReadVariant, Plan},
@@ -229,7 +229,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
         socket.display(),
         escape_controls(&hello.source.detail)
     );
-    let mut signals = StopSignals::install()?;
+    let mut signals = SignalWaiter::install()?;
     let mut printed = 0u64;
     while windows_wanted.is_none_or(|wanted| printed < wanted) {
         let next = sleep_until_or_never(deadline, connection.next());

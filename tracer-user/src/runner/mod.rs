@@ -25,7 +25,7 @@ use tracer_common::Event;
 pub(crate) use self::pane::{DecisionsPane, LineKind, PaneLine};
 use self::{
     deadline::Deadline,
-    signals::{Received, StopSignals},
+    signals::{Received, SignalWaiter},
 };
 use crate::{
     control::Tuning,
@@ -249,7 +249,7 @@ impl Runner {
     }
 
     async fn run_until_stop(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<Stopped> {
-        let mut signals = StopSignals::install()?;
+        let mut signals = SignalWaiter::install()?;
         let mut batch = Vec::new();
         let mut deadline = Deadline::new()?;
         deadline.set(self.sleep_after_refresh(sinks))?;

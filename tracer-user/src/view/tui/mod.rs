@@ -21,7 +21,7 @@ use crate::{
     client::Connection,
     pipeline::Pipeline,
     protocol::{Hello, Message, Snapshot},
-    runner::{signals::StopSignals, Flow, Input, Refresh, Sink},
+    runner::{signals::SignalWaiter, Flow, Input, Refresh, Sink},
     source::SourceInfo,
 };
 
@@ -239,7 +239,7 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
     spawn_key_reader(move |key| key_sender.send(key).is_ok());
     let mut tick = tokio::time::interval(frame_every);
     let mut ui = UiState::default();
-    let mut signals = StopSignals::install()?;
+    let mut signals = SignalWaiter::install()?;
     let prefix = format!("daemon {}", connection.path().display());
     let mut snapshot: Option<Snapshot> = None;
     let mut gone: Option<String> = None;
