@@ -1,6 +1,6 @@
 //! `nodescope-bench ringbuf [--json]` (`cargo xtask bench ringbuf`, root): the ring buffer's
 //! ceiling on this machine's kernel. Our `bench_burst` tracepoint program (tracer-ebpf's
-//! bench.rs) emits a burst of 64-byte Events per getpid of this process through the same
+//! bench.rs, in the bench's own build of tracer-ebpf: bench/build.rs) emits a burst of 64-byte Events per getpid of this process through the same
 //! reserve/submit path and EVENTS ring buffer (live's size) as the real programs; the project's
 //! own EventReader consumes them. Paced producer threads (one per CPU) offer a rate for one
 //! second; the
@@ -18,9 +18,13 @@ use tracer_common::maps;
 
 use anyhow::{bail, ensure, Context as _, Result};
 use aya::{maps::Array, programs::TracePoint, Ebpf};
-use nodescope::source::bpf::{dropped, load, EventReader, RING_BYTES};
+use nodescope::source::bpf::{dropped, load_object, EventReader, RING_BYTES};
 use serde::Serialize;
 use tracer_common::{Event, EventKind};
+
+/// tracer-ebpf built with its `bench` feature (bench/build.rs): the product's object has no
+/// `bench_burst`.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
 
 /// Events per trigger (the program's BENCH_BURST_MAX).
 const BURST: u32 = 256;
@@ -70,7 +74,8 @@ pub fn main(args: &[String]) -> Result<()> {
 }
 
 async fn run() -> Result<Report> {
-    let mut ebpf = load(RING_BYTES).context("ringbuf bench needs root and the eBPF object")?;
+    let mut ebpf =
+        load_object(OBJECT, RING_BYTES).context("ringbuf bench needs root and the eBPF object")?;
     attach(&mut ebpf)?;
     let mut reader = EventReader::new(&mut ebpf)?;
     let mut trials = Vec::new();

@@ -53,11 +53,12 @@ pub const RFC_SPECS: &str = "RFC_SPECS";
 pub const RFC_COUNTS: &str = "RFC_COUNTS";
 /// What an RFC probe keeps from entry to return.
 pub const RFC_STASH: &str = "RFC_STASH";
-/// The ring-buffer benchmark's settings.
+/// The ring-buffer benchmark's settings: only in the bench's build of the programs (tracer-ebpf's
+/// `bench` feature), not in the product's object, so not in [`ALL`].
 pub const BENCH_SETTINGS: &str = "BENCH_SETTINGS";
 
-/// Every map of the object.
-pub const ALL: [&str; 26] = [
+/// Every map of the product's object.
+pub const ALL: [&str; 25] = [
     EVENTS,
     DROPS,
     CONFIG,
@@ -81,7 +82,6 @@ pub const ALL: [&str; 26] = [
     RFC_SPECS,
     RFC_COUNTS,
     RFC_STASH,
-    BENCH_SETTINGS,
     FOOTPRINT_LAYOUT,
     FOOTPRINT_READS,
 ];

@@ -2,6 +2,7 @@
 #![no_main]
 
 mod access;
+#[cfg(feature = "bench")]
 mod bench;
 mod checkpoint_anatomy;
 mod counters;

@@ -54,10 +54,16 @@ fn raise_memlock_rlimit() {
 
 /// Load the object with a ring buffer of `ring_bytes` (a power of two multiple of the page size).
 pub fn load(ring_bytes: u32) -> Result<Ebpf> {
+    load_object(OBJECT, ring_bytes)
+}
+
+/// Load `object`, a build of tracer-ebpf (the product's, or the bench's with its `bench`
+/// feature), the way [`load`] loads the product's.
+pub fn load_object(object: &[u8], ring_bytes: u32) -> Result<Ebpf> {
     raise_memlock_rlimit();
     EbpfLoader::new()
         .map_max_entries("EVENTS", ring_bytes)
-        .load(OBJECT)
+        .load(object)
         .context("loading the eBPF object into the kernel")
 }
 
