@@ -62,6 +62,15 @@ pub struct Reader<R> {
     pub header: Header,
     footer_seen: bool,
     done: bool,
+    /// The last record's payload and the last events block decoded, kept from record to record
+    /// so that a block costs no allocation.
+    scratch: Scratch,
+}
+
+#[derive(Default)]
+struct Scratch {
+    payload: Vec<u8>,
+    raw: Vec<u8>,
 }
 
 /// Fill `buf` as far as the input goes: the number of bytes read (less than its length only at
@@ -83,8 +92,19 @@ fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// The buffer grows with what arrives, not with what the length field claims.
 fn read_payload(input: &mut impl Read, len: usize) -> std::io::Result<Option<Vec<u8>>> {
     let mut payload = Vec::new();
-    input.take(len as u64).read_to_end(&mut payload)?;
-    Ok((payload.len() == len).then_some(payload))
+    Ok(read_payload_into(input, len, &mut payload)?.then_some(payload))
+}
+
+/// [`read_payload`] into `payload` (cleared first, its capacity reused): whether all `len`
+/// bytes came.
+fn read_payload_into(
+    input: &mut impl Read,
+    len: usize,
+    payload: &mut Vec<u8>,
+) -> std::io::Result<bool> {
+    payload.clear();
+    input.take(len as u64).read_to_end(payload)?;
+    Ok(payload.len() == len)
 }
 
 fn u32_le(bytes: &[u8]) -> u32 {
@@ -152,6 +172,7 @@ impl<R: Read> Reader<R> {
             header,
             footer_seen: false,
             done: false,
+            scratch: Scratch::default(),
         })
     }
 
@@ -210,18 +231,33 @@ impl<R: Read> Reader<R> {
                 "record length {len} is implausible (at most {limit} for this kind)"
             )));
         }
-        let payload = match read_payload(&mut self.input, len as usize) {
-            Ok(Some(payload)) => payload,
-            Ok(None) => return Err(self.damage(format!("truncated record: {len} bytes announced"))),
-            Err(err) => return Err(self.damage(format!("read error: {err}"))),
-        };
-        if crc32fast::hash(&payload) != crc {
-            return Err(self.damage("checksum mismatch".into()));
-        }
-        let item = self.decode(tag, &payload)?;
+        let mut payload = std::mem::take(&mut self.scratch.payload);
+        let item = self.check_and_decode(tag, len, crc, &mut payload);
+        self.scratch.payload = payload;
+        let item = item?;
         self.offset += 9 + u64::from(len);
         self.record += 1;
         Ok(item)
+    }
+
+    fn check_and_decode(
+        &mut self,
+        tag: u8,
+        len: u32,
+        crc: u32,
+        payload: &mut Vec<u8>,
+    ) -> Result<Item, Damage> {
+        match read_payload_into(&mut self.input, len as usize, payload) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(self.damage(format!("truncated record: {len} bytes announced")))
+            }
+            Err(err) => return Err(self.damage(format!("read error: {err}"))),
+        }
+        if crc32fast::hash(payload) != crc {
+            return Err(self.damage("checksum mismatch".into()));
+        }
+        self.decode(tag, payload)
     }
 
     fn decode(&mut self, tag: u8, payload: &[u8]) -> Result<Item, Damage> {
@@ -252,8 +288,23 @@ impl<R: Read> Reader<R> {
         let expected = count * EVENT_BYTES;
         // The simulator's decoder: events are mostly zeros, long overlapping matches, which it
         // fills where lz4_flex copies a byte at a time.
-        let mut raw = vec![0u8; expected];
-        let len = sim::cache::lz4::decompress_into(&payload[4..], &mut raw).ok_or_else(|| {
+        let mut raw = std::mem::take(&mut self.scratch.raw);
+        raw.clear();
+        raw.resize(expected, 0);
+        let events = self.decompress_events(&payload[4..], count, &mut raw);
+        self.scratch.raw = raw;
+        events
+    }
+
+    /// The `count` events of an LZ4 `block`, decompressed into `raw` (their size, zeroed).
+    fn decompress_events(
+        &mut self,
+        block: &[u8],
+        count: usize,
+        raw: &mut [u8],
+    ) -> Result<Vec<Event>, Damage> {
+        let expected = raw.len();
+        let len = sim::cache::lz4::decompress_into(block, raw).ok_or_else(|| {
             self.damage("events block does not decompress (not a whole, valid LZ4 block, or more than its count of events)".into())
         })?;
         if len != expected {
