@@ -105,6 +105,56 @@ impl Pipeline {
         Ok(pipeline)
     }
 
+    /// A pipeline for a source read to its end at once (a recording at speed 0, for `report`
+    /// and `export`): no knob files are read (they are this machine's, not the recording's).
+    pub(crate) fn offline(source: Box<dyn Source>, config: ModelConfig) -> Result<Pipeline> {
+        let mut pipeline = Pipeline::new(source, config)?;
+        pipeline.knobs = None;
+        pipeline.last_knobs = None;
+        pipeline.model.observe_knobs(None);
+        Ok(pipeline)
+    }
+
+    /// Run a source that never waits (a recording at speed 0) to its end, without a runtime:
+    /// each batch of events to `on_events` after the model took it, each window to
+    /// `on_window` as it closes (none is held: a long recording costs what one window costs).
+    pub(crate) fn drain(
+        &mut self,
+        mut on_events: impl FnMut(&[Event]),
+        mut on_window: impl FnMut(WindowReport),
+    ) -> Result<()> {
+        let mut batch = Vec::new();
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            batch.clear();
+            let more = match self.next_batch(&mut batch).as_mut().poll(&mut context) {
+                std::task::Poll::Ready(more) => more?,
+                std::task::Poll::Pending => {
+                    anyhow::bail!("the source waited: only a source that never waits drains")
+                }
+            };
+            for event in &batch {
+                self.model.ingest(event);
+                for window in self.model.take_closed() {
+                    on_window(window);
+                }
+            }
+            on_events(&batch);
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Close every window up to `end_ns`, and the one open then on its grid end (so that its
+    /// counts are laid out like all others'): the windows closed.
+    pub(crate) fn close_through(&mut self, end_ns: u64) -> Vec<WindowReport> {
+        self.model.advance_to(end_ns);
+        let open_end = self.model.open_window_end_ns();
+        self.model.advance_to(open_end);
+        self.model.take_closed()
+    }
+
     /// The source's exact counters into the window open now.
     fn read_kernel_counts(&mut self) -> Result<()> {
         if let Some(reading) = self.source.kernel_counts()? {

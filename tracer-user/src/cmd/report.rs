@@ -16,6 +16,7 @@ use crate::{
         Packages,
     },
     record::reader::{self, Reader},
+    source::replay::ReplaySource,
     view::{
         compare_text,
         report_text::render,
@@ -58,11 +59,10 @@ pub(crate) fn run(args: ReportArgs) -> Result<()> {
     }
     let file = args.file.as_deref().context("a recording to report on")?;
     // Streamed: a recording of any length (or /dev/zero) is read in bounded memory.
-    let reader = reader::open(file)?;
     if args.nids {
-        return print_nid_counts(reader, file);
+        return print_nid_counts(reader::open(file)?, file);
     }
-    let report = report_of(&args, reader)?;
+    let report = report_of(&args, file)?;
     warn_damage(file, &report);
     let printed = if args.json {
         print_line(serde_json::to_string_pretty(&report)?)
@@ -73,11 +73,13 @@ pub(crate) fn run(args: ReportArgs) -> Result<()> {
     closed_is_success(printed)
 }
 
-fn report_of<R: std::io::Read>(args: &ReportArgs, reader: Reader<R>) -> Result<Report> {
+/// The recording at `file` replayed through the pipeline into its report.
+fn report_of(args: &ReportArgs, file: &Path) -> Result<Report> {
+    let source = ReplaySource::offline(file)?;
     // The packages file's errors name it, not the recording.
     let packages = Packages::from_file_or(
         args.packages.as_deref(),
-        reader.header.packages_list.clone(),
+        source.header().packages_list.clone(),
     )?;
     let nodes = args
         .image
@@ -94,7 +96,7 @@ fn report_of<R: std::io::Read>(args: &ReportArgs, reader: Reader<R>) -> Result<R
             nodes,
             name: path.display().to_string(),
         });
-    Ok(build(reader, packages, image))
+    build(source, packages, image)
 }
 
 fn warn_damage(file: &Path, report: &Report) {
@@ -109,7 +111,7 @@ fn warn_damage(file: &Path, report: &Report) {
 fn print_comparison(args: &ReportArgs, off: &Path, on: &Path) -> Result<()> {
     let mut reports = Vec::new();
     for file in [off, on] {
-        let report = report_of(args, reader::open(file)?)?;
+        let report = report_of(args, file)?;
         warn_damage(file, &report);
         reports.push(report);
     }

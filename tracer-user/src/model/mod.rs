@@ -99,6 +99,22 @@ impl Default for ModelConfig {
     }
 }
 
+impl ModelConfig {
+    /// How a recording is read back (report, export): windows as it was recorded with.
+    pub(crate) fn for_recording(header: &crate::record::Header, packages: Packages) -> Self {
+        ModelConfig {
+            // The reader has checked it is within the recording limits.
+            window_ns: header.window_ns.max(1),
+            idle_windows: u64::MAX,
+            // Report and export need the windows that hold data (and the zero after them), so
+            // that a sparse recording costs what its events cost, not what its time span does.
+            max_idle_windows: 1,
+            packages,
+            ..ModelConfig::default()
+        }
+    }
+}
+
 pub struct Model {
     config: ModelConfig,
     origin_ns: Option<u64>,
@@ -185,21 +201,6 @@ impl Model {
 
     /// The model a recording is read back into (report, export): the recording's windows from
     /// its origin, every process kept however long it was idle.
-    pub(crate) fn for_recording(header: &crate::record::Header, packages: Packages) -> Model {
-        let mut model = Model::new(ModelConfig {
-            // The reader has checked it is within the recording limits.
-            window_ns: header.window_ns.max(1),
-            idle_windows: u64::MAX,
-            // Report and export need the windows that hold data (and the zero after them), so
-            // that a sparse recording costs what its events cost, not what its time span does.
-            max_idle_windows: 1,
-            packages,
-            ..ModelConfig::default()
-        });
-        model.start_at(header.clock_origin_ns);
-        model
-    }
-
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }

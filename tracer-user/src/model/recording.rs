@@ -5,17 +5,20 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tracer_common::{CheckpointPhase, Decoded, EventKind};
 
-use super::{
-    checkpoints::CheckpointReport, node_types::NodeTypeReads, AppRow, CacheGauges, Counters, Model,
-    Packages, PerQueue,
-};
-use crate::record::{
-    reader::{Damage, Item, Reader},
-    Header, Note,
-};
+use anyhow::{Context as _, Result};
 
-/// Notes are listed up to this many bytes of text (a crafted file could hold millions).
-const MAX_NOTES_SHOWN_BYTES: usize = 32 << 20;
+use super::{
+    checkpoints::CheckpointReport, node_types::NodeTypeReads, AppRow, CacheGauges, Counters,
+    ModelConfig, Packages, PerQueue,
+};
+use crate::{
+    pipeline::Pipeline,
+    record::{
+        reader::{Damage, Item, Reader},
+        Header, Note,
+    },
+    source::replay::ReplaySource,
+};
 
 /// Per device: checkpoints and the node writes between them.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -54,7 +57,7 @@ pub(crate) struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_types: Option<NodeTypeReads>,
     pub notes: Vec<Note>,
-    /// Notes past the first [`MAX_NOTES_SHOWN_BYTES`] of them, counted only.
+    /// Notes past the first 32 MiB of them, counted only.
     pub notes_omitted: u64,
     /// Events lost before they were recorded.
     pub drops: u64,
@@ -81,53 +84,51 @@ pub(crate) struct Image<'a> {
     pub name: String,
 }
 
-/// Build the report from a recording, read one record at a time. Damage ends the read; the
-/// report covers what comes before it and names it.
-pub(crate) fn build<R: std::io::Read>(
-    mut reader: Reader<R>,
+/// Build the report from a recording replayed through the pipeline at speed 0, one block at
+/// a time. Damage ends the read; the report covers what comes before it and names it.
+pub(crate) fn build(
+    source: ReplaySource,
     packages: Packages,
     image: Option<Image<'_>>,
-) -> Report {
-    let header = reader.header.clone();
-    let mut model = Model::for_recording(&header, packages);
+) -> Result<Report> {
+    let header = source.header().clone();
+    let config = ModelConfig::for_recording(&header, packages);
+    let mut pipeline = Pipeline::offline(Box::new(source), config)?;
     let mut slot_mix = PerQueue::default();
     let mut devices: BTreeMap<String, DeviceReport> = BTreeMap::new();
-    let mut notes = Vec::new();
-    let mut notes_omitted = 0;
-    let mut notes_bytes = 0;
-    let mut footer = None;
-    let mut damage = None;
     let mut last = header.clock_origin_ns;
     let mut node_types = image.as_ref().map(|i| NodeTypeReads::new(i.name.clone()));
-    while let Some(item) = reader.next_item() {
-        match item {
-            Ok(Item::Events(events)) => {
-                for event in &events {
-                    model.ingest(event);
-                    tally(event, &mut slot_mix, &mut devices);
-                    if let (Some(image), Some(types)) = (&image, &mut node_types) {
-                        if let Decoded::NodeRead { nid, readahead, .. } = event.decode() {
-                            types.counts.count(image.nodes, nid, readahead);
-                        }
+    pipeline.drain(
+        |events| {
+            for event in events {
+                tally(event, &mut slot_mix, &mut devices);
+                if let (Some(image), Some(types)) = (&image, &mut node_types) {
+                    if let Decoded::NodeRead { nid, readahead, .. } = event.decode() {
+                        types.counts.count(image.nodes, nid, readahead);
                     }
-                    // The report needs totals, not windows: none are kept, not even for the
-                    // length of an events block.
-                    model.take_closed();
                 }
-                last = events.last().map_or(last, |e| e.ts_ns);
             }
-            // The clocks' pairs are for `export --perfetto`, not the reader.
-            Ok(Item::Note(note)) if note.kind == crate::record::CLOCK_NOTE => {}
-            Ok(Item::Note(note)) if notes_bytes < MAX_NOTES_SHOWN_BYTES => {
-                notes_bytes += note.text.len() + note.kind.len();
-                notes.push(note);
-            }
-            Ok(Item::Note(_)) => notes_omitted += 1,
-            Ok(Item::Footer(found)) => footer = Some(found),
-            Err(found) => damage = Some(found),
-        }
-    }
-    let end_ns = footer.as_ref().map_or(last, |f| f.end_ns.max(last));
+            last = events.last().map_or(last, |e| e.ts_ns);
+        },
+        // The report needs totals, not windows: none are kept.
+        drop,
+    )?;
+    let tail = pipeline
+        .source()
+        .recording_tail()
+        .context("a replay keeps its recording's tail")?;
+    let footer = tail.footer.as_ref();
+    let damage = tail.damage.as_ref();
+    // The clocks' pairs are for `export --perfetto`, not the reader.
+    let notes: Vec<Note> = tail
+        .notes
+        .iter()
+        .filter(|note| note.kind != crate::record::CLOCK_NOTE)
+        .cloned()
+        .collect();
+    let notes_omitted = tail.notes_omitted;
+    let model = pipeline.model();
+    let end_ns = footer.map_or(last, |f| f.end_ns.max(last));
     for device in devices.values_mut() {
         device.node_writes_per_checkpoint =
             (device.checkpoints > 0).then(|| device.node_writes as f64 / device.checkpoints as f64);
@@ -140,7 +141,7 @@ pub(crate) fn build<R: std::io::Read>(
             .then(a.app.cmp(&b.app))
     });
     let totals = model.totals();
-    Report {
+    Ok(Report {
         time_range: TimeRange {
             start_ns: header.clock_origin_ns,
             end_ns,
@@ -160,7 +161,7 @@ pub(crate) fn build<R: std::io::Read>(
         drops: totals.lost,
         complete: footer.is_some() && damage.is_none(),
         damage: damage.map(|d| d.to_string()),
-    }
+    })
 }
 
 /// The (kind, nid) pairs `report --nids` keeps: a real recording has at most a few hundred

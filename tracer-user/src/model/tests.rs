@@ -400,7 +400,8 @@ fn a_sparse_recording_closes_the_windows_with_data_and_one_after_each() {
         window_ns: 1_000_000,
         ..crate::record::Header::default()
     };
-    let mut model = Model::for_recording(&header, Packages::default());
+    let mut model = Model::new(ModelConfig::for_recording(&header, Packages::default()));
+    model.start_at(header.clock_origin_ns);
     let convert = Measure::Events(EventKind::Convert);
     model.ingest(&read(0, 100, "cat", false));
     model.ingest(&Event::counter(5 * SECOND, 1, convert, None, 100));

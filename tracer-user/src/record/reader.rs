@@ -176,6 +176,22 @@ impl<R: Read> Reader<R> {
         })
     }
 
+    /// The same reader, its input behind a box (one type for a file, a slice or a pipe).
+    pub fn boxed(self) -> Reader<Box<dyn Read + Send>>
+    where
+        R: Read + Send + 'static,
+    {
+        Reader {
+            input: Box::new(self.input),
+            offset: self.offset,
+            record: self.record,
+            header: self.header,
+            footer_seen: self.footer_seen,
+            done: self.done,
+            scratch: self.scratch,
+        }
+    }
+
     fn damage(&mut self, what: String) -> Damage {
         self.done = true;
         Damage {

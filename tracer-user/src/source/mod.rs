@@ -104,4 +104,9 @@ pub trait Source: Send {
     fn closing_note(&self) -> Option<String> {
         None
     }
+
+    /// A recording's notes, footer and damage, as far as it has been read (a replay).
+    fn recording_tail(&self) -> Option<&replay::RecordingTail> {
+        None
+    }
 }

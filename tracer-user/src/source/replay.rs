@@ -6,25 +6,56 @@
 //! due, with what is due in between taken at the run loop's refreshes
 //! ([`Source::take_waiting`]). A replay then costs the loop the wakeups a live run would (at
 //! 100,000 events/s about a hundred a second, not one per timer tick).
-use std::{fs::File, io::BufReader, path::Path, time::Duration};
+//!
+//! What a recording holds besides events (its notes, its footer, where it is damaged) is kept
+//! in a [`RecordingTail`]: the offline readers (`report`, `export`) run the replay through the
+//! pipeline at speed 0 and read it at the end.
+use std::{io::Read, path::Path, time::Duration};
 
 use anyhow::Result;
 use tracer_common::Event;
 
 use super::{BatchFuture, Source, SourceInfo, SourceKind};
 use crate::record::{
-    reader::{self, Item, Reader},
-    Footer, Header,
+    reader::{self, Damage, Item, Reader},
+    Footer, Header, Note,
 };
+
+/// Notes are kept up to this many bytes of text (a crafted file could hold millions).
+const MAX_NOTES_BYTES: usize = 32 << 20;
+
+/// What a recording said besides its events, as far as it has been read.
+#[derive(Debug, Default)]
+pub struct RecordingTail {
+    /// Its notes in order, up to [`MAX_NOTES_BYTES`] of them.
+    pub notes: Vec<Note>,
+    /// Notes past the first [`MAX_NOTES_BYTES`], counted only.
+    pub notes_omitted: u64,
+    notes_bytes: usize,
+    pub footer: Option<Footer>,
+    /// Where the file stopped being readable, if it did.
+    pub damage: Option<Damage>,
+}
+
+impl RecordingTail {
+    fn note(&mut self, note: Note) {
+        if self.notes_bytes < MAX_NOTES_BYTES {
+            self.notes_bytes += note.text.len() + note.kind.len();
+            self.notes.push(note);
+        } else {
+            self.notes_omitted += 1;
+        }
+    }
+}
 
 /// The kernel source's ring buffer wakes its reader once per this many events.
 const WAKE_EVERY: usize = tracer_common::maps::RING_WAKEUP_EVENTS as usize;
 
 pub(crate) struct ReplaySource {
     header: Header,
-    footer: Option<Footer>,
+    tail: RecordingTail,
     /// The recording, read one block at a time: memory does not grow with its length.
-    reader: Reader<BufReader<File>>,
+    reader: Reader<Box<dyn Read + Send>>,
     /// The block being replayed, and the next event of it to hand out.
     events: Vec<Event>,
     next: usize,
@@ -34,6 +65,9 @@ pub(crate) struct ReplaySource {
     started: Option<(tokio::time::Instant, u64)>,
     now_ns: u64,
     path: String,
+    /// Damage is said on stderr as it is met (a live replay); an offline reader says it
+    /// itself, from the tail.
+    say_damage: bool,
 }
 
 impl ReplaySource {
@@ -42,26 +76,56 @@ impl ReplaySource {
             speed.is_finite() && speed >= 0.0,
             "--speed must be 0 (as fast as possible) or a positive number"
         );
-        let reader = reader::open(path)?;
+        let reader = reader::open(path)?.boxed();
+        Ok(ReplaySource::new(
+            reader,
+            path.display().to_string(),
+            speed,
+            true,
+        ))
+    }
+
+    /// The recording at `path` as fast as it can be read, for a reader that runs it through
+    /// the pipeline to its end and then reads the [`RecordingTail`] (damage is not said).
+    pub(crate) fn offline(path: &Path) -> Result<ReplaySource> {
+        let mut source = ReplaySource::open(path, 0.0)?;
+        source.say_damage = false;
+        Ok(source)
+    }
+
+    fn new(
+        reader: Reader<Box<dyn Read + Send>>,
+        path: String,
+        speed: f64,
+        say_damage: bool,
+    ) -> ReplaySource {
         let header = reader.header.clone();
-        Ok(ReplaySource {
+        ReplaySource {
             now_ns: header.clock_origin_ns,
             header,
-            footer: None,
+            tail: RecordingTail::default(),
             reader,
             events: Vec::new(),
             next: 0,
             last_ns: None,
             speed,
             started: None,
-            path: path.display().to_string(),
-        })
+            path,
+            say_damage,
+        }
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        &self.header
     }
 
     /// The end of the recorded time range: the footer's, or the last event's when cut short.
     pub(crate) fn end_ns(&self) -> u64 {
         let last = self.last_ns.unwrap_or(self.header.clock_origin_ns);
-        self.footer.as_ref().map_or(last, |f| f.end_ns.max(last))
+        self.tail
+            .footer
+            .as_ref()
+            .map_or(last, |f| f.end_ns.max(last))
     }
 
     /// Read on until a block with events is at hand; false at the end of the recording (or at
@@ -74,10 +138,13 @@ impl ReplaySource {
                     self.events = events;
                     self.next = 0;
                 }
-                Some(Ok(Item::Footer(footer))) => self.footer = Some(footer),
-                Some(Ok(Item::Note(_))) => {}
+                Some(Ok(Item::Footer(footer))) => self.tail.footer = Some(footer),
+                Some(Ok(Item::Note(note))) => self.tail.note(note),
                 Some(Err(damage)) => {
-                    log::warn!("{}: {damage}; replayed what comes before it", self.path);
+                    if self.say_damage {
+                        log::warn!("{}: {damage}; replayed what comes before it", self.path);
+                    }
+                    self.tail.damage = Some(damage);
                     return false;
                 }
             }
@@ -177,5 +244,9 @@ impl Source for ReplaySource {
 
     fn packages_list(&self) -> Option<String> {
         self.header.packages_list.clone()
+    }
+
+    fn recording_tail(&self) -> Option<&RecordingTail> {
+        Some(&self.tail)
     }
 }
