@@ -124,15 +124,9 @@ impl Pipeline {
         mut on_window: impl FnMut(WindowReport),
     ) -> Result<()> {
         let mut batch = Vec::new();
-        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
         loop {
             batch.clear();
-            let more = match self.next_batch(&mut batch).as_mut().poll(&mut context) {
-                std::task::Poll::Ready(more) => more?,
-                std::task::Poll::Pending => {
-                    anyhow::bail!("the source waited: only a source that never waits drains")
-                }
-            };
+            let more = crate::source::batch_now(self.next_batch(&mut batch))?;
             for event in &batch {
                 self.model.ingest(event);
                 for window in self.model.take_closed() {

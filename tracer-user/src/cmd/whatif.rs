@@ -31,7 +31,7 @@ use tracer_common::Event;
 
 use crate::{
     output::OutputFile,
-    record::reader::{self, Item},
+    source::replay::ReplaySource,
     system::{self, block::block_device, major_minor},
     view::{
         stdout::{closed_is_success, print},
@@ -163,7 +163,7 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
 /// on the host that recorded it (found from its number through /sys/dev/block; on a phone the
 /// dm device F2FS is mounted on). Says which device it took.
 fn recorded_device(recording: &Path, dev: u32) -> Result<PathBuf> {
-    let header = reader::open(recording)?.header;
+    let header = ReplaySource::offline(recording)?.header().clone();
     let number = major_minor(dev);
     let here = system::hostname();
     if header.host != here {
@@ -208,15 +208,8 @@ fn read_trace(path: &Path) -> Result<Trace> {
     Ok(builder.finish())
 }
 
-fn each_event(path: &Path, mut visit: impl FnMut(&Event) -> Result<()>) -> Result<()> {
-    let mut reader = reader::open(path)?;
-    while let Some(item) = reader.next_item() {
-        match item? {
-            Item::Events(batch) => batch.iter().try_for_each(&mut visit)?,
-            _ => continue,
-        }
-    }
-    Ok(())
+fn each_event(path: &Path, visit: impl FnMut(&Event) -> Result<()>) -> Result<()> {
+    ReplaySource::offline(path)?.each_event(visit)
 }
 
 fn axes(args: &WhatifArgs) -> Result<Axes> {

@@ -41,6 +41,19 @@ pub struct SourceInfo {
 /// A boxed future, so that `Source` stays object-safe (`Box<dyn Source>`).
 pub type BatchFuture<'a> = Pin<Box<dyn Future<Output = Result<bool>> + Send + 'a>>;
 
+/// A batch from a source that never waits (a recording at speed 0), taken without a runtime:
+/// the future is polled once. A source that would wait is an error.
+pub(crate) fn batch_now(batch: BatchFuture<'_>) -> Result<bool> {
+    let mut batch = batch;
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match batch.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(more) => more,
+        std::task::Poll::Pending => {
+            anyhow::bail!("the source waited: only a source that never waits is read at once")
+        }
+    }
+}
+
 pub trait Source: Send {
     fn info(&self) -> SourceInfo;
 

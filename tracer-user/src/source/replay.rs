@@ -115,6 +115,25 @@ impl ReplaySource {
         }
     }
 
+    /// Every event of the recording to `visit`, a block at a time, with no model (`whatif`
+    /// replays them into the simulator). Damage is an error here: a trace cut short would be
+    /// simulated as if whole.
+    pub(crate) fn each_event(&mut self, mut visit: impl FnMut(&Event) -> Result<()>) -> Result<()> {
+        let mut batch = Vec::new();
+        loop {
+            batch.clear();
+            let more = super::batch_now(self.next_batch(&mut batch))?;
+            batch.iter().try_for_each(&mut visit)?;
+            if !more {
+                break;
+            }
+        }
+        match &self.tail.damage {
+            Some(damage) => Err(anyhow::anyhow!("{}: {damage}", self.path)),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn header(&self) -> &Header {
         &self.header
     }
