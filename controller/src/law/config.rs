@@ -44,11 +44,20 @@ pub struct Config {
     /// (senpai's grace ticks). Serialized under this name: "windows" here are decision
     /// periods, the name kept for the format.
     pub relax_after_windows: u32,
+    /// Comfortable with conversions that pay (both waste fractions low): shorten the interval
+    /// a slow step at a time (issue 50's phone trial). Serialized with a default, so older
+    /// configuration files keep their meaning but gain the rule.
+    #[serde(default = "default_true")]
+    pub convert_sooner_when_useful: bool,
     /// Bounds the law keeps to, inside the kernel's 0..=100 and 100..=30000.
     pub threshold_min: u32,
     pub threshold_max: u32,
     pub interval_min_ms: u32,
     pub interval_max_ms: u32,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 impl Default for Config {
@@ -70,6 +79,7 @@ impl Default for Config {
             relax_interval_factor: 1.25,
             relax_threshold_step: 1,
             relax_after_windows: 6,
+            convert_sooner_when_useful: true,
             threshold_min: 0,
             threshold_max: 25,
             interval_min_ms: *INTERVAL_RANGE_MS.start(),
