@@ -103,25 +103,26 @@ trial() {
   launch_pass ${name}_seed
   snap ${name}_seed
   mark ${name}_seeded
-  # Pre-pressure normalisation: dirty nodes written back, the worker quiet, data pages dropped
-  # (pinned node pages stay), then everything but the pressure and a headroom held by a tmpfs.
+  # Pre-pressure normalisation: dirty nodes written back, the worker quiet, then everything but
+  # the pressure and a headroom held by a tmpfs (the apps' data pages stay, as on a phone:
+  # reclaim then takes from them and from the node cache in proportion).
   sync
   settle $NORMALISE_S > $R/${name}_settle.txt
-  echo 1 > /proc/sys/vm/drop_caches
   avail=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
   base=$((avail - PRESSURE_MB - HEADROOM_MB))
   dd if=/dev/zero of=/hog/base bs=1M count=$base 2> $R/${name}_hog.txt
   echo "avail_before $avail base $base avail_after $(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)" >> $R/${name}_hog.txt
   snap ${name}_normalised
   mark ${name}_normalised
-  # Memory pressure: allocated, held for PRESSURE_S, released. On a phone the system keeps
-  # running while the memory is held and kswapd keeps reclaiming; here nothing runs, so the
-  # hold asks the root cgroup to reclaim the pressure's size once more (memory.reclaim: the
-  # kernel's own reclaim, page cache and every shrinker, F2FS's included; no OOM killer).
+  # Memory pressure: allocated, held for PRESSURE_S, released. The allocation takes the
+  # headroom; kswapd's job is then to give free memory back: the hold asks the root cgroup to
+  # reclaim the headroom once (memory.reclaim: the kernel's own reclaim, page cache and every
+  # shrinker, F2FS's included, no OOM killer). A first version asked for the pressure's size
+  # and took every node cache entry, compressed ones too, in every trial.
   dd if=/dev/zero of=/hog/pressure bs=1M count=$PRESSURE_MB 2>> $R/${name}_hog.txt
   snap ${name}_allocated
   read up0 idle < /proc/uptime
-  echo ${PRESSURE_MB}M > /sys/fs/cgroup/memory.reclaim 2>> $R/${name}_reclaim.txt
+  echo ${HEADROOM_MB}M > /sys/fs/cgroup/memory.reclaim 2>> $R/${name}_reclaim.txt
   echo "memory.reclaim rc $?" >> $R/${name}_reclaim.txt
   snap ${name}_reclaimed
   read up1 idle < /proc/uptime
@@ -178,8 +179,12 @@ umount /mnt
 mark audited
 # The what-if: the first off trial's recording at the on trials' settings, on the device.
 phone_mount || fail "mount for the what-if"
+# Its pressure episodes hold the cache to a budget: what the pressure left off1's cache
+# (attributed bytes after the reclaim), a figure of the off trial alone.
+budget=$(grep '^attributed_bytes ' $R/nc_off1_reclaimed.txt | cut -d' ' -f2)
+echo "budget_bytes $budget" > $R/whatif_budget.txt
 timeout 900 nodescope whatif $R/off1.nsr --device /dev/$DEV --threshold $THRESHOLD \
-  --interval $INTERVAL --json > $R/whatif.json 2> $R/whatif.err
+  --interval $INTERVAL --budget $((budget / 1024 + 1))KiB --json > $R/whatif.json 2> $R/whatif.err
 echo $? > $R/whatif.rc
 k=1
 while [ -e $R/off$k.nsr ] && [ -e $R/on$k.nsr ]; do

@@ -153,7 +153,7 @@ fn guest_files(trials: u32) -> Vec<(String, String)> {
         .map(|l| format!("{l}\n"))
         .collect();
     let config = format!(
-        "MOUNT_OPTIONS={}\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
+        "MOUNT_OPTIONS={},background_gc=off\nTHRESHOLD={THRESHOLD}\nINTERVAL={INTERVAL_MS}\n\
          PHONE_MEMORY_MB={PHONE_MEMORY_MB}\nHEADROOM_MB={HEADROOM_MB}\nPRESSURE_S={PRESSURE_S}\n\
          NORMALISE_S={NORMALISE_S}\nTUNE_PSI_GOAL={}\nAPP_USERS=\"{}\"\nTRIALS=\"{}\"\n",
         fbe::MOUNT_OPTIONS,

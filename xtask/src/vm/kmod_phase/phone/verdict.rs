@@ -280,15 +280,77 @@ fn per_app(dir: &Path, trials: &[String]) -> Result<BTreeMap<usize, AppPasses>> 
     Ok(sums)
 }
 
+/// Per app (package), node reads and restores the stream gave its processes over a trial.
+fn stream_apps(dir: &Path, trial: &str) -> BTreeMap<String, (u64, u64)> {
+    let text = fs::read_to_string(dir.join(format!("{trial}_stream.jsonl"))).unwrap_or_default();
+    let mut apps: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for line in text.lines().filter_map(|l| Json::parse(l).ok()) {
+        for process in line.get("processes").items() {
+            let entry = apps
+                .entry(process.get("app").str().to_string())
+                .or_default();
+            entry.0 +=
+                process.get("node_reads_demand").u64() + process.get("node_reads_readahead").u64();
+            entry.1 += process.get("restores").u64();
+        }
+    }
+    apps
+}
+
+/// Per trial and app: the stream's reads and restores for the app's uid against the counters'
+/// around its three launches; (equal, compared). The launches are the only tasks of the app's
+/// uid, and the trials mount with background GC off, so nothing else reads in their windows.
+fn per_app_exact(dir: &Path, trials: &[String], problems: &mut Vec<String>) -> (usize, usize) {
+    let (mut equal, mut compared) = (0, 0);
+    for trial in trials {
+        let Ok(counted) = per_app(dir, std::slice::from_ref(trial)) else {
+            problems.push(format!("per app {trial}: snaps missing"));
+            continue;
+        };
+        let mode = usize::from(trial.starts_with("on"));
+        let streamed = stream_apps(dir, trial);
+        for (app, passes) in &counted {
+            let package = sim::fileset::android::APP_PACKAGES[*app];
+            let module = passes[mode]
+                .iter()
+                .fold((0, 0), |(r, s), (pr, ps)| (r + pr, s + ps));
+            let ours = streamed.get(package).copied().unwrap_or_default();
+            compared += 2;
+            equal += usize::from(ours.0 == module.0) + usize::from(ours.1 == module.1);
+            if ours != module {
+                problems.push(format!(
+                    "per app {trial} {package}: the stream's reads/restores {}/{}, around its \
+                     launches {}/{}",
+                    ours.0, ours.1, module.0, module.1
+                ));
+            }
+        }
+    }
+    (equal, compared)
+}
+
 fn per_app_lines(dir: &Path, offs: &[String], ons: &[String]) -> Result<Vec<String>> {
     let trials: Vec<String> = offs.iter().chain(ons).cloned().collect();
     let sums = per_app(dir, &trials)?;
     let counts = [offs.len().max(1) as u64, ons.len().max(1) as u64];
+    let mut streamed: [BTreeMap<String, (u64, u64)>; 2] = Default::default();
+    for (mode, trials) in [offs, ons].into_iter().enumerate() {
+        for trial in trials {
+            for (app, (reads, restores)) in stream_apps(dir, trial) {
+                let entry = streamed[mode].entry(app).or_default();
+                entry.0 += reads;
+                entry.1 += restores;
+            }
+        }
+    }
     let mut lines = vec![
-        "  per app, node reads / restores per pass (seed, pass 1, pass 2; means per trial):".into(),
+        "  per app, node reads / restores per pass (seed, pass 1, pass 2: iostat and the module's \
+         counters around each launch, other tasks' I/O meanwhile included) and the stream's for \
+         the app's uid over the trial; means per trial:"
+            .into(),
         format!(
-            "    {:<28} {:>24} {:>30}",
-            "app", "compression off", "compression on"
+            "    {:<28} {:>24} {:>11} {:>30} {:>11}",
+            "app", "compression off", "stream", "compression on", "stream"
         ),
     ];
     for (app, modes) in &sums {
@@ -299,11 +361,17 @@ fn per_app_lines(dir: &Path, offs: &[String], ons: &[String]) -> Result<Vec<Stri
                 .collect::<Vec<_>>()
                 .join(" ")
         };
+        let package = sim::fileset::android::APP_PACKAGES[*app];
+        let stream = |mode: usize| {
+            let (reads, restores) = streamed[mode].get(package).copied().unwrap_or_default();
+            format!("{}/{}", reads / counts[mode], restores / counts[mode])
+        };
         lines.push(format!(
-            "    {:<28} {:>24} {:>30}",
-            sim::fileset::android::APP_PACKAGES[*app],
+            "    {package:<28} {:>24} {:>11} {:>30} {:>11}",
             shown(0),
-            shown(1)
+            stream(0),
+            shown(1),
+            stream(1)
         ));
     }
     Ok(lines)
@@ -406,9 +474,30 @@ fn whatif_check(
     )
 }
 
-/// One trial's cost as the benchmark computes it: node reads, attributed memory held
-/// (sampled every 0.5 s) in reads' worth, conversions at their weight.
-pub(super) fn cost(dir: &Path, trial: &str) -> Result<f64> {
+/// One trial's parts of the benchmark's cost: node reads, attributed memory (sampled every
+/// 0.5 s: its mean and the span sampled) and conversions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct CostParts {
+    pub node_reads: u64,
+    pub mean_bytes: f64,
+    pub seconds: f64,
+    pub conversions: u64,
+}
+
+impl CostParts {
+    /// The benchmark's cost, in node reads, with memory held for `seconds`. The benchmark runs
+    /// every setting over the same virtual time; under TCG a trial's wall time varies with the
+    /// emulation (in the first runs 62 to 107 s for the same launches), so memory is charged
+    /// over one span for all (the mean of the runs compared), not over each run's own.
+    pub fn cost(&self, seconds: f64) -> f64 {
+        self.node_reads as f64
+            + self.mean_bytes * seconds / BYTE_SECONDS_PER_READ
+            + self.conversions as f64 * CONVERSION_WEIGHT
+    }
+}
+
+/// A trial's cost parts from its start to the end of its second measured pass.
+pub(super) fn cost_parts(dir: &Path, trial: &str) -> Result<CostParts> {
     let start = snap(dir, &format!("{trial}_start"))?;
     let end = snap(dir, &format!("{trial}_pass2"))?;
     let text = fs::read_to_string(dir.join(format!("{trial}_memory.txt"))).unwrap_or_default();
@@ -424,9 +513,27 @@ pub(super) fn cost(dir: &Path, trial: &str) -> Result<f64> {
         .windows(2)
         .map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0)
         .sum();
-    Ok(end.reads.saturating_sub(start.reads) as f64
-        + byte_seconds / BYTE_SECONDS_PER_READ
-        + end.nc.delta(&start.nc, "conversions") as f64 * CONVERSION_WEIGHT)
+    let seconds = samples[samples.len() - 1].0 - samples[0].0;
+    Ok(CostParts {
+        node_reads: end.reads.saturating_sub(start.reads),
+        mean_bytes: byte_seconds / seconds.max(f64::MIN_POSITIVE),
+        seconds,
+        conversions: end.nc.delta(&start.nc, "conversions"),
+    })
+}
+
+/// The setting a trial ran at, as people say it.
+fn setting_of(name: &str) -> String {
+    if name.starts_with("off") {
+        "off".into()
+    } else if name.starts_with("on") {
+        format!("{} %, {} ms", super::THRESHOLD, super::INTERVAL_MS)
+    } else if let Some(rest) = name.strip_prefix("static_") {
+        let (t, i) = rest.split_once('_').unwrap_or((rest, "?"));
+        format!("{t} %, {i} ms")
+    } else {
+        "daemon --tune".into()
+    }
 }
 
 /// Static settings (off, the RFC's, EXTRA_STATIC) against `daemon --tune`; controller / best.
@@ -436,40 +543,46 @@ fn controller_check(
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) -> Option<f64> {
-    let mut settings: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut runs: Vec<(String, CostParts)> = Vec::new();
     for name in names {
-        let setting = if name.starts_with("off") {
-            "off".to_string()
-        } else if name.starts_with("on") {
-            "25 %, 1000 ms".to_string()
-        } else if let Some(rest) = name.strip_prefix("static_") {
-            let (t, i) = rest.split_once('_').unwrap_or((rest, "?"));
-            format!("{t} %, {i} ms")
-        } else {
-            "daemon --tune".to_string()
-        };
-        match cost(dir, name) {
-            Ok(c) => settings.entry(setting).or_default().push(c),
+        match cost_parts(dir, name) {
+            Ok(parts) => runs.push((setting_of(name), parts)),
             Err(err) => problems.push(format!("controller grid: {err:#}")),
         }
     }
-    let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let span = runs.iter().map(|(_, p)| p.seconds).sum::<f64>() / runs.len().max(1) as f64;
+    let mut settings: BTreeMap<String, Vec<CostParts>> = BTreeMap::new();
+    for (setting, parts) in runs {
+        settings.entry(setting).or_default().push(parts);
+    }
+    let mean = |v: &[CostParts], f: &dyn Fn(&CostParts) -> f64| {
+        v.iter().map(f).sum::<f64>() / v.len().max(1) as f64
+    };
     let best = settings
         .iter()
         .filter(|(s, _)| *s != "daemon --tune")
-        .map(|(s, v)| (s.clone(), mean(v)))
+        .map(|(s, v)| (s.clone(), mean(v, &|p| p.cost(span))))
         .min_by(|a, b| a.1.total_cmp(&b.1))?;
-    lines.push("  controller on the phone trial (cost in node reads, the benchmark's):".into());
-    for (setting, costs) in &settings {
+    lines.push(format!(
+        "  controller on the phone trial (the benchmark's cost in node reads, memory over \
+         {span:.1} s, the runs' mean span; means per trial):"
+    ));
+    lines.push(format!(
+        "    {:<16} {:>10} {:>12} {:>11} {:>8} {:>10} {:>7}",
+        "setting", "node reads", "mean bytes", "conversions", "s", "cost", "/ best"
+    ));
+    for (setting, parts) in &settings {
+        let cost = mean(parts, &|p| p.cost(span));
         lines.push(format!(
-            "    {setting:<16} {:>10.1} / best {:.3} ({} trial{})",
-            mean(costs),
-            mean(costs) / best.1,
-            costs.len(),
-            if costs.len() == 1 { "" } else { "s" }
+            "    {setting:<16} {:>10.0} {:>12.0} {:>11.0} {:>8.1} {cost:>10.1} {:>7.3}",
+            mean(parts, &|p| p.node_reads as f64),
+            mean(parts, &|p| p.mean_bytes),
+            mean(parts, &|p| p.conversions as f64),
+            mean(parts, &|p| p.seconds),
+            cost / best.1
         ));
     }
-    let controller = settings.get("daemon --tune").map(mean)?;
+    let controller = mean(settings.get("daemon --tune")?, &|p| p.cost(span));
     let ratio = controller / best.1;
     lines.push(format!(
         "    controller / best static ({}): {ratio:.3}",
@@ -640,7 +753,18 @@ pub(super) fn verdict(label: &str, dir: &Path, trials: u32) -> Result<Verdict> {
             ));
         }
     }
-    lines.push(format!("  exact: {equal} of {compared} values equal"));
+    let (app_equal, app_compared) = per_app_exact(
+        dir,
+        &offs.iter().chain(&ons).cloned().collect::<Vec<_>>(),
+        &mut problems,
+    );
+    let (table_equal, table_compared) = (equal, compared);
+    equal += app_equal;
+    compared += app_compared;
+    lines.push(format!(
+        "  exact: {equal} of {compared} values equal (the table: {table_equal} of \
+         {table_compared}; per app and trial, reads and restores: {app_equal} of {app_compared})"
+    ));
     match per_app_lines(dir, &offs, &ons) {
         Ok(app_lines) => lines.extend(app_lines),
         Err(err) => problems.push(format!("per app: {err:#}")),
