@@ -164,7 +164,7 @@ fn gauge_figures(cache: &Json, counts: &Json) -> Figures {
 }
 
 /// The stream's row: its last line's cache and cumulative counts.
-fn stream_figures(dir: &Path, trial: &str) -> Result<Figures> {
+pub(super) fn stream_figures(dir: &Path, trial: &str) -> Result<Figures> {
     let path = dir.join(format!("{trial}_stream.jsonl"));
     let text = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
     let last = text
@@ -188,7 +188,7 @@ fn report_figures(dir: &Path, trial: &str) -> Result<Figures> {
 }
 
 /// Each value of `ours` against the module's; (equal, compared).
-fn compare_rows(
+pub(super) fn compare_rows(
     who: &str,
     trial: &str,
     ours: &Figures,
