@@ -49,6 +49,12 @@ pub struct Config {
     /// configuration files keep their meaning but gain the rule.
     #[serde(default = "default_true")]
     pub convert_sooner_when_useful: bool,
+    /// Comfortable periods with useful conversions, in a row, before each step sooner...
+    #[serde(default = "default_sooner_after")]
+    pub sooner_after_windows: u32,
+    /// ...and the factor the interval shrinks by in that step.
+    #[serde(default = "default_sooner_factor")]
+    pub sooner_interval_factor: f64,
     /// Bounds the law keeps to, inside the kernel's 0..=100 and 100..=30000.
     pub threshold_min: u32,
     pub threshold_max: u32,
@@ -58,6 +64,14 @@ pub struct Config {
 
 fn default_true() -> bool {
     true
+}
+
+fn default_sooner_after() -> u32 {
+    Config::default().sooner_after_windows
+}
+
+fn default_sooner_factor() -> f64 {
+    Config::default().sooner_interval_factor
 }
 
 impl Default for Config {
@@ -80,6 +94,8 @@ impl Default for Config {
             relax_threshold_step: 1,
             relax_after_windows: 6,
             convert_sooner_when_useful: true,
+            sooner_after_windows: 2,
+            sooner_interval_factor: 2.0,
             threshold_min: 0,
             threshold_max: 25,
             interval_min_ms: *INTERVAL_RANGE_MS.start(),
@@ -113,6 +129,9 @@ impl Config {
         }
         if !(self.max_backoff_factor > 1.0 && self.relax_interval_factor > 1.0) {
             bail!("law config: max_backoff_factor and relax_interval_factor must exceed 1");
+        }
+        if !(self.sooner_interval_factor > 1.0 && self.sooner_after_windows >= 1) {
+            bail!("law config: need sooner_interval_factor > 1 and sooner_after_windows >= 1");
         }
         self.validate_bounds()
     }

@@ -337,10 +337,10 @@ fn convert_sooner(
         next.useful_windows = useful;
         (next, decision)
     };
-    if useful < cfg.relax_after_windows {
+    if useful < cfg.sooner_after_windows {
         reason += &format!(
             "; useful window {useful} of {} before converting sooner: holding",
-            cfg.relax_after_windows
+            cfg.sooner_after_windows
         );
         return counting(reason);
     }
@@ -348,7 +348,7 @@ fn convert_sooner(
     let mut new = old;
     new.interval_ms = shrink(
         old.interval_ms,
-        cfg.relax_interval_factor,
+        cfg.sooner_interval_factor,
         cfg.interval_min_ms,
     );
     if new == old {
