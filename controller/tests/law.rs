@@ -490,3 +490,44 @@ fn a_window_hold_keeps_the_answered_score_and_leaving_tight_forgets_it() {
     assert_eq!(calm.answered_score, None);
     assert!(urgent(&calm, &pressure(5.5), &cfg).is_some());
 }
+
+#[test]
+fn conversions_that_pay_are_made_sooner() {
+    // Calm, 100 conversions/s, none restored soon nor reclaimed unrestored: every second
+    // window the interval halves (1000 -> 500 -> 250 -> 125), down to 100 ms.
+    let useful = pressure_and_waste(0.0, 0.0, 0.0);
+    let steps = run(knobs(25, 1000), &vec![useful.clone(); 20]);
+    let moves: Vec<(usize, u32)> = steps
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, d))| d.action != Action::Hold)
+        .map(|(i, (s, _))| (i, s.knobs.interval_ms))
+        .collect();
+    assert_eq!(moves, [(1, 500), (3, 250), (5, 125), (7, 100)]);
+    assert!(steps.iter().all(|(s, _)| s.knobs.threshold == 25));
+    assert!(steps[19]
+        .1
+        .reason
+        .contains("interval already at its shortest"));
+    // Compression off stays off; a wasteful window in between starts the count again.
+    let off = run(knobs(0, 1000), &vec![useful.clone(); 30]);
+    assert!(off.iter().all(|(_, d)| d.action == Action::Hold));
+    let mut broken = Vec::new();
+    for _ in 0..5 {
+        broken.push(useful.clone());
+        broken.push(pressure_and_waste(0.0, 50.0, 50.0));
+    }
+    let steps = run(knobs(25, 1000), &broken);
+    assert!(steps.iter().all(|(_, d)| d.action == Action::Hold));
+    // Switched off, the law holds as before.
+    let cfg = Config {
+        convert_sooner_when_useful: false,
+        ..Config::default()
+    };
+    let held = run_with(
+        &cfg,
+        knobs(25, 1000),
+        &vec![pressure_and_waste(0.0, 0.0, 0.0); 30],
+    );
+    assert!(held.iter().all(|(_, d)| d.action == Action::Hold));
+}

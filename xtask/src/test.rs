@@ -157,7 +157,7 @@ fn kmod_test(totals: &mut Totals) {
         totals.skip(why.to_string());
         return;
     }
-    match crate::vm::kmod_phase::build_and_run("6.12") {
+    match crate::vm::kmod_phase::build_and_run("6.12", Default::default()) {
         Ok(()) => totals.passed += 1,
         Err(err) => {
             println!("vm-kmod FAILED: {err:#}");

@@ -44,11 +44,34 @@ pub struct Config {
     /// (senpai's grace ticks). Serialized under this name: "windows" here are decision
     /// periods, the name kept for the format.
     pub relax_after_windows: u32,
+    /// Comfortable with conversions that pay (both waste fractions low): shorten the interval
+    /// a slow step at a time (issue 50's phone trial). Serialized with a default, so older
+    /// configuration files keep their meaning but gain the rule.
+    #[serde(default = "default_true")]
+    pub convert_sooner_when_useful: bool,
+    /// Comfortable periods with useful conversions, in a row, before each step sooner...
+    #[serde(default = "default_sooner_after")]
+    pub sooner_after_windows: u32,
+    /// ...and the factor the interval shrinks by in that step.
+    #[serde(default = "default_sooner_factor")]
+    pub sooner_interval_factor: f64,
     /// Bounds the law keeps to, inside the kernel's 0..=100 and 100..=30000.
     pub threshold_min: u32,
     pub threshold_max: u32,
     pub interval_min_ms: u32,
     pub interval_max_ms: u32,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_sooner_after() -> u32 {
+    Config::default().sooner_after_windows
+}
+
+fn default_sooner_factor() -> f64 {
+    Config::default().sooner_interval_factor
 }
 
 impl Default for Config {
@@ -70,6 +93,9 @@ impl Default for Config {
             relax_interval_factor: 1.25,
             relax_threshold_step: 1,
             relax_after_windows: 6,
+            convert_sooner_when_useful: true,
+            sooner_after_windows: 2,
+            sooner_interval_factor: 2.0,
             threshold_min: 0,
             threshold_max: 25,
             interval_min_ms: *INTERVAL_RANGE_MS.start(),
@@ -103,6 +129,9 @@ impl Config {
         }
         if !(self.max_backoff_factor > 1.0 && self.relax_interval_factor > 1.0) {
             bail!("law config: max_backoff_factor and relax_interval_factor must exceed 1");
+        }
+        if !(self.sooner_interval_factor > 1.0 && self.sooner_after_windows >= 1) {
+            bail!("law config: need sooner_interval_factor > 1 and sooner_after_windows >= 1");
         }
         self.validate_bounds()
     }

@@ -75,6 +75,10 @@ pub struct State {
     /// this.
     #[serde(default)]
     pub answered_score: Option<f64>,
+    /// Consecutive comfortable decision periods whose conversions paid, with no move (counts
+    /// toward `relax_after_windows` before converting sooner).
+    #[serde(default)]
+    pub useful_windows: u32,
 }
 
 impl State {
@@ -84,6 +88,7 @@ impl State {
             regime: Regime::Calm,
             quiet_windows: 0,
             answered_score: None,
+            useful_windows: 0,
         }
     }
 }
@@ -144,6 +149,10 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
         return hold(state, regime, 0, reason, &assessment);
     }
     let wasteful = assessment.eager == Level::High || assessment.wasted == Level::High;
+    let useful = assessment.eager == Level::Low && assessment.wasted == Level::Low;
+    if useful && cfg.convert_sooner_when_useful && state.knobs.threshold > 0 {
+        return convert_sooner(state, regime, &assessment, cfg);
+    }
     if !wasteful {
         let reason = format!(
             "{}, comfortable; conversions not wasted ({}): holding",
@@ -306,6 +315,52 @@ fn compress_more(
     (next, decision)
 }
 
+/// Comfortable, and the conversions pay (few restored soon, few reclaimed unrestored): memory
+/// held raw still costs, so after `relax_after_windows` such periods in a row the interval
+/// shortens by the slow step's factor, down to its minimum; the threshold stays. The phone
+/// trial on the reference module (issue 50) found the law holding the RFC's 1000 ms while
+/// 100 ms cost less at every trial: nothing but pressure ever made it convert sooner.
+fn convert_sooner(
+    state: &State,
+    regime: Regime,
+    assessment: &Assessment,
+    cfg: &Config,
+) -> (State, Decision) {
+    let useful = state.useful_windows.saturating_add(1);
+    let mut reason = format!(
+        "{}, comfortable; conversions useful ({})",
+        assessment.memory_detail,
+        waste_detail(assessment)
+    );
+    let counting = |reason: String| {
+        let (mut next, decision) = hold(state, regime, 0, reason, assessment);
+        next.useful_windows = useful;
+        (next, decision)
+    };
+    if useful < cfg.sooner_after_windows {
+        reason += &format!(
+            "; useful window {useful} of {} before converting sooner: holding",
+            cfg.sooner_after_windows
+        );
+        return counting(reason);
+    }
+    let old = state.knobs;
+    let mut new = old;
+    new.interval_ms = shrink(
+        old.interval_ms,
+        cfg.sooner_interval_factor,
+        cfg.interval_min_ms,
+    );
+    if new == old {
+        reason += ": interval already at its shortest, holding";
+        return hold(state, regime, 0, reason, assessment);
+    }
+    reason += ": convert sooner";
+    reason += &moves(old, new);
+    let decision = decide(new, Action::CompressMore, reason, regime, assessment);
+    (next_state(new, regime, 0), decision)
+}
+
 /// The slow direction: one bounded step, then wait `relax_after_windows` again.
 fn compress_less(
     state: &State,
@@ -385,6 +440,7 @@ fn next_state(knobs: Knobs, regime: Regime, quiet_periods: u32) -> State {
         regime,
         quiet_windows: quiet_periods,
         answered_score: None,
+        useful_windows: 0,
     }
 }
 

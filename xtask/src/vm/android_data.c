@@ -12,7 +12,16 @@
  *   file PATH MODE UID GID LABEL zeros BLOCKS
  *   file PATH MODE UID GID LABEL random LEN SEED
  *   file PATH MODE UID GID LABEL text HEX
- * MODE is octal. It prints one summary line: keys, dirs, policies, files, bytes.
+ *   file PATH MODE UID GID LABEL sparse BLOCKS EVERY SEED
+ *                                      BLOCKS blocks long, one random block in every EVERY
+ *                                      written, holes between (no extent maps the file, so a
+ *                                      read walks its direct and indirect nodes)
+ *   xattr PATH NAME LEN SEED           user.NAME set to LEN random bytes on an entry written
+ *                                      before (too long for the inline area: an xattr node)
+ * MODE is octal. It prints one summary line: keys, dirs, policies, files, bytes, xattrs.
+ *
+ * `android_data getxattr NAME PATH...` reads user.NAME of each PATH (the phone trial's
+ * launches, as the app's uid: busybox has no getfattr); it fails on the first it cannot read.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -198,6 +207,21 @@ static long long write_content(int fd, const char *path, char **f, int nf)
 	}
 	if (!strcmp(f[6], "random") && nf == 9)
 		return write_random(fd, path, strtoull(f[7], NULL, 10), strtoull(f[8], NULL, 10));
+	if (!strcmp(f[6], "sparse") && nf == 10) {
+		unsigned long blocks = strtoul(f[7], NULL, 10), every = strtoul(f[8], NULL, 10);
+		uint64_t seed = strtoull(f[9], NULL, 10);
+
+		if (!every)
+			bad_line("sparse: EVERY must be at least 1");
+		for (n = 0; n < blocks; n += every) {
+			if (lseek(fd, (off_t)n * 4096, SEEK_SET) < 0)
+				die("lseek", path);
+			bytes += write_random(fd, path, 4096, seed + n);
+		}
+		if (ftruncate(fd, (off_t)blocks * 4096))
+			die("ftruncate", path);
+		return bytes;
+	}
 	if (!strcmp(f[6], "text") && nf == 8) {
 		long len = unhex(f[7], text, sizeof(text));
 
@@ -206,6 +230,53 @@ static long long write_content(int fd, const char *path, char **f, int nf)
 		return write_all(fd, path, text, (size_t)len);
 	}
 	bad_line("unknown file content");
+	return 0;
+}
+
+/* user.NAME of PATH (relative to MOUNT) set to LEN random bytes. */
+static void set_user_xattr(const char *path, const char *name, unsigned long len,
+			   uint64_t state)
+{
+	static unsigned char value[4096];
+	char full[256];
+	size_t i;
+	int fd;
+
+	if (len > sizeof(value) || snprintf(full, sizeof(full), "user.%s", name) >= (int)sizeof(full))
+		bad_line("xattr: too long a value or name");
+	state |= 1;
+	for (i = 0; i < len; i++) {
+		state ^= state >> 12;
+		state ^= state << 25;
+		state ^= state >> 27;
+		value[i] = (unsigned char)((state * 0x2545f4914f6cdd1dULL) >> 56);
+	}
+	fd = openat(mount_fd, path, O_RDONLY | O_NOFOLLOW);
+	if (fd < 0)
+		die("open", path);
+	if (fsetxattr(fd, full, value, len, 0))
+		die("setxattr", path);
+	close(fd);
+}
+
+/* `getxattr NAME PATH...`: each PATH's user.NAME must be readable. */
+static int get_user_xattrs(int argc, char **argv)
+{
+	static char value[4096];
+	char full[256];
+	int i;
+
+	if (argc < 3 || snprintf(full, sizeof(full), "user.%s", argv[2]) >= (int)sizeof(full)) {
+		fprintf(stderr, "usage: android_data getxattr NAME PATH...\n");
+		return 2;
+	}
+	for (i = 3; i < argc; i++) {
+		if (getxattr(argv[i], full, value, sizeof(value)) < 0) {
+			fprintf(stderr, "android_data: getxattr %s %s: %s\n", argv[i], full,
+				strerror(errno));
+			return 1;
+		}
+	}
 	return 0;
 }
 
@@ -224,12 +295,14 @@ static int split(char *line, char **f)
 
 int main(int argc, char **argv)
 {
-	long dirs = 0, policies = 0, files = 0;
+	long dirs = 0, policies = 0, files = 0, xattrs = 0;
 	long long bytes = 0;
 	char *line = NULL, *f[MAX_FIELDS];
 	size_t cap = 0;
 	FILE *recipe, *index;
 
+	if (argc >= 2 && !strcmp(argv[1], "getxattr"))
+		return get_user_xattrs(argc, argv);
 	if (argc != 4) {
 		fprintf(stderr, "usage: android_data MOUNT RECIPE INDEX\n");
 		return 2;
@@ -269,13 +342,16 @@ int main(int argc, char **argv)
 			finish_entry(fd, f[1], f, index);
 			close(fd);
 			files++;
+		} else if (nf == 5 && !strcmp(f[0], "xattr")) {
+			set_user_xattr(f[1], f[2], strtoul(f[3], NULL, 10), strtoull(f[4], NULL, 10));
+			xattrs++;
 		} else {
 			bad_line("unknown record");
 		}
 	}
 	if (fclose(index))
 		die("closing the index", argv[3]);
-	printf("android_data keys=%d dirs=%ld policies=%ld files=%ld bytes=%lld\n", nkeys, dirs,
-	       policies, files, bytes);
+	printf("android_data keys=%d dirs=%ld policies=%ld files=%ld bytes=%lld xattrs=%ld\n", nkeys,
+	       dirs, policies, files, bytes, xattrs);
 	return 0;
 }

@@ -17,7 +17,7 @@ use crate::util;
 pub mod apps;
 
 /// The guest's writer (also adds the keys for the apps' run).
-const WRITER: &str = include_str!("android_data.c");
+pub(crate) const WRITER: &str = include_str!("android_data.c");
 
 /// The guest formats and writes a few hundred MB under TCG, encrypting it all.
 const VM_TIMEOUT: Duration = Duration::from_secs(900);
@@ -66,7 +66,7 @@ pub fn apps_on(guest: &apps::Guest, host_nodescope: &Path, work: &Path) -> Resul
 
 /// The cached image, written first when missing, and its audit's summary; an image that does
 /// not hold what its recipe says is an error.
-fn audited_image(
+pub(crate) fn audited_image(
     kernel: &kernel::Kernel,
     nodescope: &Path,
     cache: &Path,

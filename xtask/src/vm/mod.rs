@@ -23,7 +23,7 @@ mod newc;
 mod qemu;
 mod remount;
 mod tune_check;
-mod uidswitch;
+pub(crate) mod uidswitch;
 pub mod variants_phase;
 
 use std::{
