@@ -21,7 +21,16 @@ impl Tmux {
         let tmux = Tmux { session };
         let out = tmux
             .command()
-            .args(["new-session", "-d", "-s", &tmux.session, "-x", "160", "-y", "50"])
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &tmux.session,
+                "-x",
+                "160",
+                "-y",
+                "50",
+            ])
             .arg(command)
             .output()
             .expect("tmux is installed by `cargo xtask setup`");
