@@ -3,7 +3,7 @@
 //! own work (`sim::cache::CacheStats` holds one beside the counts no event carries).
 use serde::{Deserialize, Serialize};
 
-use crate::{CheckpointPhase, Decoded, Queue, RestoreFailure, SecondChanceBy};
+use crate::{CheckpointPhase, Decoded, Outcome, Queue, RestoreFailure, Retrieval, SecondChanceBy};
 
 /// One count per node-cache queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +163,61 @@ impl LatencyHistogram {
     }
 }
 
+/// Timed node lookups (issue 51), one latency histogram per outcome (`Outcome::index`): each
+/// lookup counts once, in its one outcome. A lookup's time is what the process that made it
+/// waited for its node block; `wait_ns` sums them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retrievals {
+    pub by_outcome: [LatencyHistogram; 5],
+}
+
+impl Retrievals {
+    /// One timed lookup. A latency of 0 (a clock that did not move) counts as 1 ns, so that
+    /// the lookup still counts.
+    pub fn record(&mut self, retrieval: Retrieval) {
+        self.by_outcome[retrieval.outcome.index()].record(retrieval.latency_ns.max(1));
+    }
+
+    pub fn get(&self, outcome: Outcome) -> &LatencyHistogram {
+        &self.by_outcome[outcome.index()]
+    }
+
+    /// Timed lookups, all outcomes.
+    pub fn count(&self) -> u64 {
+        self.by_outcome.iter().map(|h| h.count).sum()
+    }
+
+    /// Their times summed: what the lookups' processes waited, ns.
+    pub fn wait_ns(&self) -> u64 {
+        self.by_outcome
+            .iter()
+            .fold(0u64, |sum, h| sum.saturating_add(h.total_ns))
+    }
+
+    /// All outcomes in one histogram.
+    pub fn all(&self) -> LatencyHistogram {
+        let mut all = LatencyHistogram::default();
+        for h in &self.by_outcome {
+            all.add(h);
+        }
+        all
+    }
+
+    pub fn add(&mut self, other: &Retrievals) {
+        for (mine, theirs) in self.by_outcome.iter_mut().zip(&other.by_outcome) {
+            mine.add(theirs);
+        }
+    }
+
+    pub fn since(&self, earlier: &Retrievals) -> Retrievals {
+        let mut span = *self;
+        for (mine, theirs) in span.by_outcome.iter_mut().zip(&earlier.by_outcome) {
+            *mine = mine.since(theirs);
+        }
+        span
+    }
+}
+
 /// Everything the model counts from events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -197,6 +252,10 @@ pub struct Counters {
     pub forgets: u64,
     /// Events lost before they reached us.
     pub lost: u64,
+    /// Timed node lookups by outcome (the kernel's `--accesses` lookups when timed, the
+    /// simulator's): latency histograms, counts, the time waited.
+    #[serde(default)]
+    pub retrievals: Retrievals,
 }
 
 impl Counters {
@@ -225,7 +284,11 @@ impl Counters {
             Decoded::Insert { .. } => self.inserts += 1,
             Decoded::Forget { .. } => self.forgets += 1,
             Decoded::Lost { count } => self.lost += u64::from(count),
-            // Access traces are what `whatif` replays; the live tables do not count them yet.
+            // A timed lookup counts in its outcome; untimed ones are what `whatif` replays.
+            Decoded::NodeAccess {
+                retrieval: Some(retrieval),
+                ..
+            } => self.retrievals.record(retrieval),
             Decoded::Hello | Decoded::NodeAccess { .. } | Decoded::NodeEvict { .. } => {}
             // Checkpoint anatomy: counted by `model::checkpoints`, not per process.
             Decoded::MetaWrite { .. } | Decoded::JournalEntry(_) => {}
@@ -302,6 +365,7 @@ impl Counters {
         self.inserts += other.inserts;
         self.forgets += other.forgets;
         self.lost += other.lost;
+        self.retrievals.add(&other.retrievals);
     }
 
     /// What was counted after `earlier` (an earlier value of the same monotonic counters).
@@ -330,6 +394,7 @@ impl Counters {
             inserts: less(self.inserts, earlier.inserts),
             forgets: less(self.forgets, earlier.forgets),
             lost: less(self.lost, earlier.lost),
+            retrievals: self.retrievals.since(&earlier.retrievals),
         }
     }
 
@@ -414,5 +479,41 @@ mod tests {
             Counters::default().restore_latency.quantile_bound_ns(0.5),
             None
         );
+    }
+
+    #[test]
+    fn timed_lookups_count_once_in_their_outcome() {
+        let lookup = |outcome: u8, ns: u64| {
+            let mut e = Event::new(EventKind::NodeAccess, 1).nid(3);
+            e.reason = outcome;
+            e.latency_ns = ns;
+            e
+        };
+        let mut c = Counters::default();
+        for (outcome, ns) in [
+            (crate::RETRIEVAL_HIT, 300),
+            (crate::RETRIEVAL_HIT, 0),
+            (crate::RETRIEVAL_DISK_READ, 1_000_000),
+            (crate::RETRIEVAL_RESTORE, 5_000),
+            (crate::RETRIEVAL_WAITED, 70_000),
+            (crate::RETRIEVAL_ERROR, 900),
+            // untimed and unknown codes: not retrievals
+            (0, 0),
+            (9, 50),
+        ] {
+            c.record(&lookup(outcome, ns).decode());
+        }
+        let r = c.retrievals;
+        assert_eq!(r.count(), 6);
+        assert_eq!(r.get(Outcome::Hit).count, 2);
+        assert_eq!(r.get(Outcome::Hit).total_ns, 301);
+        assert_eq!(r.get(Outcome::DiskRead).log2_ns[19], 1);
+        assert_eq!(r.wait_ns(), 301 + 1_000_000 + 5_000 + 70_000 + 900);
+        assert_eq!(r.all().count, 6);
+        assert_eq!(c.events(), 0, "lookups are not node-cache events");
+        let mut twice = c;
+        twice.add(&c);
+        assert_eq!(twice.retrievals.since(&c.retrievals), c.retrievals);
+        assert_eq!(twice.since(&c).retrievals.get(Outcome::Waited).count, 1);
     }
 }

@@ -45,6 +45,8 @@ pub const ACCESS_SEEN: &str = "ACCESS_SEEN";
 pub const ACCESS_COUNTS: &str = "ACCESS_COUNTS";
 /// Per CPU, the node lookups not yet sent (`AccessBatch`).
 pub const ACCESS_BATCH: &str = "ACCESS_BATCH";
+/// Per thread, its timed node lookup in progress: start, arguments, what it saw.
+pub const LOOKUP_TIMING: &str = "LOOKUP_TIMING";
 /// F2FS superblocks torn down (`kill_f2fs_super` returns) since loading.
 pub const SB_GENERATION: &str = "SB_GENERATION";
 /// The RFC probes' decoding specs, index = EventKind.
@@ -57,7 +59,7 @@ pub const RFC_STASH: &str = "RFC_STASH";
 pub const BENCH_SETTINGS: &str = "BENCH_SETTINGS";
 
 /// Every map of the object.
-pub const ALL: [&str; 26] = [
+pub const ALL: [&str; 27] = [
     EVENTS,
     DROPS,
     CONFIG,
@@ -78,6 +80,7 @@ pub const ALL: [&str; 26] = [
     ACCESS_COUNTS,
     ACCESS_BATCH,
     SB_GENERATION,
+    LOOKUP_TIMING,
     RFC_SPECS,
     RFC_COUNTS,
     RFC_STASH,

@@ -42,6 +42,14 @@ use crate::{
 pub(crate) const PROG_ACCESS: &str = "f2fs_node_access";
 /// The same program as an fentry (BPF trampoline) program.
 pub(crate) const PROG_ACCESS_FENTRY: &str = "f2fs_node_access_fentry";
+/// A timed lookup's return (issue 51), as a kretprobe and as fexit.
+pub(crate) const PROG_ACCESS_RETURN: &str = "f2fs_node_access_return";
+pub(crate) const PROG_ACCESS_FEXIT: &str = "f2fs_node_access_fexit";
+/// Marks a timed lookup that waits on a locked page (another's read in flight).
+pub(crate) const PROG_LOCK_WAIT: &str = "f2fs_lookup_lock_wait";
+/// The page cache's sleeping page lock, the slow path of `folio_lock` (5.16+) / `lock_page`:
+/// a lookup that finds its node page locked (being read by another task) waits in it.
+pub(crate) const LOCK_WAIT_FUNCTIONS: [&str; 2] = ["__folio_lock", "__lock_page"];
 pub(crate) const PROG_EVICT: &str = "f2fs_node_evict";
 /// Sends a CPU's batch of lookups when run there (never attached).
 pub(crate) const PROG_FLUSH: &str = "f2fs_access_flush";
@@ -99,6 +107,11 @@ pub(crate) struct AccessPlan {
     pub evict_tracepoint: Option<String>,
     /// Why a part is missing, one line each.
     pub missing: Vec<String>,
+    /// Lookups are timed (`--lookup-latency`): a return program on each lookup function too.
+    pub timed: bool,
+    /// The page-lock function whose entry marks a timed lookup as waiting on another's read
+    /// (`LOCK_WAIT_FUNCTIONS`), when timed and the kernel has one.
+    pub lock_wait: Option<String>,
     #[serde(skip)]
     pub layout: AccessLayout,
 }
@@ -116,6 +129,18 @@ impl AccessPlan {
                 .map(|f| format!("{} {f}", self.lookup_hook))
                 .collect();
             let _ = writeln!(out, "{:<12} {}", "node_access", probes.join(" + "));
+        }
+        if self.timed {
+            let exit = if self.lookup_hook == "fentry" {
+                "fexit"
+            } else {
+                "kretprobe"
+            };
+            let wait = match &self.lock_wait {
+                Some(function) => format!(" + waits kprobe {function}"),
+                None => String::new(),
+            };
+            let _ = writeln!(out, "{:<12} timed: {exit} on each{wait}", "");
         }
         match &self.evict_tracepoint {
             Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "node_evict")),
@@ -166,8 +191,37 @@ pub(crate) fn plan(
         fentry_targets: Vec::new(),
         evict_tracepoint,
         missing,
+        timed: false,
+        lock_wait: None,
         layout,
     }
+}
+
+/// The plan with its lookups timed (issue 51): a return program beside each entry, and the
+/// page-lock function (`LOCK_WAIT_FUNCTIONS`, the first in kallsyms) that tells a lookup that
+/// waited on another's read from a hit. Without one, such lookups count as hits (said).
+pub(crate) fn with_timing(mut plan: AccessPlan, kallsyms: &str) -> AccessPlan {
+    if plan.lookup_functions.is_empty() {
+        return plan;
+    }
+    plan.timed = true;
+    plan.layout.time_lookups = 1;
+    let names: Vec<&str> = kallsyms
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .collect();
+    plan.lock_wait = LOCK_WAIT_FUNCTIONS
+        .iter()
+        .find(|f| names.contains(f))
+        .map(|f| f.to_string());
+    if plan.lock_wait.is_none() {
+        plan.missing.push(format!(
+            "node_access: none of {} in /proc/kallsyms: a lookup that waits on another's \
+             read counts as a hit",
+            LOCK_WAIT_FUNCTIONS.join(", ")
+        ));
+    }
+    plan
 }
 
 /// The plan with fentry for every lookup function, when `targets` has each one's BTF id; else
@@ -275,8 +329,8 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
     })
 }
 
-/// The plan for the running kernel.
-pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
+/// The plan for the running kernel; `timed`: lookups timed (`--lookup-latency`).
+pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
     let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
     let btf = bpf::discover::btf::this_kernel();
     let offsets = btf
@@ -304,7 +358,12 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
             .map(|function| BtfTarget::find(btf, files, function))
             .collect()
     });
-    with_fentry(plan, targets)
+    let plan = with_fentry(plan, targets);
+    if timed {
+        with_timing(plan, &kallsyms)
+    } else {
+        plan
+    }
 }
 
 /// What `attach` attached: each attachment's outcome, and the trampolines' links, which
@@ -337,7 +396,20 @@ pub(crate) fn attach(
     let map = ebpf.named_map_mut(maps::ACCESS_LAYOUT)?;
     let mut layouts: Array<_, AccessLayout> = Array::try_from(map)?;
     layouts.set(0, layout, 0).context("writing ACCESS_LAYOUT")?;
+    super::attach::write_config(
+        ebpf,
+        tracer_common::CONFIG_TIME_LOOKUPS,
+        u32::from(plan.timed),
+    )?;
     load_flush(ebpf)?;
+    if let Some(function) = plan.lock_wait.as_deref().filter(|_| plan.timed) {
+        let result = attach_kprobe(ebpf, PROG_LOCK_WAIT, function);
+        outcomes.push(AttachOutcome::of(
+            "node_access_waits",
+            format!("kprobe {function}"),
+            result,
+        ));
+    }
     let mut trampolines = Vec::new();
     let mut programs: Option<Result<TracingPrograms>> = None;
     for function in &plan.lookup_functions {
@@ -346,13 +418,34 @@ pub(crate) fn attach(
             Some(target) => {
                 let programs = programs
                     .get_or_insert_with(|| TracingPrograms::new(bpf::object(), ebpf, taken));
+                // Timed: the return first, so that no entry is kept without its return.
                 let linked = match programs {
-                    Ok(programs) => programs.attach(PROG_ACCESS_FENTRY, target, Hook::Entry),
+                    Ok(programs) => {
+                        let exit = if plan.timed {
+                            programs
+                                .attach(PROG_ACCESS_FEXIT, target, Hook::Exit)
+                                .map(Some)
+                        } else {
+                            Ok(None)
+                        };
+                        exit.and_then(|exit| {
+                            let entry = programs.attach(PROG_ACCESS_FENTRY, target, Hook::Entry)?;
+                            Ok((entry, exit))
+                        })
+                    }
                     Err(err) => Err(anyhow::anyhow!("{err:#}")),
                 };
                 match linked {
-                    Ok(link) => {
+                    Ok((link, exit)) => {
                         trampolines.push(link);
+                        if let Some(exit) = exit {
+                            trampolines.push(exit);
+                            outcomes.push(AttachOutcome::of(
+                                "node_access_return",
+                                format!("fexit {function}"),
+                                Ok(()),
+                            ));
+                        }
                         outcomes.push(AttachOutcome::of(
                             "node_access",
                             format!("fentry {function}"),
@@ -364,7 +457,7 @@ pub(crate) fn attach(
                 }
             }
         };
-        let result = attach_lookup(ebpf, function);
+        let result = attach_lookup(ebpf, function, plan.timed);
         let target = match refused {
             Some(why) => format!("kprobe {function} (fentry refused: {why})"),
             None => format!("kprobe {function}"),
@@ -385,8 +478,12 @@ pub(crate) fn attach(
     })
 }
 
-fn attach_lookup(ebpf: &mut Ebpf, function: &str) -> Result<()> {
+fn attach_lookup(ebpf: &mut Ebpf, function: &str, timed: bool) -> Result<()> {
     bpf::arch::ensure_registers_match(&format!("kprobe {function}"))?;
+    if timed {
+        // The return first, so that no entry is kept without its return.
+        attach_kprobe(ebpf, PROG_ACCESS_RETURN, function)?;
+    }
     // One program, as many attachments as the kernel has lookup functions.
     attach_kprobe(ebpf, PROG_ACCESS, function)
 }

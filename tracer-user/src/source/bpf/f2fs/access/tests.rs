@@ -55,6 +55,8 @@ fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
         evict_index: 24,
         evict_dev: 32,
         cache_device: 0,
+        time_lookups: 0,
+        _pad: 0,
     };
     assert_eq!(plan.layout, expected);
     assert_eq!(
@@ -62,6 +64,39 @@ fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
         "node_access  kprobe f2fs_get_node_page\n\
          node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n"
     );
+}
+
+/// Timed lookups (issue 51): a return program beside each entry, the layout's flag set, and
+/// the page lock's slow path found by name (the newer first); without one, said why.
+#[test]
+fn timed_lookups_add_the_return_and_the_page_lock_wait() {
+    let kallsyms =
+        format!("{KALLSYMS_6_1}ffffffff81234560 T __lock_page\nffffffff81234000 T __folio_lock\n");
+    let timed = with_timing(
+        plan(&kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
+        &kallsyms,
+    );
+    assert!(timed.timed);
+    assert_eq!(timed.layout.time_lookups, 1);
+    assert_eq!(timed.lock_wait.as_deref(), Some("__folio_lock"));
+    assert!(timed.missing.is_empty(), "{:?}", timed.missing);
+    assert_eq!(
+        timed.render(),
+        "node_access  kprobe f2fs_get_node_page\n             \
+         timed: kretprobe on each + waits kprobe __folio_lock\n\
+         node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n"
+    );
+    let no_lock = with_timing(
+        plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
+        KALLSYMS_6_1,
+    );
+    assert_eq!(no_lock.lock_wait, None);
+    assert_eq!(no_lock.missing.len(), 1);
+    assert!(no_lock.missing[0].contains("counts as a hit"));
+    // Nothing to time without a lookup function.
+    let none = with_timing(plan("", true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())), "");
+    assert!(!none.timed);
+    assert_eq!(none.layout.time_lookups, 0);
 }
 
 #[test]
@@ -171,6 +206,7 @@ fn batch_of(len: u32, first_nid: u32) -> AccessBatch {
             tgid: 41,
             dev: 0x80_0011,
             nid: first_nid + i,
+            ..Default::default()
         };
     }
     batch
@@ -250,6 +286,8 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
         fentry_targets: Vec::new(),
         evict_tracepoint: Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
         missing: Vec::new(),
+        timed: false,
+        lock_wait: None,
         layout,
     };
 
