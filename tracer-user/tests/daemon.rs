@@ -327,7 +327,7 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_
         .map(|line| (line["t"].to_string(), line))
         .collect();
     for line in &lines {
-        assert_eq!(line["version"], 3);
+        assert_eq!(line["version"], 4);
         let t = line["t"].to_string();
         // The simulator splits node reads by node type from its own disk; a replay has no
         // image to do that with (`--image` would give it one): the rest is the same.
