@@ -61,6 +61,9 @@ pub(crate) struct Report {
     pub complete: bool,
     /// Where the file stopped being readable, if it did.
     pub damage: Option<String>,
+    /// Each timed lookup's time (issue 51), for `report --compare`.
+    #[serde(skip)]
+    pub lookup_times: super::lookup_times::LookupTimes,
 }
 
 fn totals_json<S: serde::Serializer>(totals: &Counters, serializer: S) -> Result<S::Ok, S::Error> {
@@ -99,12 +102,21 @@ pub(crate) fn build<R: std::io::Read>(
     let mut damage = None;
     let mut last = header.clock_origin_ns;
     let mut node_types = image.as_ref().map(|i| NodeTypeReads::new(i.name.clone()));
+    let mut lookup_times = super::lookup_times::LookupTimes::default();
     while let Some(item) = reader.next_item() {
         match item {
             Ok(Item::Events(events)) => {
                 for event in &events {
                     model.ingest(event);
                     tally(event, &mut slot_mix, &mut devices);
+                    if let Decoded::NodeAccess {
+                        nid,
+                        retrieval: Some(retrieval),
+                        ..
+                    } = event.decode()
+                    {
+                        lookup_times.add(event.dev, nid, retrieval.latency_ns.max(1));
+                    }
                     if let (Some(image), Some(types)) = (&image, &mut node_types) {
                         if let Decoded::NodeRead { nid, readahead, .. } = event.decode() {
                             types.counts.count(image.nodes, nid, readahead);
@@ -160,6 +172,7 @@ pub(crate) fn build<R: std::io::Read>(
         drops: totals.lost,
         complete: footer.is_some() && damage.is_none(),
         damage: damage.map(|d| d.to_string()),
+        lookup_times,
     }
 }
 
