@@ -141,6 +141,8 @@ impl Emitter {
         if let Some(event) = at.and_then(|at| self.events.get_mut(at)) {
             event.reason = outcome;
             event.latency_ns = latency_ns.max(1);
+            // The lookup's own demand reads: one for a disk read.
+            event.len = u32::from(outcome == tracer_common::RETRIEVAL_DISK_READ);
         }
     }
 

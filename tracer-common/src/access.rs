@@ -118,7 +118,10 @@ pub struct AccessRecord {
     pub latency_ns: u32,
     /// `RETRIEVAL_*`, 0 untimed.
     pub outcome: u8,
-    pub _pad: [u8; 3],
+    /// A timed lookup's demand node reads submitted on its thread while it ran (saturated at
+    /// 255): 1 for a disk read, more where the lookup read again (its page changed under it).
+    pub reads: u8,
+    pub _pad: [u8; 2],
 }
 
 /// A CPU's lookups since its last batch went out (`ACCESS_BATCH`, per-CPU, index 0), and the
@@ -134,7 +137,10 @@ pub struct AccessBatch {
     /// Non-zero while a lookup appends: the flush program, run by an interrupt on this CPU,
     /// leaves the batch alone then (the append sends it when it is due).
     pub busy: u32,
-    pub _pad: u32,
+    /// The process (tgid) of this CPU's last lookup. A lookup of another process goes out as
+    /// a single event with its uid and comm, ahead of the batches, so that the reader can name
+    /// the process of the batched ones (whose records carry neither).
+    pub last_tgid: u32,
     /// The jiffies count of this CPU's last clock read, and what the clock read then: a lookup
     /// in the same tick takes that time instead of reading the clock (see [`AccessRecord`]).
     pub tick_jiffies: u64,
@@ -171,6 +177,7 @@ impl AccessBatch {
             event.tgid = record.tgid;
             event.latency_ns = u64::from(record.latency_ns);
             event.reason = record.outcome;
+            event.len = u32::from(record.reads);
             event
         })
     }

@@ -169,6 +169,10 @@ impl LatencyHistogram {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retrievals {
     pub by_outcome: [LatencyHistogram; 5],
+    /// The demand node reads the lookups submitted themselves (a disk-read lookup's one, and
+    /// any it read again): what the node reads are when every demand read is a lookup's.
+    #[serde(default)]
+    pub node_reads: u64,
 }
 
 impl Retrievals {
@@ -176,6 +180,7 @@ impl Retrievals {
     /// the lookup still counts.
     pub fn record(&mut self, retrieval: Retrieval) {
         self.by_outcome[retrieval.outcome.index()].record(retrieval.latency_ns.max(1));
+        self.node_reads += u64::from(retrieval.reads);
     }
 
     pub fn get(&self, outcome: Outcome) -> &LatencyHistogram {
@@ -207,6 +212,7 @@ impl Retrievals {
         for (mine, theirs) in self.by_outcome.iter_mut().zip(&other.by_outcome) {
             mine.add(theirs);
         }
+        self.node_reads += other.node_reads;
     }
 
     pub fn since(&self, earlier: &Retrievals) -> Retrievals {
@@ -214,6 +220,7 @@ impl Retrievals {
         for (mine, theirs) in span.by_outcome.iter_mut().zip(&earlier.by_outcome) {
             *mine = mine.since(theirs);
         }
+        span.node_reads = self.node_reads.saturating_sub(earlier.node_reads);
         span
     }
 }

@@ -401,6 +401,8 @@ impl SecondChanceBy {
 pub struct Retrieval {
     pub outcome: Outcome,
     pub latency_ns: u64,
+    /// Demand node reads the lookup's thread submitted while it ran (the event's `len`).
+    pub reads: u32,
 }
 
 /// A timed lookup's outcome (`RETRIEVAL_*`, tracer-common's access.rs says what each means).
@@ -561,6 +563,7 @@ impl Event {
                 retrieval: Outcome::from_code(self.reason).map(|outcome| Retrieval {
                     outcome,
                     latency_ns: self.latency_ns,
+                    reads: self.len,
                 }),
             },
             EventKind::NodeEvict => Decoded::NodeEvict { nid },

@@ -83,7 +83,7 @@ mod tests {
             len: 2,
             first_ts_ns: 5,
             busy: 0,
-            _pad: 0,
+            last_tgid: 0,
             tick_jiffies: 0,
             tick_ts_ns: 0,
             records: [AccessRecord::default(); ACCESS_BATCH_RECORDS],
@@ -104,7 +104,8 @@ mod tests {
             nid: 101,
             latency_ns: 4_000,
             outcome: RETRIEVAL_DISK_READ,
-            _pad: [0; 3],
+            reads: 1,
+            _pad: [0; 2],
         };
         // SAFETY: AccessBatch is plain old data; the slice borrows it.
         let bytes = unsafe {
@@ -139,7 +140,8 @@ mod tests {
                 access: Access::Lookup,
                 retrieval: Some(Retrieval {
                     outcome: Outcome::DiskRead,
-                    latency_ns: 4_000
+                    latency_ns: 4_000,
+                    reads: 1,
                 }),
             }
         );

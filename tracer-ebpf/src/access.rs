@@ -22,7 +22,8 @@ use aya_ebpf::{
 use tracer_common::{
     retrieval_outcome, AccessBatch, AccessLayout, AccessRecord, EventKind, ACCESS_BATCH_MAGIC,
     ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
-    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS, LOOKUP_SAW_WAIT,
+    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS, LOOKUP_SAW_READ,
+    LOOKUP_SAW_WAIT,
 };
 
 use crate::maps::{count_drops, emit_batched, fill_thread, EVENTS, WAKEUP_BYTES};
@@ -73,19 +74,26 @@ pub(crate) struct LookupTiming {
     nid: u64,
     /// `LOOKUP_SAW_*`, set by the node-read, restore and page-lock programs on this thread.
     seen: u32,
-    _pad: u32,
+    /// Demand node reads on this thread during the lookup.
+    reads: u32,
 }
 
 #[map(name = "LOOKUP_TIMING")]
 static LOOKUP_TIMING: HashMap<u64, LookupTiming> = HashMap::with_max_entries(16384, 0);
 
-/// Note `what` (`LOOKUP_SAW_*`) in this thread's timed lookup, if one is open.
+/// Note `what` (`LOOKUP_SAW_*`) in this thread's timed lookup, if one is open; a read is also
+/// counted.
 #[inline(always)]
 pub(crate) fn lookup_saw(what: u32) {
     if let Some(timing) = LOOKUP_TIMING.get_ptr_mut(&bpf_get_current_pid_tgid()) {
         // SAFETY: this thread's entry; only this thread writes it, and the map's values are
         // preallocated, so the pointer stays valid for the program's run.
-        unsafe { (*timing).seen |= what };
+        unsafe {
+            (*timing).seen |= what;
+            if what == LOOKUP_SAW_READ {
+                (*timing).reads += 1;
+            }
+        }
     }
 }
 
@@ -139,7 +147,7 @@ fn on_entry(sbi: u64, nid: u64) -> Option<()> {
         sbi,
         nid,
         seen: 0,
-        _pad: 0,
+        reads: 0,
     };
     // One open lookup per thread (none calls another): a newer entry replaces an entry whose
     // return was missed.
@@ -188,6 +196,7 @@ fn on_return(ret: i64) -> Option<()> {
         start_ns: timing.start_ns,
         latency_ns: latency.clamp(1, u64::from(u32::MAX)) as u32,
         outcome: retrieval_outcome(timing.seen, error),
+        reads: timing.reads.min(255) as u8,
     };
     let layout = ACCESS_LAYOUT.get(0)?;
     on_access(timing.sbi, timing.nid, layout, timed)
@@ -210,6 +219,7 @@ enum Timed {
         start_ns: u64,
         latency_ns: u32,
         outcome: u8,
+        reads: u8,
     },
 }
 
@@ -230,7 +240,15 @@ fn on_access(sbi: u64, nid: u64, layout: &AccessLayout, timed: Timed) -> Option<
         core::ptr::write_volatile(&mut (*batch).busy, 1);
         if let Some(dev) = device_of(sbi, layout) {
             count(ACCESS_COUNT_LOOKUPS);
-            append(&mut *batch, dev, nid, timed);
+            // A process this CPU did not look up for last goes out on its own, named.
+            let pid_tgid = bpf_get_current_pid_tgid();
+            let tgid = (pid_tgid >> 32) as u32;
+            if tgid != (*batch).last_tgid {
+                (*batch).last_tgid = tgid;
+                emit_single(dev, nid, timed, true);
+            } else {
+                append(&mut *batch, pid_tgid, dev, nid, timed);
+            }
         }
         core::ptr::write_volatile(&mut (*batch).busy, 0);
     }
@@ -244,33 +262,48 @@ fn on_access_unbatched(sbi: u64, nid: u64, layout: &AccessLayout, timed: Timed) 
     let dev: u32 = read_at(sb, layout.sb_s_dev)?;
     count(ACCESS_COUNT_LOOKUPS);
     count(ACCESS_COUNT_DEVICE_READS);
+    emit_single(dev, nid, timed, false);
+    Some(())
+}
+
+/// One lookup as a single event through the ring buffer's own lock; `named`: with its task's
+/// uid and comm (the first lookup of a process on this CPU), which the reader keeps for the
+/// process's batched lookups.
+#[inline(always)]
+fn emit_single(dev: u32, nid: u64, timed: Timed, named: bool) {
     emit_batched(|event| {
-        fill_thread(event, EventKind::NodeAccess);
+        if named {
+            crate::maps::fill_task(event, EventKind::NodeAccess);
+        } else {
+            fill_thread(event, EventKind::NodeAccess);
+        }
         event.dev = dev;
         event.nid = nid as u32;
         if let Timed::Yes {
             start_ns,
             latency_ns,
             outcome,
+            reads,
         } = timed
         {
             event.ts_ns = start_ns;
             event.latency_ns = u64::from(latency_ns);
             event.reason = outcome;
+            event.len = u32::from(reads);
         }
     });
-    Some(())
 }
 
-fn append(batch: &mut AccessBatch, dev: u32, nid: u64, timed: Timed) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let (ts_ns, latency_ns, outcome) = match timed {
-        Timed::No => (tick_time(batch), 0, 0),
+#[inline(always)]
+fn append(batch: &mut AccessBatch, pid_tgid: u64, dev: u32, nid: u64, timed: Timed) {
+    let (ts_ns, latency_ns, outcome, reads) = match timed {
+        Timed::No => (tick_time(batch), 0, 0, 0),
         Timed::Yes {
             start_ns,
             latency_ns,
             outcome,
-        } => (start_ns, latency_ns, outcome),
+            reads,
+        } => (start_ns, latency_ns, outcome, reads),
     };
     let len = batch.len as usize;
     let Some(record) = batch.records.get_mut(len) else {
@@ -285,7 +318,8 @@ fn append(batch: &mut AccessBatch, dev: u32, nid: u64, timed: Timed) {
         nid: nid as u32,
         latency_ns,
         outcome,
-        _pad: [0; 3],
+        reads,
+        _pad: [0; 2],
     };
     if len == 0 {
         batch.first_ts_ns = ts_ns;

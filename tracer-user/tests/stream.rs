@@ -108,6 +108,7 @@ fn simulated_lookups_are_timed_once_each_in_one_outcome() {
         r["wait_ns"].as_u64().unwrap()
     );
     assert_eq!(count("disk_read"), c["node_reads_demand"].as_u64().unwrap());
+    assert_eq!(r["node_reads"], c["node_reads_demand"]);
     assert_eq!(count("restore"), c["restores"].as_u64().unwrap());
     assert_eq!((count("waited"), count("error")), (0, 0));
     assert_eq!(total("hit"), count("hit") * sim::costs::RAW_HIT_NS);

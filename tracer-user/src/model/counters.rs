@@ -34,7 +34,8 @@ pub(crate) fn json(c: &Counters) -> Value {
     })
 }
 
-/// Timed node lookups (issue 51): `{"count": N, "wait_ns": N, "latency": <histogram of all>,
+/// Timed node lookups (issue 51): `{"count": N, "wait_ns": N, "node_reads": N (the demand
+/// node reads the lookups submitted themselves), "latency": <histogram of all>,
 /// "hit": <histogram>, "restore": .., "disk_read": .., "waited": .., "error": ..}`, each
 /// histogram as `restore_latency`'s. Every lookup is in one outcome: the outcomes' counts sum
 /// to `count`, their `total_ns` to `wait_ns`.
@@ -42,6 +43,7 @@ pub(crate) fn retrievals(r: &Retrievals) -> Value {
     let mut map = serde_json::Map::new();
     map.insert("count".into(), r.count().into());
     map.insert("wait_ns".into(), r.wait_ns().into());
+    map.insert("node_reads".into(), r.node_reads.into());
     map.insert("latency".into(), latency(&r.all()));
     for outcome in Outcome::ALL {
         map.insert(outcome.name().into(), latency(r.get(outcome)));

@@ -263,6 +263,7 @@ fn check_retrievals(
         ));
     }
     let disk_reads = retrievals.get("disk_read").get("count").u64();
+    let own_reads = retrievals.get("node_reads").u64();
     let demand = totals.get("node_reads_demand").u64();
     lines.push(format!(
         "  retrievals: timed {timed} = {} ; waited {:.3} ms in all",
@@ -270,11 +271,20 @@ fn check_retrievals(
         wait_ns as f64 / 1e6
     ));
     lines.push(format!(
-        "  retrievals: outcomes sum {sum}, node_access recorded {recorded}; disk_read {disk_reads}, \
-         demand node reads {demand}"
+        "  retrievals: outcomes sum {sum}, node_access recorded {recorded}; disk_read {disk_reads} \
+         lookups made {own_reads} demand node reads of their own, the recording's demand node \
+         reads {demand}"
     ));
+    let mut unnamed = 0;
     for app in report.get("apps").items() {
         let by_outcome = app.get("total").get("retrievals").get("by_outcome");
+        if app.get("app").get("name").str().is_empty() {
+            unnamed += by_outcome
+                .items()
+                .iter()
+                .map(|h| h.get("count").u64())
+                .sum::<u64>();
+        }
         let (count, ns) = by_outcome.items().iter().fold((0, 0), |(c, t), h| {
             (c + h.get("count").u64(), t + h.get("total_ns").u64())
         });
@@ -292,9 +302,18 @@ fn check_retrievals(
              ({wait_ns} ns) and the recorded node_access {recorded}"
         ));
     }
-    if disk_reads != demand {
+    // Every demand node read is a lookup's own; a lookup that read twice (its page changed
+    // under it) is one disk-read outcome and two reads.
+    if own_reads != demand || disk_reads > own_reads || disk_reads == 0 {
         failures.push(format!(
-            "retrievals: disk_read outcomes {disk_reads} must equal the demand node reads {demand}"
+            "retrievals: the lookups' own reads {own_reads} must equal the demand node reads \
+             {demand}, and the disk_read outcomes {disk_reads} be at most that"
+        ));
+    }
+    // Each lookup counts for its process's app (batched lookups named by their process).
+    if unnamed > 0 {
+        failures.push(format!(
+            "retrievals: {unnamed} lookups without a process name"
         ));
     }
 }

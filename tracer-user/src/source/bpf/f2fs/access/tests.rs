@@ -193,7 +193,7 @@ fn batch_of(len: u32, first_nid: u32) -> AccessBatch {
         len,
         first_ts_ns: 1_000,
         busy: 0,
-        _pad: 0,
+        last_tgid: 0,
         tick_jiffies: 0,
         tick_ts_ns: 0,
         records: [tracer_common::AccessRecord::default(); tracer_common::ACCESS_BATCH_RECORDS],
