@@ -24,6 +24,15 @@ pub struct AccessLayout {
     /// start per thread (`LOOKUP_TIMING`) and the return program (kretprobe or fexit on the
     /// same function) appends the record with its latency and outcome (`RETRIEVAL_*`).
     pub time_lookups: u16,
+    /// Non-zero when the block layer's request tracepoints are hooked for timed lookups: a disk
+    /// read's request from issue to completion (its device time) goes into its lookup.
+    pub time_device: u16,
+    /// Offsets of `block:block_rq_issue`'s and `block:block_rq_complete`'s `dev` (4 bytes)
+    /// and `sector` (8), from their format files.
+    pub block_issue_dev: u16,
+    pub block_issue_sector: u16,
+    pub block_complete_dev: u16,
+    pub block_complete_sector: u16,
     pub _pad: u16,
 }
 
@@ -58,6 +67,16 @@ pub const RETRIEVAL_OUTCOME_COUNT: usize = 5;
 pub const LOOKUP_SAW_READ: u32 = 1 << 0;
 pub const LOOKUP_SAW_RESTORE: u32 = 1 << 1;
 pub const LOOKUP_SAW_WAIT: u32 = 1 << 2;
+
+/// `BLOCK_IO`'s key: a block request by its device (the disk's, as the block tracepoints print
+/// it) and first sector.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BlockKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub sector: u64,
+}
 
 /// A timed lookup's outcome from what its thread saw while it ran and what it returned: an
 /// error first, then a restore, the lookup's own read, a wait on another's, else a hit.
@@ -122,6 +141,11 @@ pub struct AccessRecord {
     /// 255): 1 for a disk read, more where the lookup read again (its page changed under it).
     pub reads: u8,
     pub _pad: [u8; 2],
+    /// The device time of those reads, ns (saturated at u32::MAX): the block layer's request
+    /// from issue to completion, where the request was issued on the lookup's thread (0:
+    /// not measured).
+    pub device_ns: u32,
+    pub _pad2: u32,
 }
 
 /// A CPU's lookups since its last batch went out (`ACCESS_BATCH`, per-CPU, index 0), and the
@@ -175,7 +199,8 @@ impl AccessBatch {
                 .nid(record.nid);
             event.pid = record.pid;
             event.tgid = record.tgid;
-            event.latency_ns = u64::from(record.latency_ns);
+            // A timed lookup's event: latency in the low 32 bits, device time in the high.
+            event.latency_ns = u64::from(record.latency_ns) | u64::from(record.device_ns) << 32;
             event.reason = record.outcome;
             event.len = u32::from(record.reads);
             event

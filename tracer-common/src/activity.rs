@@ -173,6 +173,10 @@ pub struct Retrievals {
     /// any it read again): what the node reads are when every demand read is a lookup's.
     #[serde(default)]
     pub node_reads: u64,
+    /// The device time of the lookups' reads where measured (the block layer's request from
+    /// issue to completion): a disk read's time less this is time waited elsewhere.
+    #[serde(default)]
+    pub device: LatencyHistogram,
 }
 
 impl Retrievals {
@@ -181,6 +185,7 @@ impl Retrievals {
     pub fn record(&mut self, retrieval: Retrieval) {
         self.by_outcome[retrieval.outcome.index()].record(retrieval.latency_ns.max(1));
         self.node_reads += u64::from(retrieval.reads);
+        self.device.record(retrieval.device_ns);
     }
 
     pub fn get(&self, outcome: Outcome) -> &LatencyHistogram {
@@ -213,6 +218,7 @@ impl Retrievals {
             mine.add(theirs);
         }
         self.node_reads += other.node_reads;
+        self.device.add(&other.device);
     }
 
     pub fn since(&self, earlier: &Retrievals) -> Retrievals {
@@ -221,6 +227,7 @@ impl Retrievals {
             *mine = mine.since(theirs);
         }
         span.node_reads = self.node_reads.saturating_sub(earlier.node_reads);
+        span.device = self.device.since(&earlier.device);
         span
     }
 }

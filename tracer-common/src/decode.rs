@@ -403,6 +403,8 @@ pub struct Retrieval {
     pub latency_ns: u64,
     /// Demand node reads the lookup's thread submitted while it ran (the event's `len`).
     pub reads: u32,
+    /// Those reads' device time, the block layer's issue to completion (0: not measured).
+    pub device_ns: u64,
 }
 
 /// A timed lookup's outcome (`RETRIEVAL_*`, tracer-common's access.rs says what each means).
@@ -560,10 +562,12 @@ impl Event {
             EventKind::NodeAccess => Decoded::NodeAccess {
                 nid,
                 access: Access::from_flags(self.flags),
+                // latency_ns: the time in the low 32 bits, the device time in the high.
                 retrieval: Outcome::from_code(self.reason).map(|outcome| Retrieval {
                     outcome,
-                    latency_ns: self.latency_ns,
+                    latency_ns: self.latency_ns & u64::from(u32::MAX),
                     reads: self.len,
+                    device_ns: self.latency_ns >> 32,
                 }),
             },
             EventKind::NodeEvict => Decoded::NodeEvict { nid },

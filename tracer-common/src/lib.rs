@@ -68,7 +68,7 @@ mod tests {
 
     #[test]
     fn an_access_batch_fits_a_per_cpu_value_and_is_never_taken_for_an_event() {
-        assert_eq!(core::mem::size_of::<AccessRecord>(), 32);
+        assert_eq!(core::mem::size_of::<AccessRecord>(), 40);
         assert_eq!(
             core::mem::size_of::<AccessBatch>(),
             40 + ACCESS_BATCH_RECORDS * core::mem::size_of::<AccessRecord>()
@@ -106,6 +106,8 @@ mod tests {
             outcome: RETRIEVAL_DISK_READ,
             reads: 1,
             _pad: [0; 2],
+            device_ns: 3_000,
+            _pad2: 0,
         };
         // SAFETY: AccessBatch is plain old data; the slice borrows it.
         let bytes = unsafe {
@@ -142,6 +144,7 @@ mod tests {
                     outcome: Outcome::DiskRead,
                     latency_ns: 4_000,
                     reads: 1,
+                    device_ns: 3_000,
                 }),
             }
         );

@@ -13,15 +13,15 @@ use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
     macros::{fentry, fexit, kprobe, kretprobe, map, raw_tracepoint, tracepoint},
-    maps::{Array, HashMap, PerCpuArray},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray},
     programs::{
         FEntryContext, FExitContext, ProbeContext, RawTracePointContext, RetProbeContext,
         TracePointContext,
     },
 };
 use tracer_common::{
-    retrieval_outcome, AccessBatch, AccessLayout, AccessRecord, EventKind, ACCESS_BATCH_MAGIC,
-    ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
+    retrieval_outcome, AccessBatch, AccessLayout, AccessRecord, BlockKey, EventKind,
+    ACCESS_BATCH_MAGIC, ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
     ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS, LOOKUP_SAW_READ,
     LOOKUP_SAW_WAIT,
 };
@@ -76,7 +76,24 @@ pub(crate) struct LookupTiming {
     seen: u32,
     /// Demand node reads on this thread during the lookup.
     reads: u32,
+    /// Whether a block request of this lookup's read was seen issued on its thread, and the
+    /// device time of its completed requests.
+    issued: u64,
+    device_ns: u64,
 }
+
+/// A timed lookup's block request in flight: its thread and when it was issued.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BlockIo {
+    pid_tgid: u64,
+    issue_ns: u64,
+}
+
+/// Requests by (device, sector). LRU: a completion the kernel did not run the program for
+/// (another BPF program running on that CPU) leaves an entry that ages out.
+#[map(name = "BLOCK_IO")]
+static BLOCK_IO: LruHashMap<BlockKey, BlockIo> = LruHashMap::with_max_entries(4096, 0);
 
 #[map(name = "LOOKUP_TIMING")]
 static LOOKUP_TIMING: HashMap<u64, LookupTiming> = HashMap::with_max_entries(16384, 0);
@@ -148,6 +165,8 @@ fn on_entry(sbi: u64, nid: u64) -> Option<()> {
         nid,
         seen: 0,
         reads: 0,
+        issued: 0,
+        device_ns: 0,
     };
     // One open lookup per thread (none calls another): a newer entry replaces an entry whose
     // return was missed.
@@ -197,6 +216,7 @@ fn on_return(ret: i64) -> Option<()> {
         latency_ns: latency.clamp(1, u64::from(u32::MAX)) as u32,
         outcome: retrieval_outcome(timing.seen, error),
         reads: timing.reads.min(255) as u8,
+        device_ns: timing.device_ns.min(u64::from(u32::MAX)) as u32,
     };
     let layout = ACCESS_LAYOUT.get(0)?;
     on_access(timing.sbi, timing.nid, layout, timed)
@@ -211,6 +231,71 @@ pub fn f2fs_lookup_lock_wait(_ctx: ProbeContext) -> u32 {
     0
 }
 
+/// `block:block_rq_issue`, hooked only when lookups are timed: a request issued on the thread
+/// of a timed lookup that has submitted its read (and none issued yet) is that read's; its
+/// issue time is kept by device and sector until it completes.
+#[tracepoint]
+pub fn f2fs_lookup_block_issue(ctx: TracePointContext) -> u32 {
+    let _ = on_block_issue(&ctx);
+    0
+}
+
+fn on_block_issue(ctx: &TracePointContext) -> Option<()> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let timing = LOOKUP_TIMING.get_ptr_mut(&pid_tgid)?;
+    let layout = ACCESS_LAYOUT.get(0)?;
+    // SAFETY: this thread's entry, written only by this thread (see lookup_saw).
+    unsafe {
+        if (*timing).seen & LOOKUP_SAW_READ == 0 || (*timing).issued != 0 {
+            return None;
+        }
+        (*timing).issued = 1;
+    }
+    let key = block_key(ctx, layout.block_issue_dev, layout.block_issue_sector)?;
+    let io = BlockIo {
+        pid_tgid,
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        issue_ns: unsafe { bpf_ktime_get_ns() },
+    };
+    BLOCK_IO.insert(&key, &io, 0).ok()
+}
+
+/// `block:block_rq_complete`: a timed lookup's request done; its device time goes to the
+/// lookup, if it is still open (it waits for this read, so it is).
+#[tracepoint]
+pub fn f2fs_lookup_block_complete(ctx: TracePointContext) -> u32 {
+    let _ = on_block_complete(&ctx);
+    0
+}
+
+fn on_block_complete(ctx: &TracePointContext) -> Option<()> {
+    let layout = ACCESS_LAYOUT.get(0)?;
+    let key = block_key(ctx, layout.block_complete_dev, layout.block_complete_sector)?;
+    // SAFETY: a plain copy, removed at once.
+    let io = unsafe { BLOCK_IO.get(&key) }.copied()?;
+    let _ = BLOCK_IO.remove(&key);
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let took = unsafe { bpf_ktime_get_ns() }.saturating_sub(io.issue_ns);
+    let timing = LOOKUP_TIMING.get_ptr_mut(&io.pid_tgid)?;
+    // SAFETY: the lookup's entry; its thread sleeps on this very read, so nothing else writes
+    // it meanwhile.
+    unsafe { (*timing).device_ns += took.max(1) };
+    Some(())
+}
+
+/// A block request's key from its record: `dev` and `sector` at the format file's offsets.
+fn block_key(ctx: &TracePointContext, dev: u16, sector: u16) -> Option<BlockKey> {
+    // SAFETY: offsets from this tracepoint's format file, inside the record.
+    let dev: u32 = unsafe { ctx.read_at(usize::from(dev)) }.ok()?;
+    // SAFETY: as above.
+    let sector: u64 = unsafe { ctx.read_at(usize::from(sector)) }.ok()?;
+    Some(BlockKey {
+        dev,
+        _pad: 0,
+        sector,
+    })
+}
+
 /// A lookup as recorded: untimed (the tick's time) or timed (its start, time and outcome).
 #[derive(Clone, Copy)]
 enum Timed {
@@ -220,6 +305,7 @@ enum Timed {
         latency_ns: u32,
         outcome: u8,
         reads: u8,
+        device_ns: u32,
     },
 }
 
@@ -284,10 +370,11 @@ fn emit_single(dev: u32, nid: u64, timed: Timed, named: bool) {
             latency_ns,
             outcome,
             reads,
+            device_ns,
         } = timed
         {
             event.ts_ns = start_ns;
-            event.latency_ns = u64::from(latency_ns);
+            event.latency_ns = u64::from(latency_ns) | u64::from(device_ns) << 32;
             event.reason = outcome;
             event.len = u32::from(reads);
         }
@@ -296,14 +383,15 @@ fn emit_single(dev: u32, nid: u64, timed: Timed, named: bool) {
 
 #[inline(always)]
 fn append(batch: &mut AccessBatch, pid_tgid: u64, dev: u32, nid: u64, timed: Timed) {
-    let (ts_ns, latency_ns, outcome, reads) = match timed {
-        Timed::No => (tick_time(batch), 0, 0, 0),
+    let (ts_ns, latency_ns, outcome, reads, device_ns) = match timed {
+        Timed::No => (tick_time(batch), 0, 0, 0, 0),
         Timed::Yes {
             start_ns,
             latency_ns,
             outcome,
             reads,
-        } => (start_ns, latency_ns, outcome, reads),
+            device_ns,
+        } => (start_ns, latency_ns, outcome, reads, device_ns),
     };
     let len = batch.len as usize;
     let Some(record) = batch.records.get_mut(len) else {
@@ -320,6 +408,8 @@ fn append(batch: &mut AccessBatch, pid_tgid: u64, dev: u32, nid: u64, timed: Tim
         outcome,
         reads,
         _pad: [0; 2],
+        device_ns,
+        _pad2: 0,
     };
     if len == 0 {
         batch.first_ts_ns = ts_ns;

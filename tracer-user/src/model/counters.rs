@@ -35,7 +35,8 @@ pub(crate) fn json(c: &Counters) -> Value {
 }
 
 /// Timed node lookups (issue 51): `{"count": N, "wait_ns": N, "node_reads": N (the demand
-/// node reads the lookups submitted themselves), "latency": <histogram of all>,
+/// node reads the lookups submitted themselves), "latency": <histogram of all>, "device":
+/// <histogram of the reads' device time, block layer issue to completion, where measured>,
 /// "hit": <histogram>, "restore": .., "disk_read": .., "waited": .., "error": ..}`, each
 /// histogram as `restore_latency`'s. Every lookup is in one outcome: the outcomes' counts sum
 /// to `count`, their `total_ns` to `wait_ns`.
@@ -45,6 +46,7 @@ pub(crate) fn retrievals(r: &Retrievals) -> Value {
     map.insert("wait_ns".into(), r.wait_ns().into());
     map.insert("node_reads".into(), r.node_reads.into());
     map.insert("latency".into(), latency(&r.all()));
+    map.insert("device".into(), latency(&r.device));
     for outcome in Outcome::ALL {
         map.insert(outcome.name().into(), latency(r.get(outcome)));
     }

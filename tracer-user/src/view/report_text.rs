@@ -48,6 +48,13 @@ fn retrievals(r: &Retrievals) -> String {
             latency_words(r.get(outcome))
         );
     }
+    if r.device.count > 0 {
+        let _ = writeln!(
+            out,
+            "  device time of the reads (block layer issue to completion): {}",
+            latency_words(&r.device)
+        );
+    }
     out
 }
 

@@ -275,6 +275,23 @@ fn check_retrievals(
          lookups made {own_reads} demand node reads of their own, the recording's demand node \
          reads {demand}"
     ));
+    let device = retrievals.get("device");
+    let device_count = device.get("count").u64();
+    lines.push(format!(
+        "  retrievals: device time (block_rq_issue to complete) of {device_count} of the \
+         lookups' reads: mean {} p50 {} p99 {} ns, {:.3} ms in all",
+        device.get("mean_ns").u64(),
+        device.get("p50_ns").u64(),
+        device.get("p99_ns").u64(),
+        device.get("total_ns").u64() as f64 / 1e6
+    ));
+    // Timed where the read's request was issued on the lookup's thread: at most every lookup
+    // that read, and (virtio-blk issues directly) some.
+    if device_count == 0 || device_count > disk_reads {
+        failures.push(format!(
+            "retrievals: device time for {device_count} lookups, want 1..={disk_reads}"
+        ));
+    }
     let mut unnamed = 0;
     for app in report.get("apps").items() {
         let by_outcome = app.get("total").get("retrievals").get("by_outcome");

@@ -47,6 +47,12 @@ pub(crate) const PROG_ACCESS_RETURN: &str = "f2fs_node_access_return";
 pub(crate) const PROG_ACCESS_FEXIT: &str = "f2fs_node_access_fexit";
 /// Marks a timed lookup that waits on a locked page (another's read in flight).
 pub(crate) const PROG_LOCK_WAIT: &str = "f2fs_lookup_lock_wait";
+/// A timed lookup's read through the block layer: its request issued and completed.
+pub(crate) const PROG_BLOCK_ISSUE: &str = "f2fs_lookup_block_issue";
+pub(crate) const PROG_BLOCK_COMPLETE: &str = "f2fs_lookup_block_complete";
+pub(crate) const BLOCK_CATEGORY: &str = "block";
+pub(crate) const BLOCK_ISSUE: &str = "block_rq_issue";
+pub(crate) const BLOCK_COMPLETE: &str = "block_rq_complete";
 /// The page cache's sleeping page lock, the slow path of `folio_lock` (5.16+) / `lock_page`:
 /// a lookup that finds its node page locked (being read by another task) waits in it.
 pub(crate) const LOCK_WAIT_FUNCTIONS: [&str; 2] = ["__folio_lock", "__lock_page"];
@@ -112,6 +118,8 @@ pub(crate) struct AccessPlan {
     /// The page-lock function whose entry marks a timed lookup as waiting on another's read
     /// (`LOCK_WAIT_FUNCTIONS`), when timed and the kernel has one.
     pub lock_wait: Option<String>,
+    /// The block layer's request tracepoints are hooked for the disk reads' device time.
+    pub device_time: bool,
     #[serde(skip)]
     pub layout: AccessLayout,
 }
@@ -140,7 +148,14 @@ impl AccessPlan {
                 Some(function) => format!(" + waits kprobe {function}"),
                 None => String::new(),
             };
-            let _ = writeln!(out, "{:<12} timed: {exit} on each{wait}", "");
+            let device = if self.device_time {
+                format!(
+                    " + device time tracepoints {BLOCK_CATEGORY}:{BLOCK_ISSUE}, {BLOCK_COMPLETE}"
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "{:<12} timed: {exit} on each{wait}{device}", "");
         }
         match &self.evict_tracepoint {
             Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "node_evict")),
@@ -193,6 +208,7 @@ pub(crate) fn plan(
         missing,
         timed: false,
         lock_wait: None,
+        device_time: false,
         layout,
     }
 }
@@ -200,6 +216,39 @@ pub(crate) fn plan(
 /// The plan with its lookups timed (issue 51): a return program beside each entry, and the
 /// page-lock function (`LOCK_WAIT_FUNCTIONS`, the first in kallsyms) that tells a lookup that
 /// waited on another's read from a hit. Without one, such lookups count as hits (said).
+/// The device time of timed lookups' reads: the block request tracepoints' `dev` and `sector`
+/// offsets from their format files (issue, complete). Without them the reads are timed whole.
+pub(crate) fn with_device_time(
+    mut plan: AccessPlan,
+    issue: Result<String>,
+    complete: Result<String>,
+) -> AccessPlan {
+    if !plan.timed {
+        return plan;
+    }
+    let offsets = |text: Result<String>| -> Result<(u16, u16)> {
+        let format = Format::parse(&text?).context("parsing its format file")?;
+        Ok((
+            field_offset(&format, "dev", 4)?,
+            field_offset(&format, "sector", 8)?,
+        ))
+    };
+    match (offsets(issue), offsets(complete)) {
+        (Ok((issue_dev, issue_sector)), Ok((complete_dev, complete_sector))) => {
+            plan.device_time = true;
+            plan.layout.time_device = 1;
+            plan.layout.block_issue_dev = issue_dev;
+            plan.layout.block_issue_sector = issue_sector;
+            plan.layout.block_complete_dev = complete_dev;
+            plan.layout.block_complete_sector = complete_sector;
+        }
+        (Err(err), _) | (_, Err(err)) => plan.missing.push(format!(
+            "node_access: device time: {BLOCK_CATEGORY}:{BLOCK_ISSUE}/{BLOCK_COMPLETE}: {err:#}"
+        )),
+    }
+    plan
+}
+
 pub(crate) fn with_timing(mut plan: AccessPlan, kallsyms: &str) -> AccessPlan {
     if plan.lookup_functions.is_empty() {
         return plan;
@@ -359,11 +408,28 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
             .collect()
     });
     let plan = with_fentry(plan, targets);
-    if timed {
-        with_timing(plan, &kallsyms)
-    } else {
-        plan
+    if !timed {
+        return plan;
     }
+    let plan = with_timing(plan, &kallsyms);
+    let block_format = |name: &str| {
+        system::tracefs()
+            .context("tracefs is not mounted")
+            .and_then(|root| {
+                let path = root
+                    .join("events")
+                    .join(BLOCK_CATEGORY)
+                    .join(name)
+                    .join("format");
+                super::planner::read_format(&path)
+                    .with_context(|| format!("reading {}", path.display()))
+            })
+    };
+    with_device_time(
+        plan,
+        block_format(BLOCK_ISSUE),
+        block_format(BLOCK_COMPLETE),
+    )
 }
 
 /// What `attach` attached: each attachment's outcome, and the trampolines' links, which
@@ -402,6 +468,19 @@ pub(crate) fn attach(
         u32::from(plan.timed),
     )?;
     load_flush(ebpf)?;
+    if plan.device_time {
+        for (program, tracepoint) in [
+            (PROG_BLOCK_ISSUE, BLOCK_ISSUE),
+            (PROG_BLOCK_COMPLETE, BLOCK_COMPLETE),
+        ] {
+            let result = attach_tracepoint(ebpf, program, BLOCK_CATEGORY, tracepoint);
+            outcomes.push(AttachOutcome::of(
+                "node_access_device",
+                format!("tracepoint {BLOCK_CATEGORY}:{tracepoint}"),
+                result,
+            ));
+        }
+    }
     if let Some(function) = plan.lock_wait.as_deref().filter(|_| plan.timed) {
         let result = attach_kprobe(ebpf, PROG_LOCK_WAIT, function);
         outcomes.push(AttachOutcome::of(
@@ -497,6 +576,18 @@ fn attach_kprobe(ebpf: &mut Ebpf, name: &str, function: &str) -> Result<()> {
     bpf::load_once(kp.fd().is_ok(), || kp.load())?;
     kp.attach(function, 0)
         .with_context(|| format!("attaching {name} to {function}"))?;
+    Ok(())
+}
+
+/// Load `name` (a tracepoint program) unless it is loaded, and attach it to `category:event`.
+fn attach_tracepoint(ebpf: &mut Ebpf, name: &str, category: &str, event: &str) -> Result<()> {
+    let program = ebpf
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the object"))?;
+    let tp: &mut TracePoint = program.try_into()?;
+    bpf::load_once(tp.fd().is_ok(), || tp.load())?;
+    tp.attach(category, event)
+        .with_context(|| format!("attaching tracepoint {category}:{event}"))?;
     Ok(())
 }
 

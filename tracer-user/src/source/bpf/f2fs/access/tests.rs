@@ -56,7 +56,7 @@ fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
         evict_dev: 32,
         cache_device: 0,
         time_lookups: 0,
-        _pad: 0,
+        ..AccessLayout::default()
     };
     assert_eq!(plan.layout, expected);
     assert_eq!(
@@ -97,6 +97,79 @@ fn timed_lookups_add_the_return_and_the_page_lock_wait() {
     let none = with_timing(plan("", true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())), "");
     assert!(!none.timed);
     assert_eq!(none.layout.time_lookups, 0);
+}
+
+/// 6.12's block request tracepoints (their format files' first fields).
+const BLOCK_RQ_ISSUE: &str = "name: block_rq_issue
+ID: 1234
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:sector_t sector;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:unsigned int nr_sector;\toffset:24;\tsize:4;\tsigned:0;
+\tfield:unsigned int bytes;\toffset:28;\tsize:4;\tsigned:0;
+";
+
+/// Issue 51: the disk reads' device time from the block request tracepoints, at their format
+/// files' offsets; a format without `sector` leaves it out, said why.
+#[test]
+fn device_time_takes_the_block_tracepoints_offsets() {
+    let timed = || {
+        with_timing(
+            plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
+            KALLSYMS_6_1,
+        )
+    };
+    let plan = with_device_time(
+        timed(),
+        Ok(BLOCK_RQ_ISSUE.into()),
+        Ok(BLOCK_RQ_ISSUE.replace("block_rq_issue", "block_rq_complete")),
+    );
+    assert!(plan.device_time);
+    let l = plan.layout;
+    assert_eq!(
+        (
+            l.time_device,
+            l.block_issue_dev,
+            l.block_issue_sector,
+            l.block_complete_dev,
+            l.block_complete_sector
+        ),
+        (1, 8, 16, 8, 16)
+    );
+    assert!(plan
+        .render()
+        .contains("device time tracepoints block:block_rq_issue"));
+    let without = with_device_time(
+        timed(),
+        Ok(BLOCK_RQ_ISSUE.into()),
+        Ok(BLOCK_RQ_ISSUE.replace("sector_t sector", "sector_t first")),
+    );
+    assert!(!without.device_time);
+    assert_eq!(without.layout.time_device, 0);
+    assert!(
+        without
+            .missing
+            .iter()
+            .any(|m| m.contains("no field `sector`")),
+        "{:?}",
+        without.missing
+    );
+    // Untimed: nothing to add the device time to.
+    let untimed = with_device_time(
+        plan_untimed(),
+        Ok(BLOCK_RQ_ISSUE.into()),
+        Ok(BLOCK_RQ_ISSUE.into()),
+    );
+    assert!(!untimed.device_time);
+}
+
+fn plan_untimed() -> AccessPlan {
+    plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()))
 }
 
 #[test]
@@ -288,6 +361,7 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
         missing: Vec::new(),
         timed: false,
         lock_wait: None,
+        device_time: false,
         layout,
     };
 
