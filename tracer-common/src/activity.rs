@@ -163,12 +163,69 @@ impl LatencyHistogram {
     }
 }
 
+/// A smaller log2 histogram for what is kept per process and app many times over: buckets
+/// [2^i, 2^(i+1)) ns for i in 8..=31 as u32 counts (times below 256 ns count in the first,
+/// 2.1 s and above in the last), with the exact count and sum. Read as a `LatencyHistogram`
+/// (`to_latency`), whose buckets it keeps. A timed lookup takes 100s of ns at the least.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactHistogram {
+    pub count: u64,
+    pub total_ns: u64,
+    pub log2_ns: [u32; 24],
+}
+
+impl CompactHistogram {
+    const FIRST_LOG2: usize = 8;
+
+    pub fn record(&mut self, latency_ns: u64) {
+        if latency_ns == 0 {
+            return;
+        }
+        self.count += 1;
+        self.total_ns = self.total_ns.saturating_add(latency_ns);
+        let log2 = 63 - latency_ns.leading_zeros() as usize;
+        let bucket = log2.clamp(Self::FIRST_LOG2, Self::FIRST_LOG2 + 23) - Self::FIRST_LOG2;
+        self.log2_ns[bucket] = self.log2_ns[bucket].saturating_add(1);
+    }
+
+    pub fn add(&mut self, other: &CompactHistogram) {
+        self.count += other.count;
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
+        for (mine, theirs) in self.log2_ns.iter_mut().zip(other.log2_ns) {
+            *mine = mine.saturating_add(theirs);
+        }
+    }
+
+    pub fn since(&self, earlier: &CompactHistogram) -> CompactHistogram {
+        let mut span = *self;
+        span.count = self.count.saturating_sub(earlier.count);
+        span.total_ns = self.total_ns.saturating_sub(earlier.total_ns);
+        for (mine, theirs) in span.log2_ns.iter_mut().zip(earlier.log2_ns) {
+            *mine = mine.saturating_sub(theirs);
+        }
+        span
+    }
+
+    /// The same as a `LatencyHistogram` (quantiles, means, the JSON's buckets).
+    pub fn to_latency(&self) -> LatencyHistogram {
+        let mut h = LatencyHistogram {
+            count: self.count,
+            total_ns: self.total_ns,
+            ..LatencyHistogram::default()
+        };
+        for (i, n) in self.log2_ns.iter().enumerate() {
+            h.log2_ns[i + Self::FIRST_LOG2] = u64::from(*n);
+        }
+        h
+    }
+}
+
 /// Timed node lookups (issue 51), one latency histogram per outcome (`Outcome::index`): each
 /// lookup counts once, in its one outcome. A lookup's time is what the process that made it
 /// waited for its node block; `wait_ns` sums them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retrievals {
-    pub by_outcome: [LatencyHistogram; 5],
+    pub by_outcome: [CompactHistogram; 5],
     /// The demand node reads the lookups submitted themselves (a disk-read lookup's one, and
     /// any it read again): what the node reads are when every demand read is a lookup's.
     #[serde(default)]
@@ -176,7 +233,7 @@ pub struct Retrievals {
     /// The device time of the lookups' reads where measured (the block layer's request from
     /// issue to completion): a disk read's time less this is time waited elsewhere.
     #[serde(default)]
-    pub device: LatencyHistogram,
+    pub device: CompactHistogram,
 }
 
 impl Retrievals {
@@ -188,8 +245,18 @@ impl Retrievals {
         self.device.record(retrieval.device_ns);
     }
 
-    pub fn get(&self, outcome: Outcome) -> &LatencyHistogram {
-        &self.by_outcome[outcome.index()]
+    pub fn get(&self, outcome: Outcome) -> LatencyHistogram {
+        self.by_outcome[outcome.index()].to_latency()
+    }
+
+    /// The reads' device time, where measured.
+    pub fn device(&self) -> LatencyHistogram {
+        self.device.to_latency()
+    }
+
+    /// Nothing recorded.
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0 && self.node_reads == 0 && self.device.count == 0
     }
 
     /// Timed lookups, all outcomes.
@@ -206,11 +273,11 @@ impl Retrievals {
 
     /// All outcomes in one histogram.
     pub fn all(&self) -> LatencyHistogram {
-        let mut all = LatencyHistogram::default();
+        let mut all = CompactHistogram::default();
         for h in &self.by_outcome {
             all.add(h);
         }
-        all
+        all.to_latency()
     }
 
     pub fn add(&mut self, other: &Retrievals) {
@@ -267,8 +334,9 @@ pub struct Counters {
     /// Events lost before they reached us.
     pub lost: u64,
     /// Timed node lookups by outcome (the kernel's `--accesses` lookups when timed, the
-    /// simulator's): latency histograms, counts, the time waited.
-    #[serde(default)]
+    /// simulator's): latency histograms, counts, the time waited. Not serialised while empty:
+    /// snapshots of many apps without timed lookups stay their size.
+    #[serde(default, skip_serializing_if = "Retrievals::is_empty")]
     pub retrievals: Retrievals,
 }
 

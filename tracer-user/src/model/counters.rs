@@ -46,9 +46,9 @@ pub(crate) fn retrievals(r: &Retrievals) -> Value {
     map.insert("wait_ns".into(), r.wait_ns().into());
     map.insert("node_reads".into(), r.node_reads.into());
     map.insert("latency".into(), latency(&r.all()));
-    map.insert("device".into(), latency(&r.device));
+    map.insert("device".into(), latency(&r.device()));
     for outcome in Outcome::ALL {
-        map.insert(outcome.name().into(), latency(r.get(outcome)));
+        map.insert(outcome.name().into(), latency(&r.get(outcome)));
     }
     Value::Object(map)
 }

@@ -340,14 +340,23 @@ fn lookups(out: &mut String, totals: &Counters, apps: &[(String, &Counters)], de
     let device = escape(device);
     for outcome in Outcome::ALL {
         let labels = format!("device=\"{device}\",outcome=\"{}\"", outcome.name());
-        histogram(out, name, totals.retrievals.get(outcome), &labels);
+        histogram(out, name, &totals.retrievals.get(outcome), &labels);
+    }
+    // Per app only for the apps with timed lookups: a scrape of many apps without them (no
+    // --lookup-latency) costs what it did.
+    let apps: Vec<&(String, &Counters)> = apps
+        .iter()
+        .filter(|(_, c)| !c.retrievals.is_empty())
+        .collect();
+    if apps.is_empty() {
+        return;
     }
     let name = "nodescope_lookups";
     let _ = writeln!(
         out,
         "# TYPE {name} counter\n# HELP {name} Timed node lookups of the app, per outcome"
     );
-    for (app, c) in apps {
+    for (app, c) in &apps {
         for outcome in Outcome::ALL {
             let _ = writeln!(
                 out,
@@ -364,7 +373,7 @@ fn lookups(out: &mut String, totals: &Counters, apps: &[(String, &Counters)], de
         "# TYPE {name} counter\n# HELP {name} Time the app's timed node lookups took, summed\n\
          # UNIT {name} seconds"
     );
-    for (app, c) in apps {
+    for (app, c) in &apps {
         let _ = writeln!(
             out,
             "{name}_total{{app=\"{}\",device=\"{device}\"}} {}",

@@ -45,14 +45,14 @@ fn retrievals(r: &Retrievals) -> String {
             out,
             "  {:<10} {}",
             outcome.name(),
-            latency_words(r.get(outcome))
+            latency_words(&r.get(outcome))
         );
     }
     if r.device.count > 0 {
         let _ = writeln!(
             out,
             "  device time of the reads (block layer issue to completion): {}",
-            latency_words(&r.device)
+            latency_words(&r.device())
         );
     }
     out
