@@ -374,7 +374,8 @@ impl Engine {
         self.em.task = *task;
     }
 
-    /// A node lookup (`__get_node_page`); returns how it was served and its cost.
+    /// A node lookup (`__get_node_page`); returns how it was served and its cost, which is
+    /// also the traced lookup's latency (issue 51).
     pub fn access(&mut self, task: &Task, nid: u32, want: RequestedType) -> Result<(Served, u64)> {
         self.access_for(task, nid, want, 0)
     }
@@ -388,8 +389,10 @@ impl Engine {
         flags: u8,
     ) -> Result<(Served, u64)> {
         self.enter(task);
-        self.em.node_access(nid, flags);
+        let traced = self.em.node_access(nid, flags);
         let served = self.cache.get(nid, want, &mut self.disk, &mut self.em)?;
+        self.em
+            .time_access(traced, retrieval_outcome(served.0), served.1);
         if served.0 != Served::RawHit {
             self.direct_reclaim();
         }
@@ -524,5 +527,18 @@ fn touch_block(block: &mut Block, stamp_ns: u64, check: NodeCheck) {
     if node.has_inode_checksum(check.inode_checksums) {
         let sum = node.computed_inode_checksum(check.checksum_seed);
         block[I_INODE_CHECKSUM..I_INODE_CHECKSUM + 4].copy_from_slice(&sum.to_le_bytes());
+    }
+}
+
+/// A simulated lookup's outcome as the kernel's timed lookups name it: a raw hit, a restore, a
+/// read (after a failed restore too: the block came from disk), and an error where the raw
+/// buffer could not be allocated (the kernel's lookup returns -ENOMEM then). The simulator has
+/// one task at a time, so no lookup ever waits on another's read.
+pub fn retrieval_outcome(served: Served) -> u8 {
+    match served {
+        Served::RawHit => tracer_common::RETRIEVAL_HIT,
+        Served::Restored => tracer_common::RETRIEVAL_RESTORE,
+        Served::Read | Served::RestoreFailedThenRead(_) => tracer_common::RETRIEVAL_DISK_READ,
+        Served::NoMem => tracer_common::RETRIEVAL_ERROR,
     }
 }

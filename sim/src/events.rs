@@ -123,9 +123,26 @@ impl Emitter {
     }
 
     /// A node lookup (`flags`: 0, [`ACCESS_NEW`] or [`ACCESS_DIRTY`]), when tracing accesses.
-    pub fn node_access(&mut self, nid: u32, flags: u8) {
+    /// Returns where the recorded event sits, for [`Emitter::time_access`].
+    pub fn node_access(&mut self, nid: u32, flags: u8) -> Option<usize> {
         if self.accesses {
             self.push(EventKind::NodeAccess, nid, |e| e.flags = flags);
+            if self.record {
+                return Some(self.events.len() - 1);
+            }
+        }
+        None
+    }
+
+    /// The lookup recorded at `at` took `latency_ns` of virtual time and ended in `outcome`
+    /// (`tracer_common::RETRIEVAL_*`), as the kernel's timed lookups tell (issue 51). The
+    /// event stays where the lookup began, before what the lookup caused.
+    pub fn time_access(&mut self, at: Option<usize>, outcome: u8, latency_ns: u64) {
+        if let Some(event) = at.and_then(|at| self.events.get_mut(at)) {
+            event.reason = outcome;
+            event.latency_ns = latency_ns.max(1);
+            // The lookup's own demand reads: one for a disk read.
+            event.len = u32::from(outcome == tracer_common::RETRIEVAL_DISK_READ);
         }
     }
 

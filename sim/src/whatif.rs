@@ -288,6 +288,28 @@ pub struct Outcome {
     pub reclaimed_raw: u64,
     pub reclaimed_compressed: u64,
     pub peak_bytes: u64,
+    /// After the budget point, as `node_reads`: the lookups by outcome (issue 51), each lookup
+    /// in one. A replay has one task: no lookup waits on another's read.
+    pub lookups: LookupOutcomes,
+    /// The simulated restores' times after the budget point (`sim::costs`: per payload), for a
+    /// wait prediction where the recording timed no restore.
+    pub restore_ns: u64,
+}
+
+/// Lookups by how they were served (issue 51's outcomes, but `waited`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LookupOutcomes {
+    pub hits: u64,
+    pub restores: u64,
+    pub disk_reads: u64,
+    /// The raw buffer could not be allocated (the kernel's lookup fails with -ENOMEM).
+    pub errors: u64,
+}
+
+impl LookupOutcomes {
+    pub fn total(&self) -> u64 {
+        self.hits + self.restores + self.disk_reads + self.errors
+    }
 }
 
 /// Counters at the budget point.
@@ -380,6 +402,17 @@ pub fn replay(
     outcome.conversions = stats.events.conversions;
     outcome.reclaimed_raw = stats.events.reclaims.raw;
     outcome.reclaimed_compressed = stats.events.reclaims.compressed();
+    let since = stats.since(&mark.stats);
+    let nomem = since.events.restore_nomem;
+    outcome.lookups = LookupOutcomes {
+        hits: since.raw_hits,
+        restores: since.events.restores,
+        disk_reads: since
+            .lookups
+            .saturating_sub(since.raw_hits + since.events.restores + nomem),
+        errors: nomem,
+    };
+    outcome.restore_ns = since.events.restore_latency.total_ns;
     Ok(outcome)
 }
 

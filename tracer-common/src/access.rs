@@ -20,6 +20,78 @@ pub struct AccessLayout {
     /// Non-zero when userspace hooked `kill_f2fs_super`'s return (`SB_GENERATION`): the lookup
     /// program may then keep each CPU's last device instead of reading it per lookup.
     pub cache_device: u16,
+    /// Non-zero when the lookups are timed (issue 51): the entry program keeps the lookup's
+    /// start per thread (`LOOKUP_TIMING`) and the return program (kretprobe or fexit on the
+    /// same function) appends the record with its latency and outcome (`RETRIEVAL_*`).
+    pub time_lookups: u16,
+    /// Non-zero when the block layer's request tracepoints are hooked for timed lookups: a disk
+    /// read's request from issue to completion (its device time) goes into its lookup.
+    pub time_device: u16,
+    /// Offsets of `block:block_rq_issue`'s and `block:block_rq_complete`'s `dev` (4 bytes)
+    /// and `sector` (8), from their format files.
+    pub block_issue_dev: u16,
+    pub block_issue_sector: u16,
+    pub block_complete_dev: u16,
+    pub block_complete_sector: u16,
+    pub _pad: u16,
+}
+
+/// A timed lookup's outcome (`AccessRecord::outcome`, a `NodeAccess` event's `reason`), each
+/// lookup exactly one; 0: the lookup was not timed.
+///
+/// The node page was in the page cache, up to date, and nothing waited on it.
+pub const RETRIEVAL_HIT: u8 = 1;
+/// The RFC's cache restored the node block from its compressed copy inside the lookup (a
+/// `Restore` event on the lookup's thread while it ran).
+pub const RETRIEVAL_RESTORE: u8 = 2;
+/// The lookup itself submitted the node block's read (a demand FS_NODE_READ_IO on its thread
+/// while it ran) and waited for it.
+pub const RETRIEVAL_DISK_READ: u8 = 3;
+/// The lookup waited on the node page's lock held by another task: its read or readahead in
+/// flight (or a writer of the page), and read nothing itself.
+pub const RETRIEVAL_WAITED: u8 = 4;
+/// The lookup returned an error (an `ERR_PTR`).
+pub const RETRIEVAL_ERROR: u8 = 5;
+/// The outcomes in order, with their stable names (JSON, metrics, recordings' reports).
+pub const RETRIEVAL_OUTCOMES: [(u8, &str); 5] = [
+    (RETRIEVAL_HIT, "hit"),
+    (RETRIEVAL_RESTORE, "restore"),
+    (RETRIEVAL_DISK_READ, "disk_read"),
+    (RETRIEVAL_WAITED, "waited"),
+    (RETRIEVAL_ERROR, "error"),
+];
+pub const RETRIEVAL_OUTCOME_COUNT: usize = 5;
+
+/// What the other programs note in a timed lookup's per-thread context while it runs
+/// (`LookupTiming::seen`), from which its return program takes the outcome.
+pub const LOOKUP_SAW_READ: u32 = 1 << 0;
+pub const LOOKUP_SAW_RESTORE: u32 = 1 << 1;
+pub const LOOKUP_SAW_WAIT: u32 = 1 << 2;
+
+/// `BLOCK_IO`'s key: a block request by its device (the disk's, as the block tracepoints print
+/// it) and first sector.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BlockKey {
+    pub dev: u32,
+    pub _pad: u32,
+    pub sector: u64,
+}
+
+/// A timed lookup's outcome from what its thread saw while it ran and what it returned: an
+/// error first, then a restore, the lookup's own read, a wait on another's, else a hit.
+pub const fn retrieval_outcome(seen: u32, error: bool) -> u8 {
+    if error {
+        RETRIEVAL_ERROR
+    } else if seen & LOOKUP_SAW_RESTORE != 0 {
+        RETRIEVAL_RESTORE
+    } else if seen & LOOKUP_SAW_READ != 0 {
+        RETRIEVAL_DISK_READ
+    } else if seen & LOOKUP_SAW_WAIT != 0 {
+        RETRIEVAL_WAITED
+    } else {
+        RETRIEVAL_HIT
+    }
 }
 
 /// `ACCESS_COUNTS` indices: exact per-CPU counts of what the access programs saw.
@@ -60,6 +132,20 @@ pub struct AccessRecord {
     pub tgid: u32,
     pub dev: u32,
     pub nid: u32,
+    /// A timed lookup's time from entry to return, ns (saturated at u32::MAX, 4.29 s); 0
+    /// untimed. `ts_ns` is then the lookup's start, read from the clock, not the tick's.
+    pub latency_ns: u32,
+    /// `RETRIEVAL_*`, 0 untimed.
+    pub outcome: u8,
+    /// A timed lookup's demand node reads submitted on its thread while it ran (saturated at
+    /// 255): 1 for a disk read, more where the lookup read again (its page changed under it).
+    pub reads: u8,
+    pub _pad: [u8; 2],
+    /// The device time of those reads, ns (saturated at u32::MAX): the block layer's request
+    /// from issue to completion, where the request was issued on the lookup's thread (0:
+    /// not measured).
+    pub device_ns: u32,
+    pub _pad2: u32,
 }
 
 /// A CPU's lookups since its last batch went out (`ACCESS_BATCH`, per-CPU, index 0), and the
@@ -75,7 +161,10 @@ pub struct AccessBatch {
     /// Non-zero while a lookup appends: the flush program, run by an interrupt on this CPU,
     /// leaves the batch alone then (the append sends it when it is due).
     pub busy: u32,
-    pub _pad: u32,
+    /// The process (tgid) of this CPU's last lookup. A lookup of another process goes out as
+    /// a single event with its uid and comm, ahead of the batches, so that the reader can name
+    /// the process of the batched ones (whose records carry neither).
+    pub last_tgid: u32,
     /// The jiffies count of this CPU's last clock read, and what the clock read then: a lookup
     /// in the same tick takes that time instead of reading the clock (see [`AccessRecord`]).
     pub tick_jiffies: u64,
@@ -110,6 +199,10 @@ impl AccessBatch {
                 .nid(record.nid);
             event.pid = record.pid;
             event.tgid = record.tgid;
+            // A timed lookup's event: latency in the low 32 bits, device time in the high.
+            event.latency_ns = u64::from(record.latency_ns) | u64::from(record.device_ns) << 32;
+            event.reason = record.outcome;
+            event.len = u32::from(record.reads);
             event
         })
     }

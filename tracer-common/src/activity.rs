@@ -3,7 +3,7 @@
 //! own work (`sim::cache::CacheStats` holds one beside the counts no event carries).
 use serde::{Deserialize, Serialize};
 
-use crate::{CheckpointPhase, Decoded, Queue, RestoreFailure, SecondChanceBy};
+use crate::{CheckpointPhase, Decoded, Outcome, Queue, RestoreFailure, Retrieval, SecondChanceBy};
 
 /// One count per node-cache queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +163,142 @@ impl LatencyHistogram {
     }
 }
 
+/// A smaller log2 histogram for what is kept per process and app many times over: buckets
+/// [2^i, 2^(i+1)) ns for i in 8..=31 as u32 counts (times below 256 ns count in the first,
+/// 2.1 s and above in the last), with the exact count and sum. Read as a `LatencyHistogram`
+/// (`to_latency`), whose buckets it keeps. A timed lookup takes 100s of ns at the least.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactHistogram {
+    pub count: u64,
+    pub total_ns: u64,
+    pub log2_ns: [u32; 24],
+}
+
+impl CompactHistogram {
+    const FIRST_LOG2: usize = 8;
+
+    pub fn record(&mut self, latency_ns: u64) {
+        if latency_ns == 0 {
+            return;
+        }
+        self.count += 1;
+        self.total_ns = self.total_ns.saturating_add(latency_ns);
+        let log2 = 63 - latency_ns.leading_zeros() as usize;
+        let bucket = log2.clamp(Self::FIRST_LOG2, Self::FIRST_LOG2 + 23) - Self::FIRST_LOG2;
+        self.log2_ns[bucket] = self.log2_ns[bucket].saturating_add(1);
+    }
+
+    pub fn add(&mut self, other: &CompactHistogram) {
+        self.count += other.count;
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
+        for (mine, theirs) in self.log2_ns.iter_mut().zip(other.log2_ns) {
+            *mine = mine.saturating_add(theirs);
+        }
+    }
+
+    pub fn since(&self, earlier: &CompactHistogram) -> CompactHistogram {
+        let mut span = *self;
+        span.count = self.count.saturating_sub(earlier.count);
+        span.total_ns = self.total_ns.saturating_sub(earlier.total_ns);
+        for (mine, theirs) in span.log2_ns.iter_mut().zip(earlier.log2_ns) {
+            *mine = mine.saturating_sub(theirs);
+        }
+        span
+    }
+
+    /// The same as a `LatencyHistogram` (quantiles, means, the JSON's buckets).
+    pub fn to_latency(&self) -> LatencyHistogram {
+        let mut h = LatencyHistogram {
+            count: self.count,
+            total_ns: self.total_ns,
+            ..LatencyHistogram::default()
+        };
+        for (i, n) in self.log2_ns.iter().enumerate() {
+            h.log2_ns[i + Self::FIRST_LOG2] = u64::from(*n);
+        }
+        h
+    }
+}
+
+/// Timed node lookups (issue 51), one latency histogram per outcome (`Outcome::index`): each
+/// lookup counts once, in its one outcome. A lookup's time is what the process that made it
+/// waited for its node block; `wait_ns` sums them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retrievals {
+    pub by_outcome: [CompactHistogram; 5],
+    /// The demand node reads the lookups submitted themselves (a disk-read lookup's one, and
+    /// any it read again): what the node reads are when every demand read is a lookup's.
+    #[serde(default)]
+    pub node_reads: u64,
+    /// The device time of the lookups' reads where measured (the block layer's request from
+    /// issue to completion): a disk read's time less this is time waited elsewhere.
+    #[serde(default)]
+    pub device: CompactHistogram,
+}
+
+impl Retrievals {
+    /// One timed lookup. A latency of 0 (a clock that did not move) counts as 1 ns, so that
+    /// the lookup still counts.
+    pub fn record(&mut self, retrieval: Retrieval) {
+        self.by_outcome[retrieval.outcome.index()].record(retrieval.latency_ns.max(1));
+        self.node_reads += u64::from(retrieval.reads);
+        self.device.record(retrieval.device_ns);
+    }
+
+    pub fn get(&self, outcome: Outcome) -> LatencyHistogram {
+        self.by_outcome[outcome.index()].to_latency()
+    }
+
+    /// The reads' device time, where measured.
+    pub fn device(&self) -> LatencyHistogram {
+        self.device.to_latency()
+    }
+
+    /// Nothing recorded.
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0 && self.node_reads == 0 && self.device.count == 0
+    }
+
+    /// Timed lookups, all outcomes.
+    pub fn count(&self) -> u64 {
+        self.by_outcome.iter().map(|h| h.count).sum()
+    }
+
+    /// Their times summed: what the lookups' processes waited, ns.
+    pub fn wait_ns(&self) -> u64 {
+        self.by_outcome
+            .iter()
+            .fold(0u64, |sum, h| sum.saturating_add(h.total_ns))
+    }
+
+    /// All outcomes in one histogram.
+    pub fn all(&self) -> LatencyHistogram {
+        let mut all = CompactHistogram::default();
+        for h in &self.by_outcome {
+            all.add(h);
+        }
+        all.to_latency()
+    }
+
+    pub fn add(&mut self, other: &Retrievals) {
+        for (mine, theirs) in self.by_outcome.iter_mut().zip(&other.by_outcome) {
+            mine.add(theirs);
+        }
+        self.node_reads += other.node_reads;
+        self.device.add(&other.device);
+    }
+
+    pub fn since(&self, earlier: &Retrievals) -> Retrievals {
+        let mut span = *self;
+        for (mine, theirs) in span.by_outcome.iter_mut().zip(&earlier.by_outcome) {
+            *mine = mine.since(theirs);
+        }
+        span.node_reads = self.node_reads.saturating_sub(earlier.node_reads);
+        span.device = self.device.since(&earlier.device);
+        span
+    }
+}
+
 /// Everything the model counts from events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -197,6 +333,11 @@ pub struct Counters {
     pub forgets: u64,
     /// Events lost before they reached us.
     pub lost: u64,
+    /// Timed node lookups by outcome (the kernel's `--accesses` lookups when timed, the
+    /// simulator's): latency histograms, counts, the time waited. Not serialised while empty:
+    /// snapshots of many apps without timed lookups stay their size.
+    #[serde(default, skip_serializing_if = "Retrievals::is_empty")]
+    pub retrievals: Retrievals,
 }
 
 impl Counters {
@@ -225,7 +366,11 @@ impl Counters {
             Decoded::Insert { .. } => self.inserts += 1,
             Decoded::Forget { .. } => self.forgets += 1,
             Decoded::Lost { count } => self.lost += u64::from(count),
-            // Access traces are what `whatif` replays; the live tables do not count them yet.
+            // A timed lookup counts in its outcome; untimed ones are what `whatif` replays.
+            Decoded::NodeAccess {
+                retrieval: Some(retrieval),
+                ..
+            } => self.retrievals.record(retrieval),
             Decoded::Hello | Decoded::NodeAccess { .. } | Decoded::NodeEvict { .. } => {}
             // Checkpoint anatomy: counted by `model::checkpoints`, not per process.
             Decoded::MetaWrite { .. } | Decoded::JournalEntry(_) => {}
@@ -302,6 +447,7 @@ impl Counters {
         self.inserts += other.inserts;
         self.forgets += other.forgets;
         self.lost += other.lost;
+        self.retrievals.add(&other.retrievals);
     }
 
     /// What was counted after `earlier` (an earlier value of the same monotonic counters).
@@ -330,6 +476,7 @@ impl Counters {
             inserts: less(self.inserts, earlier.inserts),
             forgets: less(self.forgets, earlier.forgets),
             lost: less(self.lost, earlier.lost),
+            retrievals: self.retrievals.since(&earlier.retrievals),
         }
     }
 
@@ -414,5 +561,41 @@ mod tests {
             Counters::default().restore_latency.quantile_bound_ns(0.5),
             None
         );
+    }
+
+    #[test]
+    fn timed_lookups_count_once_in_their_outcome() {
+        let lookup = |outcome: u8, ns: u64| {
+            let mut e = Event::new(EventKind::NodeAccess, 1).nid(3);
+            e.reason = outcome;
+            e.latency_ns = ns;
+            e
+        };
+        let mut c = Counters::default();
+        for (outcome, ns) in [
+            (crate::RETRIEVAL_HIT, 300),
+            (crate::RETRIEVAL_HIT, 0),
+            (crate::RETRIEVAL_DISK_READ, 1_000_000),
+            (crate::RETRIEVAL_RESTORE, 5_000),
+            (crate::RETRIEVAL_WAITED, 70_000),
+            (crate::RETRIEVAL_ERROR, 900),
+            // untimed and unknown codes: not retrievals
+            (0, 0),
+            (9, 50),
+        ] {
+            c.record(&lookup(outcome, ns).decode());
+        }
+        let r = c.retrievals;
+        assert_eq!(r.count(), 6);
+        assert_eq!(r.get(Outcome::Hit).count, 2);
+        assert_eq!(r.get(Outcome::Hit).total_ns, 301);
+        assert_eq!(r.get(Outcome::DiskRead).log2_ns[19], 1);
+        assert_eq!(r.wait_ns(), 301 + 1_000_000 + 5_000 + 70_000 + 900);
+        assert_eq!(r.all().count, 6);
+        assert_eq!(c.events(), 0, "lookups are not node-cache events");
+        let mut twice = c;
+        twice.add(&c);
+        assert_eq!(twice.retrievals.since(&c.retrievals), c.retrievals);
+        assert_eq!(twice.since(&c).retrievals.get(Outcome::Waited).count, 1);
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! The wire layout is untouched: this is a view computed from an `Event`, never stored.
 
+use crate::access::{RETRIEVAL_OUTCOMES, RETRIEVAL_OUTCOME_COUNT};
 use crate::event::*;
 
 /// An event's kind-specific meaning. The fields every kind shares (time, device, task) stay on
@@ -81,6 +82,9 @@ pub enum Decoded {
     NodeAccess {
         nid: u32,
         access: Access,
+        /// A timed lookup's outcome and latency (issue 51); None when the lookup was not
+        /// timed (or its outcome code is one this build does not know).
+        retrieval: Option<Retrieval>,
     },
     NodeEvict {
         nid: u32,
@@ -392,6 +396,63 @@ impl SecondChanceBy {
     }
 }
 
+/// A timed node lookup: which one of the five ways it got its node, and how long it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Retrieval {
+    pub outcome: Outcome,
+    pub latency_ns: u64,
+    /// Demand node reads the lookup's thread submitted while it ran (the event's `len`).
+    pub reads: u32,
+    /// Those reads' device time, the block layer's issue to completion (0: not measured).
+    pub device_ns: u64,
+}
+
+/// A timed lookup's outcome (`RETRIEVAL_*`, tracer-common's access.rs says what each means).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    Hit,
+    Restore,
+    DiskRead,
+    Waited,
+    Error,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; RETRIEVAL_OUTCOME_COUNT] = [
+        Outcome::Hit,
+        Outcome::Restore,
+        Outcome::DiskRead,
+        Outcome::Waited,
+        Outcome::Error,
+    ];
+
+    #[inline]
+    pub const fn from_code(code: u8) -> Option<Outcome> {
+        match code {
+            crate::RETRIEVAL_HIT => Some(Outcome::Hit),
+            crate::RETRIEVAL_RESTORE => Some(Outcome::Restore),
+            crate::RETRIEVAL_DISK_READ => Some(Outcome::DiskRead),
+            crate::RETRIEVAL_WAITED => Some(Outcome::Waited),
+            crate::RETRIEVAL_ERROR => Some(Outcome::Error),
+            _ => None,
+        }
+    }
+
+    /// 0..5, the order of `ALL`.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    pub const fn code(self) -> u8 {
+        RETRIEVAL_OUTCOMES[self as usize].0
+    }
+
+    /// Stable snake_case name: hit, restore, disk_read, waited, error.
+    pub const fn name(self) -> &'static str {
+        RETRIEVAL_OUTCOMES[self as usize].1
+    }
+}
+
 /// What a node lookup was for (`NodeAccess` flags `ACCESS_NEW`, `ACCESS_DIRTY`; neither for a
 /// plain lookup, which is all the kernel's probe reports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -501,6 +562,13 @@ impl Event {
             EventKind::NodeAccess => Decoded::NodeAccess {
                 nid,
                 access: Access::from_flags(self.flags),
+                // latency_ns: the time in the low 32 bits, the device time in the high.
+                retrieval: Outcome::from_code(self.reason).map(|outcome| Retrieval {
+                    outcome,
+                    latency_ns: self.latency_ns & u64::from(u32::MAX),
+                    reads: self.len,
+                    device_ns: self.latency_ns >> 32,
+                }),
             },
             EventKind::NodeEvict => Decoded::NodeEvict { nid },
             EventKind::MetaWrite => Decoded::MetaWrite {

@@ -71,7 +71,7 @@ pub const TP_COUNT: u32 = 4;
 
 /// Index into the `CONFIG` array map.
 pub const CONFIG_TARGET_TGID: u32 = 0;
-pub const CONFIG_COUNT: u32 = 4;
+pub const CONFIG_COUNT: u32 = 5;
 /// `CONFIG` index: bit number of REQ_RAHEAD in `op_flags` for the kprobe fallback, which has no
 /// format file to read it from (userspace takes it from another format file, else 19).
 pub const CONFIG_RAHEAD_BIT: u32 = 1;
@@ -84,6 +84,10 @@ pub const CONFIG_NODE_READ_EVENTS: u32 = 2;
 /// arguments, packed by `JournalArgs::pack`. Zero (not written) = the 5.10 .. 6.18.12
 /// positions 1, 2, 3; 6.18.13 and 6.19 added a first `sbi` argument (positions 2, 3, 4).
 pub const CONFIG_JOURNAL_ARGS: u32 = 3;
+/// `CONFIG` index: nonzero = node lookups are timed (issue 51, `AccessLayout::time_lookups`):
+/// the node-read programs then note a demand read in the reading thread's lookup, if one is
+/// open (`LOOKUP_TIMING`). Zero: they look nothing up for it.
+pub const CONFIG_TIME_LOOKUPS: u32 = 4;
 
 /// Argument positions (0-based) of f2fs_lookup_journal_in_cursum's `type`, `val` and `alloc`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -68,7 +68,7 @@ mod tests {
 
     #[test]
     fn an_access_batch_fits_a_per_cpu_value_and_is_never_taken_for_an_event() {
-        assert_eq!(core::mem::size_of::<AccessRecord>(), 24);
+        assert_eq!(core::mem::size_of::<AccessRecord>(), 40);
         assert_eq!(
             core::mem::size_of::<AccessBatch>(),
             40 + ACCESS_BATCH_RECORDS * core::mem::size_of::<AccessRecord>()
@@ -83,7 +83,7 @@ mod tests {
             len: 2,
             first_ts_ns: 5,
             busy: 0,
-            _pad: 0,
+            last_tgid: 0,
             tick_jiffies: 0,
             tick_ts_ns: 0,
             records: [AccessRecord::default(); ACCESS_BATCH_RECORDS],
@@ -94,6 +94,7 @@ mod tests {
             tgid: 6,
             dev: 9,
             nid: 100,
+            ..AccessRecord::default()
         };
         batch.records[1] = AccessRecord {
             ts_ns: 8,
@@ -101,6 +102,12 @@ mod tests {
             tgid: 6,
             dev: 9,
             nid: 101,
+            latency_ns: 4_000,
+            outcome: RETRIEVAL_DISK_READ,
+            reads: 1,
+            _pad: [0; 2],
+            device_ns: 3_000,
+            _pad2: 0,
         };
         // SAFETY: AccessBatch is plain old data; the slice borrows it.
         let bytes = unsafe {
@@ -119,6 +126,28 @@ mod tests {
             );
         }
         assert_eq!(read.events().count(), 2);
+        let mut decoded = read.events().map(|e| e.decode());
+        let (first, second) = (decoded.next().unwrap(), decoded.next().unwrap());
+        assert!(matches!(
+            first,
+            Decoded::NodeAccess {
+                retrieval: None,
+                ..
+            }
+        ));
+        assert_eq!(
+            second,
+            Decoded::NodeAccess {
+                nid: 101,
+                access: Access::Lookup,
+                retrieval: Some(Retrieval {
+                    outcome: Outcome::DiskRead,
+                    latency_ns: 4_000,
+                    reads: 1,
+                    device_ns: 3_000,
+                }),
+            }
+        );
         assert!(AccessBatch::from_bytes(&bytes[..64]).is_none());
         let mut wrong = [0u8; core::mem::size_of::<AccessBatch>()];
         wrong.copy_from_slice(bytes);

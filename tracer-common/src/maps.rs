@@ -45,6 +45,10 @@ pub const ACCESS_SEEN: &str = "ACCESS_SEEN";
 pub const ACCESS_COUNTS: &str = "ACCESS_COUNTS";
 /// Per CPU, the node lookups not yet sent (`AccessBatch`).
 pub const ACCESS_BATCH: &str = "ACCESS_BATCH";
+/// Per thread, its timed node lookup in progress: start, arguments, what it saw.
+pub const LOOKUP_TIMING: &str = "LOOKUP_TIMING";
+/// A timed lookup's block request in flight, by device and sector: its thread, its issue.
+pub const BLOCK_IO: &str = "BLOCK_IO";
 /// F2FS superblocks torn down (`kill_f2fs_super` returns) since loading.
 pub const SB_GENERATION: &str = "SB_GENERATION";
 /// The RFC probes' decoding specs, index = EventKind.
@@ -58,7 +62,7 @@ pub const RFC_STASH: &str = "RFC_STASH";
 pub const BENCH_SETTINGS: &str = "BENCH_SETTINGS";
 
 /// Every map of the product's object.
-pub const ALL: [&str; 25] = [
+pub const ALL: [&str; 27] = [
     EVENTS,
     DROPS,
     CONFIG,
@@ -79,6 +83,8 @@ pub const ALL: [&str; 25] = [
     ACCESS_COUNTS,
     ACCESS_BATCH,
     SB_GENERATION,
+    LOOKUP_TIMING,
+    BLOCK_IO,
     RFC_SPECS,
     RFC_COUNTS,
     RFC_STASH,

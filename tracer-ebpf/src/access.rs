@@ -11,17 +11,19 @@
 //! counts what it saw in `ACCESS_COUNTS` (exact even when the ring buffer overflows).
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::bpf_probe_read_kernel,
-    macros::{fentry, kprobe, kretprobe, map, raw_tracepoint, tracepoint},
-    maps::{Array, HashMap, PerCpuArray},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    macros::{fentry, fexit, kprobe, kretprobe, map, raw_tracepoint, tracepoint},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray},
     programs::{
-        FEntryContext, ProbeContext, RawTracePointContext, RetProbeContext, TracePointContext,
+        FEntryContext, FExitContext, ProbeContext, RawTracePointContext, RetProbeContext,
+        TracePointContext,
     },
 };
 use tracer_common::{
-    AccessBatch, AccessLayout, AccessRecord, EventKind, ACCESS_BATCH_MAGIC,
-    ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
-    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
+    retrieval_outcome, AccessBatch, AccessLayout, AccessRecord, BlockKey, EventKind,
+    ACCESS_BATCH_MAGIC, ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
+    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS, LOOKUP_SAW_READ,
+    LOOKUP_SAW_WAIT,
 };
 
 use crate::maps::{count_drops, emit_batched, fill_thread, EVENTS, WAKEUP_BYTES};
@@ -62,6 +64,56 @@ static ACCESS_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ACCESS_CO
 #[map(name = "ACCESS_BATCH")]
 static ACCESS_BATCH: PerCpuArray<AccessBatch> = PerCpuArray::with_max_entries(1, 0);
 
+/// A timed lookup in progress (issue 51), per thread from its entry to its return: a lookup
+/// that reads from disk sleeps and may return on another CPU, so a per-CPU slot cannot hold it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct LookupTiming {
+    start_ns: u64,
+    sbi: u64,
+    nid: u64,
+    /// `LOOKUP_SAW_*`, set by the node-read, restore and page-lock programs on this thread.
+    seen: u32,
+    /// Demand node reads on this thread during the lookup.
+    reads: u32,
+    /// Whether a block request of this lookup's read was seen issued on its thread, and the
+    /// device time of its completed requests.
+    issued: u64,
+    device_ns: u64,
+}
+
+/// A timed lookup's block request in flight: its thread and when it was issued.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BlockIo {
+    pid_tgid: u64,
+    issue_ns: u64,
+}
+
+/// Requests by (device, sector). LRU: a completion the kernel did not run the program for
+/// (another BPF program running on that CPU) leaves an entry that ages out.
+#[map(name = "BLOCK_IO")]
+static BLOCK_IO: LruHashMap<BlockKey, BlockIo> = LruHashMap::with_max_entries(4096, 0);
+
+#[map(name = "LOOKUP_TIMING")]
+static LOOKUP_TIMING: HashMap<u64, LookupTiming> = HashMap::with_max_entries(16384, 0);
+
+/// Note `what` (`LOOKUP_SAW_*`) in this thread's timed lookup, if one is open; a read is also
+/// counted.
+#[inline(always)]
+pub(crate) fn lookup_saw(what: u32) {
+    if let Some(timing) = LOOKUP_TIMING.get_ptr_mut(&bpf_get_current_pid_tgid()) {
+        // SAFETY: this thread's entry; only this thread writes it, and the map's values are
+        // preallocated, so the pointer stays valid for the program's run.
+        unsafe {
+            (*timing).seen |= what;
+            if what == LOOKUP_SAW_READ {
+                (*timing).reads += 1;
+            }
+        }
+    }
+}
+
 fn count(index: u32) {
     if let Some(slot) = ACCESS_COUNTS.get_ptr_mut(index) {
         // SAFETY: the slot belongs to this CPU and BPF programs are not preempted on it.
@@ -84,7 +136,7 @@ fn read_at<T>(base: u64, offset: u32) -> Option<T> {
 #[kprobe]
 pub fn f2fs_node_access(ctx: ProbeContext) -> u32 {
     if let (Some(sbi), Some(nid)) = (ctx.arg(0), ctx.arg(1)) {
-        let _ = on_access(sbi, nid);
+        let _ = on_entry(sbi, nid);
     }
     0
 }
@@ -95,12 +147,170 @@ pub fn f2fs_node_access(ctx: ProbeContext) -> u32 {
 /// split BTF when F2FS is a module) and falls back to the kprobe when that fails.
 #[fentry]
 pub fn f2fs_node_access_fentry(ctx: FEntryContext) -> u32 {
-    let _ = on_access(ctx.arg(0), ctx.arg(1));
+    let _ = on_entry(ctx.arg(0), ctx.arg(1));
     0
 }
 
-fn on_access(sbi: u64, nid: u64) -> Option<()> {
+/// A lookup's entry: untimed, it is recorded now; timed, its start is kept for its return.
+#[inline(always)]
+fn on_entry(sbi: u64, nid: u64) -> Option<()> {
     let layout = ACCESS_LAYOUT.get(0)?;
+    if layout.time_lookups == 0 {
+        return on_access(sbi, nid, layout, Timed::No);
+    }
+    let timing = LookupTiming {
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        sbi,
+        nid,
+        seen: 0,
+        reads: 0,
+        issued: 0,
+        device_ns: 0,
+    };
+    // One open lookup per thread (none calls another): a newer entry replaces an entry whose
+    // return was missed.
+    let _ = LOOKUP_TIMING.insert(&bpf_get_current_pid_tgid(), &timing, 0);
+    Some(())
+}
+
+/// Return of a timed lookup (a kretprobe on each lookup function; `ret` the pointer it returns).
+#[kretprobe]
+pub fn f2fs_node_access_return(ctx: RetProbeContext) -> u32 {
+    let ret: i64 = ctx.ret();
+    let _ = on_return(ret);
+    0
+}
+
+/// The same on a BPF trampoline (fexit): the return value through bpf_get_func_ret, whatever
+/// the function's arity (6.15's folio lookups gained a third argument).
+#[fexit]
+pub fn f2fs_node_access_fexit(ctx: FExitContext) -> u32 {
+    let mut value = 0u64;
+    // SAFETY: the helper writes one u64 into `value`, or fails without writing.
+    let _ = unsafe {
+        aya_ebpf::helpers::generated::bpf_get_func_ret(
+            aya_ebpf::EbpfContext::as_ptr(&ctx),
+            &mut value,
+        )
+    };
+    let _ = on_return(value as i64);
+    0
+}
+
+/// A timed lookup returned `ret`: its time, its outcome (an `ERR_PTR` is an error; else what
+/// its thread saw meanwhile), recorded as an untimed lookup is. A return without its entry
+/// (the program attached mid-lookup) is neither counted nor recorded.
+#[inline(always)]
+fn on_return(ret: i64) -> Option<()> {
+    let key = bpf_get_current_pid_tgid();
+    // SAFETY: a plain copy of this thread's entry, removed at once.
+    let timing = unsafe { LOOKUP_TIMING.get(&key) }.copied();
+    let _ = LOOKUP_TIMING.remove(&key);
+    let timing = timing?;
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let latency = unsafe { bpf_ktime_get_ns() }.saturating_sub(timing.start_ns);
+    let error = (-4095..0).contains(&ret);
+    let timed = Timed::Yes {
+        start_ns: timing.start_ns,
+        latency_ns: latency.clamp(1, u64::from(u32::MAX)) as u32,
+        outcome: retrieval_outcome(timing.seen, error),
+        reads: timing.reads.min(255) as u8,
+        device_ns: timing.device_ns.min(u64::from(u32::MAX)) as u32,
+    };
+    let layout = ACCESS_LAYOUT.get(0)?;
+    on_access(timing.sbi, timing.nid, layout, timed)
+}
+
+/// Entry of the page cache's sleeping page lock (`__folio_lock`, `__lock_page` before 5.16),
+/// attached only when lookups are timed: a timed lookup that gets here waits for a node page
+/// another task holds locked, its read or readahead in flight.
+#[kprobe]
+pub fn f2fs_lookup_lock_wait(_ctx: ProbeContext) -> u32 {
+    lookup_saw(LOOKUP_SAW_WAIT);
+    0
+}
+
+/// `block:block_rq_issue`, hooked only when lookups are timed: a request issued on the thread
+/// of a timed lookup that has submitted its read (and none issued yet) is that read's; its
+/// issue time is kept by device and sector until it completes.
+#[tracepoint]
+pub fn f2fs_lookup_block_issue(ctx: TracePointContext) -> u32 {
+    let _ = on_block_issue(&ctx);
+    0
+}
+
+fn on_block_issue(ctx: &TracePointContext) -> Option<()> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let timing = LOOKUP_TIMING.get_ptr_mut(&pid_tgid)?;
+    let layout = ACCESS_LAYOUT.get(0)?;
+    // SAFETY: this thread's entry, written only by this thread (see lookup_saw).
+    unsafe {
+        if (*timing).seen & LOOKUP_SAW_READ == 0 || (*timing).issued != 0 {
+            return None;
+        }
+        (*timing).issued = 1;
+    }
+    let key = block_key(ctx, layout.block_issue_dev, layout.block_issue_sector)?;
+    let io = BlockIo {
+        pid_tgid,
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        issue_ns: unsafe { bpf_ktime_get_ns() },
+    };
+    BLOCK_IO.insert(&key, &io, 0).ok()
+}
+
+/// `block:block_rq_complete`: a timed lookup's request done; its device time goes to the
+/// lookup, if it is still open (it waits for this read, so it is).
+#[tracepoint]
+pub fn f2fs_lookup_block_complete(ctx: TracePointContext) -> u32 {
+    let _ = on_block_complete(&ctx);
+    0
+}
+
+fn on_block_complete(ctx: &TracePointContext) -> Option<()> {
+    let layout = ACCESS_LAYOUT.get(0)?;
+    let key = block_key(ctx, layout.block_complete_dev, layout.block_complete_sector)?;
+    // SAFETY: a plain copy, removed at once.
+    let io = unsafe { BLOCK_IO.get(&key) }.copied()?;
+    let _ = BLOCK_IO.remove(&key);
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let took = unsafe { bpf_ktime_get_ns() }.saturating_sub(io.issue_ns);
+    let timing = LOOKUP_TIMING.get_ptr_mut(&io.pid_tgid)?;
+    // SAFETY: the lookup's entry; its thread sleeps on this very read, so nothing else writes
+    // it meanwhile.
+    unsafe { (*timing).device_ns += took.max(1) };
+    Some(())
+}
+
+/// A block request's key from its record: `dev` and `sector` at the format file's offsets.
+fn block_key(ctx: &TracePointContext, dev: u16, sector: u16) -> Option<BlockKey> {
+    // SAFETY: offsets from this tracepoint's format file, inside the record.
+    let dev: u32 = unsafe { ctx.read_at(usize::from(dev)) }.ok()?;
+    // SAFETY: as above.
+    let sector: u64 = unsafe { ctx.read_at(usize::from(sector)) }.ok()?;
+    Some(BlockKey {
+        dev,
+        _pad: 0,
+        sector,
+    })
+}
+
+/// A lookup as recorded: untimed (the tick's time) or timed (its start, time and outcome).
+#[derive(Clone, Copy)]
+enum Timed {
+    No,
+    Yes {
+        start_ns: u64,
+        latency_ns: u32,
+        outcome: u8,
+        reads: u8,
+        device_ns: u32,
+    },
+}
+
+#[inline(always)]
+fn on_access(sbi: u64, nid: u64, layout: &AccessLayout, timed: Timed) -> Option<()> {
     let batch = ACCESS_BATCH.get_ptr_mut(0)?;
     // SAFETY: the batch and the device cache are this CPU's. `busy` is set around everything
     // that touches them, so that what else may run on this CPU in the middle leaves them
@@ -111,12 +321,20 @@ fn on_access(sbi: u64, nid: u64) -> Option<()> {
     // finishes first and this one then sees its work. The volatile accesses keep that order.
     unsafe {
         if core::ptr::read_volatile(&(*batch).busy) != 0 {
-            return on_access_unbatched(sbi, nid, layout);
+            return on_access_unbatched(sbi, nid, layout, timed);
         }
         core::ptr::write_volatile(&mut (*batch).busy, 1);
         if let Some(dev) = device_of(sbi, layout) {
             count(ACCESS_COUNT_LOOKUPS);
-            append(&mut *batch, dev, nid);
+            // A process this CPU did not look up for last goes out on its own, named.
+            let pid_tgid = bpf_get_current_pid_tgid();
+            let tgid = (pid_tgid >> 32) as u32;
+            if tgid != (*batch).last_tgid {
+                (*batch).last_tgid = tgid;
+                emit_single(dev, nid, timed, true);
+            } else {
+                append(&mut *batch, pid_tgid, dev, nid, timed);
+            }
         }
         core::ptr::write_volatile(&mut (*batch).busy, 0);
     }
@@ -125,22 +343,56 @@ fn on_access(sbi: u64, nid: u64) -> Option<()> {
 
 /// A lookup that found its CPU's batch busy (it preempted another lookup in the middle): its
 /// device read through the pointers, and one event through the ring buffer's own lock.
-fn on_access_unbatched(sbi: u64, nid: u64, layout: &AccessLayout) -> Option<()> {
+fn on_access_unbatched(sbi: u64, nid: u64, layout: &AccessLayout, timed: Timed) -> Option<()> {
     let sb: u64 = read_at(sbi, layout.sbi_sb)?;
     let dev: u32 = read_at(sb, layout.sb_s_dev)?;
     count(ACCESS_COUNT_LOOKUPS);
     count(ACCESS_COUNT_DEVICE_READS);
-    emit_batched(|event| {
-        fill_thread(event, EventKind::NodeAccess);
-        event.dev = dev;
-        event.nid = nid as u32;
-    });
+    emit_single(dev, nid, timed, false);
     Some(())
 }
 
-fn append(batch: &mut AccessBatch, dev: u32, nid: u64) {
-    let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
-    let ts_ns = tick_time(batch);
+/// One lookup as a single event through the ring buffer's own lock; `named`: with its task's
+/// uid and comm (the first lookup of a process on this CPU), which the reader keeps for the
+/// process's batched lookups.
+#[inline(always)]
+fn emit_single(dev: u32, nid: u64, timed: Timed, named: bool) {
+    emit_batched(|event| {
+        if named {
+            crate::maps::fill_task(event, EventKind::NodeAccess);
+        } else {
+            fill_thread(event, EventKind::NodeAccess);
+        }
+        event.dev = dev;
+        event.nid = nid as u32;
+        if let Timed::Yes {
+            start_ns,
+            latency_ns,
+            outcome,
+            reads,
+            device_ns,
+        } = timed
+        {
+            event.ts_ns = start_ns;
+            event.latency_ns = u64::from(latency_ns) | u64::from(device_ns) << 32;
+            event.reason = outcome;
+            event.len = u32::from(reads);
+        }
+    });
+}
+
+#[inline(always)]
+fn append(batch: &mut AccessBatch, pid_tgid: u64, dev: u32, nid: u64, timed: Timed) {
+    let (ts_ns, latency_ns, outcome, reads, device_ns) = match timed {
+        Timed::No => (tick_time(batch), 0, 0, 0, 0),
+        Timed::Yes {
+            start_ns,
+            latency_ns,
+            outcome,
+            reads,
+            device_ns,
+        } => (start_ns, latency_ns, outcome, reads, device_ns),
+    };
     let len = batch.len as usize;
     let Some(record) = batch.records.get_mut(len) else {
         batch.len = 0;
@@ -152,6 +404,12 @@ fn append(batch: &mut AccessBatch, dev: u32, nid: u64) {
         tgid: (pid_tgid >> 32) as u32,
         dev,
         nid: nid as u32,
+        latency_ns,
+        outcome,
+        reads,
+        _pad: [0; 2],
+        device_ns,
+        _pad2: 0,
     };
     if len == 0 {
         batch.first_ts_ns = ts_ns;

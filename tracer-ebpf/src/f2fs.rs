@@ -18,9 +18,10 @@ use aya_ebpf::{
 };
 use tracer_common::{
     EventKind, SlotTable, TracepointLayout, CONFIG_NODE_READ_EVENTS, CONFIG_RAHEAD_BIT,
-    CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT, CP_PHASE_START_BLOCK_OPS,
-    F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE, FIELD_ABSENT, FLAG_READAHEAD, FLAG_SYNC, REQ_OP_READ,
-    TP_COUNT, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO, TP_WRITE_CHECKPOINT,
+    CONFIG_TIME_LOOKUPS, CP_PHASE_FINISH_BLOCK_OPS, CP_PHASE_FINISH_CHECKPOINT,
+    CP_PHASE_START_BLOCK_OPS, F2FS_BLOCK_BYTES, F2FS_PAGE_TYPE_NODE, FIELD_ABSENT, FLAG_READAHEAD,
+    FLAG_SYNC, REQ_OP_READ, TP_COUNT, TP_SUBMIT_PAGE_BIO, TP_SUBMIT_PAGE_WRITE, TP_SUBMIT_READ_BIO,
+    TP_WRITE_CHECKPOINT,
 };
 
 use crate::{
@@ -115,6 +116,15 @@ pub(crate) fn field<T>(ctx: &TracePointContext, offset: u16) -> Option<T> {
     unsafe { ctx.read_at::<T>(usize::from(offset)) }.ok()
 }
 
+/// A demand node read on this thread: when lookups are timed, the outcome of the lookup it
+/// runs in, if any (issue 51). Untimed, one array load.
+#[inline(always)]
+fn lookup_read() {
+    if config(CONFIG_TIME_LOOKUPS) != 0 {
+        crate::access::lookup_saw(tracer_common::LOOKUP_SAW_READ);
+    }
+}
+
 fn bit(flags: u32, bit: u32) -> bool {
     bit < 32 && (flags >> bit) & 1 != 0
 }
@@ -129,6 +139,9 @@ fn node_read(dev: u32, nid: u32, op_flags: u32, rahead_bit: u32, sync_bit: u32, 
     } else {
         Counter::Demand
     };
+    if !readahead {
+        lookup_read();
+    }
     if config(CONFIG_NODE_READ_EVENTS) == 0 {
         count(dev, counter, u64::from(blocks), &mut Task::read());
         return;
@@ -199,6 +212,7 @@ fn fast_node_read(ctx: &TracePointContext, table: &mut SlotTable) -> Option<()> 
     let counter = if bit(op_flags, table.rahead_bit) {
         Counter::Readahead
     } else {
+        lookup_read();
         Counter::Demand
     };
     count_with(Some(table), dev, counter, 1, &mut Task::read());

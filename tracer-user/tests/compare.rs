@@ -10,6 +10,11 @@ use serde_json::Value;
 
 /// Record 40 simulated seconds with the knob files under `knobs` (threshold `threshold`).
 fn record(dir: &Path, name: &str, threshold: &str) -> String {
+    record_with(dir, name, threshold, &[])
+}
+
+/// [`record`] with `extra` arguments.
+fn record_with(dir: &Path, name: &str, threshold: &str, extra: &[&str]) -> String {
     let knobs = dir.join(format!("knobs-{name}"));
     let device = knobs.join("vdb");
     std::fs::create_dir_all(&device).unwrap();
@@ -20,7 +25,7 @@ fn record(dir: &Path, name: &str, threshold: &str) -> String {
         .to_str()
         .unwrap()
         .to_string();
-    nodescope(&[
+    let mut args = vec![
         "record",
         "-o",
         &file,
@@ -34,7 +39,9 @@ fn record(dir: &Path, name: &str, threshold: &str) -> String {
         "40",
         "--speed",
         "40",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    nodescope(&args);
     file
 }
 
@@ -118,6 +125,89 @@ fn compare_prints_the_two_reports_figures_and_their_changes() {
     let text = String::from_utf8(nodescope(&["report", "--compare", &off, &on]).stdout).unwrap();
     assert!(text.contains("retained nodes"), "{text}");
     assert!(text.contains("com.tencent.mm"), "{text}");
+}
+
+/// Issue 51: recordings with timed lookups get the cover letter's latency rows: the lookups and
+/// their wait (the reports' own), the median lookup (off: a simulated raw hit or disk read,
+/// `sim::costs`), the median node, and the paired medians, per app recomputed here from the
+/// apps' rows.
+#[test]
+fn compare_has_latency_rows_from_timed_lookups() {
+    let dir = scratch("compare-latency");
+    let timed = ["--lookup-latency"];
+    let off = record_with(dir.path(), "off", "0", &timed);
+    let on = record_with(dir.path(), "on", "25", &timed);
+    let off_report = json(&["report", &off, "--json"]);
+    let on_report = json(&["report", &on, "--json"]);
+    let comparison = json(&["report", "--compare", &off, &on, "--json"]);
+    let latency = &comparison["latency"];
+    let retrievals = |r: &Value, key: &str| r["totals"]["retrievals"][key].as_u64().unwrap();
+    let (lookups_off, lookups_on, _) = pair(&latency["lookups"]);
+    assert_eq!(
+        (lookups_off, lookups_on),
+        (
+            retrievals(&off_report, "count"),
+            retrievals(&on_report, "count")
+        )
+    );
+    assert!(lookups_off > 0 && lookups_on > 0, "{latency}");
+    let (wait_off, wait_on, wait_change) = pair(&latency["wait_ns"]);
+    assert_eq!(
+        (wait_off, wait_on),
+        (
+            retrievals(&off_report, "wait_ns"),
+            retrievals(&on_report, "wait_ns")
+        )
+    );
+    let expected = (wait_on as f64 - wait_off as f64) / wait_off as f64 * 100.0;
+    assert!((wait_change.unwrap() - expected).abs() < 1e-9);
+    let median_off = pair(&latency["median_lookup_ns"]).0;
+    assert!(
+        [sim::costs::RAW_HIT_NS, sim::costs::NODE_READ_NS].contains(&median_off),
+        "compression off: every lookup a raw hit or a disk read: {latency}"
+    );
+    assert!(latency["node_pairs"].as_u64().unwrap() > 0, "{latency}");
+    assert!(latency["paired_node_change_percent"].as_f64().is_some());
+    // Per app: the rows' waits are the reports', and their paired median is the latency's.
+    let apps = comparison["apps"].as_array().unwrap();
+    let mut changes: Vec<f64> = apps
+        .iter()
+        .filter_map(|a| {
+            let (off, on, _) = pair(&a["wait_ns"]);
+            let in_both = off > 0 && pair(&a["lookups"]).1 > 0;
+            in_both.then(|| (on as f64 - off as f64) / off as f64 * 100.0)
+        })
+        .collect();
+    changes.sort_by(f64::total_cmp);
+    let n = changes.len();
+    assert!(n > 0);
+    let median = if n % 2 == 1 {
+        changes[n / 2]
+    } else {
+        (changes[n / 2 - 1] + changes[n / 2]) / 2.0
+    };
+    assert_eq!(latency["app_pairs"].as_u64().unwrap(), n as u64);
+    let got = latency["paired_app_change_percent"].as_f64().unwrap();
+    assert!((got - median).abs() < 1e-9, "{got} vs {median}");
+    let sum = |side: &str| -> u64 {
+        apps.iter()
+            .map(|a| a["wait_ns"][side].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((sum("off"), sum("on")), (wait_off, wait_on));
+    let text = String::from_utf8(nodescope(&["report", "--compare", &off, &on]).stdout).unwrap();
+    for needle in [
+        "node retrieval time (timed lookups)",
+        "median lookup ns",
+        "paired median change     per node ",
+        "WAIT MS OFF",
+    ] {
+        assert!(text.contains(needle), "{needle} in {text}");
+    }
+    // Without timed lookups: no latency rows.
+    let plain = record(dir.path(), "plain", "0");
+    let untimed = json(&["report", "--compare", &plain, &plain, "--json"]);
+    assert_eq!(untimed["latency"], Value::Null);
 }
 
 #[test]

@@ -35,16 +35,17 @@ impl Daemon {
     /// A daemon on `scenario` at `speed` with --tune, --openmetrics and --record (a cap small
     /// enough to rotate within seconds), its knobs at THRESHOLD and INTERVAL.
     fn start(test: &str, scenario: &str, speed: &str, record_max_bytes: &str) -> Daemon {
-        Daemon::start_prepared(test, scenario, speed, record_max_bytes, |_| {})
+        Daemon::start_prepared(test, scenario, speed, record_max_bytes, &[], |_| {})
     }
 
-    /// [`Daemon::start`], with `prepare` run on the scratch directory first (the recording
-    /// goes to its `rec`).
+    /// [`Daemon::start`] with `extra` arguments, and `prepare` run on the scratch directory
+    /// first (the recording goes to its `rec`).
     fn start_prepared(
         test: &str,
         scenario: &str,
         speed: &str,
         record_max_bytes: &str,
+        extra: &[&str],
         prepare: impl FnOnce(&Path),
     ) -> Daemon {
         let dir = scratch(test);
@@ -79,6 +80,7 @@ impl Daemon {
             ])
             .arg("--log")
             .arg(daemon.path("daemon.log"))
+            .args(extra)
             .stdin(Stdio::null())
             .spawn()
             .expect("start the daemon");
@@ -116,7 +118,7 @@ impl Daemon {
                 .nth(1)
                 .and_then(|a| a.split('"').next());
             let Some(app) = app else { continue };
-            let value: u64 = line.rsplit(' ').next()?.parse().ok()?;
+            // Only these families: others are per app too (the lookup wait is in seconds).
             let column = match (name, rest.contains("kind=\"readahead\"")) {
                 ("nodescope_node_reads_total", false) => 0,
                 ("nodescope_node_reads_total", true) => 1,
@@ -124,6 +126,7 @@ impl Daemon {
                 ("nodescope_conversions_total", _) => 3,
                 _ => continue,
             };
+            let value: u64 = line.rsplit(' ').next()?.parse().ok()?;
             apps.entry(app.to_string()).or_default()[column] = value;
         }
         (!apps.is_empty()).then_some(apps)
@@ -288,11 +291,22 @@ fn two_top_clients_show_the_daemons_numbers_and_sigterm_leaves_recordings_and_kn
 #[test]
 fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_sighup_reopens_the_log(
 ) {
-    let mut daemon = Daemon::start("stream", "android-launch", "4", "100000000");
+    // Timed lookups (issue 51): the client's lines carry them as the replay's do.
+    let mut daemon = Daemon::start_prepared(
+        "stream",
+        "android-launch",
+        "4",
+        "100000000",
+        &["--lookup-latency"],
+        |_| {},
+    );
+    // The lines to a file, not a pipe nobody reads until the end: 20 lines of 4.5 KB at speed 4
+    // fill a pipe's 64 KiB, the client stops reading, and the daemon drops it as slow.
+    let client_out = daemon.path("client.out");
     let client = Command::new(NODESCOPE)
         .args(["stream", "--json", "--connect"])
         .arg(daemon.socket())
-        .stdout(Stdio::piped())
+        .stdout(fs::File::create(&client_out).unwrap())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -312,7 +326,11 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_
     assert!(client.status.success());
     let stderr = String::from_utf8_lossy(&client.stderr);
     assert!(stderr.contains("the daemon stopped (SIGTERM)"), "{stderr}");
-    let lines = common::json_lines(&client);
+    let lines: Vec<serde_json::Value> = fs::read_to_string(&client_out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert!(
         lines.len() >= 3,
         "{} lines in 5 s at 1 s windows",
@@ -327,7 +345,7 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_
         .map(|line| (line["t"].to_string(), line))
         .collect();
     for line in &lines {
-        assert_eq!(line["version"], 3);
+        assert_eq!(line["version"], 4);
         let t = line["t"].to_string();
         // The simulator splits node reads by node type from its own disk; a replay has no
         // image to do that with (`--image` would give it one): the rest is the same.
@@ -348,6 +366,17 @@ fn stream_connect_prints_the_lines_a_replay_of_the_daemons_recording_prints_and_
         .map(|l| l["totals"]["node_reads"].as_u64().unwrap())
         .sum();
     assert!(reads > 0, "the simulated launch reads nodes");
+    let lookups: u64 = lines
+        .iter()
+        .map(|l| l["totals"]["retrievals"]["count"].as_u64().unwrap())
+        .sum();
+    let by_process: u64 = lines
+        .iter()
+        .flat_map(|l| l["processes"].as_array().unwrap())
+        .map(|p| p["lookups"].as_u64().unwrap())
+        .sum();
+    assert!(lookups > 0, "the daemon's lines carry the timed lookups");
+    assert_eq!(by_process, lookups);
 }
 
 /// Issue 33, findings 2 and 4: at SIGHUP the log's path is a FIFO (the open blocked the
@@ -397,7 +426,7 @@ fn foreign_files_in_the_recording_directory_are_left_alone_and_taken_names_skipp
     fs::write(&target, "not a recording").unwrap();
     let target_for_link = target.clone();
     let mut daemon =
-        Daemon::start_prepared("rolling-foreign", "vm-replay", "10", "300000", |dir| {
+        Daemon::start_prepared("rolling-foreign", "vm-replay", "10", "300000", &[], |dir| {
             let rec = dir.join("rec");
             fs::create_dir_all(&rec).unwrap();
             fs::write(rec.join("nodescope-18446744073709551615.nsr"), "foreign").unwrap();
@@ -568,7 +597,7 @@ fn a_recording_directory_that_is_a_symlink_or_not_private_is_refused_at_start() 
 #[test]
 fn a_recording_directory_swapped_for_a_symlink_while_running_redirects_nothing() {
     let mut daemon =
-        Daemon::start_prepared("rolling-swapped", "vm-replay", "10", "300000", |dir| {
+        Daemon::start_prepared("rolling-swapped", "vm-replay", "10", "300000", &[], |dir| {
             let rec = dir.join("rec");
             fs::create_dir_all(&rec).unwrap();
             fs::set_permissions(&rec, fs::Permissions::from_mode(0o755)).unwrap();
@@ -619,7 +648,7 @@ fn a_full_disk_stops_the_recording_not_the_daemon() {
     }
     let mut mounted = Err(String::new());
     let mut daemon =
-        Daemon::start_prepared("rolling-full", "vm-replay", "10", "100000000", |dir| {
+        Daemon::start_prepared("rolling-full", "vm-replay", "10", "100000000", &[], |dir| {
             let rec = dir.join("rec");
             fs::create_dir_all(&rec).unwrap();
             let output = Command::new("mount")

@@ -33,6 +33,7 @@ fn perfetto_trace_parses_with_perfettos_protos_and_matches_the_report() {
         "20",
         "--speed",
         "20",
+        "--lookup-latency",
         "--perfetto",
         live_trace.to_str().unwrap(),
     ]);
@@ -73,6 +74,13 @@ fn perfetto_trace_parses_with_perfettos_protos_and_matches_the_report() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{said}"));
     assert!(apps >= 5, "the simulator's apps are in the trace: {said}");
+    // Issue 51: the recording's timed lookups are on the app tracks, summing to the report's.
+    let lookups: u64 = said
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" timed lookups"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(lookups > 0, "{said}");
 }
 
 #[test]

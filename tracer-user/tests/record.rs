@@ -295,3 +295,77 @@ fn a_recording_killed_early_keeps_its_header_and_first_events() {
         "the flushed events survive SIGKILL: {report}"
     );
 }
+
+/// Issue 51: a recording keeps each timed lookup's outcome and time, so its report gives the
+/// live run's retrievals back exactly, in `totals` and per app: the apps' lookups and waits
+/// add up to the totals, each app's disk reads are its demand node reads, and the text shows
+/// the outcome lines and the per-app table.
+#[test]
+fn report_gives_back_the_live_runs_timed_lookups() {
+    let scratch_dir = scratch("lookups");
+    let file = scratch_dir.path().join("lookups.nsr");
+    let output = nodescope(&[
+        "record",
+        "-o",
+        file.to_str().unwrap(),
+        "--source",
+        "sim",
+        "--lookup-latency",
+        "--duration",
+        "3",
+        "--speed",
+        "0",
+        "--json",
+    ]);
+    let live = json_lines(&output);
+    let live_totals = &live.last().unwrap()["totals"]["retrievals"];
+    assert!(live_totals["count"].as_u64().unwrap() > 0, "{live_totals}");
+    let report = nodescope(&["report", "--json", file.to_str().unwrap()]);
+    assert!(report.status.success(), "{report:?}");
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(report["totals"]["retrievals"], *live_totals);
+    let (mut lookups, mut wait_ns, mut disk_reads) = (0, 0, 0);
+    for app in report["apps"].as_array().unwrap() {
+        let total = &app["total"];
+        // An app without timed lookups (the simulator's writeback thread) has none listed.
+        let Some(outcomes) = total["retrievals"]["by_outcome"].as_array() else {
+            assert_eq!(total["node_reads_demand"], 0, "{app}");
+            continue;
+        };
+        let app_disk = outcomes[2]["count"].as_u64().unwrap();
+        assert_eq!(
+            app_disk,
+            total["node_reads_demand"].as_u64().unwrap(),
+            "{app}"
+        );
+        disk_reads += app_disk;
+        for h in outcomes {
+            lookups += h["count"].as_u64().unwrap();
+            wait_ns += h["total_ns"].as_u64().unwrap();
+        }
+    }
+    assert_eq!(lookups, live_totals["count"].as_u64().unwrap());
+    assert_eq!(wait_ns, live_totals["wait_ns"].as_u64().unwrap());
+    assert_eq!(
+        disk_reads,
+        live_totals["disk_read"]["count"].as_u64().unwrap()
+    );
+    let text = nodescope(&["report", file.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let header = format!(
+        "node lookups timed {}, waited {:.3} ms in all:",
+        lookups,
+        wait_ns as f64 / 1e6
+    );
+    assert!(text.contains(&header), "{header} in {text}");
+    let disk = format!(
+        "  disk_read  {} mean 90.0 us p50 <= 131.1 us p99 <= 131.1 us\n",
+        disk_reads
+    );
+    assert!(text.contains(&disk), "{disk} in {text}");
+    assert!(text.contains("  waited     0 mean - us"), "{text}");
+    assert!(
+        text.contains("APP                               LOOKUPS    WAIT_MS"),
+        "{text}"
+    );
+}

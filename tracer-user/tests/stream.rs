@@ -71,3 +71,75 @@ fn stream_duration_bounds_the_run_whatever_the_window() {
     assert!(wall < std::time::Duration::from_secs(2 + 4), "{wall:?}");
     assert_eq!(real.last().unwrap()["t"], 2.0, "{real:?}");
 }
+
+/// Issue 51: the simulator's timed lookups. Every lookup is in exactly one outcome, its time
+/// the simulator's virtual cost (`sim::costs`): a raw hit `RAW_HIT_NS`, a disk read
+/// `NODE_READ_NS`, a restore the restore's own latency. Its lookups are one task at a time, so
+/// none waits on another's read; none fails. The disk-read outcomes are the demand node reads,
+/// the restore outcomes the restores; the processes' lookups add up to the totals, the windows'
+/// to the cumulative count. The simulator times every lookup it traces (virtual time costs
+/// nothing), so `--accesses` gives the same; with neither flag no lookup is traced.
+#[test]
+fn simulated_lookups_are_timed_once_each_in_one_outcome() {
+    let run = |flag: Option<&str>| {
+        let output = Command::new(NODESCOPE)
+            .args(["stream", "--json", "--source", "sim", "--speed", "0"])
+            .args(["--duration", "3"])
+            .args(flag)
+            .env("XDG_RUNTIME_DIR", common::scratch("latency").path())
+            .output()
+            .expect("run nodescope stream");
+        assert!(output.status.success(), "{output:?}");
+        common::json_lines(&output)
+    };
+    let lines = run(Some("--lookup-latency"));
+    let last = lines.last().expect("a line");
+    assert_eq!(last["version"], 4);
+    let c = &last["cumulative"];
+    let r = &c["retrievals"];
+    let count = |outcome: &str| r[outcome]["count"].as_u64().unwrap();
+    let total = |outcome: &str| r[outcome]["total_ns"].as_u64().unwrap();
+    let lookups = r["count"].as_u64().unwrap();
+    assert!(lookups > 0, "{r}");
+    let outcomes = ["hit", "restore", "disk_read", "waited", "error"];
+    assert_eq!(outcomes.iter().map(|o| count(o)).sum::<u64>(), lookups);
+    assert_eq!(
+        outcomes.iter().map(|o| total(o)).sum::<u64>(),
+        r["wait_ns"].as_u64().unwrap()
+    );
+    assert_eq!(count("disk_read"), c["node_reads_demand"].as_u64().unwrap());
+    assert_eq!(r["node_reads"], c["node_reads_demand"]);
+    assert_eq!(count("restore"), c["restores"].as_u64().unwrap());
+    assert_eq!((count("waited"), count("error")), (0, 0));
+    assert_eq!(total("hit"), count("hit") * sim::costs::RAW_HIT_NS);
+    assert_eq!(
+        total("disk_read"),
+        count("disk_read") * sim::costs::NODE_READ_NS
+    );
+    assert_eq!(
+        total("restore"),
+        c["restore_latency"]["total_ns"].as_u64().unwrap()
+    );
+    assert_eq!(r["disk_read"]["mean_ns"], sim::costs::NODE_READ_NS);
+    // 90,000 ns lies in [65,536, 131,072): p50 and p99 are that bucket's upper bound.
+    assert_eq!(r["disk_read"]["p50_ns"], 131_072);
+    let windows: u64 = lines
+        .iter()
+        .map(|l| l["totals"]["retrievals"]["count"].as_u64().unwrap())
+        .sum();
+    let processes: u64 = lines
+        .iter()
+        .flat_map(|l| l["processes"].as_array().unwrap())
+        .map(|p| p["lookups"].as_u64().unwrap())
+        .sum();
+    assert_eq!((windows, processes), (lookups, lookups));
+    let accesses = run(Some("--accesses"));
+    assert_eq!(
+        accesses.last().expect("a line")["cumulative"]["retrievals"],
+        *r
+    );
+    let untraced = run(None);
+    let last = untraced.last().expect("a line");
+    assert_eq!(last["cumulative"]["retrievals"]["count"], 0);
+    assert_eq!(last["cumulative"]["retrievals"]["wait_ns"], 0);
+}

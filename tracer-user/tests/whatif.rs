@@ -54,6 +54,47 @@ fn whatif_replays_the_vm_replay_recording_to_the_on_scenario_exactly() {
     assert_eq!(on["outcome"]["node_reads"], want.node_reads);
     assert_eq!(on["outcome"]["restores"], want.restores);
     assert_eq!(on["outcome"]["retained_nodes"], want.retained_nodes);
+    // Issue 51: the simulator times the lookups it traces, so the recording has a latency
+    // table: its raw hits took RAW_HIT_NS, its disk reads NODE_READ_NS, and (compression off)
+    // it timed no restore, which then takes the replay's simulated restore times. Each
+    // point's predicted wait is its lookups per outcome at those times, exactly.
+    for point in points.as_array().unwrap() {
+        let outcome = &point["outcome"];
+        let lookups = &outcome["lookups"];
+        let n = |key: &str| lookups[key].as_u64().unwrap();
+        assert_eq!(n("errors"), 0);
+        assert_eq!(n("restores"), outcome["restores"].as_u64().unwrap());
+        let want = n("hits") * sim::costs::RAW_HIT_NS
+            + n("disk_reads") * sim::costs::NODE_READ_NS
+            + outcome["restore_ns"].as_u64().unwrap();
+        assert_eq!(point["predicted_wait_ns"].as_u64(), Some(want), "{point}");
+    }
+    let off = points
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["compression"] == false)
+        .unwrap();
+    assert!(
+        on["predicted_wait_ns"].as_u64() < off["predicted_wait_ns"].as_u64(),
+        "a restore is cheaper than a read: on waits less"
+    );
+    let text = nodescope()
+        .args(["whatif", path.to_str().unwrap(), "--image"])
+        .arg(&image)
+        .args(["--budget", "3MiB"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "wait ms = the replay's lookups per outcome x the recording's mean lookup \
+                       times: hit 0.3 us over "
+        ),
+        "{text}"
+    );
+    assert!(text.contains("restore simulated (sim::costs)"), "{text}");
+    assert!(text.contains("  wait ms"), "{text}");
 }
 
 #[test]

@@ -172,6 +172,8 @@ fn raw_only_and_slot_only_weights_reclaim_different_queues() {
 fn starred(text: &str) -> Vec<(String, String, u64, u64)> {
     let mut title = String::new();
     let mut out = Vec::new();
+    // The columns by their header (a table may end with `wait ms`, issue 51).
+    let (mut reads_at, mut bytes_at) = (0, 0);
     for line in text.lines() {
         if line.starts_with('(') || line.starts_with("compressor:") {
             title = line.to_string();
@@ -181,13 +183,16 @@ fn starred(text: &str) -> Vec<(String, String, u64, u64)> {
             .map(str::trim)
             .filter(|c| !c.is_empty())
             .collect();
+        if let Some(at) = cells.iter().position(|c| *c == "node reads") {
+            reads_at = at;
+            bytes_at = cells.iter().position(|c| *c == "retained bytes").unwrap();
+        }
         if cells.last() == Some(&"*") {
-            let n = cells.len();
             out.push((
                 title.clone(),
                 cells[0].to_string(),
-                cells[n - 3].parse().unwrap(),
-                cells[n - 4].parse().unwrap(),
+                cells[reads_at].parse().unwrap(),
+                cells[bytes_at].parse().unwrap(),
             ));
         }
     }

@@ -31,6 +31,16 @@ fn vm_replay_off_recording_replays_to_the_on_scenario_exactly() {
             (on.node_reads, on.restores, on.nodes)
         );
         assert_eq!(got.retained_bytes, on.bytes);
+        // Issue 51: after the budget point each lookup is in one outcome; the replay reads
+        // small files, so its node reads are the lookups' own disk reads.
+        assert_eq!(got.lookups.restores, got.restores);
+        assert_eq!(got.lookups.disk_reads, got.node_reads);
+        assert_eq!(got.lookups.errors, 0);
+        // One retrieval per replayed file after the pressure: no raw hit left (the cover
+        // letter's restores + node reads = 16,384).
+        assert_eq!(got.lookups.hits, 0);
+        assert_eq!(got.lookups.total(), got.restores + got.node_reads);
+        assert!(got.restore_ns > 0);
     }
     // The off side replays to itself too.
     let settings_off = Settings {

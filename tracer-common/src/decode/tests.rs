@@ -112,6 +112,7 @@ fn every_kind_round_trips_to_its_variant() {
             Decoded::NodeAccess {
                 nid: 42,
                 access: Access::Modify,
+                retrieval: None,
             },
         ),
         (raw(EventKind::NodeEvict, 0), Decoded::NodeEvict { nid: 42 }),

@@ -77,9 +77,12 @@ pub(crate) fn run(args: StreamArgs) -> Result<()> {
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));
     if kernel && args.plan {
         let mut text = planner::plan_this_kernel(args.node_reads).render();
-        if args.source.accesses {
-            text += &crate::source::bpf::f2fs::access::plan_this_kernel(args.source.function_hook)
-                .render();
+        if args.source.traces_accesses() {
+            text += &crate::source::bpf::f2fs::access::plan_this_kernel(
+                args.source.function_hook,
+                args.source.lookup_latency,
+            )
+            .render();
         }
         return closed_is_success(print(&text));
     }
@@ -149,9 +152,10 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         node_read_events,
         args.source.function_hook,
     )?;
-    if args.source.accesses {
+    if args.source.traces_accesses() {
         source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel(
             args.source.function_hook,
+            args.source.lookup_latency,
         ))?;
     }
     // The probes' line as it always was, then what each RFC kind is seen by, kind by kind.

@@ -27,7 +27,7 @@ use sim::{
         Trace,
     },
 };
-use tracer_common::Event;
+use tracer_common::{Event, EventKind};
 
 use crate::{
     output::OutputFile,
@@ -37,7 +37,7 @@ use crate::{
         stdout::{closed_is_success, print},
         whatif_compressors::compressors_table,
         whatif_plot::{self, PlotPoint},
-        whatif_tables::{self, Question, Row},
+        whatif_tables::{self, Question, Row, WaitTable},
     },
 };
 
@@ -114,7 +114,8 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
         bail!("whatif needs a recording made with --accesses: nodescope whatif REC --image IMG");
     };
     let axes = axes(&args)?;
-    let trace = read_trace(recording).with_context(|| format!("{}", recording.display()))?;
+    let (trace, waits) =
+        read_trace(recording).with_context(|| format!("{}", recording.display()))?;
     let (source, what) = match given {
         Some(given) => given,
         None => (recorded_device(recording, trace.dev)?, "device"),
@@ -133,14 +134,19 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
     let rows: Vec<Row> = cells
         .iter()
         .zip(&outcomes)
-        .map(|(cell, outcome)| whatif_tables::row(&axes, cell, outcome))
+        .map(|(cell, outcome)| whatif_tables::row(&axes, cell, outcome, waits.as_ref()))
         .collect();
     let tables = whatif_tables::tables(&axes, &cells, &rows);
     if args.json {
-        let points = whatif_tables::json_points(&axes, &cells, outcomes, &tables);
+        let points = whatif_tables::json_points(&axes, &cells, outcomes, &tables, waits.as_ref());
         println!("{}", serde_json::to_string(&points)?);
     } else {
-        closed_is_success(print(&whatif_tables::render(&trace, &tables, &rows)))?;
+        closed_is_success(print(&whatif_tables::render(
+            &trace,
+            &tables,
+            &rows,
+            waits.as_ref(),
+        )))?;
     }
     if let Some(path) = &args.plot {
         let knobs_table = tables
@@ -196,16 +202,30 @@ fn recorded_device(recording: &Path, dev: u32) -> Result<PathBuf> {
 }
 
 /// The busiest device's trace, in two passes over the file: memory is bounded by the trace's
-/// step limit, never by how many events a (small, compressible) recording claims.
-fn read_trace(path: &Path) -> Result<Trace> {
+/// step limit, never by how many events a (small, compressible) recording claims. With it the
+/// wait prediction's latency table from that device's timed lookups (issue 51), if any.
+fn read_trace(path: &Path) -> Result<(Trace, Option<WaitTable>)> {
     let mut counts = whatif::AccessesByDevice::default();
     each_event(path, |event| {
         counts.count(event);
         Ok(())
     })?;
-    let mut builder = whatif::TraceBuilder::new(counts.busiest()?);
-    each_event(path, |event| builder.add(event))?;
-    Ok(builder.finish())
+    let dev = counts.busiest()?;
+    let mut builder = whatif::TraceBuilder::new(dev);
+    let mut timed = tracer_common::activity::Counters::default();
+    each_event(path, |event| {
+        if event.dev == dev
+            && matches!(
+                event.kind(),
+                Some(EventKind::NodeAccess | EventKind::Restore)
+            )
+        {
+            timed.record(&event.decode());
+        }
+        builder.add(event)
+    })?;
+    let waits = WaitTable::measured(&timed.retrievals, &timed.restore_latency);
+    Ok((builder.finish(), waits))
 }
 
 fn each_event(path: &Path, visit: impl FnMut(&Event) -> Result<()>) -> Result<()> {

@@ -5,7 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{recording::Report, AppKey, Counters};
+use super::{
+    lookup_times::{median, paired_median_change},
+    recording::Report,
+    AppKey, Counters,
+};
 
 /// Bytes a node read brings in: one F2FS block.
 const NODE_BLOCK_BYTES: u64 = 4096;
@@ -59,6 +63,29 @@ pub(crate) struct AppComparison {
     pub node_reads: Pair,
     pub node_read_bytes: Pair,
     pub restores: Pair,
+    /// Timed lookups and their times summed (issue 51): what the app waited.
+    pub lookups: Pair,
+    pub wait_ns: Pair,
+}
+
+/// The cover letter's latency rows (issue 51) from the timed lookups of both recordings: the
+/// median lookup, the median node's retrieval time (a node's lookups summed; in a replay of
+/// small files, per file), and paired medians: per node and per app, the change from off to
+/// on of the same node's (app's) retrieval time, the median of those changes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct LatencyComparison {
+    pub lookups: Pair,
+    pub wait_ns: Pair,
+    pub median_lookup_ns: Pair,
+    pub median_node_ns: Pair,
+    pub paired_node_change_percent: Option<f64>,
+    /// Nodes timed in both runs (with a non-zero time off).
+    pub node_pairs: u64,
+    pub paired_app_change_percent: Option<f64>,
+    pub app_pairs: u64,
+    /// Lookups past the bounds kept one by one (`lookup_times`), either run: the medians then
+    /// cover the first ones.
+    pub left_out: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -68,6 +95,8 @@ pub(crate) struct Comparison {
     pub totals: OffOnTotals,
     /// Apps of either run, the off run's busiest (node reads) first.
     pub apps: Vec<AppComparison>,
+    /// Where either recording has timed lookups (`--lookup-latency`).
+    pub latency: Option<LatencyComparison>,
     /// Events lost in either recording: the figures then undercount.
     pub drops: Pair,
     /// Both recordings were read to their end.
@@ -100,6 +129,7 @@ pub(crate) fn compare(off: &Report, on: &Report) -> Comparison {
         on_seconds: on.time_range.seconds,
         totals,
         apps: apps(off, on),
+        latency: latency(off, on),
         drops: Pair::new(off.drops, on.drops),
         complete: off.complete && on.complete,
         cache_partial: off.cache.partial || on.cache.partial,
@@ -128,9 +158,14 @@ fn apps(off: &Report, on: &Report) -> Vec<AppComparison> {
                     b.node_reads() * NODE_BLOCK_BYTES,
                 ),
                 restores: Pair::new(a.restores, b.restores),
+                lookups: Pair::new(a.retrievals.count(), b.retrievals.count()),
+                wait_ns: Pair::new(a.retrievals.wait_ns(), b.retrievals.wait_ns()),
             }
         })
-        .filter(|row| row.node_reads.off + row.node_reads.on + row.restores.on > 0)
+        .filter(|row| {
+            row.node_reads.off + row.node_reads.on + row.restores.on + row.lookups.off > 0
+                || row.lookups.on > 0
+        })
         .collect();
     rows.sort_by(|a, b| {
         (b.node_reads.off, b.node_reads.on)
@@ -138,6 +173,39 @@ fn apps(off: &Report, on: &Report) -> Vec<AppComparison> {
             .then(a.app.cmp(&b.app))
     });
     rows
+}
+
+fn latency(off: &Report, on: &Report) -> Option<LatencyComparison> {
+    let (a, b) = (&off.lookup_times, &on.lookup_times);
+    if a.latencies_ns.is_empty() && b.latencies_ns.is_empty() {
+        return None;
+    }
+    let node_median = |r: &Report| {
+        let mut sums: Vec<u64> = r.lookup_times.per_node_ns.values().copied().collect();
+        median(&mut sums).unwrap_or(0)
+    };
+    let (node_change, node_pairs) = paired_median_change(&a.per_node_ns, &b.per_node_ns);
+    let app_waits = |r: &Report| -> BTreeMap<String, u64> {
+        r.apps
+            .iter()
+            .map(|row| (app_name(&row.app), row.total.retrievals.wait_ns()))
+            .collect()
+    };
+    let (app_change, app_pairs) = paired_median_change(&app_waits(off), &app_waits(on));
+    Some(LatencyComparison {
+        lookups: Pair::new(off.totals.retrievals.count(), on.totals.retrievals.count()),
+        wait_ns: Pair::new(
+            off.totals.retrievals.wait_ns(),
+            on.totals.retrievals.wait_ns(),
+        ),
+        median_lookup_ns: Pair::new(a.median_ns().unwrap_or(0), b.median_ns().unwrap_or(0)),
+        median_node_ns: Pair::new(node_median(off), node_median(on)),
+        paired_node_change_percent: node_change,
+        node_pairs,
+        paired_app_change_percent: app_change,
+        app_pairs,
+        left_out: a.left_out + b.left_out,
+    })
 }
 
 /// An app as both runs name it: kernel threads in brackets, as the tables show them.

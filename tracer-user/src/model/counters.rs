@@ -2,8 +2,8 @@
 //! simulator and the views share).
 use serde_json::{json, Value};
 use tracer_common::{
-    activity::{Counters, LatencyHistogram, PerReason},
-    RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS,
+    activity::{Counters, LatencyHistogram, PerReason, Retrievals},
+    Outcome, RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS,
 };
 
 /// The JSON of `c`, as `stream --json` prints a window's `totals` and `cumulative` and
@@ -30,13 +30,33 @@ pub(crate) fn json(c: &Counters) -> Value {
         "second_chance_reasons": reasons(&c.second_chance_reasons, &SECOND_CHANCE_REASONS),
         "inserts": c.inserts,
         "forgets": c.forgets,
+        "retrievals": retrievals(&c.retrievals),
     })
+}
+
+/// Timed node lookups (issue 51): `{"count": N, "wait_ns": N, "node_reads": N (the demand
+/// node reads the lookups submitted themselves), "latency": <histogram of all>, "device":
+/// <histogram of the reads' device time, block layer issue to completion, where measured>,
+/// "hit": <histogram>, "restore": .., "disk_read": .., "waited": .., "error": ..}`, each
+/// histogram as `restore_latency`'s. Every lookup is in one outcome: the outcomes' counts sum
+/// to `count`, their `total_ns` to `wait_ns`.
+pub(crate) fn retrievals(r: &Retrievals) -> Value {
+    let mut map = serde_json::Map::new();
+    map.insert("count".into(), r.count().into());
+    map.insert("wait_ns".into(), r.wait_ns().into());
+    map.insert("node_reads".into(), r.node_reads.into());
+    map.insert("latency".into(), latency(&r.all()));
+    map.insert("device".into(), latency(&r.device()));
+    for outcome in Outcome::ALL {
+        map.insert(outcome.name().into(), latency(&r.get(outcome)));
+    }
+    Value::Object(map)
 }
 
 /// `{"count": N, "total_ns": N, "mean_ns": N|null, "p50_ns": N|null, "p99_ns": N|null,
 /// "log2_ns": {"<bucket's lower bound>": count, ...}}`: the quantiles are their bucket's upper
 /// bound; only non-empty buckets are listed.
-fn latency(h: &LatencyHistogram) -> Value {
+pub(crate) fn latency(h: &LatencyHistogram) -> Value {
     let mut buckets = serde_json::Map::new();
     for (i, &n) in h.log2_ns.iter().enumerate() {
         if n > 0 {

@@ -14,6 +14,7 @@ pub(crate) mod counters;
 pub(crate) mod eager;
 pub(crate) mod exact;
 mod fast_hash;
+pub(crate) mod lookup_times;
 pub(crate) mod node_types;
 pub(crate) mod recording;
 mod rows;

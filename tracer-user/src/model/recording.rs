@@ -64,6 +64,9 @@ pub(crate) struct Report {
     pub complete: bool,
     /// Where the file stopped being readable, if it did.
     pub damage: Option<String>,
+    /// Each timed lookup's time (issue 51), for `report --compare`.
+    #[serde(skip)]
+    pub lookup_times: super::lookup_times::LookupTimes,
 }
 
 fn totals_json<S: serde::Serializer>(totals: &Counters, serializer: S) -> Result<S::Ok, S::Error> {
@@ -98,10 +101,19 @@ pub(crate) fn build(
     let mut devices: BTreeMap<String, DeviceReport> = BTreeMap::new();
     let mut last = header.clock_origin_ns;
     let mut node_types = image.as_ref().map(|i| NodeTypeReads::new(i.name.clone()));
+    let mut lookup_times = super::lookup_times::LookupTimes::default();
     pipeline.drain(
         |events| {
             for event in events {
                 tally(event, &mut slot_mix, &mut devices);
+                if let Decoded::NodeAccess {
+                    nid,
+                    retrieval: Some(retrieval),
+                    ..
+                } = event.decode()
+                {
+                    lookup_times.add(event.dev, nid, retrieval.latency_ns.max(1));
+                }
                 if let (Some(image), Some(types)) = (&image, &mut node_types) {
                     if let Decoded::NodeRead { nid, readahead, .. } = event.decode() {
                         types.counts.count(image.nodes, nid, readahead);
@@ -161,6 +173,7 @@ pub(crate) fn build(
         drops: totals.lost,
         complete: footer.is_some() && damage.is_none(),
         damage: damage.map(|d| d.to_string()),
+        lookup_times,
     })
 }
 

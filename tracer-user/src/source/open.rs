@@ -53,6 +53,12 @@ pub(crate) struct SourceArgs {
     /// more events than node reads.
     #[arg(long)]
     pub accesses: bool,
+    /// Time every node lookup from its entry to its return and tell its outcome: a raw hit, a
+    /// restore, a disk read of its own, a wait on another's read, an error (issue 51). Implies
+    /// --accesses. The kernel source adds a return program on each lookup function and a
+    /// kprobe on the page lock's slow path; the simulator times its lookups in virtual time.
+    #[arg(long)]
+    pub lookup_latency: bool,
     /// Kernel source: how kernel functions are hooked, the node lookups of --accesses and the
     /// RFC's functions of a probe manifest. `auto` takes BPF trampolines (fentry, fexit), the
     /// cheaper hook, where the kernel has BTF and trampolines, and kprobes where not or where
@@ -81,6 +87,11 @@ pub(crate) struct SourceArgs {
 }
 
 impl SourceArgs {
+    /// Node lookups are traced: `--accesses`, or `--lookup-latency`, which times them.
+    pub(crate) fn traces_accesses(&self) -> bool {
+        self.accesses || self.lookup_latency
+    }
+
     /// Whether the kernel source must send node reads as events: when asked, when the
     /// RFC's probes are attached (the cache's raw entries are counted from node-read events)
     /// and when an image tells node types by nid.
@@ -177,8 +188,11 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
         node_read_events,
         args.function_hook,
     )?;
-    if args.accesses {
-        source.attach_accesses(&f2fs::access::plan_this_kernel(args.function_hook))?;
+    if args.traces_accesses() {
+        source.attach_accesses(&f2fs::access::plan_this_kernel(
+            args.function_hook,
+            args.lookup_latency,
+        ))?;
     }
     let banner = with_coverage(&mut source, banner);
     drop(btf);
@@ -233,7 +247,7 @@ fn open_sim(args: &SourceArgs) -> Result<Box<dyn Source>> {
         args.seed,
         args.sysfs_root.clone(),
         args.speed,
-        args.accesses,
+        args.traces_accesses(),
     )?;
     Ok(Box::new(source))
 }

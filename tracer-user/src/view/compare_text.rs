@@ -71,6 +71,55 @@ pub(crate) fn render(c: &Comparison) -> String {
             );
         }
     }
+    if let Some(l) = &c.latency {
+        let _ = writeln!(
+            out,
+            "\nnode retrieval time (timed lookups){}",
+            if l.left_out > 0 {
+                format!(" ({} lookups past the bounds left out)", l.left_out)
+            } else {
+                String::new()
+            }
+        );
+        row(&mut out, "timed lookups", &l.lookups);
+        row(&mut out, "wait ns", &l.wait_ns);
+        row(&mut out, "median lookup ns", &l.median_lookup_ns);
+        row(&mut out, "median node ns", &l.median_node_ns);
+        let paired = |change: Option<f64>, pairs: u64, what: &str| {
+            change.map_or_else(
+                || format!("- (no {what} timed in both)"),
+                |p| format!("{p:+.2}% over {pairs} {what}"),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "paired median change     per node {}; per app (wait) {}",
+            paired(l.paired_node_change_percent, l.node_pairs, "nodes"),
+            paired(l.paired_app_change_percent, l.app_pairs, "apps")
+        );
+        let waits: Vec<_> = c
+            .apps
+            .iter()
+            .filter(|a| a.lookups.off + a.lookups.on > 0)
+            .collect();
+        if !waits.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n{:<32} {:>12} {:>12} {:>10}",
+                "APP", "WAIT MS OFF", "WAIT MS ON", "CHANGE"
+            );
+            for app in waits {
+                let _ = writeln!(
+                    out,
+                    "{:<32} {:>12.3} {:>12.3} {:>10}",
+                    app.app,
+                    app.wait_ns.off as f64 / 1e6,
+                    app.wait_ns.on as f64 / 1e6,
+                    change(&app.wait_ns)
+                );
+            }
+        }
+    }
     if c.drops.off + c.drops.on > 0 {
         let _ = writeln!(
             out,

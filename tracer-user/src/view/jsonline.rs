@@ -9,8 +9,10 @@ use crate::model::{counters, CheckpointSummary, DeviceNodeCounts, ProcessRow, Wi
 
 /// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
 /// sources); version 2 is one for all; version 3 names the window's length `window_s` (it was
-/// `interval_s`, a word that belongs to the knob `node_compress_interval`).
-pub(crate) const STREAM_VERSION: u32 = 3;
+/// `interval_s`, a word that belongs to the knob `node_compress_interval`); version 4 adds node
+/// retrieval latency (issue 51): `retrievals` in `totals` and `cumulative`, and each process's
+/// `lookups`, `wait_ns`, `lookup_p50_ns` and `lookup_p99_ns`.
+pub(crate) const STREAM_VERSION: u32 = 4;
 
 fn process(row: &ProcessRow) -> Value {
     let c = &row.counters;
@@ -27,6 +29,10 @@ fn process(row: &ProcessRow) -> Value {
         "conversions": c.conversions,
         "reclaims": c.reclaims.total(),
         "second_chances": c.second_chances.total(),
+        "lookups": c.retrievals.count(),
+        "wait_ns": c.retrievals.wait_ns(),
+        "lookup_p50_ns": c.retrievals.all().quantile_bound_ns(0.5),
+        "lookup_p99_ns": c.retrievals.all().quantile_bound_ns(0.99),
     })
 }
 
@@ -221,7 +227,7 @@ mod tests {
         }
         model.advance_to(1_000_000_000);
         let line = window_line(&model.take_closed()[0], 0);
-        assert_eq!(line["version"], 3);
+        assert_eq!(line["version"], 4);
         assert_eq!(line["counts"], "events");
         assert_eq!(line["t"], 1.0);
         assert_eq!(line["totals"]["node_reads"], 2);

@@ -19,7 +19,7 @@ use tokio::{
     sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore},
     task::JoinHandle,
 };
-use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
+use tracer_common::{Outcome, RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
 use crate::{
     model::{Counters, LatencyHistogram, Model},
@@ -147,6 +147,7 @@ pub(crate) fn render_with(model: &Model, device: &str, recording: Option<bool>) 
         other.as_ref().map_or(0, |o| o.apps),
     );
     render_device(&mut family, model, device);
+    lookups(family.out, &model.totals(), &labelled, device);
     if let Some(active) = recording {
         family.header(
             "nodescope_recording_active",
@@ -296,32 +297,90 @@ fn seconds(ns: u64) -> String {
 /// and the exact sum. Only timed restores count, as in the model.
 fn restore_latency(out: &mut String, h: &LatencyHistogram, device: &str) {
     let name = "nodescope_restore_latency_seconds";
-    let device = escape(device);
     let _ = writeln!(
         out,
         "# TYPE {name} histogram\n# HELP {name} Time from finding a compressed copy to the \
          block in place, per timed restore\n# UNIT {name} seconds"
     );
+    histogram(out, name, h, &format!("device=\"{}\"", escape(device)));
+}
+
+/// One series of a histogram family in seconds: `labels` (already escaped, comma-separated)
+/// on every sample.
+fn histogram(out: &mut String, name: &str, h: &LatencyHistogram, labels: &str) {
     let mut below = 0;
     for (log2, n) in h.log2_ns.iter().enumerate() {
         below += n;
         let bound = log2 + 1;
         if (LATENCY_FIRST_BOUND_LOG2..=LATENCY_LAST_BOUND_LOG2).contains(&bound) {
             let le = seconds(1 << bound);
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{device=\"{device}\",le=\"{le}\"}} {below}"
-            );
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {below}");
         }
     }
     let _ = writeln!(
         out,
-        "{name}_bucket{{device=\"{device}\",le=\"+Inf\"}} {}\n\
-         {name}_count{{device=\"{device}\"}} {}\n{name}_sum{{device=\"{device}\"}} {}",
+        "{name}_bucket{{{labels},le=\"+Inf\"}} {}\n\
+         {name}_count{{{labels}}} {}\n{name}_sum{{{labels}}} {}",
         h.count,
         h.count,
         seconds(h.total_ns)
     );
+}
+
+/// Timed node lookups (issue 51): the device's latency histogram per outcome, and per app the
+/// lookups per outcome and the time waited on them (the busiest apps, then `(other)`, as the
+/// other per-app families).
+fn lookups(out: &mut String, totals: &Counters, apps: &[(String, &Counters)], device: &str) {
+    let name = "nodescope_lookup_latency_seconds";
+    let _ = writeln!(
+        out,
+        "# TYPE {name} histogram\n# HELP {name} Time of each timed node lookup from its entry \
+         to its return, per outcome\n# UNIT {name} seconds"
+    );
+    let device = escape(device);
+    for outcome in Outcome::ALL {
+        let labels = format!("device=\"{device}\",outcome=\"{}\"", outcome.name());
+        histogram(out, name, &totals.retrievals.get(outcome), &labels);
+    }
+    // Per app only for the apps with timed lookups: a scrape of many apps without them (no
+    // --lookup-latency) costs what it did.
+    let apps: Vec<&(String, &Counters)> = apps
+        .iter()
+        .filter(|(_, c)| !c.retrievals.is_empty())
+        .collect();
+    if apps.is_empty() {
+        return;
+    }
+    let name = "nodescope_lookups";
+    let _ = writeln!(
+        out,
+        "# TYPE {name} counter\n# HELP {name} Timed node lookups of the app, per outcome"
+    );
+    for (app, c) in &apps {
+        for outcome in Outcome::ALL {
+            let _ = writeln!(
+                out,
+                "{name}_total{{app=\"{}\",device=\"{device}\",outcome=\"{}\"}} {}",
+                escape(app),
+                outcome.name(),
+                c.retrievals.get(outcome).count
+            );
+        }
+    }
+    let name = "nodescope_lookup_wait_seconds";
+    let _ = writeln!(
+        out,
+        "# TYPE {name} counter\n# HELP {name} Time the app's timed node lookups took, summed\n\
+         # UNIT {name} seconds"
+    );
+    for (app, c) in &apps {
+        let _ = writeln!(
+            out,
+            "{name}_total{{app=\"{}\",device=\"{device}\"}} {}",
+            escape(app),
+            seconds(c.retrievals.wait_ns())
+        );
+    }
 }
 
 fn queue_values(q: &crate::model::PerQueue) -> [(&'static str, u64); 4] {

@@ -1,10 +1,10 @@
 //! `nodescope report`'s text.
 use std::fmt::Write as _;
 
-use tracer_common::{RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
+use tracer_common::{activity::Retrievals, Outcome, RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
 
 use crate::{
-    model::{node_types::NodeTypeReads, recording::Report, PerReason},
+    model::{node_types::NodeTypeReads, recording::Report, LatencyHistogram, PerReason},
     view::checkpoint_table,
 };
 
@@ -18,6 +18,44 @@ fn by_reason(counts: &PerReason, names: &[(u8, &str)]) -> String {
         words.push(format!("unknown {}", counts.get(0)));
     }
     words.join(" ")
+}
+
+/// `count N mean X us p50 <= Y us p99 <= Z us` of one histogram.
+fn latency_words(h: &LatencyHistogram) -> String {
+    let micros =
+        |ns: Option<u64>| ns.map_or_else(|| "-".into(), |ns| format!("{:.1}", ns as f64 / 1e3));
+    format!(
+        "{} mean {} us p50 <= {} us p99 <= {} us",
+        h.count,
+        micros(h.mean_ns()),
+        micros(h.quantile_bound_ns(0.5)),
+        micros(h.quantile_bound_ns(0.99))
+    )
+}
+
+/// Timed node lookups (issue 51): one line per outcome, and the time waited in all.
+fn retrievals(r: &Retrievals) -> String {
+    let mut out = format!(
+        "node lookups timed {}, waited {:.3} ms in all:\n",
+        r.count(),
+        r.wait_ns() as f64 / 1e6
+    );
+    for outcome in Outcome::ALL {
+        let _ = writeln!(
+            out,
+            "  {:<10} {}",
+            outcome.name(),
+            latency_words(&r.get(outcome))
+        );
+    }
+    if r.device.count > 0 {
+        let _ = writeln!(
+            out,
+            "  device time of the reads (block layer issue to completion): {}",
+            latency_words(&r.device())
+        );
+    }
+    out
 }
 
 /// Node reads per node type: demand, readahead and the share of all node reads.
@@ -79,6 +117,9 @@ pub(crate) fn render(report: &Report) -> String {
         micros(l.quantile_bound_ns(0.5)),
         micros(l.quantile_bound_ns(0.99))
     );
+    if t.retrievals.count() > 0 {
+        out.push_str(&retrievals(&t.retrievals));
+    }
     let _ = writeln!(
         out,
         "restore failures {} ({})  restore nomem {}",
@@ -136,6 +177,41 @@ pub(crate) fn render(report: &Report) -> String {
             "{name:<32} {:>8} {:>8} {:>9} {hit:>6} {:>8}",
             a.node_reads_demand, a.node_reads_readahead, a.restores, a.conversions
         );
+    }
+    if t.retrievals.count() > 0 {
+        let _ = writeln!(
+            out,
+            "\n{:<32} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9}",
+            "APP", "LOOKUPS", "WAIT_MS", "DISK", "RESTORE", "P50_US", "P99_US"
+        );
+        let mut apps: Vec<_> = report.apps.iter().collect();
+        apps.sort_by(|a, b| {
+            b.total
+                .retrievals
+                .wait_ns()
+                .cmp(&a.total.retrievals.wait_ns())
+                .then(a.app.cmp(&b.app))
+        });
+        let micros =
+            |ns: Option<u64>| ns.map_or_else(|| "-".into(), |ns| format!("{:.1}", ns as f64 / 1e3));
+        for app in apps {
+            let r = &app.total.retrievals;
+            if r.count() == 0 {
+                continue;
+            }
+            let all = r.all();
+            let _ = writeln!(
+                out,
+                "{:<32} {:>8} {:>10.3} {:>9} {:>9} {:>9} {:>9}",
+                crate::view::tui::label(&app.app),
+                r.count(),
+                r.wait_ns() as f64 / 1e6,
+                r.get(Outcome::DiskRead).count,
+                r.get(Outcome::Restore).count,
+                micros(all.quantile_bound_ns(0.5)),
+                micros(all.quantile_bound_ns(0.99)),
+            );
+        }
     }
     if !report.notes.is_empty() {
         let _ = writeln!(out, "\nknob changes and controller decisions:");

@@ -11,7 +11,88 @@ use sim::whatif::{
     Outcome, Settings, Trace,
 };
 
+use tracer_common::{activity::Retrievals, Outcome as LookupOutcome};
+
 use super::whatif_plot::{pareto_front, PlotPoint};
+
+/// The wait prediction's latency table (issue 51): per outcome the mean time of the
+/// recording's own timed lookups on the traced device (`--lookup-latency`), so a setting's
+/// predicted wait is its replay's lookups per outcome times these. A restore the recording
+/// did not time (compression was off) takes the recording's restore events' mean, else the
+/// replay's simulated restore times (`sim::costs`, per payload); an outcome with no timed
+/// lookup counts 0 ns and the legend says so.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub(crate) struct WaitTable {
+    /// Means in ns and how many lookups each is over: hit, restore, disk_read, error.
+    pub hit: Option<(u64, u64)>,
+    pub restore: Option<(u64, u64)>,
+    pub disk_read: Option<(u64, u64)>,
+    pub error: Option<(u64, u64)>,
+    /// The mean of the recording's timed `Restore` events, where its lookups timed none.
+    pub restore_events: Option<(u64, u64)>,
+}
+
+impl WaitTable {
+    /// None when the recording has no timed lookup: no prediction then.
+    pub(crate) fn measured(
+        lookups: &Retrievals,
+        restores: &tracer_common::activity::LatencyHistogram,
+    ) -> Option<WaitTable> {
+        if lookups.count() == 0 {
+            return None;
+        }
+        let mean = |o: LookupOutcome| {
+            let h = lookups.get(o);
+            h.mean_ns().map(|mean| (mean, h.count))
+        };
+        Some(WaitTable {
+            hit: mean(LookupOutcome::Hit),
+            restore: mean(LookupOutcome::Restore),
+            disk_read: mean(LookupOutcome::DiskRead),
+            error: mean(LookupOutcome::Error),
+            restore_events: restores.mean_ns().map(|mean| (mean, restores.count)),
+        })
+    }
+
+    /// The predicted wait of a replay's lookups, ns.
+    pub(crate) fn predict(&self, outcome: &Outcome) -> u64 {
+        let l = &outcome.lookups;
+        let at = |mean: Option<(u64, u64)>, n: u64| mean.map_or(0, |(m, _)| m.saturating_mul(n));
+        let restores = match self.restore.or(self.restore_events) {
+            Some((mean, _)) => mean.saturating_mul(l.restores),
+            None => outcome.restore_ns,
+        };
+        at(self.hit, l.hits)
+            .saturating_add(restores)
+            .saturating_add(at(self.disk_read, l.disk_reads))
+            .saturating_add(at(self.error, l.errors))
+    }
+
+    /// The legend line: where each mean comes from.
+    pub(crate) fn legend(&self) -> String {
+        let shown = |name: &str, mean: Option<(u64, u64)>| match mean {
+            Some((mean, n)) => format!("{name} {:.1} us over {n}", mean as f64 / 1e3),
+            None => format!("{name} not timed (0)"),
+        };
+        let restore = match (self.restore, self.restore_events) {
+            (Some(timed), _) => shown("restore", Some(timed)),
+            (None, Some((mean, n))) => {
+                format!(
+                    "restore {:.1} us over {n} restore events",
+                    mean as f64 / 1e3
+                )
+            }
+            (None, None) => "restore simulated (sim::costs)".into(),
+        };
+        format!(
+            "wait ms = the replay's lookups per outcome x the recording's mean lookup times: {}, \
+             {restore}, {}, {}",
+            shown("hit", self.hit),
+            shown("disk_read", self.disk_read),
+            shown("error", self.error)
+        )
+    }
+}
 
 /// Which question a table answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -67,6 +148,9 @@ pub(crate) struct Row {
     pub retained_bytes: u64,
     pub node_reads: u64,
     pub restores: u64,
+    /// The predicted wait of the lookups after the budget point (issue 51), ns; None without
+    /// a latency table.
+    pub wait_ns: Option<u64>,
 }
 
 impl Row {
@@ -101,9 +185,11 @@ impl Row {
                 && self.threshold == tracer_common::knobs::DEFAULT_THRESHOLD
                 && self.interval_ms == tracer_common::knobs::DEFAULT_INTERVAL_MS,
             label: format!(
-                "{} {} budget",
+                "{} {} budget{}",
                 if self.compression { "on" } else { "off" },
-                budget_label(self.budget_bytes)
+                budget_label(self.budget_bytes),
+                self.wait_ns
+                    .map_or_else(String::new, |ns| format!(", wait {}", wait_ms(ns)))
             ),
         }
     }
@@ -137,6 +223,10 @@ impl Table {
         let mut header: Vec<&str> = vec!["budget"];
         header.extend(self.question.axis_columns());
         header.extend(["retained nodes", "retained bytes", "node reads", "restores"]);
+        let waits = self.rows.iter().any(|i| points[*i].wait_ns.is_some());
+        if waits {
+            header.push("wait ms");
+        }
         let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
         for index in &self.rows {
             let p = &points[*index];
@@ -148,6 +238,12 @@ impl Table {
                 p.node_reads.to_string(),
                 p.restores.to_string(),
             ]);
+            if waits {
+                line.push(
+                    p.wait_ns
+                        .map_or_else(|| "-".into(), |ns| format!("{:.3}", ns as f64 / 1e6)),
+                );
+            }
             if self.pareto.contains(index) {
                 line.push("*".into());
             }
@@ -172,6 +268,11 @@ impl Table {
     }
 }
 
+/// Nanoseconds as milliseconds, three decimals.
+pub(crate) fn wait_ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
 /// "3 MiB", "512 KiB", or bytes.
 pub(crate) fn budget_label(bytes: u64) -> String {
     if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
@@ -190,12 +291,15 @@ pub(crate) struct Point {
     compressor: String,
     compression: bool,
     outcome: Outcome,
+    /// The predicted wait of the lookups after the budget point (issue 51): null without
+    /// timed lookups in the recording.
+    predicted_wait_ns: Option<u64>,
     /// The tables that show this point, and those whose Pareto front it is on.
     tables: Vec<Question>,
     pareto: Vec<Question>,
 }
 
-pub(crate) fn row(axes: &Axes, cell: &Cell, outcome: &Outcome) -> Row {
+pub(crate) fn row(axes: &Axes, cell: &Cell, outcome: &Outcome, waits: Option<&WaitTable>) -> Row {
     let settings = settings(axes, cell);
     Row {
         budget_bytes: settings.budget_bytes,
@@ -209,6 +313,7 @@ pub(crate) fn row(axes: &Axes, cell: &Cell, outcome: &Outcome) -> Row {
         retained_bytes: outcome.retained_bytes,
         node_reads: outcome.node_reads,
         restores: outcome.restores,
+        wait_ns: waits.map(|w| w.predict(outcome)),
     }
 }
 
@@ -282,6 +387,7 @@ pub(crate) fn json_points(
     cells: &[Cell],
     outcomes: Vec<Outcome>,
     tables: &[Table],
+    waits: Option<&WaitTable>,
 ) -> Vec<Point> {
     cells
         .iter()
@@ -294,6 +400,7 @@ pub(crate) fn json_points(
                 settings: settings(axes, cell),
                 compressor: axes.compressors[cell.compressor].name(),
                 compression: cell.knobs.is_some(),
+                predicted_wait_ns: waits.map(|w| w.predict(&outcome)),
                 outcome,
                 tables: tables.iter().filter(showing).map(|t| t.question).collect(),
                 pareto: tables.iter().filter(on_front).map(|t| t.question).collect(),
@@ -303,7 +410,12 @@ pub(crate) fn json_points(
 }
 
 /// The tables as `whatif` prints them: the trace's line, the legend, each table.
-pub(crate) fn render(trace: &Trace, tables: &[Table], rows: &[Row]) -> String {
+pub(crate) fn render(
+    trace: &Trace,
+    tables: &[Table],
+    rows: &[Row],
+    waits: Option<&WaitTable>,
+) -> String {
     let mut out = format!(
         "whatif: {} accesses, {} node page drops on dev {}:{}\n",
         trace.accesses,
@@ -315,6 +427,10 @@ pub(crate) fn render(trace: &Trace, tables: &[Table], rows: &[Row]) -> String {
         "* = on the table's Pareto front: no other row has fewer node reads for no more \
          retained bytes\n",
     );
+    if let Some(waits) = waits {
+        out.push_str(&waits.legend());
+        out.push('\n');
+    }
     for table in tables {
         out.push('\n');
         out.push_str(&table.render(rows));
@@ -339,6 +455,7 @@ mod tests {
             retained_bytes: bytes,
             node_reads: reads,
             restores: 0,
+            wait_ns: None,
         }
     }
 

@@ -8,7 +8,8 @@ trace processor) and checks that:
 - it is one packet sequence, the first packet clearing incremental state;
 - every track an event uses has a TrackDescriptor, and every parent uuid too;
 - timestamps never go backwards within the sequence;
-- per app, node reads (demand + readahead) and restores summed over the counter tracks equal
+- per app, node reads (demand + readahead), restores, timed lookups (`node lookups`) and their
+  wait (`lookup wait`, ns, a UNIT_TIME_NS track) summed over the counter tracks equal
   `nodescope report --json`'s per-app totals exactly, and the cache-wide tracks its totals.
 Exits 1 with every failure listed, 0 with a one-line summary.
 """
@@ -89,19 +90,26 @@ def track_named(tracks, name):
     return found[0] if len(found) == 1 else None
 
 
-def per_app(tracks, sums):
-    """{"kind name": {"reads": n, "restores": n}} from the apps tracks."""
+def per_app(tracks, sums, failures):
+    """{"kind name": {"reads": n, "restores": n, "lookups": n, "wait_ns": n}} from the apps
+    tracks."""
     apps = {}
     root = track_named(tracks, APPS_TRACK)
     if root is None:
         return apps
     for app in children(tracks, root.uuid):
-        totals = {"reads": 0, "restores": 0}
+        totals = {"reads": 0, "restores": 0, "lookups": 0, "wait_ns": 0}
         for counter in children(tracks, app.uuid):
             if counter.name in READ_TRACKS:
                 totals["reads"] += sums[counter.uuid]
             elif counter.name == "restores":
                 totals["restores"] += sums[counter.uuid]
+            elif counter.name == "node lookups":
+                totals["lookups"] += sums[counter.uuid]
+            elif counter.name == "lookup wait":
+                if counter.counter.unit != pb.CounterDescriptor.UNIT_TIME_NS:
+                    failures.append(f"{app.name}/lookup wait: unit {counter.counter.unit}")
+                totals["wait_ns"] += sums[counter.uuid]
         apps[app.name] = totals
     return apps
 
@@ -110,11 +118,14 @@ def check_apps(report, apps, failures):
     expected = {}
     for row in report["apps"]:
         total = row["total"]
+        outcomes = total.get("retrievals", {}).get("by_outcome", [])
         expected[f'{row["app"]["kind"]} {row["app"]["name"]}'] = {
             "reads": total["node_reads_demand"] + total["node_reads_readahead"],
             "restores": total["restores"],
+            "lookups": sum(h["count"] for h in outcomes),
+            "wait_ns": sum(h["total_ns"] for h in outcomes),
         }
-    zero = {"reads": 0, "restores": 0}
+    zero = {"reads": 0, "restores": 0, "lookups": 0, "wait_ns": 0}
     for name in sorted(set(expected) | set(apps)):
         want, got = expected.get(name, zero), apps.get(name, zero)
         if want != got:
@@ -149,15 +160,16 @@ def main():
     check_sequence(trace, failures)
     tracks = descriptors(trace, failures)
     sums = counter_sums(trace, tracks, failures)
-    apps = per_app(tracks, sums)
+    apps = per_app(tracks, sums, failures)
     app_count = check_apps(report, apps, failures)
     check_totals(report, tracks, sums, failures)
     processes = sum(1 for d in tracks.values() if d.HasField("process"))
     if failures:
         print("\n".join(failures))
         return 1
+    lookups = sum(a["lookups"] for a in apps.values())
     print(f"ok: {len(trace.packet)} packets, {len(tracks)} tracks, {processes} processes, "
-          f"{app_count} apps match the report")
+          f"{lookups} timed lookups, {app_count} apps match the report")
     return 0
 
 

@@ -148,10 +148,15 @@ lookup_runs() {
 # and the whole sequence is repeated $LOOKUP_ROUNDS times (the host takes the median).
 round=1
 while [ $round -le $LOOKUP_ROUNDS ]; do
-  for hook in kprobe auto; do
+  # `timed`: the lookups timed (issue 51), fentry and fexit, `--lookup-latency`.
+  for hook in kprobe auto timed; do
     mark lookups_${hook}_$round
     lookup_runs none_${hook}_$round
-    nodescope stream --json --window 1 --accesses --function-hook $hook \
+    case $hook in
+      timed) flags="--lookup-latency --function-hook auto" ;;
+      *) flags="--accesses --function-hook $hook" ;;
+    esac
+    nodescope stream --json --window 1 $flags \
       > $R/lookup_stream_${hook}_$round.jsonl 2> $R/lookup_stream_${hook}_$round.err &
     SP=$!
     wait_ready $SP "nodescope stream --function-hook $hook" \

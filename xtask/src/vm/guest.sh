@@ -50,14 +50,16 @@ done
 # recording stays in /results for the host's whatif on this disk's image. Defined here, before
 # the arm64 run's own phases, which run it too (its lookups on BPF trampolines).
 accesses_phase() {
-  nodescope stream --plan --accesses > $R/accesses_plan.txt 2>&1
+  # Timed lookups (issue 51): --lookup-latency traces the lookups as --accesses does, each
+  # with its time and outcome.
+  nodescope stream --plan --lookup-latency > $R/accesses_plan.txt 2>&1
   fn=$(sed -n 's/^node_access  *[a-z]* \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
   [ -n "$fn" ] || { fail "accesses: no node lookup function (see accesses_plan.txt)"; return 1; }
   cold
   echo "p:nodescope_access $fn" >> $T/kprobe_events &&
     echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger ||
     { fail "kprobe_events: cannot count $fn"; return 1; }
-  nodescope record --accesses -o $R/accesses.nsr > $R/accesses_record.out 2> $R/accesses_record.err &
+  nodescope record --lookup-latency -o $R/accesses.nsr > $R/accesses_record.out 2> $R/accesses_record.err &
   AP=$!
   wait_for $AP "record --accesses" "[ -s $R/accesses.nsr ]"
   mark accesses_start

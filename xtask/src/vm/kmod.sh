@@ -143,9 +143,9 @@ for mode in off on; do
   cold
   # Recorded from the emptied cache on, for `report --compare` (issue 32): the cover letter's
   # off/on table from two recordings, every entry's arrival and departure seen.
-  # The off run with its access trace too, for the what-if below.
-  accesses=; [ $mode = off ] && accesses=--accesses
-  nodescope record -o $R/budget_$mode.nsr $accesses > /dev/null 2> $R/record_$mode.err &
+  # Both with their lookups timed (issue 51: report --compare's latency rows); the off run's
+  # access trace is also the what-if's below.
+  nodescope record -o $R/budget_$mode.nsr --lookup-latency > /dev/null 2> $R/record_$mode.err &
   REC=$!
   wait_for $REC "record $mode" "grep -q 'nodescope record: ready' $R/record_$mode.err" 60
   snap budget_${mode}_start

@@ -26,7 +26,7 @@ use tracer_common::maps;
 use anyhow::{Context as _, Result};
 use aya::{maps::RingBuf, Ebpf, EbpfLoader};
 use tokio::io::unix::AsyncFd;
-use tracer_common::{AccessBatch, Event};
+use tracer_common::{AccessBatch, Event, EventKind};
 
 /// The object tracer-user's build.rs built from tracer-ebpf.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer"));
@@ -118,6 +118,38 @@ fn missing_map(name: &str) -> String {
 /// Reads events from the EVENTS ring buffer as they arrive.
 pub struct EventReader {
     ring: AsyncFd<RingBuf<aya::maps::MapData>>,
+    names: ProcessNames,
+}
+
+/// The uid and comm of each process whose lookups come in batches (issue 51): a batch's
+/// records carry neither, and the lookup program sends a process's first lookup on each CPU as
+/// a single event with both, ahead of the batches; the batched lookups of that process get
+/// them here, so a lookup counts for its process's app as every other event does.
+#[derive(Default)]
+pub(crate) struct ProcessNames {
+    by_tgid: std::collections::HashMap<u32, (u32, [u8; tracer_common::COMM_LEN])>,
+}
+
+impl ProcessNames {
+    /// Processes kept at most; past it the table starts again (a lookup of a process it no
+    /// longer knows then goes unnamed until its CPU names it anew).
+    const MAX: usize = 1 << 16;
+
+    fn learn(&mut self, event: &Event) {
+        if event.kind == EventKind::NodeAccess as u8 && event.comm[0] != 0 {
+            if self.by_tgid.len() >= Self::MAX {
+                self.by_tgid.clear();
+            }
+            self.by_tgid.insert(event.tgid, (event.uid, event.comm));
+        }
+    }
+
+    fn name(&self, event: &mut Event) {
+        if let Some((uid, comm)) = self.by_tgid.get(&event.tgid) {
+            event.uid = *uid;
+            event.comm = *comm;
+        }
+    }
 }
 
 impl EventReader {
@@ -130,7 +162,10 @@ impl EventReader {
         let ring = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
             .map_err(|err| err.into_parts().1)
             .context("registering the ring buffer with tokio")?;
-        Ok(EventReader { ring })
+        Ok(EventReader {
+            ring,
+            names: ProcessNames::default(),
+        })
     }
 
     /// The ring buffer's map fd (what another loader relocates the programs' EVENTS to).
@@ -149,28 +184,34 @@ impl EventReader {
             .readable_mut()
             .await
             .context("polling ring buffer")?;
-        let count = take_all(guard.get_inner_mut(), sink);
+        let count = take_all(guard.get_inner_mut(), &mut self.names, sink);
         guard.clear_ready();
         Ok(count)
     }
 
     /// Hand every event the ring holds now to `sink`, without waiting. Returns how many.
     pub(crate) fn take_waiting(&mut self, sink: impl FnMut(Event)) -> usize {
-        take_all(self.ring.get_mut(), sink)
+        take_all(self.ring.get_mut(), &mut self.names, sink)
     }
 }
 
 /// Every record the ring holds, as events: a batch of node lookups (`AccessBatch`, from the
-/// `--accesses` programs) becomes its lookups' events.
-fn take_all(ring: &mut RingBuf<aya::maps::MapData>, mut sink: impl FnMut(Event)) -> usize {
+/// `--accesses` programs) becomes its lookups' events, each named after its process.
+fn take_all(
+    ring: &mut RingBuf<aya::maps::MapData>,
+    names: &mut ProcessNames,
+    mut sink: impl FnMut(Event),
+) -> usize {
     let mut count = 0;
     while let Some(item) = ring.next() {
         if let Some(batch) = AccessBatch::from_bytes(&item) {
-            for event in batch.events() {
+            for mut event in batch.events() {
+                names.name(&mut event);
                 sink(event);
                 count += 1;
             }
         } else if let Some(event) = Event::from_bytes(&item) {
+            names.learn(&event);
             sink(event);
             count += 1;
         }
@@ -192,6 +233,31 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::OBJECT;
+
+    /// Issue 51: a process's named lookup names its batched ones (uid and comm); other kinds
+    /// and unnamed events teach nothing; an unknown process stays unnamed.
+    #[test]
+    fn batched_lookups_take_their_process_name() {
+        use tracer_common::{Event, EventKind};
+        let mut names = super::ProcessNames::default();
+        let named = Event::new(EventKind::NodeAccess, 1)
+            .task(40)
+            .uid(10123)
+            .comm("com.example");
+        names.learn(&named);
+        names.learn(&Event::new(EventKind::NodeRead, 2).task(41).comm("other"));
+        let mut batched = Event::new(EventKind::NodeAccess, 3).task(40);
+        batched.pid = 42;
+        names.name(&mut batched);
+        assert_eq!(
+            (batched.uid, batched.comm_bytes()),
+            (10123, &b"com.example"[..])
+        );
+        assert_eq!(batched.pid, 42, "the thread stays the record's");
+        let mut unknown = Event::new(EventKind::NodeAccess, 4).task(41);
+        names.name(&mut unknown);
+        assert_eq!((unknown.uid, unknown.comm_bytes()), (0, &b""[..]));
+    }
 
     /// The eBPF side names its maps in `#[map(name = "...")]` literals: the built object holds
     /// exactly the maps `tracer_common::maps::ALL` names, no more, no fewer (checked without a

@@ -175,3 +175,56 @@ fn requests_beyond_a_peers_answers_wait_for_a_turn_or_are_told_to_retry() {
     assert!(BUSY.starts_with("HTTP/1.1 503 Service Unavailable\r\n"));
     assert!(BUSY.contains("\r\nRetry-After: 1\r\n") && BUSY.ends_with("\r\n\r\n"));
 }
+
+/// Issue 51: timed lookups are a histogram family per outcome for the device, and per app
+/// the lookups per outcome and the time waited, in seconds to the nanosecond.
+#[test]
+fn timed_lookups_are_histograms_per_outcome_and_waits_per_app() {
+    let packages = Packages::parse("com.example.chat 10123 0 /data x 3003\n");
+    let mut model = Model::new(ModelConfig {
+        packages,
+        ..ModelConfig::default()
+    });
+    for (outcome, ns) in [
+        (tracer_common::RETRIEVAL_HIT, 300),
+        (tracer_common::RETRIEVAL_DISK_READ, 90_000),
+        (tracer_common::RETRIEVAL_DISK_READ, 90_000),
+        (tracer_common::RETRIEVAL_WAITED, 2_000_000_000),
+    ] {
+        let mut lookup = Event::new(EventKind::NodeAccess, 1).uid(10123).task(5);
+        lookup.reason = outcome;
+        lookup.latency_ns = ns;
+        model.ingest(&lookup);
+    }
+    let text = render(&model, "sim0");
+    let name = "nodescope_lookup_latency_seconds";
+    assert_eq!(
+        text.matches(&format!("# TYPE {name} histogram\n")).count(),
+        1
+    );
+    let disk = "device=\"sim0\",outcome=\"disk_read\"";
+    for line in [
+        format!("{name}_bucket{{{disk},le=\"0.000131072\"}} 2\n"),
+        format!("{name}_bucket{{{disk},le=\"0.000065536\"}} 0\n"),
+        format!("{name}_count{{{disk}}} 2\n"),
+        format!("{name}_sum{{{disk}}} 0.000180000\n"),
+        format!("{name}_bucket{{device=\"sim0\",outcome=\"waited\",le=\"1.073741824\"}} 0\n"),
+        format!("{name}_bucket{{device=\"sim0\",outcome=\"waited\",le=\"+Inf\"}} 1\n"),
+        format!("{name}_count{{device=\"sim0\",outcome=\"restore\"}} 0\n"),
+    ] {
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    // Five outcomes, 22 buckets each.
+    assert_eq!(text.matches(&format!("{name}_bucket{{")).count(), 5 * 22);
+    let app = "app=\"com.example.chat\",device=\"sim0\"";
+    for line in [
+        format!("nodescope_lookups_total{{{app},outcome=\"hit\"}} 1\n"),
+        format!("nodescope_lookups_total{{{app},outcome=\"disk_read\"}} 2\n"),
+        format!("nodescope_lookups_total{{{app},outcome=\"error\"}} 0\n"),
+        format!("nodescope_lookup_wait_seconds_total{{{app}}} 2.000180300\n"),
+    ] {
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    assert!(text.contains("# UNIT nodescope_lookup_wait_seconds seconds\n"));
+    assert!(text.ends_with("# EOF\n"));
+}

@@ -232,6 +232,32 @@ impl Layout {
             ("restores", counters.restores),
         ];
         self.counts_under(ts, parent, counts);
+        self.timed_lookups(ts, parent, counters);
+    }
+
+    /// Timed node lookups (issue 51) in the window, where there are any (a recording without
+    /// them gets no such tracks): `node lookups`, `lookups <outcome>` for each outcome seen,
+    /// and `lookup wait`, their times summed, in ns (a time counter track).
+    fn timed_lookups(&mut self, ts: u64, parent: u64, counters: &Counters) {
+        let r = &counters.retrievals;
+        let mut counts = vec![("node lookups".to_string(), r.count())];
+        for outcome in tracer_common::Outcome::ALL {
+            counts.push((format!("lookups {}", outcome.name()), r.get(outcome).count));
+        }
+        for (name, value) in counts {
+            if value != 0 {
+                let track = self
+                    .tracks
+                    .uuid(TrackSpec::counter(parent, name, Unit::Count));
+                self.count(ts, track, value);
+            }
+        }
+        if r.wait_ns() != 0 {
+            let track = self
+                .tracks
+                .uuid(TrackSpec::counter(parent, "lookup wait", Unit::TimeNs));
+            self.count(ts, track, r.wait_ns());
+        }
     }
 
     /// Per-window counts, each on its counter track under `parent`.

@@ -204,3 +204,91 @@ fn checkpoints_and_notes_are_instants_and_knob_changes_move_the_knob_counters() 
         assert!(counter_values.contains(&Some(knob)), "knob value {knob}");
     }
 }
+
+/// Issue 51: timed lookups get tracks of their own under each app and each process: `node
+/// lookups`, one per outcome seen, and `lookup wait` in ns (a time counter); per window, so the
+/// samples sum to the recording's totals. A recording without them has none of these tracks.
+#[test]
+fn timed_lookups_are_per_app_tracks_whose_samples_sum_to_the_totals() {
+    let untimed = encode(&recorded());
+    let names = |trace: &[u8]| -> Vec<String> {
+        packets(trace)
+            .iter()
+            .filter_map(|p| {
+                let packet = fields(p);
+                let descriptor = fields(bytes_of(&packet, fields::trace_packet::TRACK_DESCRIPTOR)?);
+                let name = bytes_of(&descriptor, fields::track_descriptor::NAME)?;
+                Some(String::from_utf8_lossy(name).into_owned())
+            })
+            .collect()
+    };
+    assert!(!names(&untimed).iter().any(|n| n.contains("lookup")));
+
+    let mut model = Model::new(ModelConfig::default());
+    model.start_at(0);
+    let lookup = |ts, outcome, ns| {
+        let mut e = Event::new(EventKind::NodeAccess, ts).task(7).comm("reader");
+        e.reason = outcome;
+        e.latency_ns = ns;
+        e
+    };
+    for (ts, outcome, ns) in [
+        (1, tracer_common::RETRIEVAL_DISK_READ, 90_000),
+        (2, tracer_common::RETRIEVAL_DISK_READ, 90_000),
+        (3, tracer_common::RETRIEVAL_HIT, 300),
+        (SECOND + 1, tracer_common::RETRIEVAL_WAITED, 40_000),
+    ] {
+        model.ingest(&lookup(ts, outcome, ns));
+    }
+    model.advance_to(3 * SECOND);
+    let trace = encode(&Recorded {
+        header: Header::default(),
+        windows: model.take_closed(),
+        notes: Vec::new(),
+        marks: Vec::new(),
+        packages: Packages::default(),
+    });
+    // Track uuid -> (name, parent, unit); then each track's samples.
+    let mut tracks = std::collections::HashMap::new();
+    let mut samples: std::collections::HashMap<u64, Vec<(u64, u64)>> = Default::default();
+    for packet in packets(&trace) {
+        let packet = fields(packet);
+        if let Some(descriptor) = bytes_of(&packet, fields::trace_packet::TRACK_DESCRIPTOR) {
+            let descriptor = fields(descriptor);
+            let uuid = number_of(&descriptor, fields::track_descriptor::UUID).unwrap();
+            let name = bytes_of(&descriptor, fields::track_descriptor::NAME)
+                .map(|n| String::from_utf8_lossy(n).into_owned());
+            let unit = bytes_of(&descriptor, fields::track_descriptor::COUNTER)
+                .and_then(|c| number_of(&fields(c), fields::counter_descriptor::UNIT));
+            tracks.insert(uuid, (name, unit));
+        }
+        if let Some(event) = bytes_of(&packet, fields::trace_packet::TRACK_EVENT) {
+            let event = fields(event);
+            if let Some(value) = number_of(&event, fields::track_event::COUNTER_VALUE) {
+                let track = number_of(&event, fields::track_event::TRACK_UUID).unwrap();
+                let ts = number_of(&packet, fields::trace_packet::TIMESTAMP).unwrap();
+                samples.entry(track).or_default().push((ts / SECOND, value));
+            }
+        }
+    }
+    // Per track of that name: its unit and its samples (window, value).
+    type Found = Vec<(Option<u64>, Vec<(u64, u64)>)>;
+    let of = |wanted: &str| -> Found {
+        let mut found: Vec<_> = tracks
+            .iter()
+            .filter(|(_, (name, _))| name.as_deref() == Some(wanted))
+            .map(|(uuid, (_, unit))| (*unit, samples.get(uuid).cloned().unwrap_or_default()))
+            .collect();
+        found.sort();
+        found
+    };
+    // One under the app (`program reader`), one under the process: the same samples.
+    let wait = (Some(1), vec![(0, 180_300), (1, 40_000), (2, 0)]);
+    assert_eq!(of("lookup wait"), [wait.clone(), wait]);
+    let lookups = (Some(2), vec![(0, 3), (1, 1), (2, 0)]);
+    assert_eq!(of("node lookups"), [lookups.clone(), lookups]);
+    let disk = (Some(2), vec![(0, 2), (1, 0)]);
+    assert_eq!(of("lookups disk_read"), [disk.clone(), disk]);
+    assert_eq!(of("lookups waited").len(), 2);
+    assert!(of("lookups restore").is_empty(), "no restore: no track");
+}

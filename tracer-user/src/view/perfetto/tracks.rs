@@ -18,6 +18,8 @@ pub(super) enum TrackKind {
 /// CounterDescriptor.Unit values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Unit {
+    /// CounterDescriptor.UNIT_TIME_NS.
+    TimeNs = 1,
     Count = 2,
     Bytes = 3,
 }

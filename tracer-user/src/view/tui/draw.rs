@@ -22,6 +22,9 @@ pub(super) fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
         Some(shown) => (super::node_types::lines(shown).len() as u16 + 2).max(6),
         None => 6,
     };
+    // The lookup latency panel: a header and five outcomes.
+    let timed = snapshot.totals.retrievals.count() > 0;
+    let bottom = if timed { bottom.max(8) } else { bottom };
     let [header, sparks, memory, table, bottom, footer] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Length(5),
@@ -35,6 +38,14 @@ pub(super) fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
     draw_sparklines(frame, sparks, snapshot);
     draw_memory(frame, memory, snapshot);
     draw_table(frame, table, snapshot, ui);
+    let bottom = if timed {
+        let [rest, latency] =
+            Layout::horizontal([Constraint::Min(40), Constraint::Length(52)]).areas(bottom);
+        draw_latency(frame, latency, snapshot);
+        rest
+    } else {
+        bottom
+    };
     match &snapshot.node_types {
         Some(node_types) => {
             let [decisions, checkpoints, types] = Layout::horizontal([
@@ -126,6 +137,42 @@ fn micros(ns: u64) -> String {
     } else {
         format!("{us:.0}us")
     }
+}
+
+/// Timed node lookups since the start (issue 51): per outcome the count, mean, p50 and p99
+/// (bucket upper bounds), and the time waited in all.
+pub(super) fn latency_lines(r: &tracer_common::activity::Retrievals) -> Vec<String> {
+    let or_dash = |ns: Option<u64>| ns.map_or_else(|| "-".into(), micros);
+    let mut lines = vec![format!(
+        "{:<10}{:>8}{:>10}{:>10}{:>10}",
+        "outcome", "count", "mean", "p50<=", "p99<="
+    )];
+    for outcome in tracer_common::Outcome::ALL {
+        let h = r.get(outcome);
+        lines.push(format!(
+            "{:<10}{:>8}{:>10}{:>10}{:>10}",
+            outcome.name(),
+            h.count,
+            or_dash(h.mean_ns()),
+            or_dash(h.quantile_bound_ns(0.5)),
+            or_dash(h.quantile_bound_ns(0.99))
+        ));
+    }
+    lines
+}
+
+fn draw_latency(frame: &mut Frame, area: Rect, s: &Snapshot) {
+    let r = &s.totals.retrievals;
+    let title = format!(
+        "lookup latency: {} timed, waited {:.1} ms",
+        r.count(),
+        r.wait_ns() as f64 / 1e6
+    );
+    let lines: Vec<Line> = latency_lines(r).into_iter().map(Line::from).collect();
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(title)),
+        area,
+    );
 }
 
 fn mib(bytes: u64) -> String {
@@ -257,7 +304,7 @@ fn totals_cells(
     processes: String,
     t: &crate::model::Counters,
     per_window: String,
-) -> [String; 10] {
+) -> [String; 11] {
     [
         name,
         processes,
@@ -270,6 +317,7 @@ fn totals_cells(
         t.reclaims.total().to_string(),
         t.second_chances.total().to_string(),
         per_window,
+        super::table::wait_ms(t),
     ]
 }
 
@@ -304,7 +352,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
     frame.render_widget(Paragraph::new(text).style(style), area);
 }
 
-pub(super) const HELP: [&str; 12] = [
+pub(super) const HELP: [&str; 13] = [
     "nodescope top: node-cache activity, live",
     "",
     "q / Esc      quit",
@@ -317,6 +365,7 @@ pub(super) const HELP: [&str; 12] = [
     "",
     "READS demand node reads, RA readahead reads, HIT% restores / (restores + reads),",
     "READS/W node reads in the last window; [name] rows are kernel threads",
+    "WAIT_MS time the app's timed node lookups took (--lookup-latency), since the start",
 ];
 
 fn draw_help(frame: &mut Frame) {

@@ -16,9 +16,11 @@ pub enum Column {
     Reclaims,
     SecondChances,
     ReadsPerWindow,
+    /// What the app's timed node lookups took, summed, in ms (issue 51; `--lookup-latency`).
+    Wait,
 }
 
-pub(super) const COLUMNS: [Column; 10] = [
+pub(super) const COLUMNS: [Column; 11] = [
     Column::App,
     Column::Processes,
     Column::Reads,
@@ -29,6 +31,7 @@ pub(super) const COLUMNS: [Column; 10] = [
     Column::Reclaims,
     Column::SecondChances,
     Column::ReadsPerWindow,
+    Column::Wait,
 ];
 
 impl Column {
@@ -44,6 +47,7 @@ impl Column {
             Column::Reclaims => "RECLAIM",
             Column::SecondChances => "2ND",
             Column::ReadsPerWindow => "READS/W",
+            Column::Wait => "WAIT_MS",
         }
     }
 
@@ -69,6 +73,7 @@ impl Column {
             Column::Reclaims => t.reclaims.total().to_string(),
             Column::SecondChances => t.second_chances.total().to_string(),
             Column::ReadsPerWindow => row.last_window.node_reads().to_string(),
+            Column::Wait => wait_ms(t),
         }
     }
 
@@ -86,6 +91,7 @@ impl Column {
             Column::Reclaims => t.reclaims.total() as f64,
             Column::SecondChances => t.second_chances.total() as f64,
             Column::ReadsPerWindow => row.last_window.node_reads() as f64,
+            Column::Wait => t.retrievals.wait_ns() as f64,
         }
     }
 }
@@ -95,6 +101,14 @@ pub fn label(app: &AppKey) -> String {
     match app {
         AppKey::App(name) | AppKey::Program(name) => escape_controls(name),
         AppKey::Kernel(name) => format!("[{}]", escape_controls(name)),
+    }
+}
+
+/// The time an app's timed lookups took, ms with one decimal; `-` without timed lookups.
+pub(super) fn wait_ms(counters: &Counters) -> String {
+    match counters.retrievals.count() {
+        0 => "-".into(),
+        _ => format!("{:.1}", counters.retrievals.wait_ns() as f64 / 1e6),
     }
 }
 

@@ -294,3 +294,90 @@ fn the_apps_a_daemon_summed_are_one_row() {
         .unwrap();
     assert!(row.contains("9812") && row.contains("424242"), "{row}");
 }
+
+/// Issue 51: timed lookups give the apps table its WAIT_MS column and the latency panel one
+/// line per outcome (count, mean, p50 and p99 bounds) under the time waited in all. Without
+/// timed lookups there is no panel and the column says `-`.
+#[test]
+fn timed_lookups_show_a_latency_panel_and_each_apps_wait() {
+    let untimed = screen(&UiState::default());
+    assert!(!untimed.contains("lookup latency"), "{untimed}");
+    let chat = untimed
+        .lines()
+        .find(|l| l.contains("com.example.chat"))
+        .unwrap();
+    assert!(
+        chat.trim_end()
+            .trim_end_matches('│')
+            .trim_end()
+            .ends_with('-'),
+        "{chat}"
+    );
+    let mut model = sample_model();
+    for (outcome, ns, uid, tgid, comm) in [
+        (
+            tracer_common::RETRIEVAL_DISK_READ,
+            90_000,
+            10123,
+            3000,
+            "com.example.chat",
+        ),
+        (
+            tracer_common::RETRIEVAL_DISK_READ,
+            90_000,
+            10123,
+            3000,
+            "com.example.chat",
+        ),
+        (
+            tracer_common::RETRIEVAL_HIT,
+            300,
+            10123,
+            3000,
+            "com.example.chat",
+        ),
+        (
+            tracer_common::RETRIEVAL_WAITED,
+            1_500_000,
+            10200,
+            4000,
+            "com.example.video",
+        ),
+    ] {
+        let mut lookup = Event::new(EventKind::NodeAccess, 5 * SECOND + 1)
+            .task(tgid)
+            .uid(uid)
+            .comm(comm);
+        lookup.reason = outcome;
+        lookup.latency_ns = ns;
+        model.ingest(&lookup);
+    }
+    let snapshot = Snapshot::capture(&model, &info());
+    let text = draw_text(&snapshot, &UiState::default());
+    assert!(text.contains("WAIT_MS"), "{text}");
+    assert!(
+        text.contains("lookup latency: 4 timed, waited 1.7 ms"),
+        "{text}"
+    );
+    for needle in [
+        "outcome      count      mean     p50<=     p99<=",
+        "hit              1     0.3us     0.5us     0.5us",
+        "disk_read        2    90.0us     131us     131us",
+        "waited           1    1500us    2097us    2097us",
+        "error            0         -         -         -",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    // chat waited 2 x 90 us + 0.3 us = 0.1803 ms, video 1.5 ms.
+    let row = |app: &str| text.lines().find(|l| l.contains(app)).unwrap().to_string();
+    assert!(
+        row("com.example.chat").contains(" 0.2 "),
+        "{}",
+        row("com.example.chat")
+    );
+    assert!(
+        row("com.example.video").contains(" 1.5 "),
+        "{}",
+        row("com.example.video")
+    );
+}

@@ -42,6 +42,20 @@ use crate::{
 pub(crate) const PROG_ACCESS: &str = "f2fs_node_access";
 /// The same program as an fentry (BPF trampoline) program.
 pub(crate) const PROG_ACCESS_FENTRY: &str = "f2fs_node_access_fentry";
+/// A timed lookup's return (issue 51), as a kretprobe and as fexit.
+pub(crate) const PROG_ACCESS_RETURN: &str = "f2fs_node_access_return";
+pub(crate) const PROG_ACCESS_FEXIT: &str = "f2fs_node_access_fexit";
+/// Marks a timed lookup that waits on a locked page (another's read in flight).
+pub(crate) const PROG_LOCK_WAIT: &str = "f2fs_lookup_lock_wait";
+/// A timed lookup's read through the block layer: its request issued and completed.
+pub(crate) const PROG_BLOCK_ISSUE: &str = "f2fs_lookup_block_issue";
+pub(crate) const PROG_BLOCK_COMPLETE: &str = "f2fs_lookup_block_complete";
+pub(crate) const BLOCK_CATEGORY: &str = "block";
+pub(crate) const BLOCK_ISSUE: &str = "block_rq_issue";
+pub(crate) const BLOCK_COMPLETE: &str = "block_rq_complete";
+/// The page cache's sleeping page lock, the slow path of `folio_lock` (5.16+) / `lock_page`:
+/// a lookup that finds its node page locked (being read by another task) waits in it.
+pub(crate) const LOCK_WAIT_FUNCTIONS: [&str; 2] = ["__folio_lock", "__lock_page"];
 pub(crate) const PROG_EVICT: &str = "f2fs_node_evict";
 /// Sends a CPU's batch of lookups when run there (never attached).
 pub(crate) const PROG_FLUSH: &str = "f2fs_access_flush";
@@ -99,6 +113,13 @@ pub(crate) struct AccessPlan {
     pub evict_tracepoint: Option<String>,
     /// Why a part is missing, one line each.
     pub missing: Vec<String>,
+    /// Lookups are timed (`--lookup-latency`): a return program on each lookup function too.
+    pub timed: bool,
+    /// The page-lock function whose entry marks a timed lookup as waiting on another's read
+    /// (`LOCK_WAIT_FUNCTIONS`), when timed and the kernel has one.
+    pub lock_wait: Option<String>,
+    /// The block layer's request tracepoints are hooked for the disk reads' device time.
+    pub device_time: bool,
     #[serde(skip)]
     pub layout: AccessLayout,
 }
@@ -116,6 +137,25 @@ impl AccessPlan {
                 .map(|f| format!("{} {f}", self.lookup_hook))
                 .collect();
             let _ = writeln!(out, "{:<12} {}", "node_access", probes.join(" + "));
+        }
+        if self.timed {
+            let exit = if self.lookup_hook == "fentry" {
+                "fexit"
+            } else {
+                "kretprobe"
+            };
+            let wait = match &self.lock_wait {
+                Some(function) => format!(" + waits kprobe {function}"),
+                None => String::new(),
+            };
+            let device = if self.device_time {
+                format!(
+                    " + device time tracepoints {BLOCK_CATEGORY}:{BLOCK_ISSUE}, {BLOCK_COMPLETE}"
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "{:<12} timed: {exit} on each{wait}{device}", "");
         }
         match &self.evict_tracepoint {
             Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "node_evict")),
@@ -166,8 +206,71 @@ pub(crate) fn plan(
         fentry_targets: Vec::new(),
         evict_tracepoint,
         missing,
+        timed: false,
+        lock_wait: None,
+        device_time: false,
         layout,
     }
+}
+
+/// The plan with its lookups timed (issue 51): a return program beside each entry, and the
+/// page-lock function (`LOCK_WAIT_FUNCTIONS`, the first in kallsyms) that tells a lookup that
+/// waited on another's read from a hit. Without one, such lookups count as hits (said).
+/// The device time of timed lookups' reads: the block request tracepoints' `dev` and `sector`
+/// offsets from their format files (issue, complete). Without them the reads are timed whole.
+pub(crate) fn with_device_time(
+    mut plan: AccessPlan,
+    issue: Result<String>,
+    complete: Result<String>,
+) -> AccessPlan {
+    if !plan.timed {
+        return plan;
+    }
+    let offsets = |text: Result<String>| -> Result<(u16, u16)> {
+        let format = Format::parse(&text?).context("parsing its format file")?;
+        Ok((
+            field_offset(&format, "dev", 4)?,
+            field_offset(&format, "sector", 8)?,
+        ))
+    };
+    match (offsets(issue), offsets(complete)) {
+        (Ok((issue_dev, issue_sector)), Ok((complete_dev, complete_sector))) => {
+            plan.device_time = true;
+            plan.layout.time_device = 1;
+            plan.layout.block_issue_dev = issue_dev;
+            plan.layout.block_issue_sector = issue_sector;
+            plan.layout.block_complete_dev = complete_dev;
+            plan.layout.block_complete_sector = complete_sector;
+        }
+        (Err(err), _) | (_, Err(err)) => plan.missing.push(format!(
+            "node_access: device time: {BLOCK_CATEGORY}:{BLOCK_ISSUE}/{BLOCK_COMPLETE}: {err:#}"
+        )),
+    }
+    plan
+}
+
+pub(crate) fn with_timing(mut plan: AccessPlan, kallsyms: &str) -> AccessPlan {
+    if plan.lookup_functions.is_empty() {
+        return plan;
+    }
+    plan.timed = true;
+    plan.layout.time_lookups = 1;
+    let names: Vec<&str> = kallsyms
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .collect();
+    plan.lock_wait = LOCK_WAIT_FUNCTIONS
+        .iter()
+        .find(|f| names.contains(f))
+        .map(|f| f.to_string());
+    if plan.lock_wait.is_none() {
+        plan.missing.push(format!(
+            "node_access: none of {} in /proc/kallsyms: a lookup that waits on another's \
+             read counts as a hit",
+            LOCK_WAIT_FUNCTIONS.join(", ")
+        ));
+    }
+    plan
 }
 
 /// The plan with fentry for every lookup function, when `targets` has each one's BTF id; else
@@ -275,8 +378,8 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
     })
 }
 
-/// The plan for the running kernel.
-pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
+/// The plan for the running kernel; `timed`: lookups timed (`--lookup-latency`).
+pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
     let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
     let btf = bpf::discover::btf::this_kernel();
     let offsets = btf
@@ -304,7 +407,29 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook) -> AccessPlan {
             .map(|function| BtfTarget::find(btf, files, function))
             .collect()
     });
-    with_fentry(plan, targets)
+    let plan = with_fentry(plan, targets);
+    if !timed {
+        return plan;
+    }
+    let plan = with_timing(plan, &kallsyms);
+    let block_format = |name: &str| {
+        system::tracefs()
+            .context("tracefs is not mounted")
+            .and_then(|root| {
+                let path = root
+                    .join("events")
+                    .join(BLOCK_CATEGORY)
+                    .join(name)
+                    .join("format");
+                super::planner::read_format(&path)
+                    .with_context(|| format!("reading {}", path.display()))
+            })
+    };
+    with_device_time(
+        plan,
+        block_format(BLOCK_ISSUE),
+        block_format(BLOCK_COMPLETE),
+    )
 }
 
 /// What `attach` attached: each attachment's outcome, and the trampolines' links, which
@@ -337,7 +462,33 @@ pub(crate) fn attach(
     let map = ebpf.named_map_mut(maps::ACCESS_LAYOUT)?;
     let mut layouts: Array<_, AccessLayout> = Array::try_from(map)?;
     layouts.set(0, layout, 0).context("writing ACCESS_LAYOUT")?;
+    super::attach::write_config(
+        ebpf,
+        tracer_common::CONFIG_TIME_LOOKUPS,
+        u32::from(plan.timed),
+    )?;
     load_flush(ebpf)?;
+    if plan.device_time {
+        for (program, tracepoint) in [
+            (PROG_BLOCK_ISSUE, BLOCK_ISSUE),
+            (PROG_BLOCK_COMPLETE, BLOCK_COMPLETE),
+        ] {
+            let result = attach_tracepoint(ebpf, program, BLOCK_CATEGORY, tracepoint);
+            outcomes.push(AttachOutcome::of(
+                "node_access_device",
+                format!("tracepoint {BLOCK_CATEGORY}:{tracepoint}"),
+                result,
+            ));
+        }
+    }
+    if let Some(function) = plan.lock_wait.as_deref().filter(|_| plan.timed) {
+        let result = attach_kprobe(ebpf, PROG_LOCK_WAIT, function);
+        outcomes.push(AttachOutcome::of(
+            "node_access_waits",
+            format!("kprobe {function}"),
+            result,
+        ));
+    }
     let mut trampolines = Vec::new();
     let mut programs: Option<Result<TracingPrograms>> = None;
     for function in &plan.lookup_functions {
@@ -346,13 +497,34 @@ pub(crate) fn attach(
             Some(target) => {
                 let programs = programs
                     .get_or_insert_with(|| TracingPrograms::new(bpf::object(), ebpf, taken));
+                // Timed: the return first, so that no entry is kept without its return.
                 let linked = match programs {
-                    Ok(programs) => programs.attach(PROG_ACCESS_FENTRY, target, Hook::Entry),
+                    Ok(programs) => {
+                        let exit = if plan.timed {
+                            programs
+                                .attach(PROG_ACCESS_FEXIT, target, Hook::Exit)
+                                .map(Some)
+                        } else {
+                            Ok(None)
+                        };
+                        exit.and_then(|exit| {
+                            let entry = programs.attach(PROG_ACCESS_FENTRY, target, Hook::Entry)?;
+                            Ok((entry, exit))
+                        })
+                    }
                     Err(err) => Err(anyhow::anyhow!("{err:#}")),
                 };
                 match linked {
-                    Ok(link) => {
+                    Ok((link, exit)) => {
                         trampolines.push(link);
+                        if let Some(exit) = exit {
+                            trampolines.push(exit);
+                            outcomes.push(AttachOutcome::of(
+                                "node_access_return",
+                                format!("fexit {function}"),
+                                Ok(()),
+                            ));
+                        }
                         outcomes.push(AttachOutcome::of(
                             "node_access",
                             format!("fentry {function}"),
@@ -364,7 +536,7 @@ pub(crate) fn attach(
                 }
             }
         };
-        let result = attach_lookup(ebpf, function);
+        let result = attach_lookup(ebpf, function, plan.timed);
         let target = match refused {
             Some(why) => format!("kprobe {function} (fentry refused: {why})"),
             None => format!("kprobe {function}"),
@@ -385,8 +557,12 @@ pub(crate) fn attach(
     })
 }
 
-fn attach_lookup(ebpf: &mut Ebpf, function: &str) -> Result<()> {
+fn attach_lookup(ebpf: &mut Ebpf, function: &str, timed: bool) -> Result<()> {
     bpf::arch::ensure_registers_match(&format!("kprobe {function}"))?;
+    if timed {
+        // The return first, so that no entry is kept without its return.
+        attach_kprobe(ebpf, PROG_ACCESS_RETURN, function)?;
+    }
     // One program, as many attachments as the kernel has lookup functions.
     attach_kprobe(ebpf, PROG_ACCESS, function)
 }
@@ -400,6 +576,18 @@ fn attach_kprobe(ebpf: &mut Ebpf, name: &str, function: &str) -> Result<()> {
     bpf::load_once(kp.fd().is_ok(), || kp.load())?;
     kp.attach(function, 0)
         .with_context(|| format!("attaching {name} to {function}"))?;
+    Ok(())
+}
+
+/// Load `name` (a tracepoint program) unless it is loaded, and attach it to `category:event`.
+fn attach_tracepoint(ebpf: &mut Ebpf, name: &str, category: &str, event: &str) -> Result<()> {
+    let program = ebpf
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the object"))?;
+    let tp: &mut TracePoint = program.try_into()?;
+    bpf::load_once(tp.fd().is_ok(), || tp.load())?;
+    tp.attach(category, event)
+        .with_context(|| format!("attaching tracepoint {category}:{event}"))?;
     Ok(())
 }
 

@@ -96,7 +96,7 @@ fn write_layouts(ebpf: &mut Ebpf, plan: &Plan) -> Result<()> {
     write_config(ebpf, CONFIG_JOURNAL_ARGS, plan.journal_args.pack())
 }
 
-fn write_config(ebpf: &mut Ebpf, index: u32, value: u32) -> Result<()> {
+pub(crate) fn write_config(ebpf: &mut Ebpf, index: u32, value: u32) -> Result<()> {
     let map = ebpf.named_map_mut(maps::CONFIG)?;
     let mut config: Array<_, u32> = Array::try_from(map)?;
     config.set(index, value, 0).context("writing CONFIG")

@@ -55,6 +55,8 @@ fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
         evict_index: 24,
         evict_dev: 32,
         cache_device: 0,
+        time_lookups: 0,
+        ..AccessLayout::default()
     };
     assert_eq!(plan.layout, expected);
     assert_eq!(
@@ -62,6 +64,112 @@ fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
         "node_access  kprobe f2fs_get_node_page\n\
          node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n"
     );
+}
+
+/// Timed lookups (issue 51): a return program beside each entry, the layout's flag set, and
+/// the page lock's slow path found by name (the newer first); without one, said why.
+#[test]
+fn timed_lookups_add_the_return_and_the_page_lock_wait() {
+    let kallsyms =
+        format!("{KALLSYMS_6_1}ffffffff81234560 T __lock_page\nffffffff81234000 T __folio_lock\n");
+    let timed = with_timing(
+        plan(&kallsyms, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
+        &kallsyms,
+    );
+    assert!(timed.timed);
+    assert_eq!(timed.layout.time_lookups, 1);
+    assert_eq!(timed.lock_wait.as_deref(), Some("__folio_lock"));
+    assert!(timed.missing.is_empty(), "{:?}", timed.missing);
+    assert_eq!(
+        timed.render(),
+        "node_access  kprobe f2fs_get_node_page\n             \
+         timed: kretprobe on each + waits kprobe __folio_lock\n\
+         node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n"
+    );
+    let no_lock = with_timing(
+        plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
+        KALLSYMS_6_1,
+    );
+    assert_eq!(no_lock.lock_wait, None);
+    assert_eq!(no_lock.missing.len(), 1);
+    assert!(no_lock.missing[0].contains("counts as a hit"));
+    // Nothing to time without a lookup function.
+    let none = with_timing(plan("", true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())), "");
+    assert!(!none.timed);
+    assert_eq!(none.layout.time_lookups, 0);
+}
+
+/// 6.12's block request tracepoints (their format files' first fields).
+const BLOCK_RQ_ISSUE: &str = "name: block_rq_issue
+ID: 1234
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:sector_t sector;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:unsigned int nr_sector;\toffset:24;\tsize:4;\tsigned:0;
+\tfield:unsigned int bytes;\toffset:28;\tsize:4;\tsigned:0;
+";
+
+/// Issue 51: the disk reads' device time from the block request tracepoints, at their format
+/// files' offsets; a format without `sector` leaves it out, said why.
+#[test]
+fn device_time_takes_the_block_tracepoints_offsets() {
+    let timed = || {
+        with_timing(
+            plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
+            KALLSYMS_6_1,
+        )
+    };
+    let plan = with_device_time(
+        timed(),
+        Ok(BLOCK_RQ_ISSUE.into()),
+        Ok(BLOCK_RQ_ISSUE.replace("block_rq_issue", "block_rq_complete")),
+    );
+    assert!(plan.device_time);
+    let l = plan.layout;
+    assert_eq!(
+        (
+            l.time_device,
+            l.block_issue_dev,
+            l.block_issue_sector,
+            l.block_complete_dev,
+            l.block_complete_sector
+        ),
+        (1, 8, 16, 8, 16)
+    );
+    assert!(plan
+        .render()
+        .contains("device time tracepoints block:block_rq_issue"));
+    let without = with_device_time(
+        timed(),
+        Ok(BLOCK_RQ_ISSUE.into()),
+        Ok(BLOCK_RQ_ISSUE.replace("sector_t sector", "sector_t first")),
+    );
+    assert!(!without.device_time);
+    assert_eq!(without.layout.time_device, 0);
+    assert!(
+        without
+            .missing
+            .iter()
+            .any(|m| m.contains("no field `sector`")),
+        "{:?}",
+        without.missing
+    );
+    // Untimed: nothing to add the device time to.
+    let untimed = with_device_time(
+        plan_untimed(),
+        Ok(BLOCK_RQ_ISSUE.into()),
+        Ok(BLOCK_RQ_ISSUE.into()),
+    );
+    assert!(!untimed.device_time);
+}
+
+fn plan_untimed() -> AccessPlan {
+    plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()))
 }
 
 #[test]
@@ -158,7 +266,7 @@ fn batch_of(len: u32, first_nid: u32) -> AccessBatch {
         len,
         first_ts_ns: 1_000,
         busy: 0,
-        _pad: 0,
+        last_tgid: 0,
         tick_jiffies: 0,
         tick_ts_ns: 0,
         records: [tracer_common::AccessRecord::default(); tracer_common::ACCESS_BATCH_RECORDS],
@@ -171,6 +279,7 @@ fn batch_of(len: u32, first_nid: u32) -> AccessBatch {
             tgid: 41,
             dev: 0x80_0011,
             nid: first_nid + i,
+            ..Default::default()
         };
     }
     batch
@@ -250,6 +359,9 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
         fentry_targets: Vec::new(),
         evict_tracepoint: Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
         missing: Vec::new(),
+        timed: false,
+        lock_wait: None,
+        device_time: false,
         layout,
     };
 
