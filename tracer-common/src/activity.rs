@@ -281,6 +281,10 @@ impl Retrievals {
     }
 
     pub fn add(&mut self, other: &Retrievals) {
+        // Most counter sets time no lookup (untimed runs, most apps): nothing to walk.
+        if other.is_empty() {
+            return;
+        }
         for (mine, theirs) in self.by_outcome.iter_mut().zip(&other.by_outcome) {
             mine.add(theirs);
         }
@@ -289,6 +293,9 @@ impl Retrievals {
     }
 
     pub fn since(&self, earlier: &Retrievals) -> Retrievals {
+        if earlier.is_empty() {
+            return *self;
+        }
         let mut span = *self;
         for (mine, theirs) in span.by_outcome.iter_mut().zip(&earlier.by_outcome) {
             *mine = mine.since(theirs);

@@ -93,15 +93,19 @@ impl AppTallies {
         rank: fn(&Counters, &Counters) -> (u64, u64),
     ) -> (Vec<AppRow>, Option<OtherApps>) {
         let other = AppKey::Program("(other)".into());
-        let last_of =
-            |tally: &Tally| last.map_or_else(Counters::default, |last| tally.window.at(last));
+        fn last_ref(tally: &Tally, last: Option<u64>) -> Option<&Counters> {
+            last.and_then(|last| tally.window.at_ref(last))
+        }
+        let last_of = |tally: &Tally| last_ref(tally, last).copied().unwrap_or_default();
+        let zero = Counters::default();
         let mut ranked: Vec<((u64, u64), &Tally)> = Vec::new();
         let mut rest = OtherApps::default();
         for tally in self.slots.iter().flatten() {
             if tally.key == other {
-                rest.lump(tally.live, &tally.total, &last_of(tally));
+                rest.lump(tally.live, &tally.total, last_ref(tally, last));
             } else {
-                ranked.push((rank(&tally.total, &last_of(tally)), tally));
+                let ranking = rank(&tally.total, last_ref(tally, last).unwrap_or(&zero));
+                ranked.push((ranking, tally));
             }
         }
         let order = |a: &((u64, u64), &Tally), b: &((u64, u64), &Tally)| {
@@ -112,7 +116,7 @@ impl AppTallies {
                 ranked.select_nth_unstable_by(keep - 1, order);
             }
             for (_, tally) in ranked.drain(keep..) {
-                rest.lump(tally.live, &tally.total, &last_of(tally));
+                rest.lump(tally.live, &tally.total, last_ref(tally, last));
             }
         }
         ranked.sort_unstable_by(order);

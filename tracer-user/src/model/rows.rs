@@ -60,12 +60,18 @@ impl WindowCounts {
 
     /// The counters of window `index`, if they are still known (else zero).
     pub(super) fn at(&self, index: u64) -> Counters {
+        self.at_ref(index).copied().unwrap_or_default()
+    }
+
+    /// [`Self::at`] without a copy; None for a window with nothing counted. A scrape of
+    /// thousands of apps reads every app's last window: a `Counters` is over a KiB.
+    pub(super) fn at_ref(&self, index: u64) -> Option<&Counters> {
         if self.index == index {
-            self.latest
+            Some(&self.latest)
         } else if self.index == index + 1 {
-            self.previous
+            Some(&self.previous)
         } else {
-            Counters::default()
+            None
         }
     }
 }
@@ -149,10 +155,17 @@ pub struct OtherApps {
 }
 
 impl OtherApps {
-    pub(super) fn lump(&mut self, processes: u32, total: &Counters, last_window: &Counters) {
+    pub(super) fn lump(
+        &mut self,
+        processes: u32,
+        total: &Counters,
+        last_window: Option<&Counters>,
+    ) {
         self.apps += 1;
         self.processes += u64::from(processes);
         self.total.add(total);
-        self.last_window.add(last_window);
+        if let Some(last_window) = last_window {
+            self.last_window.add(last_window);
+        }
     }
 }
