@@ -154,13 +154,7 @@ fn run_module(label: &str, modules: &Modules) -> Result<()> {
         println!("{line}");
     }
     println!("{}", verdict.final_line);
-    if !verdict.pass {
-        bail!(
-            "vm-kmod {label} failed: {} (results in {})",
-            verdict.problems.join("; "),
-            out.display()
-        );
-    }
+    verdict.ensure_pass(&format!("vm-kmod {label}"), &out)?;
     files.remove_images();
     Ok(())
 }

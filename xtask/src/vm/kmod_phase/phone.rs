@@ -10,7 +10,7 @@
 //! table from the module's counters and from nodescope, and the one line.
 use std::{fmt::Write as _, fs, path::Path, process::Command, time::Duration};
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use sim::fileset::{
     android::{self, AndroidFileSet, APP_PACKAGES},
     fbe, Content,
@@ -126,13 +126,7 @@ pub fn run(label: &str, modules: &Modules, trials: u32) -> Result<String> {
         trial_names(trials).len()
     );
     println!("{}", verdict.final_line);
-    if !verdict.pass {
-        bail!(
-            "phone-trial {label} failed: {} (results in {})",
-            verdict.problems.join("; "),
-            out.display()
-        );
-    }
+    verdict.ensure_pass(&format!("phone-trial {label}"), &out)?;
     files.remove_images();
     Ok(verdict.final_line)
 }

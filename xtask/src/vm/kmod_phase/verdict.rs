@@ -99,6 +99,19 @@ pub struct Verdict {
     pub problems: Vec<String>,
 }
 
+impl Verdict {
+    /// An error naming what failed and where the results are, unless it passed.
+    pub fn ensure_pass(&self, phase: &str, results: &std::path::Path) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.pass,
+            "{phase} failed: {} (results in {})",
+            self.problems.join("; "),
+            results.display()
+        );
+        Ok(())
+    }
+}
+
 pub(super) fn verdict(label: &str, dir: &Path) -> Result<Verdict> {
     let mut lines = Vec::new();
     let mut problems = Vec::new();

@@ -47,12 +47,8 @@ const NODE_TYPES: [&str; 4] = ["inode", "direct", "indirect", "xattr"];
 const CONVERSION_WEIGHT: f64 = 4.0 / 90.0;
 const BYTE_SECONDS_PER_READ: f64 = 4096.0 * 60.0;
 
-pub(super) struct Verdict {
-    pub lines: Vec<String>,
-    pub final_line: String,
-    pub pass: bool,
-    pub problems: Vec<String>,
-}
+/// The module phase's verdict type: lines, the final line, pass, problems.
+pub(super) use super::super::verdict::Verdict;
 
 /// One trial's row of the table.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
