@@ -105,19 +105,21 @@ pub(crate) fn build(
     pipeline.drain(
         |events| {
             for event in events {
-                tally(event, &mut slot_mix, &mut devices);
-                if let Decoded::NodeAccess {
-                    nid,
-                    retrieval: Some(retrieval),
-                    ..
-                } = event.decode()
-                {
-                    lookup_times.add(event.dev, nid, retrieval.latency_ns.max(1));
-                }
-                if let (Some(image), Some(types)) = (&image, &mut node_types) {
-                    if let Decoded::NodeRead { nid, readahead, .. } = event.decode() {
-                        types.counts.count(image.nodes, nid, readahead);
+                // Decoded once for the report's own tallies.
+                let decoded = event.decode();
+                tally(event, &decoded, &mut slot_mix, &mut devices);
+                match decoded {
+                    Decoded::NodeAccess {
+                        nid,
+                        retrieval: Some(retrieval),
+                        ..
+                    } => lookup_times.add(event.dev, nid, retrieval.latency_ns.max(1)),
+                    Decoded::NodeRead { nid, readahead, .. } => {
+                        if let (Some(image), Some(types)) = (&image, &mut node_types) {
+                            types.counts.count(image.nodes, nid, readahead);
+                        }
                     }
+                    _ => {}
                 }
             }
             last = events.last().map_or(last, |e| e.ts_ns);
@@ -222,10 +224,11 @@ impl NidCounts {
 
 fn tally(
     event: &tracer_common::Event,
+    decoded: &Decoded,
     slot_mix: &mut PerQueue,
     devices: &mut BTreeMap<String, DeviceReport>,
 ) {
-    let device_count: fn(&mut DeviceReport) -> &mut u64 = match event.decode() {
+    let device_count: fn(&mut DeviceReport) -> &mut u64 = match *decoded {
         Decoded::Convert { queue, .. } if queue.is_compressed() => {
             *slot_mix.get_mut(queue) += 1;
             return;
