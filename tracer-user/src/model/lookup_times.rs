@@ -26,7 +26,7 @@ impl LookupTimes {
             kept = true;
         }
         if let Some(sum) = self.per_node_ns.get_mut(&(dev, nid)) {
-            *sum += latency_ns;
+            *sum = sum.saturating_add(latency_ns);
         } else if self.per_node_ns.len() < MAX_NODES {
             self.per_node_ns.insert((dev, nid), latency_ns);
         } else {
