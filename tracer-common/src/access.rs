@@ -33,7 +33,10 @@ pub struct AccessLayout {
     pub block_issue_sector: u16,
     pub block_complete_dev: u16,
     pub block_complete_sector: u16,
-    pub _pad: u16,
+    /// Non-zero when userspace hooked `sched_switch` for timed lookups: a lookup's start then
+    /// waits in its CPU's slot (`LOOKUP_SLOT`, no lock) and moves to the per-thread map only
+    /// when its thread leaves the CPU (sleeps or is preempted) or reads from disk.
+    pub lookup_slots: u16,
 }
 
 /// A timed lookup's outcome (`AccessRecord::outcome`, a `NodeAccess` event's `reason`), each

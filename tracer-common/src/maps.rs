@@ -47,6 +47,8 @@ pub const ACCESS_COUNTS: &str = "ACCESS_COUNTS";
 pub const ACCESS_BATCH: &str = "ACCESS_BATCH";
 /// Per thread, its timed node lookup in progress: start, arguments, what it saw.
 pub const LOOKUP_TIMING: &str = "LOOKUP_TIMING";
+/// Per CPU, the timed lookup running on it (`sched_switch` moves it to `LOOKUP_TIMING`).
+pub const LOOKUP_SLOT: &str = "LOOKUP_SLOT";
 /// A timed lookup's block request in flight, by device and sector: its thread, its issue.
 pub const BLOCK_IO: &str = "BLOCK_IO";
 /// F2FS superblocks torn down (`kill_f2fs_super` returns) since loading.
@@ -62,7 +64,7 @@ pub const RFC_STASH: &str = "RFC_STASH";
 pub const BENCH_SETTINGS: &str = "BENCH_SETTINGS";
 
 /// Every map of the product's object.
-pub const ALL: [&str; 27] = [
+pub const ALL: [&str; 28] = [
     EVENTS,
     DROPS,
     CONFIG,
@@ -84,6 +86,7 @@ pub const ALL: [&str; 27] = [
     ACCESS_BATCH,
     SB_GENERATION,
     LOOKUP_TIMING,
+    LOOKUP_SLOT,
     BLOCK_IO,
     RFC_SPECS,
     RFC_COUNTS,

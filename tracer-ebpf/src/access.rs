@@ -95,20 +95,99 @@ struct BlockIo {
 #[map(name = "BLOCK_IO")]
 static BLOCK_IO: LruHashMap<BlockKey, BlockIo> = LruHashMap::with_max_entries(4096, 0);
 
+/// Timed lookups whose thread left its CPU (or read from disk) before they returned, by
+/// thread; without the `sched_switch` hook (`AccessLayout::lookup_slots` 0), every timed lookup.
 #[map(name = "LOOKUP_TIMING")]
 static LOOKUP_TIMING: HashMap<u64, LookupTiming> = HashMap::with_max_entries(16384, 0);
 
+/// Per CPU, the timed lookup running on it (`owner`: its thread's pid_tgid, 0 when none). A
+/// lookup that returns on the CPU it started on, without its thread leaving the CPU, costs a
+/// per-CPU store and load instead of a hash insert, lookup and delete, each taking a bucket
+/// lock (under `cargo xtask vm-bench`, most of the timed hook's run time). Whenever the thread
+/// leaves the CPU, the `sched_switch` program parks the lookup in `LOOKUP_TIMING` first, so a
+/// thread's open lookup is always in its current CPU's slot or in the map.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct LookupSlot {
+    owner: u64,
+    timing: LookupTiming,
+}
+
+#[map(name = "LOOKUP_SLOT")]
+static LOOKUP_SLOT: PerCpuArray<LookupSlot> = PerCpuArray::with_max_entries(1, 0);
+
+/// Whether timed lookups use the per-CPU slots (userspace hooked `sched_switch`).
+#[inline(always)]
+fn slots_on() -> bool {
+    ACCESS_LAYOUT
+        .get(0)
+        .is_some_and(|layout| layout.lookup_slots != 0)
+}
+
+/// This thread's open timed lookup: in this CPU's slot, else in the map.
+#[inline(always)]
+fn open_lookup(pid_tgid: u64) -> Option<*mut LookupTiming> {
+    if slots_on() {
+        if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
+            // SAFETY: this CPU's slot; a program that runs on this CPU in the middle (one
+            // that preempted this one) can only be another thread's after a `sched_switch`,
+            // which parks this thread's lookup first.
+            unsafe {
+                if core::ptr::read_volatile(&(*slot).owner) == pid_tgid {
+                    return Some(&mut (*slot).timing);
+                }
+            }
+        }
+    }
+    LOOKUP_TIMING.get_ptr_mut(&pid_tgid)
+}
+
+/// Move this CPU's slot's lookup, if `owner` holds it, to the map: its thread leaves the CPU
+/// (`sched_switch`), reads from disk, or another lookup needs the slot. The slot stays taken
+/// when the map is full, so the lookup is not lost while its thread stays.
+#[inline(always)]
+fn park(slot: *mut LookupSlot, owner: u64) {
+    // SAFETY: this CPU's slot (see open_lookup); the copy is taken before the owner is cleared.
+    unsafe {
+        if owner == 0 || core::ptr::read_volatile(&(*slot).owner) != owner {
+            return;
+        }
+        let timing = (*slot).timing;
+        if LOOKUP_TIMING.insert(&owner, &timing, 0).is_ok() {
+            core::ptr::write_volatile(&mut (*slot).owner, 0);
+        }
+    }
+}
+
+/// `sched_switch` (a raw tracepoint, hooked only when lookups are timed), run in the context
+/// of the thread leaving the CPU: its open lookup, if in this CPU's slot, moves to the map, as
+/// the thread may come back on another CPU.
+#[raw_tracepoint]
+pub fn f2fs_lookup_switch(_ctx: RawTracePointContext) -> u32 {
+    if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
+        park(slot, bpf_get_current_pid_tgid());
+    }
+    0
+}
+
 /// Note `what` (`LOOKUP_SAW_*`) in this thread's timed lookup, if one is open; a read is also
-/// counted.
+/// counted, and the lookup parked in the map: its thread will sleep on the read, and the block
+/// layer's completion, on any CPU, finds it there.
 #[inline(always)]
 pub(crate) fn lookup_saw(what: u32) {
-    if let Some(timing) = LOOKUP_TIMING.get_ptr_mut(&bpf_get_current_pid_tgid()) {
-        // SAFETY: this thread's entry; only this thread writes it, and the map's values are
-        // preallocated, so the pointer stays valid for the program's run.
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if let Some(timing) = open_lookup(pid_tgid) {
+        // SAFETY: this thread's entry; only this thread writes it (see open_lookup), and the
+        // map's values are preallocated, so the pointer stays valid for the program's run.
         unsafe {
             (*timing).seen |= what;
             if what == LOOKUP_SAW_READ {
                 (*timing).reads += 1;
+            }
+        }
+        if what == LOOKUP_SAW_READ && slots_on() {
+            if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
+                park(slot, pid_tgid);
             }
         }
     }
@@ -168,10 +247,59 @@ fn on_entry(sbi: u64, nid: u64) -> Option<()> {
         issued: 0,
         device_ns: 0,
     };
-    // One open lookup per thread (none calls another): a newer entry replaces an entry whose
-    // return was missed.
-    let _ = LOOKUP_TIMING.insert(&bpf_get_current_pid_tgid(), &timing, 0);
-    Some(())
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if layout.lookup_slots != 0 {
+        if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
+            // SAFETY: this CPU's slot (see open_lookup). Another thread's lookup still in it
+            // (its return or its switch missed) is parked, not lost. The owner is cleared
+            // while the fields are written and set last.
+            unsafe {
+                let owner = core::ptr::read_volatile(&(*slot).owner);
+                if owner != pid_tgid {
+                    park(slot, owner);
+                    if core::ptr::read_volatile(&(*slot).owner) != 0 {
+                        // The map is full: this lookup goes untimed rather than lose that one.
+                        return insert_timing(pid_tgid, &timing);
+                    }
+                }
+                core::ptr::write_volatile(&mut (*slot).owner, 0);
+                (*slot).timing = timing;
+                core::ptr::write_volatile(&mut (*slot).owner, pid_tgid);
+            }
+            return Some(());
+        }
+    }
+    insert_timing(pid_tgid, &timing)
+}
+
+/// One open lookup per thread (none calls another): a newer entry replaces an entry whose
+/// return was missed.
+#[inline(always)]
+fn insert_timing(pid_tgid: u64, timing: &LookupTiming) -> Option<()> {
+    LOOKUP_TIMING.insert(&pid_tgid, timing, 0).ok()
+}
+
+/// Take this thread's open lookup: from this CPU's slot, else from the map.
+#[inline(always)]
+fn take_lookup(pid_tgid: u64) -> Option<LookupTiming> {
+    if slots_on() {
+        if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
+            // SAFETY: this CPU's slot (see open_lookup); copied before the owner is cleared.
+            unsafe {
+                if core::ptr::read_volatile(&(*slot).owner) == pid_tgid {
+                    let timing = (*slot).timing;
+                    core::ptr::write_volatile(&mut (*slot).owner, 0);
+                    return Some(timing);
+                }
+            }
+        }
+    }
+    // SAFETY: a plain copy of this thread's entry, removed at once.
+    let timing = unsafe { LOOKUP_TIMING.get(&pid_tgid) }.copied();
+    if timing.is_some() {
+        let _ = LOOKUP_TIMING.remove(&pid_tgid);
+    }
+    timing
 }
 
 /// Return of a timed lookup (a kretprobe on each lookup function; `ret` the pointer it returns).
@@ -203,11 +331,7 @@ pub fn f2fs_node_access_fexit(ctx: FExitContext) -> u32 {
 /// (the program attached mid-lookup) is neither counted nor recorded.
 #[inline(always)]
 fn on_return(ret: i64) -> Option<()> {
-    let key = bpf_get_current_pid_tgid();
-    // SAFETY: a plain copy of this thread's entry, removed at once.
-    let timing = unsafe { LOOKUP_TIMING.get(&key) }.copied();
-    let _ = LOOKUP_TIMING.remove(&key);
-    let timing = timing?;
+    let timing = take_lookup(bpf_get_current_pid_tgid())?;
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     let latency = unsafe { bpf_ktime_get_ns() }.saturating_sub(timing.start_ns);
     let error = (-4095..0).contains(&ret);
@@ -242,7 +366,7 @@ pub fn f2fs_lookup_block_issue(ctx: TracePointContext) -> u32 {
 
 fn on_block_issue(ctx: &TracePointContext) -> Option<()> {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let timing = LOOKUP_TIMING.get_ptr_mut(&pid_tgid)?;
+    let timing = open_lookup(pid_tgid)?;
     let layout = ACCESS_LAYOUT.get(0)?;
     // SAFETY: this thread's entry, written only by this thread (see lookup_saw).
     unsafe {

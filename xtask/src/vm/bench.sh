@@ -174,6 +174,19 @@ while [ $round -le $LOOKUP_ROUNDS ]; do
     lookup_runs bpftrace_$round
   kill -INT $BP
   wait $BP
+  # bpftrace timing each lookup as a user would write it: the start per thread at the entry,
+  # a histogram of the time at the return (a kprobe and a kretprobe), against `timed`.
+  mark lookups_bpftrace_timed_$round
+  lookup_runs none_bpftrace_timed_$round
+  bpftrace -e "kprobe:$LOOKUP_FUNCTION { @start[tid] = nsecs; }
+    kretprobe:$LOOKUP_FUNCTION /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }" \
+    > $R/lookup_bpftrace_timed_$round.out 2> $R/lookup_bpftrace_timed_$round.err &
+  BP=$!
+  wait_ready $BP "bpftrace (kprobe + kretprobe)" \
+    "[ \$(bpftool perf list 2>/dev/null | grep -c 'probe.*$LOOKUP_FUNCTION') -ge 2 ]" 300 &&
+    lookup_runs bpftrace_timed_$round
+  kill -INT $BP
+  wait $BP
   round=$((round+1))
 done
 # The calibration last, and its kprobe left in place (see mount_tracing in prelude.sh for what

@@ -47,6 +47,9 @@ pub(crate) const PROG_ACCESS_RETURN: &str = "f2fs_node_access_return";
 pub(crate) const PROG_ACCESS_FEXIT: &str = "f2fs_node_access_fexit";
 /// Marks a timed lookup that waits on a locked page (another's read in flight).
 pub(crate) const PROG_LOCK_WAIT: &str = "f2fs_lookup_lock_wait";
+/// Parks a timed lookup whose thread leaves its CPU (a raw tracepoint on `sched_switch`).
+pub(crate) const PROG_SWITCH: &str = "f2fs_lookup_switch";
+pub(crate) const SWITCH_TRACEPOINT: &str = "sched_switch";
 /// A timed lookup's read through the block layer: its request issued and completed.
 pub(crate) const PROG_BLOCK_ISSUE: &str = "f2fs_lookup_block_issue";
 pub(crate) const PROG_BLOCK_COMPLETE: &str = "f2fs_lookup_block_complete";
@@ -459,6 +462,17 @@ pub(crate) fn attach(
             teardowns,
         ));
     }
+    if plan.timed && !plan.lookup_functions.is_empty() {
+        // Before the lookups: no lookup may wait in a CPU's slot unless its thread's leaving
+        // the CPU moves it out. Without the hook, every timed lookup goes through the map.
+        let switch = attach_switch(ebpf);
+        layout.lookup_slots = u16::from(switch.is_ok());
+        outcomes.push(AttachOutcome::of(
+            "node_access_slots",
+            format!("raw_tracepoint {SWITCH_TRACEPOINT}"),
+            switch,
+        ));
+    }
     let map = ebpf.named_map_mut(maps::ACCESS_LAYOUT)?;
     let mut layouts: Array<_, AccessLayout> = Array::try_from(map)?;
     layouts.set(0, layout, 0).context("writing ACCESS_LAYOUT")?;
@@ -607,6 +621,20 @@ fn attach_evict(ebpf: &mut Ebpf) -> Result<()> {
 /// fatal: without it every lookup reads the device through `sbi->sb`.
 fn attach_teardowns(ebpf: &mut Ebpf) -> Result<()> {
     attach_kprobe(ebpf, PROG_TEARDOWN, TEARDOWN_FUNCTION)
+}
+
+/// Hook `sched_switch` with the program that parks a leaving thread's timed lookup. Not fatal:
+/// without it the timed lookups keep their starts in the per-thread map only.
+fn attach_switch(ebpf: &mut Ebpf) -> Result<()> {
+    let program = ebpf
+        .program_mut(PROG_SWITCH)
+        .with_context(|| format!("program {PROG_SWITCH} missing from the object"))?;
+    let switch: &mut RawTracePoint = program.try_into()?;
+    bpf::load_once(switch.fd().is_ok(), || switch.load())?;
+    switch
+        .attach(SWITCH_TRACEPOINT)
+        .with_context(|| format!("attaching raw tracepoint {SWITCH_TRACEPOINT}"))?;
+    Ok(())
 }
 
 fn load_flush(ebpf: &mut Ebpf) -> Result<()> {
