@@ -10,8 +10,7 @@
 use std::{fs, path::Path, process::Command};
 
 use anyhow::{ensure, Context as _, Result};
-
-use super::json::Json;
+use serde_json::Value;
 
 /// The recording the guest leaves in /results, for the host's `nodescope whatif` with the
 /// guest's disk image.
@@ -59,7 +58,7 @@ pub fn check(
     let hist = super::check::hist_hits(&read("accesses_hist.txt"));
     let record_err = read("accesses_record.err");
     let (counted, evictions_counted) = kernel_counts(&record_err).unzip();
-    let report = Json::parse(&read("accesses_report.json"));
+    let report = serde_json::from_str::<Value>(&read("accesses_report.json"));
     let (recorded, evicted, drops) = match &report {
         Ok(report) => recording_counts(report),
         Err(err) => {
@@ -186,36 +185,36 @@ fn check_whatif(
         "nodescope whatif: {}",
         String::from_utf8_lossy(&output.stderr).trim()
     );
-    let points = Json::parse(String::from_utf8_lossy(&output.stdout).trim())
+    let points = serde_json::from_str::<Value>(String::from_utf8_lossy(&output.stdout).trim())
         .context("nodescope whatif --json: not JSON")?;
     let mut seen = (false, false);
-    for point in points.items() {
-        let compression = point.get("compression") == &Json::Bool(true);
-        let outcome = point.get("outcome");
+    for point in points.as_array().into_iter().flatten() {
+        let compression = point["compression"] == true;
+        let outcome = &point["outcome"];
         let (reads, restores) = (
-            outcome.get("node_reads").u64(),
-            outcome.get("restores").u64(),
+            outcome["node_reads"].as_u64().unwrap_or(0),
+            outcome["restores"].as_u64().unwrap_or(0),
         );
         lines.push(format!(
             "  whatif {WHATIF_BUDGET} compression {}: node reads {reads}, restores {restores}, \
              retained nodes {} ({} bytes), {} accesses, {} pressure episodes",
             if compression { "on " } else { "off" },
-            outcome.get("retained_nodes").u64(),
-            outcome.get("retained_bytes").u64(),
-            outcome.get("accesses").u64(),
-            outcome.get("pressure_episodes").u64(),
+            outcome["retained_nodes"].as_u64().unwrap_or(0),
+            outcome["retained_bytes"].as_u64().unwrap_or(0),
+            outcome["accesses"].as_u64().unwrap_or(0),
+            outcome["pressure_episodes"].as_u64().unwrap_or(0),
         ));
         ensure!(
-            outcome.get("accesses").u64() == recorded,
+            outcome["accesses"].as_u64().unwrap_or(0) == recorded,
             "replayed {} accesses, the recording holds {recorded}",
-            outcome.get("accesses").u64()
+            outcome["accesses"].as_u64().unwrap_or(0)
         );
         ensure!(
-            outcome.get("pressure_episodes").u64() > 0,
+            outcome["pressure_episodes"].as_u64().unwrap_or(0) > 0,
             "no pressure episode: the cache drop's node_evict events are missing"
         );
         ensure!(
-            compression || (restores == 0 && outcome.get("conversions").u64() == 0),
+            compression || (restores == 0 && outcome["conversions"].as_u64().unwrap_or(0) == 0),
             "compression off restored {restores} nodes"
         );
         if compression {
@@ -273,35 +272,35 @@ fn reads_outside_lookups(nodescope: &Path, recording: &Path) -> Option<(u64, Vec
 /// lookup's own, no `f2fs_get_node_page_ra`). Prints each outcome's count, mean, p50 and p99,
 /// and the wait per app.
 fn check_retrievals(
-    report: &Json,
+    report: &Value,
     recorded: u64,
     outside: Option<(u64, Vec<u32>)>,
     lines: &mut Vec<String>,
     failures: &mut Vec<String>,
 ) {
     const OUTCOMES: [&str; 5] = ["hit", "restore", "disk_read", "waited", "error"];
-    let totals = report.get("totals");
-    let retrievals = totals.get("retrievals");
-    let timed = retrievals.get("count").u64();
-    let wait_ns = retrievals.get("wait_ns").u64();
+    let totals = &report["totals"];
+    let retrievals = &totals["retrievals"];
+    let timed = retrievals["count"].as_u64().unwrap_or(0);
+    let wait_ns = retrievals["wait_ns"].as_u64().unwrap_or(0);
     let mut sum = 0;
     let mut sum_ns = 0;
     let mut parts = Vec::new();
     for outcome in OUTCOMES {
-        let h = retrievals.get(outcome);
-        let count = h.get("count").u64();
+        let h = &retrievals[outcome];
+        let count = h["count"].as_u64().unwrap_or(0);
         sum += count;
-        sum_ns += h.get("total_ns").u64();
+        sum_ns += h["total_ns"].as_u64().unwrap_or(0);
         parts.push(format!(
             "{outcome} {count} (mean {} p50 {} p99 {} ns)",
-            h.get("mean_ns").u64(),
-            h.get("p50_ns").u64(),
-            h.get("p99_ns").u64()
+            h["mean_ns"].as_u64().unwrap_or(0),
+            h["p50_ns"].as_u64().unwrap_or(0),
+            h["p99_ns"].as_u64().unwrap_or(0)
         ));
     }
-    let disk_reads = retrievals.get("disk_read").get("count").u64();
-    let own_reads = retrievals.get("node_reads").u64();
-    let demand = totals.get("node_reads_demand").u64();
+    let disk_reads = retrievals["disk_read"]["count"].as_u64().unwrap_or(0);
+    let own_reads = retrievals["node_reads"].as_u64().unwrap_or(0);
+    let demand = totals["node_reads_demand"].as_u64().unwrap_or(0);
     lines.push(format!(
         "  retrievals: timed {timed} = {} ; waited {:.3} ms in all",
         parts.join(", "),
@@ -312,15 +311,15 @@ fn check_retrievals(
          lookups made {own_reads} demand node reads of their own, the recording's demand node \
          reads {demand}"
     ));
-    let device = retrievals.get("device");
-    let device_count = device.get("count").u64();
+    let device = &retrievals["device"];
+    let device_count = device["count"].as_u64().unwrap_or(0);
     lines.push(format!(
         "  retrievals: device time (block_rq_issue to complete) of {device_count} of the \
          lookups' reads: mean {} p50 {} p99 {} ns, {:.3} ms in all",
-        device.get("mean_ns").u64(),
-        device.get("p50_ns").u64(),
-        device.get("p99_ns").u64(),
-        device.get("total_ns").u64() as f64 / 1e6
+        device["mean_ns"].as_u64().unwrap_or(0),
+        device["p50_ns"].as_u64().unwrap_or(0),
+        device["p99_ns"].as_u64().unwrap_or(0),
+        device["total_ns"].as_u64().unwrap_or(0) as f64 / 1e6
     ));
     // Timed where the read's request was issued on the lookup's thread: at most every lookup
     // that read, and (virtio-blk issues directly) some.
@@ -330,22 +329,30 @@ fn check_retrievals(
         ));
     }
     let mut unnamed = 0;
-    for app in report.get("apps").items() {
-        let by_outcome = app.get("total").get("retrievals").get("by_outcome");
-        if app.get("app").get("name").str().is_empty() {
+    for app in report["apps"].as_array().into_iter().flatten() {
+        let by_outcome = &app["total"]["retrievals"]["by_outcome"];
+        if app["app"]["name"].as_str().unwrap_or("").is_empty() {
             unnamed += by_outcome
-                .items()
-                .iter()
-                .map(|h| h.get("count").u64())
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|h| h["count"].as_u64().unwrap_or(0))
                 .sum::<u64>();
         }
-        let (count, ns) = by_outcome.items().iter().fold((0, 0), |(c, t), h| {
-            (c + h.get("count").u64(), t + h.get("total_ns").u64())
-        });
+        let (count, ns) = by_outcome
+            .as_array()
+            .into_iter()
+            .flatten()
+            .fold((0, 0), |(c, t), h| {
+                (
+                    c + h["count"].as_u64().unwrap_or(0),
+                    t + h["total_ns"].as_u64().unwrap_or(0),
+                )
+            });
         if count > 0 {
             lines.push(format!(
                 "  retrievals app {}: {count} lookups, waited {:.3} ms",
-                app.get("app").get("name").str(),
+                app["app"]["name"].as_str().unwrap_or(""),
                 ns as f64 / 1e6
             ));
         }
@@ -364,7 +371,9 @@ fn check_retrievals(
         "  retrievals: demand node reads outside any traced lookup: {outside_reads} (nids \
          {outside_nids:?}, never looked up through the lookup functions)"
     ));
-    let readahead = report.get("totals").get("node_reads_readahead").u64();
+    let readahead = report["totals"]["node_reads_readahead"]
+        .as_u64()
+        .unwrap_or(0);
     if readahead != 0
         || own_reads + outside_reads != demand
         || disk_reads > own_reads
@@ -397,14 +406,17 @@ pub(super) fn kernel_counts(record_err: &str) -> Option<(u64, u64)> {
 }
 
 /// (node accesses, node evictions, lost events) from `nodescope report --json`.
-fn recording_counts(report: &Json) -> (u64, u64, u64) {
-    let devices = report.get("devices");
+fn recording_counts(report: &Value) -> (u64, u64, u64) {
     let (mut accesses, mut evictions) = (0, 0);
-    for dev in devices.keys() {
-        accesses += devices.get(dev).get("node_accesses").u64();
-        evictions += devices.get(dev).get("node_evictions").u64();
+    for dev in report["devices"]
+        .as_object()
+        .into_iter()
+        .flat_map(|d| d.values())
+    {
+        accesses += dev["node_accesses"].as_u64().unwrap_or(0);
+        evictions += dev["node_evictions"].as_u64().unwrap_or(0);
     }
-    (accesses, evictions, report.get("drops").u64())
+    (accesses, evictions, report["drops"].as_u64().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -445,7 +457,7 @@ mod tests {
 
     #[test]
     fn sums_the_report_devices() {
-        let report = Json::parse(
+        let report = serde_json::from_str::<Value>(
             r#"{"drops": 2, "devices": {"254:0": {"node_writes": 1, "node_accesses": 40,
                 "node_evictions": 3}, "254:16": {"node_accesses": 2}}}"#,
         )

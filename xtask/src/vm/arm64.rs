@@ -20,8 +20,9 @@ use std::{
 };
 
 use anyhow::{bail, Context as _, Result};
+use serde_json::Value;
 
-use super::{android_image, check, initramfs, json::Json, kernel, qemu, Replay};
+use super::{android_image, check, initramfs, kernel, qemu, Replay};
 use crate::{
     dist::{self, Arch},
     setup, util,
@@ -89,7 +90,11 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn boot_and_check(&self, spec: &kernel::KernelSpec, sim_line: &Json) -> Result<check::Verdict> {
+    fn boot_and_check(
+        &self,
+        spec: &kernel::KernelSpec,
+        sim_line: &Value,
+    ) -> Result<check::Verdict> {
         let kernel = kernel::prepare(spec, self.cache)?;
         let files = qemu::GuestFiles::fresh(self.cache.join(format!("run-{}", self.label)))?;
         let userland = initramfs::Userland {
@@ -351,12 +356,15 @@ pub(super) fn stream_reads_by_uid(dir: &Path, file: &str) -> Result<BTreeMap<u64
     let text = fs::read_to_string(dir.join(file)).with_context(|| format!("no {file}"))?;
     let mut found: BTreeMap<u64, (String, u64)> = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let value = Json::parse(line).with_context(|| format!("bad stream line {line:?}"))?;
-        for process in value.get("processes").items() {
-            let entry = found.entry(process.get("uid").u64()).or_default();
-            entry.0 = process.get("app").str().to_string();
-            entry.1 +=
-                process.get("node_reads_demand").u64() + process.get("node_reads_readahead").u64();
+        let value = serde_json::from_str::<Value>(line)
+            .with_context(|| format!("bad stream line {line:?}"))?;
+        for process in value["processes"].as_array().into_iter().flatten() {
+            let entry = found
+                .entry(process["uid"].as_u64().unwrap_or(0))
+                .or_default();
+            entry.0 = process["app"].as_str().unwrap_or("").to_string();
+            entry.1 += process["node_reads_demand"].as_u64().unwrap_or(0)
+                + process["node_reads_readahead"].as_u64().unwrap_or(0);
         }
     }
     Ok(found)
@@ -373,14 +381,15 @@ fn report_apps(dir: &Path, nodescope: &Path) -> Result<BTreeMap<String, u64>> {
     if !output.status.success() {
         bail!("{}", String::from_utf8_lossy(&output.stderr).trim());
     }
-    let report = Json::parse(String::from_utf8_lossy(&output.stdout).trim())
+    let report = serde_json::from_str::<Value>(String::from_utf8_lossy(&output.stdout).trim())
         .context("nodescope report --json printed no JSON")?;
     let mut apps = BTreeMap::new();
-    for row in report.get("apps").items() {
-        let total = row.get("total");
+    for row in report["apps"].as_array().into_iter().flatten() {
+        let total = &row["total"];
         apps.insert(
-            row.get("app").get("name").str().to_string(),
-            total.get("node_reads_demand").u64() + total.get("node_reads_readahead").u64(),
+            row["app"]["name"].as_str().unwrap_or("").to_string(),
+            total["node_reads_demand"].as_u64().unwrap_or(0)
+                + total["node_reads_readahead"].as_u64().unwrap_or(0),
         );
     }
     Ok(apps)

@@ -9,8 +9,9 @@
 use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{bail, Context as _, Result};
+use serde_json::Value;
 
-use super::{bench_lookups, initramfs, json::Json, kernel, qemu, replay_script, Replay};
+use super::{bench_lookups, initramfs, kernel, qemu, replay_script, Replay};
 use super::{NDIRS, NFILES, VM_TIMEOUT};
 use crate::util;
 
@@ -134,7 +135,7 @@ fn report(label: &str, dir: &Path) -> Result<Vec<String>> {
     let ratio_rev = ours_rev.ns_per_run() / bpftrace_rev.ns_per_run();
     let counted_both = bpftrace_total(&read(dir, "bpftrace_both.out")?);
     let floor = floor_line(dir, &baseline_ids);
-    let none = walls["none"];
+    let none = &walls["none"];
     let slower = |case: &str| 100.0 * (walls[case] / none - 1.0);
     let clocksource = read(dir, "clocksource.txt").unwrap_or_default();
     let sched_clock = read(dir, "clock_dmesg.txt").unwrap_or_default();
@@ -266,16 +267,17 @@ pub(super) struct Program {
 }
 
 pub(super) fn programs(text: &str) -> Result<Vec<Program>> {
-    let list = Json::parse(text.trim())?;
+    let list = serde_json::from_str::<Value>(text.trim())?;
     Ok(list
-        .items()
-        .iter()
+        .as_array()
+        .into_iter()
+        .flatten()
         .map(|p| Program {
-            id: p.get("id").u64(),
-            kind: p.get("type").str().to_string(),
-            name: p.get("name").str().to_string(),
-            run_time_ns: p.get("run_time_ns").u64(),
-            run_cnt: p.get("run_cnt").u64(),
+            id: p["id"].as_u64().unwrap_or(0),
+            kind: p["type"].as_str().unwrap_or("").to_string(),
+            name: p["name"].as_str().unwrap_or("").to_string(),
+            run_time_ns: p["run_time_ns"].as_u64().unwrap_or(0),
+            run_cnt: p["run_cnt"].as_u64().unwrap_or(0),
         })
         .collect())
 }

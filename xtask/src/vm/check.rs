@@ -6,8 +6,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
-
-use super::json::Json;
+use serde_json::Value;
 
 /// Per-process totals over one stream run (all its interval lines).
 #[derive(Clone, Debug, Default)]
@@ -69,8 +68,8 @@ impl Phase {
         let text = fs::read_to_string(dir.join(format!("stream_{name}.jsonl")))
             .with_context(|| format!("no stream output for phase {name}"))?;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v =
-                Json::parse(line).with_context(|| format!("phase {name}: bad line {line:?}"))?;
+            let v = serde_json::from_str::<Value>(line)
+                .with_context(|| format!("phase {name}: bad line {line:?}"))?;
             phase.add_line(&v);
         }
         phase.rc = fs::read_to_string(dir.join(format!("stream_{name}.rc")))
@@ -83,27 +82,31 @@ impl Phase {
         Ok(phase)
     }
 
-    fn add_line(&mut self, v: &Json) {
+    fn add_line(&mut self, v: &Value) {
         self.lines += 1;
-        self.events += v.get("events").u64();
-        self.drops += v.get("drops").u64();
-        self.counter_drops += v.get("counter_drops").u64();
-        for d in v.get("devices").items() {
-            self.checkpoints += d.get("checkpoints").u64();
-            self.node_writes += d.get("node_writes").u64();
+        self.events += v["events"].as_u64().unwrap_or(0);
+        self.drops += v["drops"].as_u64().unwrap_or(0);
+        self.counter_drops += v["counter_drops"].as_u64().unwrap_or(0);
+        for d in v["devices"].as_array().into_iter().flatten() {
+            self.checkpoints += d["checkpoints"].as_u64().unwrap_or(0);
+            self.node_writes += d["node_writes"].as_u64().unwrap_or(0);
         }
-        let checkpoint = v.get("checkpoint");
-        self.journal += checkpoint.get("nat_journal").u64() + checkpoint.get("sit_journal").u64();
+        let checkpoint = &v["checkpoint"];
+        self.journal += checkpoint["nat_journal"].as_u64().unwrap_or(0)
+            + checkpoint["sit_journal"].as_u64().unwrap_or(0);
         for kind in ["restore", "convert"] {
-            *self.rfc.entry(kind.to_string()).or_default() += v.get("rfc").get(kind).u64();
+            *self.rfc.entry(kind.to_string()).or_default() += v["rfc"][kind].as_u64().unwrap_or(0);
         }
-        for p in v.get("processes").items() {
-            let entry = self.procs.entry(p.get("pid").u64()).or_default();
-            entry.comm = p.get("comm").str().to_string();
-            entry.demand += p.get("node_reads_demand").u64();
-            entry.readahead += p.get("node_reads_readahead").u64();
-            entry.writes += p.get("node_writes").u64();
-            entry.checkpoints += p.get("checkpoints").u64();
+        for p in v["processes"].as_array().into_iter().flatten() {
+            let entry = self
+                .procs
+                .entry(p["pid"].as_u64().unwrap_or(0))
+                .or_default();
+            entry.comm = p["comm"].as_str().unwrap_or("").to_string();
+            entry.demand += p["node_reads_demand"].as_u64().unwrap_or(0);
+            entry.readahead += p["node_reads_readahead"].as_u64().unwrap_or(0);
+            entry.writes += p["node_writes"].as_u64().unwrap_or(0);
+            entry.checkpoints += p["checkpoints"].as_u64().unwrap_or(0);
         }
     }
 
@@ -233,7 +236,7 @@ pub fn check(
     ndirs: u64,
     nfiles: u64,
     variants: &[&str],
-    sim_line: &Json,
+    sim_line: &Value,
     nodescope: &Path,
 ) -> Result<Verdict> {
     let mut core = check_core(dir, ndirs, nfiles, variants, sim_line)?;
@@ -304,7 +307,7 @@ pub fn check_core(
     ndirs: u64,
     nfiles: u64,
     variants: &[&str],
-    sim_line: &Json,
+    sim_line: &Value,
 ) -> Result<Core> {
     let mut lines = Vec::new();
     let mut failures = Vec::new();
@@ -413,19 +416,17 @@ pub fn check_core(
 }
 
 /// The fields of a stream line, nested ones by path: the schema two lines must share.
-pub fn schema(line: &Json) -> Vec<String> {
-    let mut paths: Vec<String> = line.keys().iter().map(|k| k.to_string()).collect();
+pub fn schema(line: &Value) -> Vec<String> {
+    fn keys(value: &Value) -> impl Iterator<Item = &String> {
+        value.as_object().into_iter().flat_map(|o| o.keys())
+    }
+    let mut paths: Vec<String> = keys(line).cloned().collect();
     for object in ["totals", "cumulative", "cache", "checkpoint"] {
-        paths.extend(
-            line.get(object)
-                .keys()
-                .iter()
-                .map(|k| format!("{object}.{k}")),
-        );
+        paths.extend(keys(&line[object]).map(|k| format!("{object}.{k}")));
     }
     for list in ["processes", "devices"] {
-        if let Some(first) = line.get(list).items().first() {
-            paths.extend(first.keys().iter().map(|k| format!("{list}[].{k}")));
+        if let Some(first) = line[list].as_array().and_then(|items| items.first()) {
+            paths.extend(keys(first).map(|k| format!("{list}[].{k}")));
         }
     }
     paths.sort();
@@ -433,14 +434,14 @@ pub fn schema(line: &Json) -> Vec<String> {
 }
 
 /// The kernel's busiest line in the names phase has exactly the fields of the simulator's.
-fn check_schema(dir: &Path, sim_line: &Json, lines: &mut Vec<String>, failures: &mut Vec<String>) {
+fn check_schema(dir: &Path, sim_line: &Value, lines: &mut Vec<String>, failures: &mut Vec<String>) {
     // The glob phase's: it streams with --image, so its lines split node reads by node type
     // as the simulator's do.
     let text = fs::read_to_string(dir.join("stream_glob.jsonl")).unwrap_or_default();
     let Some(kernel_line) = text
         .lines()
-        .filter_map(|line| Json::parse(line).ok())
-        .max_by_key(|line| line.get("processes").items().len())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .max_by_key(|line| line["processes"].as_array().map_or(0, Vec::len))
     else {
         failures.push("schema: no stream line in the glob phase".into());
         return;
@@ -453,8 +454,8 @@ fn check_schema(dir: &Path, sim_line: &Json, lines: &mut Vec<String>, failures: 
         "  schema   kernel {} fields, simulator {} fields, counts {} / {}",
         kernel.len(),
         sim.len(),
-        kernel_line.get("counts").str(),
-        sim_line.get("counts").str()
+        kernel_line["counts"].as_str().unwrap_or(""),
+        sim_line["counts"].as_str().unwrap_or("")
     ));
     expect(
         failures,
@@ -497,8 +498,8 @@ fn export_and_check(dir: &Path, nodescope: &Path) -> Result<String> {
     anyhow::ensure!(report.status.success(), "nodescope report failed");
     let report_path = dir.join("variant-report.json");
     fs::write(&report_path, &report.stdout)?;
-    let reads = Json::parse(String::from_utf8_lossy(&report.stdout).trim())
-        .map(|r| r.get("totals").get("node_reads_demand").u64())
+    let reads = serde_json::from_str::<Value>(String::from_utf8_lossy(&report.stdout).trim())
+        .map(|r| r["totals"]["node_reads_demand"].as_u64().unwrap_or(0))
         .unwrap_or(0);
     anyhow::ensure!(reads > 0, "the guest's recording holds no node read");
     let trace = dir.join("variant.perfetto-trace");

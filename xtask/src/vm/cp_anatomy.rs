@@ -7,8 +7,9 @@
 use std::{fs, path::Path};
 
 use anyhow::{Context as _, Result};
+use serde_json::Value;
 
-use super::{check::cp_count, json::Json};
+use super::check::cp_count;
 
 /// The mixes, as `nodescope fsstress --mix` names them; guest.sh runs the same list.
 pub const MIXES: [&str; 2] = ["default", "metadata"];
@@ -146,18 +147,19 @@ fn measure(dir: &Path, nodescope: &Path, mix: &str) -> Result<Measured> {
     fs::write(dir.join(format!("cpanat_{mix}-report.json")), &report)?;
     let text = run_report(nodescope, &recording, false)?;
     fs::write(dir.join(format!("cpanat_{mix}-report.txt")), &text)?;
-    let json = Json::parse(report.trim()).context("nodescope report --json: not JSON")?;
-    let summary = json.get("checkpoints").get("summary");
+    let json = serde_json::from_str::<Value>(report.trim())
+        .context("nodescope report --json: not JSON")?;
+    let summary = &json["checkpoints"]["summary"];
     let mut m = Measured {
-        cps: summary.get("count").u64(),
-        nodes: summary.get("node_blocks").u64(),
-        cp_pack: summary.get("cp_blocks").u64(),
-        sit: summary.get("sit_blocks").u64(),
-        nat: summary.get("nat_blocks").u64(),
-        ssa: summary.get("ssa_blocks").u64(),
-        other_meta: summary.get("other_meta_blocks").u64(),
-        journal: summary.get("nat_journal").u64(),
-        drops: json.get("drops").u64(),
+        cps: summary["count"].as_u64().unwrap_or(0),
+        nodes: summary["node_blocks"].as_u64().unwrap_or(0),
+        cp_pack: summary["cp_blocks"].as_u64().unwrap_or(0),
+        sit: summary["sit_blocks"].as_u64().unwrap_or(0),
+        nat: summary["nat_blocks"].as_u64().unwrap_or(0),
+        ssa: summary["ssa_blocks"].as_u64().unwrap_or(0),
+        other_meta: summary["other_meta_blocks"].as_u64().unwrap_or(0),
+        journal: summary["nat_journal"].as_u64().unwrap_or(0),
+        drops: json["drops"].as_u64().unwrap_or(0),
         ..Measured::default()
     };
     table_matches(&text, &m)?;

@@ -6,7 +6,7 @@
 //! node reads (read_node_page returning 0) are iostat's "fs node" reads, exactly.
 use std::{collections::BTreeMap, fs, path::Path};
 
-use super::json::Json;
+use serde_json::Value;
 
 /// What a person writes for mainline's node read path (6.1 and 6.12 both have
 /// read_node_page(struct page *page, blk_opf_t op_flags); page->index is the nid, at offset
@@ -88,13 +88,12 @@ fn stream_counts(dir: &Path, which: &str, failures: &mut Vec<String>) -> BTreeMa
     let text =
         fs::read_to_string(dir.join(format!("stream_discover_{which}.jsonl"))).unwrap_or_default();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let Ok(value) = Json::parse(line) else {
+        let Ok(value) = serde_json::from_str::<Value>(line) else {
             failures.push(format!("discover {which}: bad stream line {line:?}"));
             continue;
         };
-        let rfc = value.get("rfc");
-        for kind in rfc.keys() {
-            *counts.entry(kind.to_string()).or_default() += rfc.get(kind).u64();
+        for (kind, count) in value["rfc"].as_object().into_iter().flatten() {
+            *counts.entry(kind.to_string()).or_default() += count.as_u64().unwrap_or(0);
         }
     }
     let rc =

@@ -15,11 +15,10 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
+use serde_json::Value;
 
 use super::{
-    initramfs,
-    json::Json,
-    kernel,
+    initramfs, kernel,
     kmod_phase::{count_checks, gauge_checks, top_checks, Exact, ModuleCounters, Span},
     qemu,
 };
@@ -267,7 +266,10 @@ fn verdict(
     };
     let kinds: Vec<String> = KINDS.iter().map(|k| k.to_string()).collect();
     let stream = fs::read_to_string(dir.join("exact.json")).unwrap_or_default();
-    let windows: Vec<Json> = stream.lines().filter_map(|l| Json::parse(l).ok()).collect();
+    let windows: Vec<Value> = stream
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
     let err = fs::read_to_string(dir.join("exact.err")).unwrap_or_default();
     let states = states(&err);
     let States {
@@ -292,7 +294,10 @@ fn verdict(
     let mut drops = 0;
     match windows.last() {
         Some(last) => {
-            drops = windows.iter().map(|w| w.get("drops").u64()).sum();
+            drops = windows
+                .iter()
+                .map(|w| w["drops"].as_u64().unwrap_or(0))
+                .sum();
             let span = Span {
                 label: "stream",
                 start: &start,
@@ -302,13 +307,13 @@ fn verdict(
                 &span,
                 &kinds,
                 false,
-                last.get("cumulative"),
+                &last["cumulative"],
                 &mut exact,
                 problems,
                 &mut lines,
             );
             let before = problems.len();
-            gauge_checks(last.get("cache"), &start, &end, problems, &mut lines);
+            gauge_checks(&last["cache"], &start, &end, problems, &mut lines);
             gauges_ok = problems.len() == before;
             per_event_checks(&windows, &per_event, &start, &end, problems, &mut lines);
         }
@@ -324,9 +329,11 @@ fn verdict(
             problems.push(format!("{what} exited {:?}", rc.trim()));
         }
     }
-    match Json::parse(&fs::read_to_string(dir.join("report.json")).unwrap_or_default()) {
+    match serde_json::from_str::<Value>(
+        &fs::read_to_string(dir.join("report.json")).unwrap_or_default(),
+    ) {
         Ok(report) => {
-            drops += report.get("drops").u64();
+            drops += report["drops"].as_u64().unwrap_or(0);
             let span = Span {
                 label: "record + report",
                 start: &start,
@@ -336,7 +343,7 @@ fn verdict(
                 &span,
                 &kinds,
                 false,
-                report.get("totals"),
+                &report["totals"],
                 &mut exact,
                 problems,
                 &mut lines,
@@ -420,7 +427,7 @@ fn probe_checks(
 /// Each kind the stream says it sees one by one: its events (the kernel's count of them,
 /// `rfc`, summed over the windows) must be the module's count.
 fn per_event_checks(
-    windows: &[Json],
+    windows: &[Value],
     per_event: &[String],
     start: &ModuleCounters,
     end: &ModuleCounters,
@@ -431,7 +438,10 @@ fn per_event_checks(
         let Some((_, counters)) = KIND_COUNTERS.iter().find(|(k, _)| k == kind) else {
             continue;
         };
-        let events: u64 = windows.iter().map(|w| w.get("rfc").get(kind).u64()).sum();
+        let events: u64 = windows
+            .iter()
+            .map(|w| w["rfc"][kind].as_u64().unwrap_or(0))
+            .sum();
         let module: u64 = counters.iter().map(|c| end.delta(start, c)).sum();
         let verdict = if events == module { "ok" } else { "DIFFERS" };
         if events != module {

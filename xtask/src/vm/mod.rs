@@ -16,7 +16,6 @@ mod daemon;
 mod discover;
 pub mod foreign_phase;
 mod initramfs;
-mod json;
 pub(crate) mod kernel;
 pub mod kmod_phase;
 mod newc;
@@ -33,6 +32,7 @@ use std::{
 };
 
 use anyhow::{bail, Context as _, Result};
+use serde_json::Value;
 
 use crate::util;
 
@@ -137,7 +137,7 @@ fn fail_line(label: &str) -> String {
 
 /// One `stream --json` line of the simulator (its phone scenario) on the host: the kernel's
 /// lines in the guest must have its very fields (one schema for every source).
-fn sim_stream_line(nodescope: &Path, cache: &Path) -> Result<json::Json> {
+fn sim_stream_line(nodescope: &Path, cache: &Path) -> Result<Value> {
     let knobs = cache.join("sim-knobs");
     let _ = fs::remove_dir_all(&knobs);
     fs::create_dir_all(&knobs)?;
@@ -157,8 +157,8 @@ fn sim_stream_line(nodescope: &Path, cache: &Path) -> Result<json::Json> {
     let text = String::from_utf8_lossy(&output.stdout);
     // The busiest line: it has processes and devices to compare.
     text.lines()
-        .filter_map(|line| json::Json::parse(line).ok())
-        .max_by_key(|line| line.get("processes").items().len())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .max_by_key(|line| line["processes"].as_array().map_or(0, Vec::len))
         .context("nodescope stream --source sim printed no line")
 }
 
@@ -166,7 +166,7 @@ fn run_kernel(
     spec: &kernel::KernelSpec,
     cache: &Path,
     nodescope: &Path,
-    sim_line: &json::Json,
+    sim_line: &Value,
 ) -> Result<check::Verdict> {
     let kernel = kernel::prepare(spec, cache)?;
     let files = qemu::GuestFiles::fresh(cache.join(format!("run-{}", spec.label)))?;

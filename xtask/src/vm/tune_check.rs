@@ -2,32 +2,36 @@
 //! PSI, its steps and its restore.
 use std::{fs, path::Path};
 
-use super::{
-    check::{expect, read_number},
-    json::Json,
-};
+use serde_json::Value;
+
+use super::check::{expect, read_number};
 
 /// `nodescope tune` on the guest kernel's own PSI, in a knob directory of its own: the memory
 /// hog's stalls make its polls compress more (urgent steps, no window falls in the phase), and
 /// SIGTERM puts the original values back. The number of steps it took.
 pub(super) fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -> u64 {
     let audit = fs::read_to_string(dir.join("tune.jsonl")).unwrap_or_default();
-    let records: Vec<Json> = match audit.lines().map(Json::parse).collect() {
+    let records: Vec<Value> = match audit.lines().map(serde_json::from_str::<Value>).collect() {
         Ok(records) => records,
         Err(err) => {
             failures.push(format!("tune: bad audit line: {err:#}"));
             return 0;
         }
     };
-    let of = |event: &str| -> Vec<&Json> {
+    let of = |event: &str| -> Vec<&Value> {
         records
             .iter()
-            .filter(|r| r.get("event").str() == event)
+            .filter(|r| r["event"].as_str().unwrap_or("") == event)
             .collect()
     };
     let (starts, decisions, restores) = (of("start"), of("decision"), of("restore"));
-    let knobs = |k: &Json| (k.get("threshold").u64(), k.get("interval_ms").u64());
-    let original = starts.first().map(|s| knobs(s.get("old")));
+    let knobs = |k: &Value| {
+        (
+            k["threshold"].as_u64().unwrap_or(0),
+            k["interval_ms"].as_u64().unwrap_or(0),
+        )
+    };
+    let original = starts.first().map(|s| knobs(&s["old"]));
     let after = fs::read_to_string(dir.join("knobs_after.txt")).unwrap_or_default();
     let after: Vec<u64> = after
         .split_whitespace()
@@ -48,7 +52,7 @@ pub(super) fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec
         .map(str::to_string);
     let pressures: Vec<f64> = decisions
         .iter()
-        .filter_map(|d| d.get("signals").get("memory_pressure").f64())
+        .filter_map(|d| d["signals"]["memory_pressure"].as_f64())
         .collect();
     lines.push(format!(
         "  tune     original={original:?} after={after:?} PSI stall {stalled_ms} ms, trigger \
@@ -70,9 +74,10 @@ pub(super) fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec
         failures,
         !decisions.is_empty()
             && decisions.iter().all(|d| {
-                d.get("outcome").str() == "applied"
-                    && d.get("reason")
-                        .str()
+                d["outcome"].as_str().unwrap_or("") == "applied"
+                    && d["reason"]
+                        .as_str()
+                        .unwrap_or("")
                         .starts_with("urgent (between windows): ")
             }),
         format!(
@@ -86,7 +91,7 @@ pub(super) fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec
             && pressures.iter().all(|&p| p >= super::TUNE_PSI_GOAL * 1.1),
         format!("tune: every step needs pressure >= 1.1 x the goal: {pressures:?}"),
     );
-    let restored = restores.last().map(|r| knobs(r.get("written")));
+    let restored = restores.last().map(|r| knobs(&r["written"]));
     expect(
         failures,
         original.is_some()

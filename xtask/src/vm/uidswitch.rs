@@ -7,8 +7,9 @@
 use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{Context as _, Result};
+use serde_json::Value;
 
-use super::{check, json::Json};
+use super::check;
 
 /// The uid the helper takes for its second half.
 pub const UID: u64 = 10124;
@@ -127,12 +128,14 @@ fn helper_reads_by_uid(dir: &Path) -> Result<BTreeMap<u64, u64>> {
     let text = fs::read_to_string(dir.join("stream_uid.jsonl")).context("no stream_uid.jsonl")?;
     let mut found = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let value = Json::parse(line).with_context(|| format!("bad stream line {line:?}"))?;
-        for process in value.get("processes").items() {
-            if process.get("comm").str() == COMM {
-                *found.entry(process.get("uid").u64()).or_default() +=
-                    process.get("node_reads_demand").u64()
-                        + process.get("node_reads_readahead").u64();
+        let value = serde_json::from_str::<Value>(line)
+            .with_context(|| format!("bad stream line {line:?}"))?;
+        for process in value["processes"].as_array().into_iter().flatten() {
+            if process["comm"].as_str().unwrap_or("") == COMM {
+                *found
+                    .entry(process["uid"].as_u64().unwrap_or(0))
+                    .or_default() += process["node_reads_demand"].as_u64().unwrap_or(0)
+                    + process["node_reads_readahead"].as_u64().unwrap_or(0);
             }
         }
     }

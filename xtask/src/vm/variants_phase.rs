@@ -21,8 +21,9 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
+use serde_json::Value;
 
-use super::{accesses, check, cp_anatomy, initramfs, json::Json, kernel, qemu};
+use super::{accesses, check, cp_anatomy, initramfs, kernel, qemu};
 use crate::{
     kmod::{
         self,
@@ -386,39 +387,57 @@ fn judge(f: &Figures, problems: &mut Vec<String>) {
     );
 }
 
+/// The parts of `nodescope probe --json`'s `f2fs_plan`, in the order it prints them (its
+/// `Plan` struct's, tracer-user's f2fs planner): serde_json's objects keep their keys sorted.
+const PLAN_PARTS: [&str; 5] = [
+    "node_reads",
+    "node_writes",
+    "checkpoints",
+    "meta_writes",
+    "journal",
+];
+
 /// `nodescope probe --json`'s plan: each event's chosen variant (or why none), and the
 /// access plan's lookup function(s), as one line.
 fn planned(dir: &Path) -> String {
     let text = fs::read_to_string(dir.join("probe.json")).unwrap_or_default();
-    let Ok(probe) = Json::parse(text.trim()) else {
+    let Ok(probe) = serde_json::from_str::<Value>(text.trim()) else {
         return "(no probe.json)".into();
     };
-    let plan = probe.get("f2fs_plan");
+    let plan = &probe["f2fs_plan"];
     let mut parts = Vec::new();
-    for what in plan.keys() {
-        let part = plan.get(what);
-        if part.get("chosen").keys().is_empty() {
+    for what in PLAN_PARTS {
+        let part = &plan[what];
+        if part["chosen"]
+            .as_object()
+            .is_none_or(|chosen| chosen.is_empty())
+        {
             continue;
         }
-        let chosen = part.get("chosen").get("variant").str();
+        let chosen = part["chosen"]["variant"].as_str().unwrap_or("");
         parts.push(format!(
             "{what}={}",
             if chosen.is_empty() { "none" } else { chosen }
         ));
     }
-    let access = probe.get("accesses").get("plan");
-    for key in access.keys() {
+    let access = probe["accesses"]["plan"].as_object().into_iter().flatten();
+    for (key, value) in access {
         if key.starts_with("lookup") {
-            let value = access.get(key);
-            let names: Vec<&str> = if value.items().is_empty() {
-                vec![value.str()]
-            } else {
-                value.items().iter().map(Json::str).collect()
+            let names: Vec<&str> = match value.as_array() {
+                Some(items) if !items.is_empty() => {
+                    items.iter().map(|v| v.as_str().unwrap_or("")).collect()
+                }
+                _ => vec![value.as_str().unwrap_or("")],
             };
             parts.push(format!("{key}={}", names.join(",")));
         }
     }
-    let missing: Vec<&str> = probe.get("missing").items().iter().map(Json::str).collect();
+    let missing: Vec<&str> = probe["missing"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().unwrap_or(""))
+        .collect();
     if !missing.is_empty() {
         parts.push(format!("missing: {}", missing.join("; ")));
     }

@@ -12,12 +12,13 @@
 use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{Context as _, Result};
+use serde_json::Value;
 use sim::{
     f2fs::{NodeBlock, NodeType},
     nodes::NodeSet,
 };
 
-use super::{super::json::Json, expect, Phase};
+use super::{expect, Phase};
 
 /// The types phase's file, in the test disk's root.
 pub const TYPES_FILE: &str = "types-big";
@@ -162,16 +163,17 @@ fn typed_reads(dir: &Path, phase: &str) -> Result<BTreeMap<String, u64>> {
     let text = fs::read_to_string(dir.join(&file)).with_context(|| format!("no {file}"))?;
     let mut found = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let value = Json::parse(line).with_context(|| format!("bad stream line {line:?}"))?;
-        let types = value.get("node_types");
+        let value = serde_json::from_str::<Value>(line)
+            .with_context(|| format!("bad stream line {line:?}"))?;
+        let types = &value["node_types"];
         anyhow::ensure!(
-            !types.keys().is_empty(),
+            types.as_object().is_some_and(|t| !t.is_empty()),
             "a line without node_types: {line}"
         );
         for name in TYPES {
-            let reads = types.get(name);
+            let reads = &types[name];
             *found.entry(name.to_string()).or_default() +=
-                reads.get("demand").u64() + reads.get("readahead").u64();
+                reads["demand"].as_u64().unwrap_or(0) + reads["readahead"].as_u64().unwrap_or(0);
         }
     }
     Ok(found)

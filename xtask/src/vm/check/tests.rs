@@ -24,11 +24,11 @@ fn prefers_cp_count_over_cp_calls() {
 
 #[test]
 fn schema_lists_nested_fields_and_tells_lines_apart() {
-    let kernel = Json::parse(
+    let kernel = serde_json::from_str::<Value>(
         r#"{"t":1,"totals":{"node_reads":3},"processes":[{"pid":1}],"devices":[],"rfc":null}"#,
     )
     .unwrap();
-    let sim = Json::parse(
+    let sim = serde_json::from_str::<Value>(
         r#"{"t":1,"totals":{"node_reads":3},"processes":[{"pid":2}],"devices":[],"rfc":null}"#,
     )
     .unwrap();
@@ -50,6 +50,27 @@ fn schema_lists_nested_fields_and_tells_lines_apart() {
         .collect::<Vec<_>>()
     );
     assert_eq!(schema(&kernel), schema(&sim));
-    let older = Json::parse(r#"{"t":1,"totals":{"node_reads":3},"events":4}"#).unwrap();
+    let older =
+        serde_json::from_str::<Value>(r#"{"t":1,"totals":{"node_reads":3},"events":4}"#).unwrap();
     assert_ne!(schema(&kernel), schema(&older));
+}
+
+/// A stream line's counts are read as integers: one past 2^53 (no f64 holds it) stays exact,
+/// and a missing field counts 0.
+#[test]
+fn a_stream_lines_counts_stay_exact_past_2_to_the_53() {
+    let line = serde_json::from_str::<Value>(
+        r#"{"t":1.5,"events":9007199254740993,"processes":[{"pid":7,"comm":"kworker/u4:1\u0021",
+            "node_reads_demand":18446744073709551615,"x":null,"ok":true}],"devices":[]}"#,
+    )
+    .unwrap();
+    let mut phase = Phase::default();
+    phase.add_line(&line);
+    assert_eq!(phase.events, 9_007_199_254_740_993);
+    assert_eq!(phase.drops, 0);
+    let process = &phase.procs[&7];
+    assert_eq!(
+        (process.comm.as_str(), process.demand),
+        ("kworker/u4:1!", u64::MAX)
+    );
 }

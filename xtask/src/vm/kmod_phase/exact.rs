@@ -4,8 +4,9 @@
 //! `nc_exact_end.txt`), for every count of every kind the discovered manifest probes.
 use std::{fs, path::Path};
 
+use serde_json::Value;
+
 use super::verdict::{ModuleCounters, FAIL_REASONS};
-use crate::vm::json::Json;
 
 /// One comparison: the stream's count (a path under `cumulative`) and the module's counter.
 struct Check {
@@ -104,12 +105,18 @@ pub(super) fn exact_checks(
             return exact;
         }
     };
-    let windows: Vec<Json> = stream.lines().filter_map(|l| Json::parse(l).ok()).collect();
+    let windows: Vec<Value> = stream
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
     let Some(last) = windows.last() else {
         problems.push("exact: the stream printed no window (exact.json, exact.err)".into());
         return exact;
     };
-    exact.drops = windows.iter().map(|w| w.get("drops").u64()).sum();
+    exact.drops = windows
+        .iter()
+        .map(|w| w["drops"].as_u64().unwrap_or(0))
+        .sum();
     if exact.drops > 0 {
         problems.push(format!("exact: the stream lost {} events", exact.drops));
     }
@@ -117,7 +124,7 @@ pub(super) fn exact_checks(
     if rc.trim() != "0" {
         problems.push(format!("exact: the stream exited {:?}", rc.trim()));
     }
-    let cumulative = last.get("cumulative");
+    let cumulative = &last["cumulative"];
     let kinds = probed_kinds(&manifest);
     let span = Span {
         label: "stream",
@@ -127,7 +134,7 @@ pub(super) fn exact_checks(
     count_checks(&span, &kinds, true, cumulative, &mut exact, problems, lines);
     restorer_checks(&windows, cumulative, problems, lines);
     if kinds.iter().any(|k| k == "insert") {
-        gauge_checks(last.get("cache"), &start, &end, problems, lines);
+        gauge_checks(&last["cache"], &start, &end, problems, lines);
     }
     metrics_checks(dir, cumulative, problems, lines);
     if exact.checks == 0 {
@@ -143,7 +150,7 @@ pub(super) fn exact_checks(
 /// entry already cached when the stream attached (`entries` at the span's start) that is
 /// still there: the stream may count up to that many fewer, never more.
 pub(in crate::vm) fn gauge_checks(
-    cache: &Json,
+    cache: &Value,
     start: &ModuleCounters,
     end: &ModuleCounters,
     problems: &mut Vec<String>,
@@ -153,9 +160,9 @@ pub(in crate::vm) fn gauge_checks(
     let mut shown = Vec::new();
     for (ours, theirs) in QUEUES {
         let counted = if ours == "raw" {
-            cache.get("raw_entries").u64()
+            cache["raw_entries"].as_u64().unwrap_or(0)
         } else {
-            cache.get("slots").get(ours).u64()
+            cache["slots"][ours].as_u64().unwrap_or(0)
         };
         let cached = end.get(&format!("entries_{theirs}"));
         if counted > cached || cached - counted > unseen {
@@ -189,7 +196,7 @@ pub(in crate::vm) fn count_checks(
     span: &Span,
     kinds: &[String],
     latency: bool,
-    counts: &Json,
+    counts: &Value,
     exact: &mut Exact,
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
@@ -200,8 +207,9 @@ pub(in crate::vm) fn count_checks(
             let ours = check
                 .stream
                 .iter()
-                .fold(counts, |value, key| value.get(key))
-                .u64();
+                .fold(counts, |value, key| &value[key])
+                .as_u64()
+                .unwrap_or(0);
             let theirs = span.end.delta(span.start, &check.module);
             exact.checks += 1;
             let verdict = if ours == theirs {
@@ -221,8 +229,12 @@ pub(in crate::vm) fn count_checks(
             ));
         }
     }
-    let unknown = counts.get("second_chance_reasons").get("unknown").u64()
-        + counts.get("restore_fail_reasons").get("unknown").u64();
+    let unknown = counts["second_chance_reasons"]["unknown"]
+        .as_u64()
+        .unwrap_or(0)
+        + counts["restore_fail_reasons"]["unknown"]
+            .as_u64()
+            .unwrap_or(0);
     if unknown > 0 {
         problems.push(format!(
             "exact ({label}): {unknown} events with a reason nodescope does not know"
@@ -235,22 +247,25 @@ pub(in crate::vm) fn count_checks(
 /// the lookup of the task that wants the node (the readers here: cat, ls, md5sum), so a kernel
 /// thread's would mean the event was attributed to the wrong context.
 fn restorer_checks(
-    windows: &[Json],
-    cumulative: &Json,
+    windows: &[Value],
+    cumulative: &Value,
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) {
     let mut by_app = std::collections::BTreeMap::<String, u64>::new();
-    for process in windows.iter().flat_map(|w| w.get("processes").items()) {
-        let restores = process.get("restores").u64();
+    for process in windows
+        .iter()
+        .flat_map(|w| w["processes"].as_array().into_iter().flatten())
+    {
+        let restores = process["restores"].as_u64().unwrap_or(0);
         if restores > 0 {
             *by_app
-                .entry(process.get("app").str().to_string())
+                .entry(process["app"].as_str().unwrap_or("").to_string())
                 .or_default() += restores;
         }
     }
     let attributed: u64 = by_app.values().sum();
-    let total = cumulative.get("restores").u64();
+    let total = cumulative["restores"].as_u64().unwrap_or(0);
     if attributed != total {
         problems.push(format!(
             "exact: restores attributed to processes {attributed}, restores {total}"
@@ -277,7 +292,7 @@ fn restorer_checks(
 /// summed over apps, reclaims per queue, restore failures and second chances per reason.
 fn metrics_checks(
     dir: &Path,
-    cumulative: &Json,
+    cumulative: &Value,
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) {
@@ -297,14 +312,14 @@ fn metrics_checks(
     let mut pairs = vec![(
         "restores".to_string(),
         sum("nodescope_restores_total", &[]),
-        cumulative.get("restores").u64(),
+        cumulative["restores"].as_u64().unwrap_or(0),
     )];
     for (ours, theirs) in QUEUES {
         let label = format!("queue=\"{}\"", theirs);
         pairs.push((
             format!("reclaims {theirs}"),
             sum("nodescope_reclaims_total", &[&label]),
-            cumulative.get("reclaims").get(ours).u64(),
+            cumulative["reclaims"][ours].as_u64().unwrap_or(0),
         ));
     }
     for reason in FAIL_REASONS {
@@ -312,7 +327,9 @@ fn metrics_checks(
         pairs.push((
             format!("restore failures {reason}"),
             sum("nodescope_restore_failures_total", &[&label]),
-            cumulative.get("restore_fail_reasons").get(reason).u64(),
+            cumulative["restore_fail_reasons"][reason]
+                .as_u64()
+                .unwrap_or(0),
         ));
     }
     for by in ["worker", "shrinker", "race"] {
@@ -320,7 +337,9 @@ fn metrics_checks(
         pairs.push((
             format!("second chances {by}"),
             sum("nodescope_second_chances_total", &[&label]),
-            cumulative.get("second_chance_reasons").get(by).u64(),
+            cumulative["second_chance_reasons"][by]
+                .as_u64()
+                .unwrap_or(0),
         ));
     }
     // The restore latency histogram: its count, and its sum (seconds with nine decimals) back
@@ -329,7 +348,7 @@ fn metrics_checks(
     pairs.push((
         "restore latency count".into(),
         sum(&format!("{latency}_count"), &[]),
-        cumulative.get("restore_latency").get("count").u64(),
+        cumulative["restore_latency"]["count"].as_u64().unwrap_or(0),
     ));
     let sum_ns = text
         .lines()
@@ -339,7 +358,9 @@ fn metrics_checks(
     pairs.push((
         "restore latency sum (ns)".into(),
         sum_ns,
-        cumulative.get("restore_latency").get("total_ns").u64(),
+        cumulative["restore_latency"]["total_ns"]
+            .as_u64()
+            .unwrap_or(0),
     ));
     let differ: Vec<String> = pairs
         .iter()
@@ -374,12 +395,12 @@ pub(super) fn compare_checks(
         }
     }
     let json = fs::read_to_string(dir.join("compare.json")).unwrap_or_default();
-    let Ok(comparison) = Json::parse(&json) else {
+    let Ok(comparison) = serde_json::from_str::<Value>(&json) else {
         problems.push("compare: no JSON comparison (compare.json, compare.txt)".into());
         return (0, 0);
     };
     latency_beside_the_cover_letter(&comparison, lines);
-    if comparison.get("cache_partial") != &Json::Bool(false) {
+    if comparison["cache_partial"] != false {
         problems.push("compare: a recording saw entries leave that it never saw arrive".into());
     }
     let (mut equal, mut compared) = (0, 0);
@@ -394,7 +415,7 @@ pub(super) fn compare_checks(
             (Ok(before), Ok(after)) => Some(after.saturating_sub(before)),
             _ => None,
         };
-        let totals = comparison.get("totals");
+        let totals = &comparison["totals"];
         for (what, key, theirs) in [
             ("node reads", "node_reads", iostat),
             ("restores", "restores", module("restores")),
@@ -414,7 +435,7 @@ pub(super) fn compare_checks(
                 }),
             ),
         ] {
-            let ours = totals.get(key).get(mode).u64();
+            let ours = totals[key][mode].as_u64().unwrap_or(0);
             compared += 1;
             if Some(ours) == theirs {
                 equal += 1;
@@ -430,17 +451,20 @@ pub(super) fn compare_checks(
 
 /// Issue 51: the comparison's latency rows (both recordings time their lookups) beside the
 /// cover letter's paired median replay change, saying what differs.
-fn latency_beside_the_cover_letter(comparison: &Json, lines: &mut Vec<String>) {
-    let latency = comparison.get("latency");
+fn latency_beside_the_cover_letter(comparison: &Value, lines: &mut Vec<String>) {
+    let latency = &comparison["latency"];
     let percent = |key: &str| {
-        latency
-            .get(key)
-            .f64()
+        latency[key]
+            .as_f64()
             .map_or_else(|| "-".to_string(), |p| format!("{p:+.2} %"))
     };
     let pair = |key: &str| {
-        let p = latency.get(key);
-        format!("{} -> {}", p.get("off").u64(), p.get("on").u64())
+        let p = &latency[key];
+        format!(
+            "{} -> {}",
+            p["off"].as_u64().unwrap_or(0),
+            p["on"].as_u64().unwrap_or(0)
+        )
     };
     lines.push(format!(
         "  retrieval time, off -> on: median lookup {} ns, median node {} ns, wait {} ns; \
@@ -449,9 +473,9 @@ fn latency_beside_the_cover_letter(comparison: &Json, lines: &mut Vec<String>) {
         pair("median_node_ns"),
         pair("wait_ns"),
         percent("paired_node_change_percent"),
-        latency.get("node_pairs").u64(),
+        latency["node_pairs"].as_u64().unwrap_or(0),
         percent("paired_app_change_percent"),
-        latency.get("app_pairs").u64(),
+        latency["app_pairs"].as_u64().unwrap_or(0),
     ));
     lines.push(
         "  beside the cover letter's paired median replay change -24.98 % at 3 MiB: its pairs \
@@ -542,14 +566,15 @@ mod tests {
 
     #[test]
     fn restores_must_all_be_attributed_and_none_to_a_kernel_thread() {
-        let windows: Vec<Json> = [
+        let windows: Vec<Value> = [
             r#"{"processes":[{"app":"cat","restores":3},{"app":"ls","restores":0}]}"#,
             r#"{"processes":[{"app":"cat","restores":2},{"app":"md5sum","restores":1}]}"#,
         ]
         .iter()
-        .map(|l| Json::parse(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .collect();
-        let cumulative = |n: u64| Json::parse(&format!(r#"{{"restores":{n}}}"#)).unwrap();
+        let cumulative =
+            |n: u64| serde_json::from_str::<Value>(&format!(r#"{{"restores":{n}}}"#)).unwrap();
         let (mut problems, mut lines) = (Vec::new(), Vec::new());
         restorer_checks(&windows, &cumulative(6), &mut problems, &mut lines);
         assert!(problems.is_empty(), "{problems:?}");
@@ -562,7 +587,9 @@ mod tests {
             problems,
             ["exact: restores attributed to processes 6, restores 7"]
         );
-        let kworker = Json::parse(r#"{"processes":[{"app":"[kernel thread]","restores":1}]}"#);
+        let kworker = serde_json::from_str::<Value>(
+            r#"{"processes":[{"app":"[kernel thread]","restores":1}]}"#,
+        );
         problems.clear();
         restorer_checks(
             &[kworker.unwrap()],

@@ -5,8 +5,9 @@
 //! kprobe fallback, and its counts must equal the module's over the span.
 use std::{fs, path::Path};
 
+use serde_json::Value;
+
 use super::verdict::ModuleCounters;
-use crate::vm::json::Json;
 
 /// (the stream's count under `cumulative`, the module's counter).
 const CHECKS: [(&[&str], &str); 4] = [
@@ -63,19 +64,20 @@ pub(super) fn function_checks(
     let windows = read("functions.json");
     let Some(last) = windows
         .lines()
-        .filter_map(|l| Json::parse(l).ok())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .next_back()
     else {
         problems.push("functions: the stream printed no window (functions.json)".into());
         return (0, CHECKS.len());
     };
-    let cumulative = last.get("cumulative");
+    let cumulative = &last["cumulative"];
     let mut equal = 0;
     for (path, counter) in CHECKS {
         let ours = path
             .iter()
-            .fold(cumulative, |value, key| value.get(key))
-            .u64();
+            .fold(cumulative, |value, key| &value[key])
+            .as_u64()
+            .unwrap_or(0);
         let theirs = end.delta(&start, counter);
         let verdict = if ours == theirs {
             equal += 1;

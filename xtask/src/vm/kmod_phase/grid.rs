@@ -9,11 +9,12 @@
 //! a measurement, not a check.
 use std::{fs, path::Path};
 
+use serde_json::Value;
+
 use super::{
     verdict::{iostat_reads, read_trimmed as read, ModuleCounters},
     GRID,
 };
-use crate::vm::json::Json;
 
 /// The benchmark's weights (bench/src/controller/cost.rs): a conversion costs 4/90 of a read,
 /// holding 4 KiB for 60 s one read.
@@ -182,19 +183,25 @@ fn setting(name: &str) -> String {
 fn daemon_checks(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec<String>) -> bool {
     let before = problems.len();
     let audit = fs::read_to_string(dir.join("daemon_tune.jsonl")).unwrap_or_default();
-    let records: Vec<Json> = audit.lines().filter_map(|l| Json::parse(l).ok()).collect();
-    let applied: Vec<&Json> = records
-        .iter()
-        .filter(|r| r.get("event").str() == "decision" && r.get("outcome").str() == "applied")
+    let records: Vec<Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .collect();
-    let knobs = |k: &Json| {
+    let applied: Vec<&Value> = records
+        .iter()
+        .filter(|r| {
+            r["event"].as_str().unwrap_or("") == "decision"
+                && r["outcome"].as_str().unwrap_or("") == "applied"
+        })
+        .collect();
+    let knobs = |k: &Value| {
         format!(
             "{} {}",
-            k.get("threshold").u64(),
-            k.get("interval_ms").u64()
+            k["threshold"].as_u64().unwrap_or(0),
+            k["interval_ms"].as_u64().unwrap_or(0)
         )
     };
-    let steps: Vec<String> = applied.iter().map(|r| knobs(r.get("written"))).collect();
+    let steps: Vec<String> = applied.iter().map(|r| knobs(&r["written"])).collect();
     let (original, at_end, after) = (
         read(dir, "knobs_before_daemon.txt"),
         read(dir, "knobs_daemon_end.txt"),
@@ -212,9 +219,10 @@ fn daemon_checks(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec<String>
             steps.last()
         ));
     }
-    let restored = records
-        .iter()
-        .any(|r| r.get("event").str() == "restore" && r.get("outcome").str() == "restored");
+    let restored = records.iter().any(|r| {
+        r["event"].as_str().unwrap_or("") == "restore"
+            && r["outcome"].as_str().unwrap_or("") == "restored"
+    });
     let rc = read(dir, "daemon_tune.rc");
     if !restored || after != original || rc != "0" {
         problems.push(format!(

@@ -5,11 +5,12 @@
 //! `nc_budget_<mode>_end.txt`) for every count of every probed kind, as the stream's do.
 use std::{fs, path::Path};
 
+use serde_json::Value;
+
 use super::{
     exact::{count_checks, probed_kinds, Exact, Span},
     verdict::ModuleCounters,
 };
-use crate::vm::json::Json;
 
 pub(super) fn record_checks(
     dir: &Path,
@@ -23,7 +24,7 @@ pub(super) fn record_checks(
         let label = format!("record budget_{mode}.nsr + report");
         let report =
             fs::read_to_string(dir.join(format!("report_{mode}.json"))).unwrap_or_default();
-        let Ok(report) = Json::parse(&report) else {
+        let Ok(report) = serde_json::from_str::<Value>(&report) else {
             problems.push(format!("exact ({label}): no report (report_{mode}.json)"));
             continue;
         };
@@ -35,12 +36,12 @@ pub(super) fn record_checks(
                 continue;
             }
         };
-        let drops = report.get("drops").u64();
+        let drops = report["drops"].as_u64().unwrap_or(0);
         exact.drops += drops;
-        if drops > 0 || report.get("complete") != &Json::Bool(true) {
+        if drops > 0 || report["complete"] != true {
             problems.push(format!(
                 "exact ({label}): {drops} events lost, complete {:?}",
-                report.get("complete")
+                report["complete"]
             ));
         }
         let span = Span {
@@ -52,7 +53,7 @@ pub(super) fn record_checks(
             &span,
             &kinds,
             true,
-            report.get("totals"),
+            &report["totals"],
             exact,
             problems,
             lines,

@@ -7,9 +7,10 @@
 //! a full cache, the module holds the budget while the cache fills).
 use std::{fs, path::Path};
 
+use serde_json::Value;
+
 use super::verdict::{iostat_reads, ModuleCounters};
 use super::whatif::{error, shown};
-use crate::vm::json::Json;
 
 /// The replay's files: one retrieval each.
 const REPLAY_FILES: u64 = 16_384;
@@ -24,13 +25,13 @@ struct Side {
 }
 
 impl Side {
-    fn of_simulator(json: &Json, mode: &str) -> Side {
-        let side = json.get("equal_memory").get(mode);
+    fn of_simulator(json: &Value, mode: &str) -> Side {
+        let side = &json["equal_memory"][mode];
         Side {
-            nodes: side.get("nodes").u64(),
-            bytes: side.get("bytes").u64(),
-            node_reads: side.get("node_reads").u64(),
-            restores: side.get("restores").u64(),
+            nodes: side["nodes"].as_u64().unwrap_or(0),
+            bytes: side["bytes"].as_u64().unwrap_or(0),
+            node_reads: side["node_reads"].as_u64().unwrap_or(0),
+            restores: side["restores"].as_u64().unwrap_or(0),
         }
     }
 
@@ -51,7 +52,7 @@ impl Side {
 /// The lines of the side-by-side table; a missing side is a problem (the run did not happen).
 pub(super) fn simulator_lines(dir: &Path, problems: &mut Vec<String>, lines: &mut Vec<String>) {
     let text = fs::read_to_string(dir.join("sim_vm_replay.json")).unwrap_or_default();
-    let sim = match Json::parse(text.trim()) {
+    let sim = match serde_json::from_str::<Value>(text.trim()) {
         Ok(sim) => sim,
         Err(e) => {
             problems.push(format!("simulator: sim_vm_replay.json: {e:#}"));

@@ -1,4 +1,4 @@
-use crate::vm::json::Json;
+use serde_json::Value;
 
 use super::{
     verdict::{nomem_outcome, startup_discovery_checks, ModuleCounters},
@@ -95,7 +95,7 @@ fn gauges_may_miss_only_the_entries_cached_before_the_stream() {
     let end =
         ModuleCounters::parse("entries_raw 10\nentries_256 4\nentries_512 0\nentries_1024 2\n");
     let problems_for = |cache: &str| {
-        let cache = Json::parse(cache).unwrap();
+        let cache = serde_json::from_str::<Value>(cache).unwrap();
         let (mut problems, mut lines) = (Vec::new(), Vec::new());
         super::exact::gauge_checks(&cache, &start, &end, &mut problems, &mut lines);
         assert_eq!(lines.len(), 1);

@@ -4,8 +4,10 @@
 //! the next `tune` does at its start from the same leftovers.
 use std::{fs, path::Path};
 
+use serde_json::Value;
+
 use super::verdict::read_trimmed as read;
-use crate::vm::{check::expect, json::Json, tune_check::check_tune};
+use crate::vm::{check::expect, tune_check::check_tune};
 
 /// What the verdict line says.
 pub(super) struct Tune {
@@ -108,7 +110,11 @@ pub(super) fn next_tune_restored(
 /// Whether the audit log `file` has a record of `event` (with `outcome`, when given).
 fn audit_has(dir: &Path, file: &str, event: &str, outcome: Option<&str>) -> bool {
     let audit = fs::read_to_string(dir.join(file)).unwrap_or_default();
-    audit.lines().filter_map(|l| Json::parse(l).ok()).any(|r| {
-        r.get("event").str() == event && outcome.is_none_or(|o| r.get("outcome").str() == o)
-    })
+    audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|r| {
+            r["event"].as_str().unwrap_or("") == event
+                && outcome.is_none_or(|o| r["outcome"].as_str().unwrap_or("") == o)
+        })
 }

@@ -6,8 +6,9 @@
 //! reported with their errors.
 use std::{fs, path::Path};
 
+use serde_json::Value;
+
 use super::verdict::{iostat_reads, ModuleCounters};
-use crate::vm::json::Json;
 
 /// The issue's bound on the what-if's node-read error.
 pub(super) const MAX_ERROR_PERCENT: f64 = 15.0;
@@ -39,18 +40,19 @@ fn measured(dir: &Path) -> Option<(u64, u64, u64)> {
 }
 
 /// The what-if's one compression-on point, or why there is none.
-fn predicted_point(dir: &Path) -> Result<Json, String> {
+fn predicted_point(dir: &Path) -> Result<Value, String> {
     let rc = fs::read_to_string(dir.join("whatif.rc")).unwrap_or_default();
     let text = fs::read_to_string(dir.join("whatif.json")).unwrap_or_default();
-    match Json::parse(text.trim()) {
+    match serde_json::from_str::<Value>(text.trim()) {
         Ok(points) if rc.trim() == "0" => {
-            let on: Vec<Json> = points
-                .items()
-                .iter()
-                .filter(|p| p.get("compression") == &Json::Bool(true))
+            let on: Vec<Value> = points
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["compression"] == true)
                 .cloned()
                 .collect();
-            match <[Json; 1]>::try_from(on) {
+            match <[Value; 1]>::try_from(on) {
                 Ok([point]) => Ok(point),
                 Err(on) => Err(format!("{} compression-on points, want 1", on.len())),
             }
@@ -104,24 +106,24 @@ pub(super) fn whatif_checks(
         problems.push("whatif: no counters of the on run to compare with".into());
         return None;
     };
-    let knobs = point.get("settings").get("knobs");
-    let outcome = point.get("outcome");
+    let knobs = &point["settings"]["knobs"];
+    let outcome = &point["outcome"];
     let (p_reads, p_restores, p_retained) = (
-        outcome.get("total_node_reads").u64(),
-        outcome.get("total_restores").u64(),
-        outcome.get("end_nodes").u64(),
+        outcome["total_node_reads"].as_u64().unwrap_or(0),
+        outcome["total_restores"].as_u64().unwrap_or(0),
+        outcome["end_nodes"].as_u64().unwrap_or(0),
     );
     lines.push(format!(
         "  what-if: the off run's trace at threshold {} % interval {} ms against the module's on \
          run (predicted / measured, error): node reads {p_reads} / {reads} ({}), restores \
          {p_restores} / {restores} ({}), entries at the end {p_retained} / {retained} ({}); \
          pressure episodes {}",
-        knobs.get("threshold").u64(),
-        knobs.get("interval_ms").u64(),
+        knobs["threshold"].as_u64().unwrap_or(0),
+        knobs["interval_ms"].as_u64().unwrap_or(0),
         shown(error(p_reads, reads)),
         shown(error(p_restores, restores)),
         shown(error(p_retained, retained)),
-        outcome.get("pressure_episodes").u64()
+        outcome["pressure_episodes"].as_u64().unwrap_or(0)
     ));
     match error(p_reads, reads) {
         Some(e) if e.abs() <= MAX_ERROR_PERCENT => {}

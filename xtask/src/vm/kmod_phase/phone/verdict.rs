@@ -7,11 +7,11 @@
 use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{Context as _, Result};
+use serde_json::Value;
 
 use super::{trial_names, XATTR_NAME};
 use crate::vm::{
     check,
-    json::Json,
     kmod_phase::{verdict::ModuleCounters, whatif},
 };
 
@@ -141,21 +141,21 @@ pub(super) fn module_figures(dir: &Path, trial: &str) -> Result<Figures> {
 }
 
 /// A row from nodescope's cache gauges (`cache` of a stream line or a report) and counts.
-fn gauge_figures(cache: &Json, counts: &Json) -> Figures {
+fn gauge_figures(cache: &Value, counts: &Value) -> Figures {
     let slots = [
-        cache.get("slots").get("b256").u64(),
-        cache.get("slots").get("b512").u64(),
-        cache.get("slots").get("b1024").u64(),
+        cache["slots"]["b256"].as_u64().unwrap_or(0),
+        cache["slots"]["b512"].as_u64().unwrap_or(0),
+        cache["slots"]["b1024"].as_u64().unwrap_or(0),
     ];
     Figures {
-        attached: cache.get("raw_entries").u64() + slots.iter().sum::<u64>(),
+        attached: cache["raw_entries"].as_u64().unwrap_or(0) + slots.iter().sum::<u64>(),
         compressed: slots.iter().sum(),
-        raw_bytes: cache.get("raw_bytes").u64(),
-        slot_bytes: cache.get("compressed_bytes").u64(),
-        logical: cache.get("attributed_bytes").u64(),
+        raw_bytes: cache["raw_bytes"].as_u64().unwrap_or(0),
+        slot_bytes: cache["compressed_bytes"].as_u64().unwrap_or(0),
+        logical: cache["attributed_bytes"].as_u64().unwrap_or(0),
         slots,
-        node_reads: counts.get("node_reads").u64(),
-        conversions: counts.get("conversions").u64(),
+        node_reads: counts["node_reads"].as_u64().unwrap_or(0),
+        conversions: counts["conversions"].as_u64().unwrap_or(0),
     }
 }
 
@@ -166,21 +166,21 @@ pub(super) fn stream_figures(dir: &Path, trial: &str) -> Result<Figures> {
     let last = text
         .lines()
         .rev()
-        .find_map(|l| Json::parse(l).ok())
+        .find_map(|l| serde_json::from_str::<Value>(l).ok())
         .with_context(|| format!("no JSON line in {}", path.display()))?;
-    Ok(gauge_figures(last.get("cache"), last.get("cumulative")))
+    Ok(gauge_figures(&last["cache"], &last["cumulative"]))
 }
 
-fn report(dir: &Path, trial: &str) -> Result<Json> {
+fn report(dir: &Path, trial: &str) -> Result<Value> {
     let path = dir.join(format!("{trial}_report.json"));
     let text = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
-    Json::parse(&text).with_context(|| format!("{} is no report", path.display()))
+    serde_json::from_str::<Value>(&text).with_context(|| format!("{} is no report", path.display()))
 }
 
 /// `report`'s row of a trial's recording.
 fn report_figures(dir: &Path, trial: &str) -> Result<Figures> {
     let report = report(dir, trial)?;
-    Ok(gauge_figures(report.get("cache"), report.get("totals")))
+    Ok(gauge_figures(&report["cache"], &report["totals"]))
 }
 
 /// Each value of `ours` against the module's; (equal, compared).
@@ -280,14 +280,17 @@ fn per_app(dir: &Path, trials: &[String]) -> Result<BTreeMap<usize, AppPasses>> 
 fn stream_apps(dir: &Path, trial: &str) -> BTreeMap<String, (u64, u64)> {
     let text = fs::read_to_string(dir.join(format!("{trial}_stream.jsonl"))).unwrap_or_default();
     let mut apps: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for line in text.lines().filter_map(|l| Json::parse(l).ok()) {
-        for process in line.get("processes").items() {
+    for line in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        for process in line["processes"].as_array().into_iter().flatten() {
             let entry = apps
-                .entry(process.get("app").str().to_string())
+                .entry(process["app"].as_str().unwrap_or("").to_string())
                 .or_default();
-            entry.0 +=
-                process.get("node_reads_demand").u64() + process.get("node_reads_readahead").u64();
-            entry.1 += process.get("restores").u64();
+            entry.0 += process["node_reads_demand"].as_u64().unwrap_or(0)
+                + process["node_reads_readahead"].as_u64().unwrap_or(0);
+            entry.1 += process["restores"].as_u64().unwrap_or(0);
         }
     }
     apps
@@ -378,9 +381,9 @@ fn node_types(dir: &Path, ons: &[String]) -> Result<BTreeMap<String, u64>> {
     let mut by_type = BTreeMap::new();
     for trial in ons {
         let report = report(dir, trial)?;
-        let types = report.get("node_types");
-        let reads = types.get("reads");
-        let source = if reads == &Json::Null { types } else { reads };
+        let types = &report["node_types"];
+        let reads = &types["reads"];
+        let source = if reads == &Value::Null { types } else { reads };
         for name in [
             "inode",
             "direct",
@@ -389,9 +392,9 @@ fn node_types(dir: &Path, ons: &[String]) -> Result<BTreeMap<String, u64>> {
             "xattr",
             "not_in_image",
         ] {
-            let count = source.get(name);
+            let count = &source[name];
             *by_type.entry(name.to_string()).or_default() +=
-                count.get("demand").u64() + count.get("readahead").u64();
+                count["demand"].as_u64().unwrap_or(0) + count["readahead"].as_u64().unwrap_or(0);
         }
     }
     Ok(by_type)
@@ -406,11 +409,12 @@ fn whatif_check(
     let unknown = ("?".to_string(), "?".to_string());
     let rc = fs::read_to_string(dir.join("whatif.rc")).unwrap_or_default();
     let text = fs::read_to_string(dir.join("whatif.json")).unwrap_or_default();
-    let point = match Json::parse(text.trim()) {
+    let point = match serde_json::from_str::<Value>(text.trim()) {
         Ok(points) if rc.trim() == "0" => points
-            .items()
-            .iter()
-            .find(|p| p.get("compression") == &Json::Bool(true))
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["compression"] == true)
             .cloned(),
         _ => None,
     };
@@ -435,13 +439,21 @@ fn whatif_check(
         problems.push("whatif: no counters of on1".into());
         return unknown;
     };
-    let outcome = point.get("outcome");
+    let outcome = &point["outcome"];
     let predicted = [
-        ("node reads", outcome.get("total_node_reads").u64(), reads),
-        ("restores", outcome.get("total_restores").u64(), restores),
+        (
+            "node reads",
+            outcome["total_node_reads"].as_u64().unwrap_or(0),
+            reads,
+        ),
+        (
+            "restores",
+            outcome["total_restores"].as_u64().unwrap_or(0),
+            restores,
+        ),
         (
             "entries at the end",
-            outcome.get("end_nodes").u64(),
+            outcome["end_nodes"].as_u64().unwrap_or(0),
             entries,
         ),
     ];
@@ -459,14 +471,24 @@ fn whatif_check(
     lines.push(format!(
         "  what-if: off1's recording at {} %, {} ms against on1 (predicted / measured): {}; \
          pressure episodes {}",
-        point.get("settings").get("knobs").get("threshold").u64(),
-        point.get("settings").get("knobs").get("interval_ms").u64(),
+        point["settings"]["knobs"]["threshold"]
+            .as_u64()
+            .unwrap_or(0),
+        point["settings"]["knobs"]["interval_ms"]
+            .as_u64()
+            .unwrap_or(0),
         shown.join(", "),
-        outcome.get("pressure_episodes").u64()
+        outcome["pressure_episodes"].as_u64().unwrap_or(0)
     ));
     (
-        format!("{}/{reads}", outcome.get("total_node_reads").u64()),
-        format!("{}/{restores}", outcome.get("total_restores").u64()),
+        format!(
+            "{}/{reads}",
+            outcome["total_node_reads"].as_u64().unwrap_or(0)
+        ),
+        format!(
+            "{}/{restores}",
+            outcome["total_restores"].as_u64().unwrap_or(0)
+        ),
     )
 }
 
@@ -686,7 +708,7 @@ pub(super) fn verdict(label: &str, dir: &Path, trials: u32) -> Result<Verdict> {
     // report --compare of each pair: its totals against the module's rows.
     for k in 1..=trials {
         let text = fs::read_to_string(dir.join(format!("compare{k}.json"))).unwrap_or_default();
-        let Ok(comparison) = Json::parse(&text) else {
+        let Ok(comparison) = serde_json::from_str::<Value>(&text) else {
             problems.push(format!("report --compare off{k} on{k}: no JSON"));
             continue;
         };
@@ -694,7 +716,7 @@ pub(super) fn verdict(label: &str, dir: &Path, trials: u32) -> Result<Verdict> {
             let Ok(module) = module_figures(dir, &trial) else {
                 continue;
             };
-            let totals = comparison.get("totals");
+            let totals = &comparison["totals"];
             for (what, key, theirs) in [
                 ("attached entries", "retained_nodes", module.attached),
                 (
@@ -706,7 +728,7 @@ pub(super) fn verdict(label: &str, dir: &Path, trials: u32) -> Result<Verdict> {
                 ("node reads", "node_reads", module.node_reads),
                 ("conversions", "conversions", module.conversions),
             ] {
-                let ours = totals.get(key).get(mode).u64();
+                let ours = totals[key][mode].as_u64().unwrap_or(0);
                 compared += 1;
                 if ours == theirs {
                     equal += 1;
