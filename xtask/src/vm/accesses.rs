@@ -20,8 +20,8 @@ pub const RECORDING: &str = "accesses.nsr";
 /// directories of the file set, the most recently read ones, which a cache held to a budget
 /// at the drop would still hold in part (raw) or more of (compressed).
 pub fn tail_replay() -> String {
-    let (all, tail) = (super::NDIRS, super::VARIANT_DIRS);
-    super::replay_dirs(super::Replay::Names, all - tail..all, "tail")
+    let (all, tail) = (super::settings::NDIRS, super::settings::VARIANT_DIRS);
+    super::settings::replay_dirs(super::settings::Replay::Names, all - tail..all, "tail")
 }
 
 /// The budget of the host's what-if on the guest's recording (issue 13: off vs on at 3 MiB).
@@ -55,7 +55,7 @@ pub fn check(
         .find_map(|l| l.strip_prefix("node_access").map(str::trim))
         .unwrap_or("")
         .to_string();
-    let hist = super::check::hist_hits(&read("accesses_hist.txt"));
+    let hist = super::results::hist_hits(&read("accesses_hist.txt"));
     let record_err = read("accesses_record.err");
     let (counted, evictions_counted) = kernel_counts(&record_err).unzip();
     let report = serde_json::from_str::<Value>(&read("accesses_report.json"));

@@ -15,9 +15,10 @@ use super::{initramfs, kernel, qemu};
 use crate::util;
 
 pub mod apps;
+mod guest;
 
-/// The guest's writer (also adds the keys for the apps' run).
-pub(crate) const WRITER: &str = include_str!("android_data.c");
+use guest::guest_config;
+pub(crate) use guest::WRITER;
 
 /// The guest formats and writes a few hundred MB under TCG, encrypting it all.
 const VM_TIMEOUT: Duration = Duration::from_secs(900);
@@ -98,15 +99,6 @@ fn kernel_spec() -> Result<&'static kernel::KernelSpec> {
         .iter()
         .find(|k| k.label == KERNEL)
         .context("no 6.12 kernel spec")
-}
-
-/// The mkfs and mount options, for both guests.
-fn guest_config() -> String {
-    format!(
-        "MKFS_ARGS=\"{}\"\nMOUNT_OPTIONS={}\n",
-        fbe::MKFS_ARGS.join(" "),
-        fbe::MOUNT_OPTIONS
-    )
 }
 
 /// `cargo xtask top`: the simulated phone reads the encrypted image when there is one. Build

@@ -22,7 +22,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use serde_json::Value;
 
-use super::{android_image, check, initramfs, kernel, qemu, Replay};
+use super::{android_image, check, initramfs, kernel, qemu, results, settings::Replay};
 use crate::{
     dist::{self, Arch},
     setup, util,
@@ -61,7 +61,7 @@ pub fn run(which: &str) -> Result<()> {
     // The host's nodescope prints the simulator's line and reports the guest's recordings.
     let host_nodescope = util::build_nodescope()?;
     let guest_nodescope = dist::build(Arch::Aarch64)?;
-    let sim_line = super::sim_stream_line(&host_nodescope, &cache)?;
+    let sim_line = super::check::sim_stream_line(&host_nodescope, &cache)?;
     let mut failed = false;
     for spec in specs {
         let label = format!("arm64-{}", spec.label);
@@ -71,7 +71,7 @@ pub fn run(which: &str) -> Result<()> {
             host_nodescope: &host_nodescope,
             guest_nodescope: &guest_nodescope,
         };
-        let (_, pass) = super::report(&label, format!("vm-test {label} FAIL"), || {
+        let (_, pass) = results::report(&label, format!("vm-test {label} FAIL"), || {
             run.boot_and_check(spec, &sim_line)
         });
         failed |= !pass;
@@ -94,7 +94,7 @@ impl Run<'_> {
         &self,
         spec: &kernel::KernelSpec,
         sim_line: &Value,
-    ) -> Result<check::Verdict> {
+    ) -> Result<results::Verdict> {
         let kernel = kernel::prepare(spec, self.cache)?;
         let files = qemu::GuestFiles::fresh(self.cache.join(format!("run-{}", self.label)))?;
         let userland = initramfs::Userland {
@@ -123,9 +123,9 @@ impl Run<'_> {
         let out = files.boot_and_unpack(self.label, Arch::Aarch64, &kernel.vmlinuz, VM_TIMEOUT)?;
         let mut core = check::check_core(
             &out,
-            super::NDIRS,
-            super::NFILES,
-            &super::VARIANTS,
+            super::settings::NDIRS,
+            super::settings::NFILES,
+            &super::settings::VARIANTS,
             sim_line,
         )?;
         check_apps(
@@ -184,24 +184,25 @@ impl Run<'_> {
 
 /// What the guest gets besides busybox, nodescope and the modules.
 fn guest_files() -> Vec<(&'static str, String)> {
-    let config = super::guest_config() + "ANDROID=1\nMKFS_ON_HOST=1\nOWN_PHASES=/arm64-phases.sh\n";
+    let config = super::guest_conf::guest_config()
+        + "ANDROID=1\nMKFS_ON_HOST=1\nOWN_PHASES=/arm64-phases.sh\n";
     let mut files = vec![
         ("init", include_str!("guest.sh").to_string()),
         ("arm64-phases.sh", include_str!("arm64.sh").to_string()),
         (
             "replay-names",
-            super::replay_script(Replay::Names, super::NDIRS),
+            super::settings::replay_script(Replay::Names, super::settings::NDIRS),
         ),
         (
             "replay-glob",
-            super::replay_script(Replay::Glob, super::NDIRS),
+            super::settings::replay_script(Replay::Glob, super::settings::NDIRS),
         ),
         (
             "replay-variant",
-            super::replay_script(Replay::Names, super::VARIANT_DIRS),
+            super::settings::replay_script(Replay::Names, super::settings::VARIANT_DIRS),
         ),
         ("replay-tail", super::accesses::tail_replay()),
-        ("rfc-probes.toml", super::RFC_PROBES.to_string()),
+        ("rfc-probes.toml", super::settings::RFC_PROBES.to_string()),
         ("etc/vm-test.conf", config),
         ("etc/passwd", PASSWD.to_string()),
         ("data/system/packages.list", PACKAGES_LIST.to_string()),
@@ -219,7 +220,7 @@ fn app_replay(first_dir: u64) -> String {
     let mut script = String::from("#!/bin/sh\n");
     for dir in first_dir..first_dir + APP_DIRS {
         script.push_str("cat");
-        for file in 0..super::NFILES {
+        for file in 0..super::settings::NFILES {
             script.push_str(&format!(" /mnt/t/d-{dir}/f-{file}"));
         }
         script.push_str(" > /dev/null\n");
@@ -295,19 +296,19 @@ fn format_f2fs(disk: &Path, work: &Path) -> Result<()> {
 /// iostat's over its half of the phase, nothing else read, and the recording's report names
 /// the same apps with the same counts.
 fn check_apps(dir: &Path, nodescope: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) {
-    let phase = match check::Phase::load(dir, "apps") {
+    let phase = match results::Phase::load(dir, "apps") {
         Ok(phase) => phase,
         Err(err) => return failures.push(format!("apps: {err:#}")),
     };
     lines.push(format!("  apps     {}", phase.summary()));
-    let stream = match stream_reads_by_uid(dir, "stream_apps.jsonl") {
+    let stream = match results::stream_reads_by_uid(dir, "stream_apps.jsonl") {
         Ok(found) => found,
         Err(err) => return failures.push(format!("apps: {err:#}")),
     };
     let iostat = |label: &str| {
         fs::read_to_string(dir.join(format!("iostat_apps_{label}.txt")))
             .ok()
-            .and_then(|t| check::fs_node_reads(&t))
+            .and_then(|t| results::fs_node_reads(&t))
     };
     let (before, mid, after) = (iostat("before"), iostat("mid"), iostat("after"));
     let halves = [
@@ -350,26 +351,6 @@ fn check_apps(dir: &Path, nodescope: &Path, lines: &mut Vec<String>, failures: &
     }
 }
 
-/// uid -> (the app name the stream gave it, its node reads over the phase), from the stream
-/// lines in `dir`/`file`.
-pub(super) fn stream_reads_by_uid(dir: &Path, file: &str) -> Result<BTreeMap<u64, (String, u64)>> {
-    let text = fs::read_to_string(dir.join(file)).with_context(|| format!("no {file}"))?;
-    let mut found: BTreeMap<u64, (String, u64)> = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let value = serde_json::from_str::<Value>(line)
-            .with_context(|| format!("bad stream line {line:?}"))?;
-        for process in value["processes"].as_array().into_iter().flatten() {
-            let entry = found
-                .entry(process["uid"].as_u64().unwrap_or(0))
-                .or_default();
-            entry.0 = process["app"].as_str().unwrap_or("").to_string();
-            entry.1 += process["node_reads_demand"].as_u64().unwrap_or(0)
-                + process["node_reads_readahead"].as_u64().unwrap_or(0);
-        }
-    }
-    Ok(found)
-}
-
 /// App name -> node reads, from `nodescope report --json` of the guest's recording (which
 /// carries the guest's packages.list).
 fn report_apps(dir: &Path, nodescope: &Path) -> Result<BTreeMap<String, u64>> {
@@ -405,7 +386,7 @@ fn check_rfc_nids(
 ) -> String {
     let hist = fs::read_to_string(dir.join("rfc_nid_hist.txt")).unwrap_or_default();
     let kernel = hist_by_nid(&hist);
-    let hits = check::hist_hits(&hist);
+    let hits = results::hist_hits(&hist);
     let ours = match report_nids(dir, nodescope) {
         Ok(ours) => ours,
         Err(err) => {
@@ -524,7 +505,7 @@ mod tests {
                     { nid:       1234 } hitcount:          3\n\n\
                     Totals:\n    Hits: 4\n    Entries: 2\n    Dropped: 0\n";
         assert_eq!(hist_by_nid(hist), BTreeMap::from([(5, 1), (1234, 3)]));
-        assert_eq!(check::hist_hits(hist), Some(4));
+        assert_eq!(results::hist_hits(hist), Some(4));
         assert_eq!(hist_dropped(hist), Some(0));
     }
 

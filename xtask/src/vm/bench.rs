@@ -9,10 +9,10 @@
 use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{bail, Context as _, Result};
-use serde_json::Value;
 
-use super::{bench_lookups, initramfs, kernel, qemu, replay_script, Replay};
-use super::{NDIRS, NFILES, VM_TIMEOUT};
+use super::progs::{cost, programs, read, Cost, Program};
+use super::settings::{replay_script, Replay, NDIRS, NFILES, VM_TIMEOUT};
+use super::{bench_lookups, initramfs, kernel, qemu};
 use crate::util;
 
 /// The tracepoint nodescope's node-read program takes on Debian's 6.1 and 6.12 (the guest's
@@ -215,11 +215,6 @@ fn floor_line(dir: &Path, baseline_ids: &[u64]) -> String {
     }
 }
 
-pub(super) fn read(dir: &Path, name: &str) -> Result<String> {
-    fs::read_to_string(dir.join(name))
-        .with_context(|| format!("the guest wrote no {name} (see console.log)"))
-}
-
 /// nodescope must count node reads on the tracepoint bpftrace counts, or the two costs are
 /// not of the same events.
 fn check_plan(plan: &str) -> Result<()> {
@@ -254,60 +249,6 @@ fn wall_times(marks: &str) -> Result<BTreeMap<&'static str, f64>> {
         );
     }
     Ok(walls)
-}
-
-/// One BPF program as `bpftool -j prog show` lists it.
-#[derive(Debug, PartialEq)]
-pub(super) struct Program {
-    pub id: u64,
-    pub kind: String,
-    pub name: String,
-    run_time_ns: u64,
-    run_cnt: u64,
-}
-
-pub(super) fn programs(text: &str) -> Result<Vec<Program>> {
-    let list = serde_json::from_str::<Value>(text.trim())?;
-    Ok(list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| Program {
-            id: p["id"].as_u64().unwrap_or(0),
-            kind: p["type"].as_str().unwrap_or("").to_string(),
-            name: p["name"].as_str().unwrap_or("").to_string(),
-            run_time_ns: p["run_time_ns"].as_u64().unwrap_or(0),
-            run_cnt: p["run_cnt"].as_u64().unwrap_or(0),
-        })
-        .collect())
-}
-
-/// Run time and runs of the chosen programs between two listings.
-#[derive(Debug, PartialEq)]
-pub(super) struct Cost {
-    ns: u64,
-    pub runs: u64,
-}
-
-impl Cost {
-    pub fn ns_per_run(&self) -> f64 {
-        self.ns as f64 / self.runs as f64
-    }
-}
-
-/// The chosen programs' run time and count in `after` less `before`; None if they never ran.
-pub(super) fn cost(
-    before: &[Program],
-    after: &[Program],
-    chosen: impl Fn(&Program) -> bool,
-) -> Option<Cost> {
-    let mut total = Cost { ns: 0, runs: 0 };
-    for program in after.iter().filter(|p| chosen(p)) {
-        let earlier = before.iter().find(|p| p.id == program.id);
-        total.ns += program.run_time_ns - earlier.map_or(0, |p| p.run_time_ns);
-        total.runs += program.run_cnt - earlier.map_or(0, |p| p.run_cnt);
-    }
-    (total.runs > 0).then_some(total)
 }
 
 /// The sum of bpftrace's `@[pid]: n` lines, printed when it stops.

@@ -21,8 +21,8 @@ use anyhow::{ensure, Context as _, Result};
 
 use super::{
     accesses,
-    bench::{cost, programs, read, Program},
-    check,
+    progs::{cost, programs, read, Program},
+    results,
 };
 
 /// The function hooked: Debian 6.1's and 6.12's node lookup entry point.
@@ -91,7 +91,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// The printed lines, from the guest's results directory.
 pub fn report(dir: &Path) -> Result<Vec<String>> {
-    let hist = check::hist_hits(&read(dir, "lookup_calibrate.hist")?)
+    let hist = results::hist_hits(&read(dir, "lookup_calibrate.hist")?)
         .context("the calibration's hist trigger counted nothing")?;
     let per_call = hist as f64 / LOOKUP_CALLS as f64;
     ensure!(

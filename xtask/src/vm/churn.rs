@@ -4,7 +4,7 @@
 //! attributed and the map's population stays bounded.
 use std::{fs, path::Path};
 
-use super::check::{expect, Phase};
+use super::results::{expect, Phase};
 
 /// Processes the guest starts, one file each (the file set has NDIRS x NFILES files).
 pub const CHURN: u64 = 10_000;

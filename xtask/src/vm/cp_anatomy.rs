@@ -9,7 +9,7 @@ use std::{fs, path::Path};
 use anyhow::{Context as _, Result};
 use serde_json::Value;
 
-use super::check::cp_count;
+use super::results::cp_count;
 
 /// The mixes, as `nodescope fsstress --mix` names them; guest.sh runs the same list.
 pub const MIXES: [&str; 2] = ["default", "metadata"];

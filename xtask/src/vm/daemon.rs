@@ -5,7 +5,7 @@
 //! with status 0 (the daemon on SIGTERM, the client on the daemon's end message).
 use std::{fs, path::Path};
 
-use super::check::{expect, Phase};
+use super::results::{expect, Phase};
 
 /// Check the phase; returns the VM line's `daemon=<attributed>/<iostat>` part.
 pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) -> String {

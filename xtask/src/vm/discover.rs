@@ -112,7 +112,7 @@ fn iostat_delta(dir: &Path) -> Option<u64> {
     let read = |label: &str| {
         fs::read_to_string(dir.join(format!("iostat_discover_{label}.txt")))
             .ok()
-            .and_then(|t| super::check::fs_node_reads(&t))
+            .and_then(|t| super::results::fs_node_reads(&t))
     };
     Some(read("after")?.saturating_sub(read("before")?))
 }

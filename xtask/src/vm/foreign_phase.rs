@@ -166,14 +166,14 @@ fn initramfs_for(
     nodescope: &Path,
     modules: &[(String, &Path)],
 ) -> Result<Vec<u8>> {
-    let replay_all = super::replay_script(super::Replay::Names, NDIRS)
+    let replay_all = super::settings::replay_script(super::settings::Replay::Names, NDIRS)
         + "cat /mnt/shaped/* /mnt/sentinel > /dev/null\n";
     let files = [
         ("init", include_str!("foreign.sh").to_string()),
         ("replay-all", replay_all),
         (
             "replay-small",
-            super::replay_script(super::Replay::Names, NDIRS),
+            super::settings::replay_script(super::settings::Replay::Names, NDIRS),
         ),
         ("etc/vm-test.conf", guest_config()),
     ];

@@ -10,41 +10,38 @@ use std::{fs, path::Path, time::Duration};
 
 use anyhow::{bail, Context as _, Result};
 
-use super::{initramfs, kernel, qemu, NDIRS, NFILES};
+use super::{
+    initramfs, kernel, qemu,
+    settings::{NDIRS, NFILES},
+};
 use crate::util;
 
+mod counters;
 mod exact;
 mod fixes;
 mod functions;
 mod grid;
 pub mod phone;
 mod recorded;
+mod settings;
 mod simulator;
 mod top;
 mod tune;
 mod verdict;
 mod whatif;
 
+pub use settings::Modules;
+use settings::{BUDGET_BYTES, GRID, INTERVAL_MS, MEMCG_MB, THRESHOLD, UNMOUNT_CYCLES};
 use verdict::verdict;
 pub(super) use {
+    counters::ModuleCounters,
     exact::{count_checks, gauge_checks, Exact, Span},
     top::top_checks,
-    verdict::ModuleCounters,
 };
 
-/// The RFC's settings for compression on (the controller's defaults agree).
-const THRESHOLD: u32 = 25;
-const INTERVAL_MS: u32 = 1000;
-/// "An approximately 3 MiB attributed node-cache budget": the RFC's off row had 3,199,800.
-const BUDGET_BYTES: u64 = 3_200_000;
 /// The simulator's vm-replay budget (sim::scenario::vm_replay::BUDGET_BYTES, "exactly 3 MiB"),
 /// for the module's run of the simulator's procedure (kmod.sh, 2b).
 const SIM_BUDGET_BYTES: u64 = 3 << 20;
-/// The static settings (threshold %, interval ms) the controller is set against (kmod.sh, 4b):
-/// off, and the RFC's threshold at the fastest and the default interval. Half its threshold
-/// (12 %) at both ran on 2026-12-03 and cost 1.003 to 1.017 x the best static setting in the two
-/// runs docs/CONTROLLER.md tables; it is left out to keep the phase's time (about 35 s a run).
-pub(super) const GRID: [(u32, u32); 3] = [(0, 1000), (25, 100), (25, 1000)];
 /// The grid's memory (kmod.sh, 4b): before each run a tmpfs leaves this much free plus
 /// `ARRIVING_MB`, and a hog of `ARRIVING_MB` then arrives. With the tune phase's 40 MB the
 /// shrinker drained the compressed queues as well and every setting read every node twice
@@ -52,11 +49,6 @@ pub(super) const GRID: [(u32, u32); 3] = [(0, 1000), (25, 100), (25, 1000)];
 /// set takes compressed.
 const GRID_HEADROOM_MB: u64 = 64;
 const ARRIVING_MB: u64 = 256;
-/// The memory cgroup's limit (kmod.sh, 4c): half the file set's raw node pages (about 65 MiB
-/// with compression off), so the cache cannot hold what the cgroup reads.
-const MEMCG_MB: u64 = 32;
-/// Mount/unmount cycles raced by the status-file readers (kmod.sh, 5).
-const UNMOUNT_CYCLES: u32 = 10;
 /// The static run `nodescope top` watches in tmux.
 const TOP_AT: (u32, u32) = (25, 100);
 const VM_TIMEOUT: Duration = Duration::from_secs(1200);
@@ -69,12 +61,6 @@ const VM_TIMEOUT: Duration = Duration::from_secs(1200);
 const MANIFEST_SEED: u64 = 0x5eed_000f_2f5c_0de5;
 /// Files per cat line of the manifest script.
 const MANIFEST_BATCH: usize = 64;
-
-/// The two module files the guest loads.
-pub struct Modules<'a> {
-    pub stock: &'a Path,
-    pub patched: &'a Path,
-}
 
 /// What `cargo xtask vm-kmod` runs besides its defaults.
 #[derive(Clone, Copy, Debug)]
@@ -185,20 +171,20 @@ fn initramfs_for(kernel: &kernel::Kernel, nodescope: &Path, modules: &Modules) -
          BUDGET={BUDGET_BYTES}\nSIM_BUDGET={SIM_BUDGET_BYTES}\nHEADROOM_MB={}\nTUNE_PSI_GOAL={}\n\
          GRID=\"{}\"\nTOP_AT={}/{}\nGRID_HEADROOM_MB={GRID_HEADROOM_MB}\nARRIVING_MB={ARRIVING_MB}\n\
          MEMCG_MB={MEMCG_MB}\nUNMOUNT_CYCLES={UNMOUNT_CYCLES}\n",
-        super::HEADROOM_MB,
-        super::TUNE_PSI_GOAL,
+        super::settings::HEADROOM_MB,
+        super::settings::TUNE_PSI_GOAL,
         grid.join(" "),
         TOP_AT.0,
         TOP_AT.1
     );
-    let replay_all = super::replay_script(super::Replay::Names, NDIRS)
+    let replay_all = super::settings::replay_script(super::settings::Replay::Names, NDIRS)
         + "cat /mnt/shaped/* /mnt/sentinel > /dev/null\n";
     let files = [
         ("init", include_str!("kmod.sh").to_string()),
         ("replay-all", replay_all),
         (
             "replay-small",
-            super::replay_script(super::Replay::Names, NDIRS),
+            super::settings::replay_script(super::settings::Replay::Names, NDIRS),
         ),
         ("replay-manifest", manifest_script(MANIFEST_SEED)),
         ("sums", sums_script()),

@@ -4,7 +4,7 @@ use std::{fs, path::Path};
 
 use serde_json::Value;
 
-use super::check::{expect, read_number};
+use super::results::{expect, read_number};
 
 /// `nodescope tune` on the guest kernel's own PSI, in a knob directory of its own: the memory
 /// hog's stalls make its polls compress more (urgent steps, no window falls in the phase), and
@@ -57,7 +57,7 @@ pub(super) fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec
     lines.push(format!(
         "  tune     original={original:?} after={after:?} PSI stall {stalled_ms} ms, trigger \
          {trigger:?}, steps at pressure {pressures:.2?} % (goal {} %), rc={:?}",
-        super::TUNE_PSI_GOAL,
+        super::settings::TUNE_PSI_GOAL,
         read_number(dir, "tune.rc")
     ));
     expect(
@@ -88,7 +88,9 @@ pub(super) fn check_tune(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec
     expect(
         failures,
         pressures.len() == decisions.len()
-            && pressures.iter().all(|&p| p >= super::TUNE_PSI_GOAL * 1.1),
+            && pressures
+                .iter()
+                .all(|&p| p >= super::settings::TUNE_PSI_GOAL * 1.1),
         format!("tune: every step needs pressure >= 1.1 x the goal: {pressures:?}"),
     );
     let restored = restores.last().map(|r| knobs(&r["written"]));

@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, fs, path::Path};
 use anyhow::{Context as _, Result};
 use serde_json::Value;
 
-use super::check;
+use super::results;
 
 /// The uid the helper takes for its second half.
 pub const UID: u64 = 10124;
@@ -72,13 +72,13 @@ pub fn check(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) ->
 }
 
 fn check_phase(dir: &Path, lines: &mut Vec<String>) -> Result<(String, Vec<String>)> {
-    let phase = check::Phase::load(dir, "uid")?;
+    let phase = results::Phase::load(dir, "uid")?;
     lines.push(format!("  uid      {}", phase.summary()));
     let by_uid = helper_reads_by_uid(dir)?;
     let iostat = |label: &str| -> Result<u64> {
         let path = dir.join(format!("iostat_uid_{label}.txt"));
         let text = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
-        check::fs_node_reads(&text).with_context(|| format!("no fs node reads in {label}"))
+        results::fs_node_reads(&text).with_context(|| format!("no fs node reads in {label}"))
     };
     let (before, mid, after) = (iostat("before")?, iostat("mid")?, iostat("after")?);
     let halves = [(0, mid - before), (UID, after - mid)];

@@ -23,7 +23,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use serde_json::Value;
 
-use super::{accesses, check, cp_anatomy, initramfs, kernel, qemu};
+use super::{accesses, cp_anatomy, initramfs, kernel, qemu, results};
 use crate::{
     kmod::{
         self,
@@ -160,7 +160,7 @@ fn initramfs_for(
         ("init", include_str!("variants.sh").to_string()),
         (
             "replay-names",
-            super::replay_script(super::Replay::Names, NDIRS),
+            super::settings::replay_script(super::settings::Replay::Names, NDIRS),
         ),
         ("etc/vm-test.conf", guest_config()),
     ];
@@ -264,7 +264,7 @@ fn verdict(
 fn measure(variant: &Variant, out: &Path, lines: &mut Vec<String>) -> Result<Figures> {
     let name = variant.short();
     let dir = out.join(name);
-    let phase = check::Phase::load(out, name)?;
+    let phase = results::Phase::load(out, name)?;
     lines.push(format!("  {:<16} {}", variant.name, phase.summary()));
     anyhow::ensure!(
         phase.rc == Some(0),
@@ -283,7 +283,7 @@ fn measure(variant: &Variant, out: &Path, lines: &mut Vec<String>) -> Result<Fig
     let mut lookups = Some(0);
     let mut per_function = Vec::new();
     for function in variant.lookups {
-        let hits = check::hist_hits(&read(&format!("lookup_{function}.hist")));
+        let hits = results::hist_hits(&read(&format!("lookup_{function}.hist")));
         per_function.push(format!(
             "{function}={}",
             hits.map_or("?".into(), |h| h.to_string())
@@ -298,7 +298,7 @@ fn measure(variant: &Variant, out: &Path, lines: &mut Vec<String>) -> Result<Fig
         checkpoints: phase.checkpoints,
         cp_delta: phase.cp_delta,
         journal: phase.journal,
-        journal_hist: check::hist_hits(&read("journal.hist")),
+        journal_hist: results::hist_hits(&read("journal.hist")),
         accesses: accesses::kernel_counts(&err).map(|(lookups, _)| lookups),
         lookups,
     };
@@ -322,7 +322,7 @@ fn kprobe_reads(
     problems: &mut Vec<String>,
 ) {
     let name = format!("{}_kprobe", variant.short());
-    match check::Phase::load(out, &name) {
+    match results::Phase::load(out, &name) {
         Ok(phase) => {
             lines.push(format!(
                 "  {:<16} --node-reads kprobe: {}",

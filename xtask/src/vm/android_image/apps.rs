@@ -10,7 +10,7 @@ use sim::{
     scenario::android::packages_list,
 };
 
-use super::super::{check, initramfs, kernel::Kernel, qemu};
+use super::super::{initramfs, kernel::Kernel, qemu, results};
 use crate::{dist::Arch, util};
 
 /// The readers: indexes into android::APP_PACKAGES (a messenger, a short-video app).
@@ -48,7 +48,7 @@ pub fn run(built: &fbe::EncryptedImage, guest: &Guest, work: &Path) -> Result<St
         guest.arch,
         &files.work,
         "android_data",
-        super::WRITER,
+        super::guest::WRITER,
     )?;
     let guest_files = guest_files();
     let guest_files: Vec<(&str, String)> = guest_files
@@ -90,7 +90,7 @@ fn guest_files() -> Vec<(String, String)> {
         .map(|l| format!("{l}\n"))
         .collect();
     let config =
-        super::guest_config() + &format!("ANDROID=1\nAPP_USERS=\"{}\"\n", users().join(" "));
+        super::guest::guest_config() + &format!("ANDROID=1\nAPP_USERS=\"{}\"\n", users().join(" "));
     let mut files = vec![
         (
             "init".to_string(),
@@ -139,9 +139,9 @@ fn check_readers(out: &Path, label: &str) -> Result<String> {
     let iostat = |name: &str| -> Result<u64> {
         let path = out.join(format!("iostat_{name}.txt"));
         let text = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
-        check::fs_node_reads(&text).with_context(|| format!("no fs node reads in {name}"))
+        results::fs_node_reads(&text).with_context(|| format!("no fs node reads in {name}"))
     };
-    let stream = super::super::arm64::stream_reads_by_uid(out, "stream_apps.jsonl")?;
+    let stream = super::super::results::stream_reads_by_uid(out, "stream_apps.jsonl")?;
     let mut before = iostat("apps_before")?;
     let mut parts = Vec::new();
     let mut problems = Vec::new();

@@ -18,7 +18,7 @@ use sim::{
     nodes::NodeSet,
 };
 
-use super::{expect, Phase};
+use super::super::results::{expect, Phase};
 
 /// The types phase's file, in the test disk's root.
 pub const TYPES_FILE: &str = "types-big";

@@ -6,7 +6,7 @@ use std::{fs, path::Path};
 
 use serde_json::Value;
 
-use super::verdict::{ModuleCounters, FAIL_REASONS};
+use super::counters::{ModuleCounters, FAIL_REASONS};
 
 /// One comparison: the stream's count (a path under `cumulative`) and the module's counter.
 struct Check {
@@ -410,7 +410,7 @@ pub(super) fn compare_checks(
         let (start, end) = (counters("start"), counters("end"));
         let module = |key: &str| Some(end.as_ref()?.delta(start.as_ref()?, key));
         let reads =
-            |phase: &str| super::verdict::iostat_reads(dir, &format!("budget_{mode}_{phase}"));
+            |phase: &str| super::counters::iostat_reads(dir, &format!("budget_{mode}_{phase}"));
         let iostat = match (reads("start"), reads("end")) {
             (Ok(before), Ok(after)) => Some(after.saturating_sub(before)),
             _ => None,

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::{
-    verdict::{iostat_reads, read_trimmed, ModuleCounters, FAIL_REASONS},
-    MEMCG_MB, UNMOUNT_CYCLES,
+    counters::{iostat_reads, read_trimmed, ModuleCounters, FAIL_REASONS},
+    settings::{MEMCG_MB, UNMOUNT_CYCLES},
 };
 
 /// Restores the sparse file's read must make: its inode, indirect and direct node.

@@ -7,7 +7,7 @@ use std::{fs, path::Path};
 
 use serde_json::Value;
 
-use super::verdict::ModuleCounters;
+use super::counters::ModuleCounters;
 
 /// (the stream's count under `cumulative`, the module's counter).
 const CHECKS: [(&[&str], &str); 4] = [

@@ -12,8 +12,8 @@ use std::{fs, path::Path};
 use serde_json::Value;
 
 use super::{
-    verdict::{iostat_reads, read_trimmed as read, ModuleCounters},
-    GRID,
+    counters::{iostat_reads, read_trimmed as read, ModuleCounters},
+    settings::GRID,
 };
 
 /// The benchmark's weights (bench/src/controller/cost.rs): a conversion costs 4/90 of a read,

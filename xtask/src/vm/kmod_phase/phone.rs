@@ -16,13 +16,16 @@ use sim::fileset::{
     fbe, Content,
 };
 
-use super::{kernel, Modules, INTERVAL_MS, THRESHOLD};
+use super::settings::{Modules, INTERVAL_MS, THRESHOLD};
 use crate::{
     util,
-    vm::{initramfs, qemu},
+    vm::{initramfs, kernel, qemu},
 };
 
+mod trials;
 mod verdict;
+
+use trials::{trial_names, XATTR_NAME};
 
 /// Trials of each mode by default (`cargo xtask vm-kmod --phone`); `--trials N` for more.
 pub const CI_TRIALS: u32 = 3;
@@ -36,8 +39,6 @@ const HEADROOM_MB: u64 = 32;
 const PRESSURE_S: u64 = 30;
 /// The normalisation's wait for the worker to go quiet, at most (the simulator's 20 s).
 const NORMALISE_S: u64 = 20;
-/// The static settings beside off and the RFC's (the on trials) in the controller's grid.
-pub(super) const EXTRA_STATIC: [(u32, u32); 1] = [(25, 100)];
 /// Each app's media file: long enough for two direct nodes under the inode and an indirect
 /// node with direct nodes under it (the inode holds fewer than 923 addresses, the two direct
 /// nodes 2 x 1,018), one block written in every `MEDIA_EVERY`.
@@ -48,22 +49,9 @@ const MEDIA_STRIDE: u64 = 512;
 /// Each shared preference gets an xattr this long: past the inline area (200 bytes, which the
 /// context and the label share), so every one has an xattr node.
 const XATTR_BYTES: u64 = 512;
-pub(super) const XATTR_NAME: &str = "nodescope";
 /// Modules a phone has built in (android_image::EXTRA_MODULES).
 const EXTRA_MODULES: [&str; 3] = ["xts", "cts", "quota_v2"];
 const VM_TIMEOUT: Duration = Duration::from_secs(3000);
-
-/// The trials' names in the order the guest runs them.
-pub(super) fn trial_names(trials: u32) -> Vec<String> {
-    let mut names = Vec::new();
-    for k in 1..=trials {
-        names.push(format!("off{k}"));
-        names.push(format!("on{k}"));
-    }
-    names.extend(EXTRA_STATIC.iter().map(|(t, i)| format!("static_{t}_{i}")));
-    names.push("controller".into());
-    names
-}
 
 /// Run the trial in its own boot; the verdict's lines are printed, the final line returned.
 pub fn run(label: &str, modules: &Modules, trials: u32) -> Result<String> {
@@ -151,7 +139,7 @@ fn guest_files(trials: u32) -> Vec<(String, String)> {
          PHONE_MEMORY_MB={PHONE_MEMORY_MB}\nHEADROOM_MB={HEADROOM_MB}\nPRESSURE_S={PRESSURE_S}\n\
          NORMALISE_S={NORMALISE_S}\nTUNE_PSI_GOAL={}\nAPP_USERS=\"{}\"\nTRIALS=\"{}\"\n",
         fbe::MOUNT_OPTIONS,
-        crate::vm::TUNE_PSI_GOAL,
+        crate::vm::settings::TUNE_PSI_GOAL,
         users().join(" "),
         trial_names(trials).join(" ")
     );

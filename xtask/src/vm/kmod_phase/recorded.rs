@@ -8,8 +8,8 @@ use std::{fs, path::Path};
 use serde_json::Value;
 
 use super::{
+    counters::ModuleCounters,
     exact::{count_checks, probed_kinds, Exact, Span},
-    verdict::ModuleCounters,
 };
 
 pub(super) fn record_checks(

@@ -9,7 +9,7 @@ use std::{fs, path::Path};
 
 use serde_json::Value;
 
-use super::verdict::{iostat_reads, ModuleCounters};
+use super::counters::{iostat_reads, ModuleCounters};
 use super::whatif::{error, shown};
 
 /// The replay's files: one retrieval each.

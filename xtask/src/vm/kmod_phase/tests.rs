@@ -1,7 +1,8 @@
 use serde_json::Value;
 
 use super::{
-    verdict::{nomem_outcome, startup_discovery_checks, ModuleCounters},
+    counters::ModuleCounters,
+    verdict::{nomem_outcome, startup_discovery_checks},
     *,
 };
 

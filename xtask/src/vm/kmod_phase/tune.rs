@@ -6,8 +6,8 @@ use std::{fs, path::Path};
 
 use serde_json::Value;
 
-use super::verdict::read_trimmed as read;
-use crate::vm::{check::expect, tune_check::check_tune};
+use super::counters::read_trimmed as read;
+use crate::vm::{results::expect, tune_check::check_tune};
 
 /// What the verdict line says.
 pub(super) struct Tune {

@@ -8,7 +8,7 @@ use std::{fs, path::Path};
 
 use serde_json::Value;
 
-use super::verdict::{iostat_reads, ModuleCounters};
+use super::counters::{iostat_reads, ModuleCounters};
 
 /// The bound on the what-if's node-read error.
 pub(super) const MAX_ERROR_PERCENT: f64 = 15.0;

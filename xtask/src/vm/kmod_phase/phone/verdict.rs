@@ -9,10 +9,10 @@ use std::{collections::BTreeMap, fs, path::Path};
 use anyhow::{Context as _, Result};
 use serde_json::Value;
 
-use super::{trial_names, XATTR_NAME};
+use super::trials::{trial_names, XATTR_NAME};
 use crate::vm::{
-    check,
-    kmod_phase::{verdict::ModuleCounters, whatif},
+    kmod_phase::{counters::ModuleCounters, whatif},
+    results,
 };
 
 /// The cover letter's phone figures (final snapshot means per trial), off and on.
@@ -48,7 +48,7 @@ const CONVERSION_WEIGHT: f64 = 4.0 / 90.0;
 const BYTE_SECONDS_PER_READ: f64 = 4096.0 * 60.0;
 
 /// The module phase's verdict type: lines, the final line, pass, problems.
-pub(super) use super::super::verdict::Verdict;
+pub(super) use super::super::counters::Verdict;
 
 /// One trial's row of the table.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -110,7 +110,7 @@ pub(super) fn snap(dir: &Path, name: &str) -> Result<Snap> {
     let nc = ModuleCounters::read(dir, name)?;
     let path = dir.join(format!("iostat_{name}.txt"));
     let text = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
-    let reads = check::fs_node_reads(&text).with_context(|| format!("no fs node in {name}"))?;
+    let reads = results::fs_node_reads(&text).with_context(|| format!("no fs node in {name}"))?;
     Ok(Snap { nc, reads })
 }
 
@@ -545,7 +545,11 @@ fn setting_of(name: &str) -> String {
     if name.starts_with("off") {
         "off".into()
     } else if name.starts_with("on") {
-        format!("{} %, {} ms", super::THRESHOLD, super::INTERVAL_MS)
+        format!(
+            "{} %, {} ms",
+            super::super::settings::THRESHOLD,
+            super::super::settings::INTERVAL_MS
+        )
     } else if let Some(rest) = name.strip_prefix("static_") {
         let (t, i) = rest.split_once('_').unwrap_or((rest, "?"));
         format!("{t} %, {i} ms")
