@@ -1,5 +1,5 @@
 #!/bin/sh
-# Apps reading their own data on the encrypted image (xtask/src/vm/android_image/apps.rs): the
+# Apps reading their own data on the encrypted image (test/vm/src/android_image/apps.rs): the
 # cached Android image mounted as a phone mounts /data, its keys added again (a new mount has
 # an empty keyring), then each app's reader, as the app's uid through su, cats its files and
 # shared preferences by their plaintext names. The stream must give each app exactly the node

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-/* nodescope's Android /data writer (xtask/src/vm/android_image.rs): `android_data MOUNT RECIPE
+/* nodescope's Android /data writer (test/vm/src/android_image.rs): `android_data MOUNT RECIPE
  * INDEX` writes the tree RECIPE describes into the F2FS mounted at MOUNT the way Android leaves
  * it: fscrypt v2 keys added with FS_IOC_ADD_ENCRYPTION_KEY, policies set on the directories
  * vold and init set them on, owners, modes and security.selinux labels, file contents. For

@@ -1,5 +1,5 @@
 #!/bin/sh
-# nodescope's Android /data image (xtask/src/vm/android_image.rs): format the test disk with
+# nodescope's Android /data image (test/vm/src/android_image.rs): format the test disk with
 # Android's mkfs features, mount it with a phone's userdata options, let android_data write the
 # recipe's tree (fscrypt v2 keys and policies, owners, labels, contents) and the inode index,
 # unmount (a clean checkpoint) and hand the index back.

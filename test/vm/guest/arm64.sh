@@ -1,4 +1,4 @@
-# nodescope vm-test, the arm64 run's own phases (xtask/src/vm/arm64.rs): sourced by guest.sh
+# nodescope vm-test, the arm64 run's own phases (test/vm/src/arm64.rs): sourced by guest.sh
 # (OWN_PHASES) after the names, glob, sync and fallback phases, with its functions and $R, $DEV.
 # Android's conventions hold here: tracefs only (at $T), /data/system/packages.list, app uids.
 

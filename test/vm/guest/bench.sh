@@ -1,5 +1,5 @@
 #!/bin/sh
-# nodescope vm-bench, guest side: /init of the bench's initramfs (xtask/src/vm/bench.rs). The
+# nodescope vm-bench, guest side: /init of the bench's initramfs (test/vm/src/bench.rs). The
 # same cold replay of the RFC file set four times: with nothing attached, under
 # `nodescope stream`, under bpftrace counting node-read submissions by pid, and under both
 # at once. With
@@ -121,7 +121,7 @@ wait $BP
 }
 # `cargo xtask vm-bench --lookups-only`: the lookup costs alone.
 [ "$LOOKUPS_ONLY" = 1 ] || replays
-# Node lookups (issue 30; xtask/src/vm/bench_lookups.rs): one file asked $LOOKUP_CALLS times
+# Node lookups (issue 30; test/vm/src/bench_lookups.rs): one file asked $LOOKUP_CALLS times
 # for an xattr it lacks, each call one f2fs_get_node_page of a cached inode page, timed
 # ($LOOKUP_RUNS runs) with nothing attached, under nodescope's lookup program as a kprobe and
 # as fentry, and under bpftrace's kprobe. A calibration run at the end, with a kprobe_events

@@ -1,5 +1,5 @@
 #!/bin/sh
-# nodescope vm-test, the foreign variants' phase (issue 49; xtask/src/vm/foreign_phase.rs): runs
+# nodescope vm-test, the foreign variants' phase (issue 49; test/vm/src/foreign_phase.rs): runs
 # as /init in Debian's stock 6.12 kernel and loads, in turn, each variant of the reference
 # module that looks like an implementation nodescope has never seen (no tracepoints, other
 # names, inlined functions; kmod/patches/6.12-variants/6.12-foreign-*.patch). For each: the file

@@ -1,7 +1,7 @@
 #!/bin/sh
 # nodescope vm-test, guest side: runs as /init in a busybox initramfs. It measures and writes
 # files into /results; at the end /results goes as a tar onto the disk with serial "results",
-# and the host checks everything (xtask/src/vm/check.rs). Settings: /etc/vm-test.conf.
+# and the host checks everything (test/vm/src/check.rs). Settings: /etc/vm-test.conf.
 . /prelude.sh
 . /etc/vm-test.conf
 mark boot
@@ -31,7 +31,7 @@ mark created
 cold
 stream_start names && { sh /replay-names; stream_stop; }
 cold
-# With the device as its image: node reads split by node type (xtask/src/vm/check/node_types.rs).
+# With the device as its image: node reads split by node type (test/vm/src/check/node_types.rs).
 stream_start glob --image /dev/$DEV && { sh /replay-glob; stream_stop; }
 # Checkpoints: two small changes, each synced (F2FS mounts lazytime: the replays dirtied no inode).
 stream_start sync && {
@@ -44,7 +44,7 @@ for v in $VARIANTS; do
   cold
   stream_start variant_$v --node-reads $v && { sh /replay-variant; stream_stop; }
 done
-# Access traces (issue 13, xtask/src/vm/accesses.rs): nodescope record --accesses over the RFC
+# Access traces (issue 13, test/vm/src/accesses.rs): nodescope record --accesses over the RFC
 # file-set replay; its node_access events against a kprobe_events hist trigger on the lookup
 # function nodescope chose, armed before nodescope attaches and read after it has stopped. The
 # recording stays in /results for the host's whatif on this disk's image. Defined here, before
@@ -77,7 +77,7 @@ accesses_phase() {
   nodescope report --json $R/accesses.nsr > $R/accesses_report.json 2> $R/accesses_report.err
   mark accesses_done
 }
-# A run with phases of its own (the arm64 run: xtask/src/vm/arm64.sh) ends with them.
+# A run with phases of its own (the arm64 run: test/vm/guest/arm64.sh) ends with them.
 [ -n "$OWN_PHASES" ] && { . $OWN_PHASES; finish; }
 # A recording of the kernel source on part of the file set, for the host to report and export
 # to Perfetto (the export's per-app counts must equal the report's, on real kernel events).
@@ -125,7 +125,7 @@ stream_start churn && {
   wait $C0 $C1
   stream_stop
 }
-# probe --discover (issue 17, xtask/src/vm/discover.rs): the kernel's own BTF and kallsyms
+# probe --discover (issue 17, test/vm/src/discover.rs): the kernel's own BTF and kallsyms
 # make a manifest; it and the hand-written /discover-hand.toml are streamed side by side over
 # the same replay, and the host wants equal counts per kind.
 discover_phase() {
@@ -152,7 +152,7 @@ discover_phase() {
   mark discover_done
 }
 discover_phase
-# The daemon (issue 20, xtask/src/vm/daemon.rs): the kernel source in one headless process and
+# The daemon (issue 20, test/vm/src/daemon.rs): the kernel source in one headless process and
 # a `stream --connect` client on its socket over one cold replay; the client's node reads must
 # be iostat's, exactly, as a direct stream's are.
 daemon_phase() {
@@ -172,7 +172,7 @@ daemon_phase() {
   mark daemon_done
 }
 daemon_phase
-# A uid change without exec (xtask/src/vm/uidswitch.rs): one process reads a cold directory as
+# A uid change without exec (test/vm/src/uidswitch.rs): one process reads a cold directory as
 # root, changes its uid with a raw setresuid and reads another; each half must be counted under
 # its own uid (the counter slots keep a uid until commit_creds says some task's changed).
 uid_phase() {
@@ -184,7 +184,7 @@ uid_phase() {
 }
 uid_phase
 accesses_phase
-# One access trace across unmounts (xtask/src/vm/remount.rs): the lookup program caches each
+# One access trace across unmounts (test/vm/src/remount.rs): the lookup program caches each
 # CPU's device per f2fs_sb_info, and a new mount may be given the address a freed one had.
 # Under one `record --accesses`: read on /mnt and unmount it; mount a second F2FS (a loop
 # device), read on it and unmount it; mount /mnt again and read. A kprobe_events hist keyed
@@ -234,7 +234,7 @@ remount_phase() {
   nodescope report --json $R/remount.nsr > $R/remount_report.json 2> $R/remount_report.err
 }
 remount_phase
-# Node types beyond inodes (xtask/src/vm/check/node_types.rs): a file with direct nodes and an
+# Node types beyond inodes (test/vm/src/check/node_types.rs): a file with direct nodes and an
 # indirect one, read cold under `stream --image /dev/$DEV`; the host knows its nodes from the
 # disk's image. Written as runs of 32 blocks with 32-block holes between: a file written in
 # one go is one extent, which the inode's largest-extent field maps whole, and reading it
@@ -250,7 +250,7 @@ types_phase() {
   stream_start types --image /dev/$DEV && { cat /mnt/$TYPES_FILE > /dev/null; stream_stop; }
 }
 types_phase
-# Checkpoint anatomy (issue 19, xtask/src/vm/cp_anatomy.rs): each of seed 002's fsstress mixes
+# Checkpoint anatomy (issue 19, test/vm/src/cp_anatomy.rs): each of seed 002's fsstress mixes
 # under nodescope record, between snapshots of iostat and debugfs taken on a clean file system.
 cp_anatomy_phase() {
   for mix in $CPANAT_MIXES; do

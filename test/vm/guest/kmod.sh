@@ -1,5 +1,5 @@
 #!/bin/sh
-# nodescope vm-test, the reference module's phase (xtask/src/vm/kmod.rs): runs as /init. The
+# nodescope vm-test, the reference module's phase (test/vm/src/kmod_phase.rs): runs as /init. The
 # stock build of Debian's F2FS makes the file set; the patched build (our reconstruction of the
 # RFC's compressed node cache) then runs the cover letter's two measurements and every failure
 # path, and the files are checked against their checksums before and after fsck and a remount.

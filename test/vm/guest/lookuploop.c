@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-/* nodescope vm-bench's node lookup loop (xtask/src/vm/bench_lookups.rs): `lookuploop FILE N`
+/* nodescope vm-bench's node lookup loop (test/vm/src/bench_lookups.rs): `lookuploop FILE N`
  * asks FILE for a user xattr it does not have N times with fgetxattr(2) and prints
  * "calls N ns T", T the loop's CLOCK_MONOTONIC nanoseconds. On F2FS each call reads the
  * inode's inline xattr area through f2fs_get_node_page (the page is cached after the first),

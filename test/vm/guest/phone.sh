@@ -1,5 +1,5 @@
 #!/bin/sh
-# nodescope vm-kmod, the phone trial (xtask/src/vm/kmod_phase/phone.rs): runs as /init. The
+# nodescope vm-kmod, the phone trial (test/vm/src/kmod_phase/phone.rs): runs as /init. The
 # cover letter's Android trial with the reference module on a copy of the project's Android
 # image (fscrypt, SELinux labels, the 18 apps' files), per trial: a fresh mount (unmount, page
 # cache dropped, mount: the node cache is per mount, so it starts empty), a seed pass launching

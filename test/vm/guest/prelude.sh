@@ -1,5 +1,5 @@
 # nodescope's guest prelude: every /init (guest.sh, kmod.sh, bench.sh, variants.sh) sources it
-# first as /prelude.sh (xtask/src/vm/initramfs.rs puts it in every initramfs). Mounts, the
+# first as /prelude.sh (test/vm/src/initramfs.rs puts it in every initramfs). Mounts, the
 # marks and failures the host reads back, the end that hands /results to the host, module
 # loading, debugfs and tracefs, the two disks, waiting for a process to be ready, the RFC's
 # file set, and the stream phases' snapshots, start and stop (a script may define its own snap

@@ -1,4 +1,4 @@
-/* nodescope vm-test helper (xtask/src/vm/uidswitch.rs): one process reads every file of one
+/* nodescope vm-test helper (test/vm/src/uidswitch.rs): one process reads every file of one
  * directory as root, copies iostat_info, changes its uid with a raw setresuid (no exec, no
  * rename: only the commit_creds kprobe tells the counters), waits past a stream interval, then
  * reads every file of a second directory.

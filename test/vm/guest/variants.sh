@@ -1,5 +1,5 @@
 #!/bin/sh
-# nodescope vm-test, the variant modules' phase (xtask/src/vm/variants_phase.rs): runs as
+# nodescope vm-test, the variant modules' phase (test/vm/src/variants_phase.rs): runs as
 # /init in Debian's stock 6.12 kernel and loads each variant module (Debian's F2FS reshaped like
 # another kernel family's attach points: kmod/patches/6.12-variants) in turn. For each: its
 # tracepoint formats and f2fs symbols as the kernel shows them, `nodescope probe --json`, and
