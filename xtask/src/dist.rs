@@ -10,46 +10,22 @@
 use std::{path::PathBuf, process::Command};
 
 use anyhow::{bail, Context as _, Result};
+pub use vm_harness::Arch;
 
 use crate::{setup, util};
 
-/// An architecture nodescope is distributed for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    X86_64,
-    Aarch64,
+fn triple(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "x86_64-unknown-linux-gnu",
+        Arch::Aarch64 => "aarch64-unknown-linux-gnu",
+    }
 }
 
-impl Arch {
-    /// `aarch64`/`arm64` or `x86_64`/`amd64`; `None` for the host.
-    pub fn parse(name: Option<&str>) -> Result<Self> {
-        match name.unwrap_or(std::env::consts::ARCH) {
-            "x86_64" | "amd64" => Ok(Self::X86_64),
-            "aarch64" | "arm64" => Ok(Self::Aarch64),
-            other => bail!("unknown architecture {other:?}: use aarch64 or x86_64"),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::X86_64 => "x86_64",
-            Self::Aarch64 => "aarch64",
-        }
-    }
-
-    fn triple(self) -> &'static str {
-        match self {
-            Self::X86_64 => "x86_64-unknown-linux-gnu",
-            Self::Aarch64 => "aarch64-unknown-linux-gnu",
-        }
-    }
-
-    /// The C compiler that links for this target (cargo's default `cc` for the host).
-    fn linker(self) -> &'static str {
-        match self {
-            Self::X86_64 => "cc",
-            Self::Aarch64 => "aarch64-linux-gnu-gcc",
-        }
+/// The C compiler that links for this target (cargo's default `cc` for the host).
+fn linker(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "cc",
+        Arch::Aarch64 => "aarch64-linux-gnu-gcc",
     }
 }
 
@@ -79,7 +55,7 @@ pub fn build(arch: Arch) -> Result<PathBuf> {
     let target_dir = util::workspace_root()
         .join("target")
         .join(format!("dist-{}", arch.name()));
-    let triple = arch.triple();
+    let triple = triple(arch);
     let env_triple = triple.to_uppercase().replace('-', "_");
     let started = std::time::Instant::now();
     util::run(
@@ -95,13 +71,13 @@ pub fn build(arch: Arch) -> Result<PathBuf> {
             .env_remove("RUSTC_WRAPPER")
             .env_remove("RUSTC_WORKSPACE_WRAPPER")
             .env_remove("CARGO_TARGET_DIR")
-            .env(format!("CARGO_TARGET_{env_triple}_LINKER"), arch.linker())
+            .env(format!("CARGO_TARGET_{env_triple}_LINKER"), linker(arch))
             // Static: Android has no glibc, so a dynamic glibc binary does not start there.
             .env(
                 format!("CARGO_TARGET_{env_triple}_RUSTFLAGS"),
                 "-C target-feature=+crt-static",
             )
-            .env(format!("CC_{}", triple.replace('-', "_")), arch.linker()),
+            .env(format!("CC_{}", triple.replace('-', "_")), linker(arch)),
     )
     .with_context(|| format!("building nodescope for {triple}"))?;
     eprintln!(

@@ -1,15 +1,14 @@
 //! `cargo xtask <task>`: everything around the code (install, test, VM tests, benchmarks).
 mod bench;
 mod dist;
-mod kmod;
 mod setup;
 mod soak;
 mod test;
 mod util;
-mod vm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use vm_harness::{self as vm, kmod};
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -139,7 +138,16 @@ fn main() -> Result<()> {
             util::run_nodescope("top", &args)
         }
         Task::Bench { name, args } => bench::run(&name, &args),
-        Task::VmTest { kernel, arch } => vm::run(&kernel, dist::Arch::parse(Some(&arch))?),
+        Task::VmTest { kernel, arch } => match dist::Arch::parse(Some(&arch))? {
+            dist::Arch::X86_64 => vm::run(&kernel),
+            dist::Arch::Aarch64 => vm::arm64::run(
+                &kernel,
+                &vm::arm64::Host {
+                    set_up: &setup::ensure_arm64_vm,
+                    build_nodescope: &|| dist::build(dist::Arch::Aarch64),
+                },
+            ),
+        },
         Task::VmBench {
             kernel,
             lookups_only,

@@ -121,7 +121,7 @@ fn android_image_test(totals: &mut Totals) {
         totals.skip(why.to_string());
         return;
     }
-    match crate::vm::android_image::run() {
+    match vm_harness::android_image::run() {
         Ok(_) => totals.passed += 1,
         Err(err) => {
             println!("android-image FAILED: {err:#}");
@@ -139,7 +139,7 @@ fn vm_tests(totals: &mut Totals) {
         totals.skip(why.to_string());
         return;
     }
-    match crate::vm::run("all", crate::dist::Arch::X86_64) {
+    match vm_harness::run("all") {
         Ok(()) => totals.passed += 1,
         Err(err) => {
             println!("vm-test FAILED: {err:#}");
@@ -157,7 +157,7 @@ fn kmod_test(totals: &mut Totals) {
         totals.skip(why.to_string());
         return;
     }
-    match crate::vm::kmod_phase::build_and_run("6.12", Default::default()) {
+    match vm_harness::kmod_phase::build_and_run("6.12", Default::default()) {
         Ok(()) => totals.passed += 1,
         Err(err) => {
             println!("vm-kmod FAILED: {err:#}");
@@ -170,9 +170,9 @@ fn kmod_test(totals: &mut Totals) {
 /// tally, each its verdict line `variant <name> ... PASS`; a phase that could not run (build,
 /// boot) fails all four.
 fn variants_test(totals: &mut Totals) {
-    let names = crate::kmod::variants::VARIANTS.map(|v| v.name);
+    let names = vm_harness::kmod::variants::VARIANTS.map(|v| v.name);
     let run = || {
-        crate::vm::variants_phase::build_and_run(false)
+        vm_harness::variants_phase::build_and_run(false)
             .map(|outcomes| outcomes.into_iter().map(|o| (o.pass, o.line)).collect())
     };
     modules_phase_test(totals, "vm-variants", &names, run);
@@ -182,9 +182,9 @@ fn variants_test(totals: &mut Totals) {
 /// verdict line `rfc-foreign 6.12 variant=<name> ... PASS`; a phase that could not run fails
 /// both.
 fn foreign_test(totals: &mut Totals) {
-    let names = crate::kmod::foreign::FOREIGN.map(|v| v.name);
+    let names = vm_harness::kmod::foreign::FOREIGN.map(|v| v.name);
     let run = || {
-        crate::vm::foreign_phase::build_and_run()
+        vm_harness::foreign_phase::build_and_run()
             .map(|outcomes| outcomes.into_iter().map(|o| (o.pass, o.line)).collect())
     };
     modules_phase_test(totals, "vm-foreign", &names, run);

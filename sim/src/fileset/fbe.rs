@@ -1,7 +1,7 @@
 //! The Android file set as a phone's /data holds it: file-based encryption (fscrypt v2), owners,
 //! modes and SELinux labels, on an F2FS made with Android's mkfs features. The host's
 //! sload.f2fs can do none of the encryption, so a guest kernel writes this image
-//! (`cargo xtask android-image`, xtask/src/vm/android_image.rs) from the [`recipe`] here; it
+//! (`cargo xtask android-image`, test/vm/src/android_image.rs) from the [`recipe`] here; it
 //! also writes an index of inode numbers, since every name on disk is ciphertext. Both are
 //! cached beside the plain images, keyed by [`fingerprint`].
 //!
@@ -179,7 +179,7 @@ fn key_bytes(seed: u64, name: &str) -> String {
     hex
 }
 
-/// The guest writer's recipe for `manifest` (xtask/src/vm/android_data.c reads it): the keys,
+/// The guest writer's recipe for `manifest` (test/vm/guest/android_data.c reads it): the keys,
 /// then every entry in creation order with its metadata; the layout's own directories come
 /// after `data/data` is made, before the apps' files.
 pub fn recipe(manifest: &Manifest, seed: u64) -> String {

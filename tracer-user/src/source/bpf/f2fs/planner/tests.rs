@@ -382,7 +382,7 @@ fn finds_exact_and_cloned_symbols() {
 }
 
 /// A variant module's files as the VM phase saved them (tests/data/variants/<name>: its
-/// tracepoint format files and its f2fs lines of /proc/kallsyms; xtask/src/vm/variants_phase.rs
+/// tracepoint format files and its f2fs lines of /proc/kallsyms; test/vm/src/variants_phase.rs
 /// compares them with the guest's on every run).
 fn variant(name: &str) -> KernelView {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
