@@ -386,6 +386,20 @@ impl Event {
         Some(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<Event>()) })
     }
 
+    /// Events' bytes, one after another, as `as_bytes` gives each: a recorder copies a batch
+    /// in one go.
+    pub fn slice_as_bytes(events: &[Event]) -> &[u8] {
+        // SAFETY: as in as_bytes, every byte of an Event is initialised; the slice is
+        // contiguous, its length in bytes cannot overflow (it is already allocated), and the
+        // result borrows `events`.
+        unsafe {
+            core::slice::from_raw_parts(
+                events.as_ptr().cast::<u8>(),
+                core::mem::size_of_val(events),
+            )
+        }
+    }
+
     /// The event's bytes, exactly as they travel through the ring buffer.
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: Event is #[repr(C)] with explicit padding fields, so all its bytes are

@@ -304,15 +304,17 @@ impl<R: Read> Reader<R> {
         let expected = count * EVENT_BYTES;
         // The simulator's decoder: events are mostly zeros, long overlapping matches, which it
         // fills where lz4_flex copies a byte at a time.
+        // Grown, never cleared: the length check below proves every byte was written.
         let mut raw = std::mem::take(&mut self.scratch.raw);
-        raw.clear();
-        raw.resize(expected, 0);
-        let events = self.decompress_events(&payload[4..], count, &mut raw);
+        if raw.len() < expected {
+            raw.resize(expected, 0);
+        }
+        let events = self.decompress_events(&payload[4..], count, &mut raw[..expected]);
         self.scratch.raw = raw;
         events
     }
 
-    /// The `count` events of an LZ4 `block`, decompressed into `raw` (their size, zeroed).
+    /// The `count` events of an LZ4 `block`, decompressed into `raw` (their size).
     fn decompress_events(
         &mut self,
         block: &[u8],
@@ -328,9 +330,19 @@ impl<R: Read> Reader<R> {
                 "events block holds {len} bytes, {expected} expected"
             )));
         }
-        // Sized up front: `filter_map` promises no length, so `collect` would grow by doubling.
-        let mut events = Vec::with_capacity(count);
-        events.extend(raw.chunks_exact(EVENT_BYTES).filter_map(Event::from_bytes));
+        let bytes = count * std::mem::size_of::<Event>();
+        if raw.len() < bytes {
+            return Err(self.damage(format!("events block holds {len} bytes, {bytes} expected")));
+        }
+        let mut events: Vec<Event> = Vec::with_capacity(count);
+        // SAFETY: one copy of the block's bytes into the new vector's capacity, which holds
+        // `count` events; `raw` holds at least that many bytes (checked above) and is another
+        // allocation; an Event is plain old data, valid for any bytes (see Event::from_bytes),
+        // so the `count` events are initialised when the length is set.
+        unsafe {
+            std::ptr::copy_nonoverlapping(raw.as_ptr(), events.as_mut_ptr().cast::<u8>(), bytes);
+            events.set_len(count);
+        }
         if let Some(latest) = events.iter().map(|event| event.ts_ns).max() {
             self.check_time(latest, "an event")?;
         }

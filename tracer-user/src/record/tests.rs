@@ -165,3 +165,32 @@ fn header_knobs_keep_their_two_fields_on_disk() {
     half.as_object_mut().unwrap().remove("interval_ms");
     assert_eq!(serde_json::from_value::<Header>(half).unwrap().knobs, None);
 }
+
+/// Batches written with `Writer::events`, across block boundaries and with lost-event records
+/// among them, make the same file byte for byte as the events written one at a time.
+#[test]
+fn a_batch_writes_the_same_bytes_as_its_events_one_by_one() {
+    let mut events = sample_events(9_000);
+    for (i, event) in events.iter_mut().enumerate().filter(|(i, _)| i % 1000 == 3) {
+        *event = Event::new(EventKind::Lost, event.ts_ns).len(i as u32 + 1);
+    }
+    let header = Header {
+        window_ns: 1_000_000_000,
+        ..Header::default()
+    };
+    let mut one_by_one = Writer::new(Vec::new(), &header).unwrap();
+    events.iter().for_each(|e| one_by_one.event(e).unwrap());
+    let mut batched = Writer::new(Vec::new(), &header).unwrap();
+    for chunk in events.chunks(1_777) {
+        batched.events(chunk).unwrap();
+    }
+    batched.events(&[]).unwrap();
+    let (one_by_one, footer) = one_by_one.finish(0).unwrap();
+    let (batched, batched_footer) = batched.finish(0).unwrap();
+    assert_eq!(batched, one_by_one);
+    let lost: u64 = (0..9).map(|k| k * 1000 + 4).sum();
+    assert_eq!((batched_footer.events, batched_footer.lost), (9_000, lost));
+    assert_eq!(footer.blocks, batched_footer.blocks);
+    let back: Vec<Event> = read_all(&batched).unwrap().events().copied().collect();
+    assert_eq!(back, events);
+}

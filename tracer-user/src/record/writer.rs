@@ -59,6 +59,33 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// `event` for each of `events`, their bytes copied a block's share at a time.
+    pub fn events(&mut self, events: &[Event]) -> Result<()> {
+        let mut rest = events;
+        while !rest.is_empty() {
+            let room = EVENTS_PER_BLOCK
+                .saturating_sub(self.pending_events as usize)
+                .max(1);
+            let (now, later) = rest.split_at(room.min(rest.len()));
+            for event in now {
+                self.footer.end_ns = self.footer.end_ns.max(event.ts_ns);
+                if event.kind == EventKind::Lost as u8 {
+                    if let Decoded::Lost { count } = event.decode() {
+                        self.footer.lost += u64::from(count);
+                    }
+                }
+            }
+            self.pending.extend_from_slice(Event::slice_as_bytes(now));
+            self.pending_events += now.len() as u32;
+            self.footer.events += now.len() as u64;
+            if self.pending_events as usize >= EVENTS_PER_BLOCK {
+                self.flush_block()?;
+            }
+            rest = later;
+        }
+        Ok(())
+    }
+
     pub fn note(&mut self, note: &Note) -> Result<()> {
         self.flush_block()?; // keep notes in time order with the events around them
         let json = serde_json::to_vec(note).context("encoding a note")?;
@@ -72,17 +99,17 @@ impl<W: Write> Writer<W> {
         if self.pending_events == 0 {
             return Ok(());
         }
+        // Grown, never cleared: zeroing a block's worth of bound at every block cost the
+        // daemon more than its LZ4 (the compressor writes what it returns, nothing is read).
         let mut payload = std::mem::take(&mut self.payload);
-        payload.clear();
-        payload.extend_from_slice(&self.pending_events.to_le_bytes());
-        payload.resize(
-            4 + lz4_flex::block::get_maximum_output_size(self.pending.len()),
-            0,
-        );
-        let written = lz4_flex::block::compress_into(&self.pending, &mut payload[4..])
+        let needed = 4 + lz4_flex::block::get_maximum_output_size(self.pending.len());
+        if payload.len() < needed {
+            payload.resize(needed, 0);
+        }
+        payload[..4].copy_from_slice(&self.pending_events.to_le_bytes());
+        let written = lz4_flex::block::compress_into(&self.pending, &mut payload[4..needed])
             .context("compressing an events block")?;
-        payload.truncate(4 + written);
-        let recorded = self.record(TAG_EVENTS, &payload);
+        let recorded = self.record(TAG_EVENTS, &payload[..4 + written]);
         self.payload = payload;
         recorded?;
         self.footer.blocks += 1;

@@ -83,7 +83,7 @@ impl Recorder {
     }
 
     pub fn events(&mut self, events: &[Event]) -> Result<()> {
-        events.iter().try_for_each(|event| self.writer.event(event))
+        self.writer.events(events)
     }
 
     pub fn knob_change(&mut self, change: &KnobChange) -> Result<()> {
