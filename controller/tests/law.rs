@@ -493,8 +493,8 @@ fn a_window_hold_keeps_the_answered_score_and_leaving_tight_forgets_it() {
 
 #[test]
 fn conversions_that_pay_are_made_sooner() {
-    // Calm, 100 conversions/s, none restored soon nor reclaimed unrestored: every second
-    // window the interval halves (1000 -> 500 -> 250 -> 125), down to 100 ms.
+    // Calm, 100 conversions/s, none restored soon nor reclaimed unrestored: after one such
+    // period the interval shrinks tenfold (1000 -> 100 ms), its shortest, and stays.
     let useful = pressure_and_waste(0.0, 0.0, 0.0);
     let steps = run(knobs(25, 1000), &vec![useful.clone(); 20]);
     let moves: Vec<(usize, u32)> = steps
@@ -503,12 +503,26 @@ fn conversions_that_pay_are_made_sooner() {
         .filter(|(_, (_, d))| d.action != Action::Hold)
         .map(|(i, (s, _))| (i, s.knobs.interval_ms))
         .collect();
-    assert_eq!(moves, [(1, 500), (3, 250), (5, 125), (7, 100)]);
+    assert_eq!(moves, [(0, 100)]);
     assert!(steps.iter().all(|(s, _)| s.knobs.threshold == 25));
     assert!(steps[19]
         .1
         .reason
         .contains("interval already at its shortest"));
+    // Slower settings walk: every second period the interval halves, down to 100 ms.
+    let halving = Config {
+        sooner_after_windows: 2,
+        sooner_interval_factor: 2.0,
+        ..Config::default()
+    };
+    let steps = run_with(&halving, knobs(25, 1000), &vec![useful.clone(); 20]);
+    let moves: Vec<(usize, u32)> = steps
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, d))| d.action != Action::Hold)
+        .map(|(i, (s, _))| (i, s.knobs.interval_ms))
+        .collect();
+    assert_eq!(moves, [(1, 500), (3, 250), (5, 125), (7, 100)]);
     // Compression off stays off; a wasteful window in between starts the count again.
     let off = run(knobs(0, 1000), &vec![useful.clone(); 30]);
     assert!(off.iter().all(|(_, d)| d.action == Action::Hold));
@@ -517,7 +531,7 @@ fn conversions_that_pay_are_made_sooner() {
         broken.push(useful.clone());
         broken.push(pressure_and_waste(0.0, 50.0, 50.0));
     }
-    let steps = run(knobs(25, 1000), &broken);
+    let steps = run_with(&halving, knobs(25, 1000), &broken);
     assert!(steps.iter().all(|(_, d)| d.action == Action::Hold));
     // Switched off, the law holds as before.
     let cfg = Config {
