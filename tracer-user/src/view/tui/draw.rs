@@ -13,7 +13,7 @@ use super::{
     table::{arrange, COLUMNS},
     UiState,
 };
-use crate::protocol::Snapshot;
+use crate::schema::protocol::Snapshot;
 
 pub(super) fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
     // The node-type panel's lines (a header, five types, nids not in the image once there
