@@ -14,8 +14,10 @@ use crate::source::SourceInfo;
 
 /// The wire format's version, in the hello; a client refuses any other. Version 2: a window
 /// message carries its stream line only (schema v3), no pre-rendered text. Version 3: the
-/// snapshot's knob pair is one value, `knobs` {`threshold`, `interval_ms`} or null.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// snapshot's knob pair is one value, `knobs` {`threshold`, `interval_ms`} or null. Version 4
+/// (issue 53): one unit for the window's length in every message, `window_ns` (the snapshot's
+/// was `window_secs`, seconds as a float).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The socket's name in the daemon's state directory.
 pub(crate) const SOCKET_NAME: &str = "daemon.sock";

@@ -78,7 +78,7 @@ fn draw_header(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
         Span::styled("nodescope ", Style::new().bold().fg(Color::Cyan)),
         Span::raw(format!("source {source}  kernel {}  ", s.source.kernel)),
         Span::raw(format!("device {}  ", s.source.devices.join(","))),
-        Span::raw(format!("window {:.1}s", s.window_secs)),
+        Span::raw(format!("window {:.1}s", s.window_ns as f64 / 1e9)),
     ];
     if ui.paused {
         first.push(Span::styled(
