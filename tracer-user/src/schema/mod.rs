@@ -5,7 +5,8 @@
 //! form (or, for the exposition and the trace, one table of names) built from the model by one
 //! function; the views only render it: `stream`, `record --json`, the daemon's socket and its
 //! clients, `report --json`, /metrics and the trace all go through here.
-
+pub mod metrics;
+pub mod perfetto;
 pub mod protocol;
 pub mod report;
 mod snapshot;
