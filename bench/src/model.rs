@@ -5,7 +5,7 @@ use std::time::Instant;
 use anyhow::Result;
 use nodescope::{
     model::{Model, ModelConfig, Packages},
-    protocol::Snapshot,
+    schema::protocol::Snapshot,
     source::{SourceInfo, SourceKind},
     view::tui::{self, UiState},
 };

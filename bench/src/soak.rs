@@ -24,7 +24,7 @@ use nodescope::{
     model::{ModelConfig, NodeImage, Packages},
     output::OutputFile,
     pipeline::Pipeline,
-    protocol::Snapshot,
+    schema::protocol::Snapshot,
     source::{BatchFuture, Source, SourceInfo, SourceKind},
     view::{
         jsonline::window_line,
@@ -330,7 +330,8 @@ fn run(args: &SoakArgs) -> Result<()> {
             recorder.knob_change(change)?;
         }
         for window in &refreshed.closed {
-            serde_json::to_writer(&mut stream.out, &window_line(window, stream.origin_ns))?;
+            let line = window_line(window, stream.origin_ns).to_json();
+            stream.out.write_all(line.as_bytes())?;
             stream.out.write_all(b"\n")?;
             stream.lines += 1;
         }

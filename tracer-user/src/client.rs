@@ -1,7 +1,7 @@
 //! The client side of the daemon's socket (`top --connect`, `stream --connect`): what the
 //! daemon's model and controller said, line by line. Nothing is loaded and nothing is modelled
 //! here: the daemon's windows and snapshots are shown as they come, so a client shows exactly
-//! what the daemon computed. The wire format is `crate::protocol` and docs/DAEMON.md.
+//! what the daemon computed. The wire format is `crate::schema::protocol` and docs/DAEMON.md.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
@@ -10,7 +10,7 @@ use tokio::{
     net::UnixStream,
 };
 
-use crate::protocol::{default_socket_path, Hello, Message, PROTOCOL_VERSION};
+use crate::schema::protocol::{default_socket_path, Hello, Message, PROTOCOL_VERSION};
 
 /// The longest line read. The largest real message is a snapshot, about a kilobyte per app it
 /// names (measured: 19.5 KB for the android-launch scenario's 16 apps); the daemon names at

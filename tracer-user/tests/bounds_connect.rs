@@ -11,7 +11,7 @@ use common::{bounded::run, scratch};
 /// and holds the connection open for `hold` (a silent daemon).
 fn fake_daemon(dir: &Path, then: Vec<u8>, hold: Duration) -> std::path::PathBuf {
     use nodescope::{
-        protocol::{Hello, Message, PROTOCOL_VERSION},
+        schema::protocol::{Hello, Message, PROTOCOL_VERSION},
         source::{SourceInfo, SourceKind},
     };
     let path = dir.join("fake.sock");
@@ -73,8 +73,17 @@ fn a_connect_client_refuses_a_huge_line_in_bounded_memory() {
 fn a_connect_client_ends_by_its_duration_and_escapes_the_daemons_text() {
     let dir = scratch("connect-silent");
     // The client prints the text form from the daemon's line: a hostile comm in it.
-    let window = nodescope::protocol::Message::Window {
-        line: serde_json::json!({"t": 1, "processes": [{"comm": "\u{1b}]0;pwned\u{7}", "pid": 3}]}),
+    use nodescope::schema::stream::{ProcessLine, StreamLine};
+    let window = nodescope::schema::protocol::Message::Window {
+        line: Box::new(StreamLine {
+            t: 1.0,
+            processes: vec![ProcessLine {
+                comm: "\u{1b}]0;pwned\u{7}".into(),
+                pid: 3,
+                ..ProcessLine::default()
+            }],
+            ..StreamLine::default()
+        }),
     };
     let socket = fake_daemon(
         dir.path(),

@@ -143,3 +143,28 @@ fn simulated_lookups_are_timed_once_each_in_one_outcome() {
     assert_eq!(last["cumulative"]["retrievals"]["count"], 0);
     assert_eq!(last["cumulative"]["retrievals"]["wait_ns"], 0);
 }
+
+/// Issue 53: the stream line is one typed value (`schema::stream::StreamLine`). Every line the
+/// simulator's run prints, lookups timed (histograms, quantiles, ratios), reads back as that
+/// value and prints again byte for byte; and equal values print equal lines.
+#[test]
+fn every_stream_line_round_trips_through_its_type() {
+    use nodescope::schema::stream::{StreamLine, STREAM_VERSION};
+    let output = Command::new(NODESCOPE)
+        .args(["stream", "--json", "--source", "sim", "--speed", "0"])
+        .args(["--duration", "3", "--lookup-latency"])
+        .env("XDG_RUNTIME_DIR", common::scratch("round-trip").path())
+        .output()
+        .expect("run nodescope stream");
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 3, "{text}");
+    for printed in lines {
+        let line: StreamLine = serde_json::from_str(printed).expect(printed);
+        assert_eq!(line.version, STREAM_VERSION);
+        assert_eq!(line.to_json(), printed);
+        let again: StreamLine = serde_json::from_str(&line.to_json()).unwrap();
+        assert_eq!(again, line);
+    }
+}

@@ -3,7 +3,7 @@
 //! controller steps on the model's windows (the same `control::Tuning` as `top --tune`: claim,
 //! state dir, restore on exit, OOM score); the views are OpenMetrics (`--openmetrics`), a
 //! rolling recording (`--record DIR`) and a Unix socket that `top --connect` and
-//! `stream --connect` read (`view::socket`, `crate::protocol`, docs/DAEMON.md).
+//! `stream --connect` read (`view::socket`, `crate::schema::protocol`, docs/DAEMON.md).
 //!
 //! SIGTERM and SIGINT stop it: the last windows go to the clients, the recording gets its
 //! footer, the knobs their original values. SIGHUP reopens `--log`.
@@ -21,8 +21,8 @@ use tracer_common::files::{self, Symlinks};
 use crate::{
     cmd::{top::LiveTuneArgs, WindowArg},
     pipeline::SYSFS_ROOT,
-    protocol::{default_socket_path, Hello, PROTOCOL_VERSION},
     runner::{End, Flow, Hangup, LineKind, Refresh, RunOptions, Runner, Sink},
+    schema::protocol::{default_socket_path, Hello, PROTOCOL_VERSION},
     source::open::{open, SourceArgs, SourceChoice},
     view::{
         metrics::{self, MetricsSink, Renderer},

@@ -118,8 +118,11 @@ async fn record(args: RecordArgs) -> Result<()> {
         crate::view::perfetto::write_trace(&args.output, None, trace, OutputFile::new(args.force))?;
     }
     if args.json {
-        let totals = serde_json::json!({ "totals": crate::model::counters::json(&pipeline.model().totals()), "events": footer.events });
-        closed_is_success(print_line(totals))?;
+        let totals = crate::schema::report::RecordTotals {
+            totals: (&pipeline.model().totals()).into(),
+            events: footer.events,
+        };
+        closed_is_success(print_line(crate::schema::to_sorted_json(&totals)?))?;
     }
     Ok(())
 }

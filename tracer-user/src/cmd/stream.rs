@@ -211,7 +211,7 @@ async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
 /// `stream --connect`: the daemon's window lines, printed as they come, until --duration's
 /// number of windows, a signal, or the daemon's end.
 async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result<()> {
-    use crate::{client::Connection, protocol::Message};
+    use crate::{client::Connection, schema::protocol::Message};
     let mut connection = Connection::open(socket).await?;
     let hello = &connection.hello;
     let daemon_window_s = hello.window_ns as f64 / 1e9;
@@ -253,7 +253,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
             Some(Message::Window { line }) => {
                 if args.json {
                     // serde_json writes control characters as \u escapes.
-                    print_line(line)?;
+                    print_line(line.to_json())?;
                 } else {
                     // The daemon's text, not ours: line_text escapes it.
                     print_line(line_text(&line))?;

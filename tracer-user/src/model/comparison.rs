@@ -3,108 +3,17 @@
 //! restores, and the change of each, in total and per app (`nodescope report --compare`).
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use super::{
     lookup_times::{median, paired_median_change},
     recording::Report,
     AppKey, Counters,
 };
+pub(crate) use crate::schema::report::{
+    AppComparison, Comparison, LatencyComparison, OffOnTotals, Pair,
+};
 
 /// Bytes a node read brings in: one F2FS block.
 const NODE_BLOCK_BYTES: u64 = 4096;
-
-/// One figure in both runs.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub(crate) struct Pair {
-    pub off: u64,
-    pub on: u64,
-    /// (on - off) / off in percent; None when off is 0.
-    pub change_percent: Option<f64>,
-}
-
-impl Pair {
-    pub(crate) fn new(off: u64, on: u64) -> Pair {
-        Pair {
-            off,
-            on,
-            change_percent: (off > 0).then(|| (on as f64 - off as f64) / off as f64 * 100.0),
-        }
-    }
-}
-
-/// The cover letter's rows, from the cache as the events left it and the counts.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub(crate) struct OffOnTotals {
-    /// Entries in the cache at the end (raw and compressed).
-    pub retained_nodes: Pair,
-    pub compressed_entries: Pair,
-    /// Entries' bookkeeping, raw buffers and compressed slots at the end.
-    pub attributed_bytes: Pair,
-    pub node_reads: Pair,
-    pub node_read_bytes: Pair,
-    pub restores: Pair,
-    /// The events the cache figures are derived from; without conversions and reclaims (a
-    /// kernel whose probes see neither) the cache figures are not the kernel's.
-    pub conversions: Pair,
-    pub reclaims: Pair,
-}
-
-impl OffOnTotals {
-    /// Whether the cache figures can be trusted: compressed entries came from somewhere.
-    pub(crate) fn cache_is_derived(&self) -> bool {
-        self.restores.on == 0 || self.conversions.on > 0
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub(crate) struct AppComparison {
-    pub app: String,
-    pub node_reads: Pair,
-    pub node_read_bytes: Pair,
-    pub restores: Pair,
-    /// Timed lookups and their times summed (issue 51): what the app waited.
-    pub lookups: Pair,
-    pub wait_ns: Pair,
-}
-
-/// The cover letter's latency rows (issue 51) from the timed lookups of both recordings: the
-/// median lookup, the median node's retrieval time (a node's lookups summed; in a replay of
-/// small files, per file), and paired medians: per node and per app, the change from off to
-/// on of the same node's (app's) retrieval time, the median of those changes.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub(crate) struct LatencyComparison {
-    pub lookups: Pair,
-    pub wait_ns: Pair,
-    pub median_lookup_ns: Pair,
-    pub median_node_ns: Pair,
-    pub paired_node_change_percent: Option<f64>,
-    /// Nodes timed in both runs (with a non-zero time off).
-    pub node_pairs: u64,
-    pub paired_app_change_percent: Option<f64>,
-    pub app_pairs: u64,
-    /// Lookups past the bounds kept one by one (`lookup_times`), either run: the medians then
-    /// cover the first ones.
-    pub left_out: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub(crate) struct Comparison {
-    pub off_seconds: f64,
-    pub on_seconds: f64,
-    pub totals: OffOnTotals,
-    /// Apps of either run, the off run's busiest (node reads) first.
-    pub apps: Vec<AppComparison>,
-    /// Where either recording has timed lookups (`--lookup-latency`).
-    pub latency: Option<LatencyComparison>,
-    /// Events lost in either recording: the figures then undercount.
-    pub drops: Pair,
-    /// Both recordings were read to their end.
-    pub complete: bool,
-    /// A recording began with entries in the cache it never saw arrive: its retained nodes and
-    /// attributed bytes count only what its events saw (`CacheGauges::partial`).
-    pub cache_partial: bool,
-}
 
 pub(crate) fn compare(off: &Report, on: &Report) -> Comparison {
     let cache = |r: &Report| r.cache;

@@ -10,7 +10,6 @@ pub(crate) mod cache;
 pub(crate) mod cache_counters;
 pub(crate) mod checkpoints;
 pub(crate) mod comparison;
-pub(crate) mod counters;
 pub(crate) mod eager;
 pub(crate) mod exact;
 mod fast_hash;

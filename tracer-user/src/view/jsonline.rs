@@ -1,121 +1,18 @@
-//! The per-window JSON line that `stream --json` and `record --json` print, for every source
-//! (docs/STREAM.md). The same window gives the same line, so a replay of a recording prints
-//! exactly what the live run printed; with the kernel source, node reads, node writes and
-//! checkpoints are the kernel's exact counts (`model::exact`).
-use serde_json::{json, Value};
+//! The per-window line that `stream` and `record --json` print, for every source: its JSON
+//! (`schema::stream::StreamLine`, docs/STREAM.md) or its short text form.
 use tracer_common::text::escape_controls;
 
-use crate::model::{counters, CheckpointSummary, DeviceNodeCounts, ProcessRow, WindowReport};
-
-/// The schema's version, the line's first field. Version 1 was two schemas (kernel and model
-/// sources); version 2 is one for all; version 3 names the window's length `window_s` (it was
-/// `interval_s`, a word that belongs to the knob `node_compress_interval`); version 4 adds node
-/// retrieval latency (issue 51): `retrievals` in `totals` and `cumulative`, and each process's
-/// `lookups`, `wait_ns`, `lookup_p50_ns` and `lookup_p99_ns`.
-pub(crate) const STREAM_VERSION: u32 = 4;
-
-fn process(row: &ProcessRow) -> Value {
-    let c = &row.counters;
-    json!({
-        "pid": row.pid,
-        "comm": row.comm,
-        "uid": row.uid,
-        "app": row.app,
-        "node_reads_demand": c.node_reads_demand,
-        "node_reads_readahead": c.node_reads_readahead,
-        "node_writes": c.node_writes,
-        "checkpoints": c.checkpoints,
-        "restores": c.restores,
-        "conversions": c.conversions,
-        "reclaims": c.reclaims.total(),
-        "second_chances": c.second_chances.total(),
-        "lookups": c.retrievals.count(),
-        "wait_ns": c.retrievals.wait_ns(),
-        "lookup_p50_ns": c.retrievals.all().quantile_bound_ns(0.5),
-        "lookup_p99_ns": c.retrievals.all().quantile_bound_ns(0.99),
-    })
-}
-
-fn device(dev: u32, counts: &DeviceNodeCounts) -> Value {
-    json!({
-        "dev": crate::system::major_minor(dev),
-        "name": counts.name,
-        "node_reads": counts.node_reads,
-        "node_writes": counts.node_writes,
-        "checkpoints": counts.checkpoints,
-        "node_writes_per_checkpoint": (counts.checkpoints > 0)
-            .then(|| counts.node_writes as f64 / counts.checkpoints as f64),
-    })
-}
-
-/// Checkpoint anatomy over the window (docs/STREAM.md, `checkpoint`): from the events, for
-/// every source.
-fn checkpoint(summary: &CheckpointSummary) -> Value {
-    let w = &summary.written;
-    json!({
-        "count": summary.count,
-        "node_blocks": w.node_blocks,
-        "nodes_per_checkpoint": summary.nodes_per_checkpoint(),
-        "cp_blocks": w.cp_blocks,
-        "sit_blocks": w.sit_blocks,
-        "nat_blocks": w.nat_blocks,
-        "ssa_blocks": w.ssa_blocks,
-        "other_meta_blocks": w.other_meta_blocks,
-        "nat_journal": w.nat_journal,
-        "sit_journal": w.sit_journal,
-        "block_ops_ms": round_ms(summary.block_ops_ns as f64 / 1e6),
-        "write_ms": round_ms(summary.write_ns as f64 / 1e6),
-    })
-}
+use crate::{model::WindowReport, schema::stream::StreamLine};
 
 /// One line for one closed window. `origin_ns` is the model's window origin.
-pub fn window_line(window: &WindowReport, origin_ns: u64) -> Value {
-    window_line_top(window, origin_ns, usize::MAX)
+pub fn window_line(window: &WindowReport, origin_ns: u64) -> StreamLine {
+    StreamLine::from_window(window, origin_ns, usize::MAX)
 }
 
 /// [`window_line`] with the `max_processes` busiest processes only, and `processes_more`:
-/// how many were left out, when any were. Only the rows kept are encoded (a daemon's window
-/// can hold thousands).
-pub fn window_line_top(window: &WindowReport, origin_ns: u64, max_processes: usize) -> Value {
-    let busy = |row: &&ProcessRow| row.counters.node_reads() + row.counters.restores;
-    let order = |a: &&ProcessRow, b: &&ProcessRow| busy(b).cmp(&busy(a)).then(a.pid.cmp(&b.pid));
-    let mut rows: Vec<&ProcessRow> = window.processes.iter().collect();
-    let more = rows.len().saturating_sub(max_processes);
-    if more > 0 {
-        rows.select_nth_unstable_by(max_processes, order);
-        rows.truncate(max_processes);
-    }
-    rows.sort_by(order);
-    let exact = window.exact.as_ref();
-    let mut line = json!({
-        "version": STREAM_VERSION,
-        "t": round_ms(window.end_ns.saturating_sub(origin_ns) as f64 / 1e9),
-        "window_s": round_ms(window.end_ns.saturating_sub(window.start_ns) as f64 / 1e9),
-        "counts": if exact.is_some() { "kernel" } else { "events" },
-        "totals": counters::json(&window.activity),
-        "processes": rows.into_iter().map(process).collect::<Vec<_>>(),
-        "devices": window.devices.iter().map(|(dev, c)| device(*dev, c)).collect::<Vec<_>>(),
-        "cache": window.cache,
-        "cumulative": counters::json(&window.totals),
-        "eager_restores": window.eager_restores,
-        "events": window.events,
-        "drops": window.activity.lost,
-        "counter_drops": exact.map_or(0, |e| e.counter_drops),
-        "rfc": exact.and_then(|e| e.rfc.as_ref()),
-        "checkpoint": checkpoint(&window.checkpoint),
-    });
-    if more > 0 {
-        line["processes_more"] = more.into();
-    }
-    // Only where the model tells node types apart: other lines are as they were.
-    if let Some(types) = &window.node_types {
-        line["node_types"] = json!(types);
-    }
-    // Only where the source reads the mechanism's own counters (issue 49).
-    if let Some(counters) = &window.counters {
-        line["counters"] = json!(counters);
-    }
-    line
+/// how many were left out, when any were.
+pub fn window_line_top(window: &WindowReport, origin_ns: u64, max_processes: usize) -> StreamLine {
+    StreamLine::from_window(window, origin_ns, max_processes)
 }
 
 /// The short text form of a window (`stream` without `--json`).
@@ -127,52 +24,36 @@ pub(crate) fn window_text(window: &WindowReport, origin_ns: u64) -> String {
 /// prints from the lines a daemon sends. Escaped here, for every caller: comms are whatever a
 /// process named itself (`\e]52;c;...\a` writes a terminal's clipboard), and a daemon's line
 /// is its text, not ours.
-pub(crate) fn line_text(line: &Value) -> String {
+pub(crate) fn line_text(line: &StreamLine) -> String {
     escape_controls(&raw_line_text(line))
 }
 
-fn raw_line_text(line: &Value) -> String {
-    let t = &line["totals"];
-    let top: Vec<String> = line["processes"]
-        .as_array()
-        .into_iter()
-        .flatten()
+fn raw_line_text(line: &StreamLine) -> String {
+    let t = &line.totals;
+    let top: Vec<String> = line
+        .processes
+        .iter()
         .take(3)
         .map(|p| {
-            let reads = p["node_reads_demand"].as_u64().unwrap_or(0)
-                + p["node_reads_readahead"].as_u64().unwrap_or(0);
-            format!(
-                "{}[{}] r={reads} w={}",
-                p["comm"].as_str().unwrap_or(""),
-                p["pid"],
-                p["node_writes"]
-            )
+            let reads = p.node_reads_demand.saturating_add(p.node_reads_readahead);
+            format!("{}[{}] r={reads} w={}", p.comm, p.pid, p.node_writes)
         })
         .collect();
     // Reclaims are per queue in the line: the text shows their sum.
-    let reclaims: u64 = t["reclaims"]
-        .as_object()
-        .into_iter()
-        .flat_map(|queues| queues.values())
-        .filter_map(Value::as_u64)
-        .sum();
+    let reclaims = t.reclaims.total();
     format!(
         "{:8.3}s reads={} (ra {}) writes={} checkpoints={} restores={} conversions={} \
          reclaims={reclaims} drops={}  {}",
-        line["t"].as_f64().unwrap_or(0.0),
-        t["node_reads"],
-        t["node_reads_readahead"],
-        t["node_writes"],
-        t["checkpoints"],
-        t["restores"],
-        t["conversions"],
-        line["drops"],
+        line.t,
+        t.node_reads,
+        t.node_reads_readahead,
+        t.node_writes,
+        t.checkpoints,
+        t.restores,
+        t.conversions,
+        line.drops,
         top.join("  ")
     )
-}
-
-fn round_ms(seconds: f64) -> f64 {
-    (seconds * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]
@@ -181,8 +62,15 @@ mod tests {
 
     use tracer_common::{Event, EventKind, TaskCounts, TaskKey};
 
+    use serde_json::Value;
+
     use super::*;
     use crate::model::{KernelCounts, Model, ModelConfig};
+
+    /// The line as a reader sees it.
+    fn json(line: StreamLine) -> Value {
+        serde_json::from_str(&line.to_json()).unwrap()
+    }
 
     #[test]
     fn a_cut_line_keeps_the_busiest_in_order_and_counts_the_rest() {
@@ -196,7 +84,7 @@ mod tests {
         }
         model.advance_to(1_000_000_000);
         let window = &model.take_closed()[0];
-        let cut = window_line_top(window, 0, 3);
+        let cut = json(window_line_top(window, 0, 3));
         let pids: Vec<u64> = cut["processes"]
             .as_array()
             .unwrap()
@@ -209,7 +97,7 @@ mod tests {
             cut["totals"]["node_reads"], 21,
             "the totals count every process"
         );
-        let whole = window_line_top(window, 0, 6);
+        let whole = json(window_line_top(window, 0, 6));
         assert_eq!(whole["processes"].as_array().unwrap().len(), 6);
         assert!(whole.get("processes_more").is_none());
     }
@@ -226,7 +114,7 @@ mod tests {
             model.ingest(&Event::new(kind, 5).task(tgid));
         }
         model.advance_to(1_000_000_000);
-        let line = window_line(&model.take_closed()[0], 0);
+        let line = json(window_line(&model.take_closed()[0], 0));
         assert_eq!(line["version"], 4);
         assert_eq!(line["counts"], "events");
         assert_eq!(line["t"], 1.0);
@@ -283,7 +171,7 @@ mod tests {
             device_names: BTreeMap::from([(VDA, "vda".to_string())]),
         });
         model.advance_to(1_000_000_000);
-        let line = window_line(&model.take_closed()[0], 0);
+        let line = json(window_line(&model.take_closed()[0], 0));
         assert_eq!(line["counts"], "kernel");
         assert_eq!(line["totals"]["node_reads"], 3);
         assert_eq!(line["totals"]["node_writes"], 12);

@@ -49,7 +49,7 @@ impl WindowLines {
                 break;
             }
             let line = if self.json {
-                print_line(window_line(window, origin))
+                print_line(window_line(window, origin).to_json())
             } else {
                 print_line(window_text(window, origin))
             };

@@ -25,6 +25,7 @@ use crate::{
     model::{Counters, LatencyHistogram, Model},
     pipeline::Pipeline,
     runner::{Flow, Input, Sink},
+    schema::metrics::{self as families, Family as MetricFamily},
 };
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -42,8 +43,9 @@ struct Family<'a> {
 }
 
 impl Family<'_> {
-    fn header(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.out, "# TYPE {name} {kind}\n# HELP {name} {help}");
+    /// The family's `# TYPE`, `# HELP` and (when it has one) `# UNIT` lines.
+    fn header(&mut self, family: &MetricFamily) {
+        header(self.out, family);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
@@ -55,45 +57,37 @@ impl Family<'_> {
     }
 }
 
-/// Per-app counter families: (family, help, value, extra label).
+fn header(out: &mut String, family: &MetricFamily) {
+    let MetricFamily {
+        name, kind, help, ..
+    } = family;
+    let _ = writeln!(out, "# TYPE {name} {}\n# HELP {name} {help}", kind.name());
+    if let Some(unit) = family.unit {
+        let _ = writeln!(out, "# UNIT {name} {unit}");
+    }
+}
+
+/// Per-app counter families: (family, value, extra label).
 type AppCounter = (
-    &'static str,
-    &'static str,
+    &'static MetricFamily,
     fn(&Counters) -> u64,
     (&'static str, &'static str),
 );
 
 const APP_COUNTERS: [AppCounter; 5] = [
     (
-        "nodescope_node_reads",
-        "Node block reads (FS_NODE_READ_IO) attributed to the app",
+        &families::NODE_READS,
         |c| c.node_reads_demand,
         ("kind", "demand"),
     ),
     (
-        "nodescope_node_reads",
-        "Node block reads (FS_NODE_READ_IO) attributed to the app",
+        &families::NODE_READS,
         |c| c.node_reads_readahead,
         ("kind", "readahead"),
     ),
-    (
-        "nodescope_restores",
-        "Compressed node entries restored (node reads avoided)",
-        |c| c.restores,
-        ("", ""),
-    ),
-    (
-        "nodescope_conversions",
-        "Raw node entries converted to compressed ones",
-        |c| c.conversions,
-        ("", ""),
-    ),
-    (
-        "nodescope_node_writes",
-        "Node block writes",
-        |c| c.node_writes,
-        ("", ""),
-    ),
+    (&families::RESTORES, |c| c.restores, ("", "")),
+    (&families::CONVERSIONS, |c| c.conversions, ("", "")),
+    (&families::NODE_WRITES, |c| c.node_writes, ("", "")),
 ];
 
 /// Apps named in the per-app families: the busiest by node reads since the start (then
@@ -123,9 +117,10 @@ pub(crate) fn render_with(model: &Model, device: &str, recording: Option<bool>) 
         labelled.push((crate::view::tui::label(&other_key), &other.total));
     }
     let mut last_family = "";
-    for (name, help, value, extra) in APP_COUNTERS {
+    for (of, value, extra) in APP_COUNTERS {
+        let name = of.name;
         if name != last_family {
-            family.header(name, "counter", help);
+            family.header(of);
             last_family = name;
         }
         for (app_label, total) in &labelled {
@@ -136,26 +131,18 @@ pub(crate) fn render_with(model: &Model, device: &str, recording: Option<bool>) 
             family.sample(&format!("{name}_total"), &labels, value(total));
         }
     }
-    family.header(
-        "nodescope_apps_other",
-        "gauge",
-        "Apps summed in the (other) app series: those past the busiest 200",
-    );
+    family.header(&families::APPS_OTHER);
     family.sample(
-        "nodescope_apps_other",
+        families::APPS_OTHER.name,
         &[("device", device)],
         other.as_ref().map_or(0, |o| o.apps),
     );
     render_device(&mut family, model, device);
     lookups(family.out, &model.totals(), &labelled, device);
     if let Some(active) = recording {
-        family.header(
-            "nodescope_recording_active",
-            "gauge",
-            "1 while the daemon's rolling recording is written, 0 once an error stopped it",
-        );
+        family.header(&families::RECORDING_ACTIVE);
         family.sample(
-            "nodescope_recording_active",
+            families::RECORDING_ACTIVE.name,
             &[("device", device)],
             u64::from(active),
         );
@@ -167,39 +154,33 @@ pub(crate) fn render_with(model: &Model, device: &str, recording: Option<bool>) 
 fn render_device(family: &mut Family, model: &Model, device: &str) {
     let totals = model.totals();
     let dev = [("device", device)];
-    family.header("nodescope_checkpoints", "counter", "Completed checkpoints");
-    family.sample("nodescope_checkpoints_total", &dev, totals.checkpoints);
-    family.header(
-        "nodescope_reclaims",
-        "counter",
-        "Node cache entries reclaimed, per queue",
-    );
+    family.header(&families::CHECKPOINTS);
+    family.sample(&total(&families::CHECKPOINTS), &dev, totals.checkpoints);
+    family.header(&families::RECLAIMS);
     for (queue, value) in queue_values(&totals.reclaims) {
         family.sample(
-            "nodescope_reclaims_total",
+            &total(&families::RECLAIMS),
             &[("device", device), ("queue", queue)],
             value,
         );
     }
-    for (name, help, counts, names) in [
+    for (of, counts, names) in [
         (
-            "nodescope_restore_failures",
-            "Restores whose validation failed (the copy dropped, disk read), per step",
+            &families::RESTORE_FAILURES,
             &totals.restore_fail_reasons,
             &RESTORE_FAIL_REASONS[..],
         ),
         (
-            "nodescope_second_chances",
-            "REFERENCED entries given a second chance, per path",
+            &families::SECOND_CHANCES,
             &totals.second_chance_reasons,
             &SECOND_CHANCE_REASONS[..],
         ),
     ] {
-        family.header(name, "counter", help);
+        family.header(of);
         let unknown = [(0, "unknown")];
         for &(code, reason) in names.iter().chain(&unknown) {
             family.sample(
-                &format!("{name}_total"),
+                &total(of),
                 &[("device", device), ("reason", reason)],
                 counts.get(code),
             );
@@ -207,52 +188,40 @@ fn render_device(family: &mut Family, model: &Model, device: &str) {
     }
     restore_latency(family.out, &totals.restore_latency, device);
     node_types(family, model, device);
-    family.header(
-        "nodescope_events_lost",
-        "counter",
-        "Events lost before nodescope saw them",
-    );
-    family.sample("nodescope_events_lost_total", &dev, totals.lost);
+    family.header(&families::EVENTS_LOST);
+    family.sample(&total(&families::EVENTS_LOST), &dev, totals.lost);
     let cache = model.cache();
-    family.header(
-        "nodescope_cache_entries",
-        "gauge",
-        "Node cache entries per queue, derived from events",
-    );
+    family.header(&families::CACHE_ENTRIES);
     let entries = crate::model::PerQueue {
         raw: cache.raw_entries,
         ..cache.slots
     };
     for (queue, value) in queue_values(&entries) {
         family.sample(
-            "nodescope_cache_entries",
+            families::CACHE_ENTRIES.name,
             &[("device", device), ("queue", queue)],
             value,
         );
     }
-    family.header(
-        "nodescope_cache_attributed_bytes",
-        "gauge",
-        "Attributed node cache memory",
-    );
+    family.header(&families::CACHE_ATTRIBUTED_BYTES);
     family.sample(
-        "nodescope_cache_attributed_bytes",
+        families::CACHE_ATTRIBUTED_BYTES.name,
         &dev,
         cache.attributed_bytes,
     );
-    for (name, value) in [
+    for (of, value) in [
         (
-            "nodescope_knob_threshold_percent",
+            &families::KNOB_THRESHOLD,
             model.observed().knobs.map(|k| k.threshold),
         ),
         (
-            "nodescope_knob_interval_ms",
+            &families::KNOB_INTERVAL,
             model.observed().knobs.map(|k| k.interval_ms),
         ),
     ] {
         if let Some(value) = value {
-            family.header(name, "gauge", "Current knob value");
-            family.sample(name, &dev, u64::from(value));
+            family.header(of);
+            family.sample(of.name, &dev, u64::from(value));
         }
     }
 }
@@ -263,16 +232,12 @@ fn node_types(family: &mut Family, model: &Model, device: &str) {
     let Some(types) = model.node_types() else {
         return;
     };
-    family.header(
-        "nodescope_node_reads_by_type",
-        "counter",
-        "Node block reads per node type of the block (its footer in the image)",
-    );
+    family.header(&families::NODE_READS_BY_TYPE);
     for (of_type, reads) in types.counts.rows() {
         let of_type = crate::model::node_types::key(of_type);
         for (kind, value) in [("demand", reads.demand), ("readahead", reads.readahead)] {
             family.sample(
-                "nodescope_node_reads_by_type_total",
+                &total(&families::NODE_READS_BY_TYPE),
                 &[("device", device), ("type", of_type), ("kind", kind)],
                 value,
             );
@@ -296,13 +261,13 @@ fn seconds(ns: u64) -> String {
 /// an OpenMetrics histogram in seconds: cumulative buckets up to each bound, `+Inf`, the count
 /// and the exact sum. Only timed restores count, as in the model.
 fn restore_latency(out: &mut String, h: &LatencyHistogram, device: &str) {
-    let name = "nodescope_restore_latency_seconds";
-    let _ = writeln!(
+    header(out, &families::RESTORE_LATENCY);
+    histogram(
         out,
-        "# TYPE {name} histogram\n# HELP {name} Time from finding a compressed copy to the \
-         block in place, per timed restore\n# UNIT {name} seconds"
+        families::RESTORE_LATENCY.name,
+        h,
+        &format!("device=\"{}\"", escape(device)),
     );
-    histogram(out, name, h, &format!("device=\"{}\"", escape(device)));
 }
 
 /// One series of a histogram family in seconds: `labels` (already escaped, comma-separated)
@@ -331,12 +296,8 @@ fn histogram(out: &mut String, name: &str, h: &LatencyHistogram, labels: &str) {
 /// lookups per outcome and the time waited on them (the busiest apps, then `(other)`, as the
 /// other per-app families).
 fn lookups(out: &mut String, totals: &Counters, apps: &[(String, &Counters)], device: &str) {
-    let name = "nodescope_lookup_latency_seconds";
-    let _ = writeln!(
-        out,
-        "# TYPE {name} histogram\n# HELP {name} Time of each timed node lookup from its entry \
-         to its return, per outcome\n# UNIT {name} seconds"
-    );
+    let name = families::LOOKUP_LATENCY.name;
+    header(out, &families::LOOKUP_LATENCY);
     let device = escape(device);
     for outcome in Outcome::ALL {
         let labels = format!("device=\"{device}\",outcome=\"{}\"", outcome.name());
@@ -351,11 +312,8 @@ fn lookups(out: &mut String, totals: &Counters, apps: &[(String, &Counters)], de
     if apps.is_empty() {
         return;
     }
-    let name = "nodescope_lookups";
-    let _ = writeln!(
-        out,
-        "# TYPE {name} counter\n# HELP {name} Timed node lookups of the app, per outcome"
-    );
+    let name = families::LOOKUPS.name;
+    header(out, &families::LOOKUPS);
     for (app, c) in &apps {
         for outcome in Outcome::ALL {
             let _ = writeln!(
@@ -367,12 +325,8 @@ fn lookups(out: &mut String, totals: &Counters, apps: &[(String, &Counters)], de
             );
         }
     }
-    let name = "nodescope_lookup_wait_seconds";
-    let _ = writeln!(
-        out,
-        "# TYPE {name} counter\n# HELP {name} Time the app's timed node lookups took, summed\n\
-         # UNIT {name} seconds"
-    );
+    let name = families::LOOKUP_WAIT.name;
+    header(out, &families::LOOKUP_WAIT);
     for (app, c) in &apps {
         let _ = writeln!(
             out,
@@ -381,6 +335,11 @@ fn lookups(out: &mut String, totals: &Counters, apps: &[(String, &Counters)], de
             seconds(c.retrievals.wait_ns())
         );
     }
+}
+
+/// A counter's sample name: `<family>_total`.
+fn total(family: &MetricFamily) -> String {
+    format!("{}_total", family.name)
 }
 
 fn queue_values(q: &crate::model::PerQueue) -> [(&'static str, u64); 4] {

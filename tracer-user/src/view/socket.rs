@@ -1,5 +1,5 @@
 //! The daemon's Unix socket: the model's windows, its snapshot and the controller's decisions,
-//! as newline-delimited JSON (the messages of `crate::protocol`, docs/DAEMON.md), to any number
+//! as newline-delimited JSON (the messages of `crate::schema::protocol`, docs/DAEMON.md), to any number
 //! of clients (`top --connect`, `stream --connect`, or `socat - UNIX-CONNECT:...`).
 //!
 //! The daemon never waits for a client: every message is encoded once and offered to each
@@ -27,8 +27,11 @@ use tokio::{
 };
 
 use crate::{
-    protocol::{Hello, Message, Snapshot},
     runner::{End, Flow, Input, Refresh, Sink},
+    schema::{
+        protocol::{Hello, Message, Snapshot},
+        stream::StreamLine,
+    },
     source::SourceInfo,
     view::jsonline::window_line_top,
 };
@@ -226,7 +229,7 @@ impl SocketSink {
         }
         for window in windows {
             self.server.publish(&Message::Window {
-                line: bounded_window_line(window, origin),
+                line: Box::new(bounded_window_line(window, origin)),
             })?;
         }
         Ok(())
@@ -285,7 +288,7 @@ pub(crate) const WINDOW_PROCESSES: usize = 200;
 /// The stream line of `window` (docs/STREAM.md) with `processes` cut to the busiest
 /// [`WINDOW_PROCESSES`] (the line has them busiest first) and, when any were cut, their number
 /// in `processes_more`; `totals` still counts them all.
-fn bounded_window_line(window: &crate::model::WindowReport, origin: u64) -> serde_json::Value {
+fn bounded_window_line(window: &crate::model::WindowReport, origin: u64) -> StreamLine {
     window_line_top(window, origin, WINDOW_PROCESSES)
 }
 
@@ -391,7 +394,7 @@ mod tests {
     use tokio::io::AsyncReadExt as _;
 
     use super::*;
-    use crate::{client::Connection, protocol::PROTOCOL_VERSION, source::SourceKind};
+    use crate::{client::Connection, schema::protocol::PROTOCOL_VERSION, source::SourceKind};
 
     fn hello() -> Hello {
         Hello {
@@ -417,6 +420,62 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         panic!("{what} never happened");
+    }
+
+    /// Issue 53: a daemon's `window` message carries the window's typed stream line, the one
+    /// `stream` prints: a client reads back the value `stream` would print, and the message's
+    /// `line` is, byte for byte, `stream --json`'s line.
+    #[test]
+    fn a_window_message_carries_the_line_stream_prints() {
+        use tokio::io::AsyncBufReadExt as _;
+        use tracer_common::{Event, EventKind};
+
+        use crate::{
+            model::{Model, ModelConfig},
+            view::jsonline::window_line,
+        };
+        let mut model = Model::new(ModelConfig::default());
+        model.start_at(0);
+        for (tgid, kind) in [
+            (1, EventKind::NodeRead),
+            (2, EventKind::NodeRead),
+            (2, EventKind::Restore),
+            (3, EventKind::Convert),
+        ] {
+            model.ingest(&Event::new(kind, 5).task(tgid));
+        }
+        model.advance_to(1_000_000_000);
+        let windows = model.take_closed();
+        let printed = window_line(&windows[0], 0);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("sock/daemon.sock");
+            let server = SocketServer::bind(&path, &hello()).unwrap();
+            let mut client = Connection::open(&path).await.unwrap();
+            let mut raw = tokio::io::BufReader::new(UnixStream::connect(&path).await.unwrap());
+            until("two clients", || server.client_count() == 2).await;
+            let sink = SocketSink::new(server, hello().source);
+            sink.publish_windows(&windows, 0).unwrap();
+            match client.next().await.unwrap() {
+                Some(Message::Window { line }) => assert_eq!(*line, printed),
+                other => panic!("not a window: {other:?}"),
+            }
+            let mut hello_line = String::new();
+            raw.read_line(&mut hello_line).await.unwrap();
+            let mut window_message = String::new();
+            raw.read_line(&mut window_message).await.unwrap();
+            let message: serde_json::Value = serde_json::from_str(&window_message).unwrap();
+            assert_eq!(message["type"], "window");
+            assert_eq!(message["line"].to_string(), printed.to_json());
+            assert!(
+                window_message.contains(&printed.to_json()),
+                "the line's bytes, as stream prints them: {window_message}"
+            );
+        });
     }
 
     /// A client that reads nothing fills its socket buffer, then its queue, and is dropped;

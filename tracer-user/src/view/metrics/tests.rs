@@ -228,3 +228,43 @@ fn timed_lookups_are_histograms_per_outcome_and_waits_per_app() {
     assert!(text.contains("# UNIT nodescope_lookup_wait_seconds seconds\n"));
     assert!(text.ends_with("# EOF\n"));
 }
+
+/// Issue 53: the exposition writes its families from the schema's one table, and no other:
+/// every `# TYPE` is a family of `schema::metrics::FAMILIES` with its type, in the table's
+/// order, with its help and unit.
+#[test]
+fn every_family_written_is_the_schemas_in_its_order() {
+    let mut model = Model::new(ModelConfig::default());
+    let mut lookup = Event::new(EventKind::NodeAccess, 1).task(5);
+    lookup.reason = tracer_common::RETRIEVAL_HIT;
+    lookup.latency_ns = 300;
+    model.ingest(&lookup);
+    model.ingest(&Event::new(EventKind::NodeRead, 2).task(5));
+    model.observe_knobs(Some(tracer_common::knobs::Knobs {
+        threshold: 40,
+        interval_ms: 1000,
+    }));
+    let text = render_with(&model, "sim0", Some(true));
+    let mut written = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let mut words = line["# TYPE ".len()..].split(' ');
+        let (name, kind) = (words.next().unwrap(), words.next().unwrap());
+        let family = families::FAMILIES
+            .iter()
+            .position(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name} is not in the schema's table"));
+        let f = &families::FAMILIES[family];
+        assert_eq!(kind, f.kind.name(), "{name}");
+        assert!(
+            text.contains(&format!("# HELP {name} {}\n", f.help)),
+            "{name}"
+        );
+        if let Some(unit) = f.unit {
+            assert!(text.contains(&format!("# UNIT {name} {unit}\n")), "{name}");
+        }
+        written.push(family);
+    }
+    assert!(written.windows(2).all(|w| w[0] < w[1]), "{written:?}");
+    // All but the node-type family (the model has no image here).
+    assert_eq!(written.len(), families::FAMILIES.len() - 1, "{text}");
+}

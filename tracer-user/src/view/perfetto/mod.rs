@@ -33,6 +33,7 @@ use crate::{
     model::{apps, AppKey, CacheGauges, Counters, DeviceNodeCounts, Packages, WindowReport},
     model::{ProcessRow, OTHER_DEVICES},
     record::{ClockPair, Header, Note},
+    schema::perfetto as names,
 };
 
 /// A recording replayed through the model, whole (the tests' way to a trace; a replay lays
@@ -58,10 +59,6 @@ pub(crate) fn is_mark(event: &Event) -> bool {
 
 /// The only packet sequence of the trace.
 const SEQUENCE_ID: u64 = 1;
-
-const CACHE_TRACK: &str = "nodescope node cache";
-const APPS_TRACK: &str = "nodescope apps";
-const EVENTS_TRACK: &str = "nodescope events";
 
 /// The whole trace file of a recording held whole: a Perfetto `Trace` message.
 #[cfg(test)]
@@ -150,32 +147,32 @@ impl Layout {
     }
 
     fn cache_counts(&mut self, ts: u64, activity: &Counters, eager_restores: u64) {
-        let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
+        let root = self.tracks.uuid(TrackSpec::plain(None, names::CACHE_TRACK));
         let reclaims = &activity.reclaims;
         let counts = [
-            ("node reads demand", activity.node_reads_demand),
-            ("node reads readahead", activity.node_reads_readahead),
-            ("node writes", activity.node_writes),
-            ("checkpoints", activity.checkpoints),
-            ("restores", activity.restores),
-            ("eager restores", eager_restores),
-            ("restore failures", activity.restore_fails),
-            ("conversions", activity.conversions),
-            ("reclaims raw", reclaims.raw),
-            ("reclaims 256", reclaims.b256),
-            ("reclaims 512", reclaims.b512),
-            ("reclaims 1024", reclaims.b1024),
-            ("lost events", activity.lost),
+            (names::NODE_READS_DEMAND, activity.node_reads_demand),
+            (names::NODE_READS_READAHEAD, activity.node_reads_readahead),
+            (names::NODE_WRITES, activity.node_writes),
+            (names::CHECKPOINTS, activity.checkpoints),
+            (names::RESTORES, activity.restores),
+            (names::EAGER_RESTORES, eager_restores),
+            (names::RESTORE_FAILURES, activity.restore_fails),
+            (names::CONVERSIONS, activity.conversions),
+            (names::RECLAIMS[0], reclaims.raw),
+            (names::RECLAIMS[1], reclaims.b256),
+            (names::RECLAIMS[2], reclaims.b512),
+            (names::RECLAIMS[3], reclaims.b1024),
+            (names::LOST_EVENTS, activity.lost),
         ];
         self.counts_under(ts, root, counts);
     }
 
     fn memory(&mut self, ts: u64, cache: &CacheGauges) {
-        let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
+        let root = self.tracks.uuid(TrackSpec::plain(None, names::CACHE_TRACK));
         let bytes = [
-            ("attributed memory raw", cache.raw_bytes),
-            ("attributed memory compressed", cache.compressed_bytes),
-            ("attributed memory total", cache.attributed_bytes),
+            (names::MEMORY_RAW, cache.raw_bytes),
+            (names::MEMORY_COMPRESSED, cache.compressed_bytes),
+            (names::MEMORY_TOTAL, cache.attributed_bytes),
         ];
         self.gauges_under(ts, root, Unit::Bytes, bytes);
     }
@@ -184,10 +181,10 @@ impl Layout {
         let Some(knobs) = knobs else {
             return;
         };
-        let root = self.tracks.uuid(TrackSpec::plain(None, CACHE_TRACK));
+        let root = self.tracks.uuid(TrackSpec::plain(None, names::CACHE_TRACK));
         let values = [
-            ("node_compress_threshold (%)", u64::from(knobs.threshold)),
-            ("node_compress_interval (ms)", u64::from(knobs.interval_ms)),
+            (names::KNOB_THRESHOLD, u64::from(knobs.threshold)),
+            (names::KNOB_INTERVAL, u64::from(knobs.interval_ms)),
         ];
         self.gauges_under(ts, root, Unit::Count, values);
     }
@@ -196,16 +193,16 @@ impl Layout {
         let device = device_name(dev);
         let parent = self.device_track(dev);
         let counts = [
-            ("read_fs_node", counts.node_reads),
-            ("write_fs_node", counts.node_writes),
-            ("checkpoints", counts.checkpoints),
+            (names::DEVICE_NODE_READS, counts.node_reads),
+            (names::DEVICE_NODE_WRITES, counts.node_writes),
+            (names::DEVICE_CHECKPOINTS, counts.checkpoints),
         ]
-        .map(|(key, value)| (format!("nodescope.[{device}].{key}"), value));
+        .map(|(key, value)| (names::device_counter(&device, key), value));
         self.counts_under(ts, parent, counts);
     }
 
     fn device_track(&mut self, dev: u32) -> u64 {
-        let name = format!("f2fs [{}]", device_name(dev));
+        let name = names::device_track(&device_name(dev));
         self.tracks.uuid(TrackSpec::plain(None, name))
     }
 
@@ -216,7 +213,7 @@ impl Layout {
             let app = apps::classify(packages, row.uid, &row.comm);
             by_app.entry(app).or_default().add(&row.counters);
         }
-        let root = self.tracks.uuid(TrackSpec::plain(None, APPS_TRACK));
+        let root = self.tracks.uuid(TrackSpec::plain(None, names::APPS_TRACK));
         for (app, counters) in &by_app {
             let track = self
                 .tracks
@@ -227,9 +224,9 @@ impl Layout {
 
     fn reads_and_restores(&mut self, ts: u64, parent: u64, counters: &Counters) {
         let counts = [
-            ("node reads demand", counters.node_reads_demand),
-            ("node reads readahead", counters.node_reads_readahead),
-            ("restores", counters.restores),
+            (names::NODE_READS_DEMAND, counters.node_reads_demand),
+            (names::NODE_READS_READAHEAD, counters.node_reads_readahead),
+            (names::RESTORES, counters.restores),
         ];
         self.counts_under(ts, parent, counts);
         self.timed_lookups(ts, parent, counters);
@@ -240,9 +237,9 @@ impl Layout {
     /// and `lookup wait`, their times summed, in ns (a time counter track).
     fn timed_lookups(&mut self, ts: u64, parent: u64, counters: &Counters) {
         let r = &counters.retrievals;
-        let mut counts = vec![("node lookups".to_string(), r.count())];
+        let mut counts = vec![(names::NODE_LOOKUPS.to_string(), r.count())];
         for outcome in tracer_common::Outcome::ALL {
-            counts.push((format!("lookups {}", outcome.name()), r.get(outcome).count));
+            counts.push((names::lookups_of(outcome), r.get(outcome).count));
         }
         for (name, value) in counts {
             if value != 0 {
@@ -253,9 +250,9 @@ impl Layout {
             }
         }
         if r.wait_ns() != 0 {
-            let track = self
-                .tracks
-                .uuid(TrackSpec::counter(parent, "lookup wait", Unit::TimeNs));
+            let track =
+                self.tracks
+                    .uuid(TrackSpec::counter(parent, names::LOOKUP_WAIT, Unit::TimeNs));
             self.count(ts, track, r.wait_ns());
         }
     }
@@ -298,7 +295,9 @@ impl Layout {
         if note.kind == "knobs" {
             self.knobs(note.ts_ns, knobs_after(&note.text));
         }
-        let track = self.tracks.uuid(TrackSpec::plain(None, EVENTS_TRACK));
+        let track = self
+            .tracks
+            .uuid(TrackSpec::plain(None, names::EVENTS_TRACK));
         let name = format!("{}: {}", note.kind, note.text);
         self.instant(note.ts_ns, track, &name, None);
     }
@@ -307,11 +306,13 @@ impl Layout {
         match event.decode() {
             Decoded::Checkpoint { .. } => {
                 let track = self.device_track(event.dev);
-                self.instant(event.ts_ns, track, "checkpoint", None);
+                self.instant(event.ts_ns, track, names::CHECKPOINT_INSTANT, None);
             }
             Decoded::Lost { count } => {
-                let track = self.tracks.uuid(TrackSpec::plain(None, EVENTS_TRACK));
-                let name = format!("lost {count} events");
+                let track = self
+                    .tracks
+                    .uuid(TrackSpec::plain(None, names::EVENTS_TRACK));
+                let name = names::lost_instant(count);
                 self.instant(event.ts_ns, track, &name, Some(u64::from(count)));
             }
             _ => {}
@@ -442,7 +443,7 @@ fn app_track(app: &AppKey) -> String {
         AppKey::Kernel(_) => "kernel",
         AppKey::Program(_) => "program",
     };
-    format!("{kind} {}", app.name())
+    names::app_track(kind, app.name())
 }
 
 /// A process track: named after its app's package for Android apps, else its comm.

@@ -13,7 +13,7 @@ use super::{
     table::{arrange, COLUMNS},
     UiState,
 };
-use crate::protocol::Snapshot;
+use crate::schema::protocol::Snapshot;
 
 pub(super) fn draw(frame: &mut Frame, snapshot: &Snapshot, ui: &UiState) {
     // The node-type panel's lines (a header, five types, nids not in the image once there
@@ -78,7 +78,7 @@ fn draw_header(frame: &mut Frame, area: Rect, s: &Snapshot, ui: &UiState) {
         Span::styled("nodescope ", Style::new().bold().fg(Color::Cyan)),
         Span::raw(format!("source {source}  kernel {}  ", s.source.kernel)),
         Span::raw(format!("device {}  ", s.source.devices.join(","))),
-        Span::raw(format!("window {:.1}s", s.window_secs)),
+        Span::raw(format!("window {:.1}s", s.window_ns as f64 / 1e9)),
     ];
     if ui.paused {
         first.push(Span::styled(

@@ -20,8 +20,8 @@ use self::table::{Column, COLUMNS};
 use crate::{
     client::Connection,
     pipeline::Pipeline,
-    protocol::{Hello, Message, Snapshot},
     runner::{signals::SignalWaiter, Flow, Input, Refresh, Sink},
+    schema::protocol::{Hello, Message, Snapshot},
     source::SourceInfo,
 };
 

@@ -8,7 +8,7 @@ use ratatui::{
     Frame,
 };
 
-use crate::protocol::NodeTypesShown;
+use crate::schema::protocol::NodeTypesShown;
 
 /// The panel's lines: a header, then one line per node type (and one for nids the image has
 /// no block for, once there are some).

@@ -1,22 +1,23 @@
 //! The daemon's wire protocol: the messages a `nodescope daemon` sends its clients, one JSON
-//! object per line (docs/DAEMON.md). The types are built from the model (a window's stream
-//! line, a [`Snapshot`] of the model's state), not from any view's private structs, so a view
-//! can change without changing the protocol; the server is `view::socket`, the client
-//! `crate::client`.
-mod snapshot;
-
+//! object per line (docs/DAEMON.md). The types are built from the model (a window's
+//! [`StreamLine`], a [`Snapshot`] of the model's state), not from any view's private structs,
+//! so a view can change without changing the protocol; the server is `view::socket`, the
+//! client `crate::client`.
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-pub use self::snapshot::{NodeTypesShown, Snapshot};
+pub use super::snapshot::{NodeTypesShown, Snapshot};
+use super::stream::StreamLine;
 use crate::source::SourceInfo;
 
 /// The wire format's version, in the hello; a client refuses any other. Version 2: a window
 /// message carries its stream line only (schema v3), no pre-rendered text. Version 3: the
-/// snapshot's knob pair is one value, `knobs` {`threshold`, `interval_ms`} or null.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// snapshot's knob pair is one value, `knobs` {`threshold`, `interval_ms`} or null. Version 4
+/// (issue 53): one unit for the window's length in every message, `window_ns` (the snapshot's
+/// was `window_secs`, seconds as a float).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The socket's name in the daemon's state directory.
 pub(crate) const SOCKET_NAME: &str = "daemon.sock";
@@ -47,9 +48,10 @@ pub struct Hello {
 pub enum Message {
     Hello(Hello),
     /// A closed window: its stream line (docs/STREAM.md), exactly as `stream --json` prints
-    /// it; a client prints the text form from it (`view::jsonline::line_text`).
+    /// it (keys sorted); a client prints the text form from it (`view::jsonline::line_text`).
     Window {
-        line: serde_json::Value,
+        #[serde(serialize_with = "super::sorted_keys")]
+        line: Box<StreamLine>,
     },
     /// The model's state at a refresh, with the controller's mode and decisions.
     Snapshot {

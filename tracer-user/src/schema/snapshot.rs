@@ -27,7 +27,9 @@ pub(crate) const SNAPSHOT_APPS: usize = 200;
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     pub source: SourceInfo,
-    pub window_secs: f64,
+    /// The model's window length, as the hello's `window_ns` (protocol version 4; it was
+    /// `window_secs`, seconds as a float).
+    pub window_ns: u64,
     pub knobs: Option<Knobs>,
     pub budget_bytes: Option<u64>,
     pub memory_pressure: Option<f64>,
@@ -79,7 +81,7 @@ impl Snapshot {
         let (exited_processes, exited) = model.exited();
         Snapshot {
             source: source.clone(),
-            window_secs: model.config().window_ns as f64 / 1e9,
+            window_ns: model.config().window_ns,
             knobs: model.observed().knobs,
             budget_bytes: model.observed().budget_bytes,
             memory_pressure: model.observed().memory_pressure,
