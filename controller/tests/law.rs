@@ -154,7 +154,7 @@ fn compressing_less_is_slow_bounded_and_waits_between_steps() {
         .filter(|&i| steps[i].1.action != Action::Hold)
         .collect();
     assert!(steps.iter().all(|(_, d)| d.action != Action::CompressMore));
-    // One slow step every relax_after_windows (6) quiet windows, never sooner.
+    // One slow step every relax_after_periods (6) quiet windows, never sooner.
     assert_eq!(moves[0], 5, "the first step waits 6 windows");
     assert!(moves.windows(2).all(|pair| pair[1] - pair[0] == 6));
     assert_eq!(trajectory(&steps)[5], (25, 125));
@@ -251,7 +251,7 @@ fn hysteresis_prevents_flapping() {
     let no_hysteresis = Config {
         tight_enter: 1.01,
         tight_exit: 0.99,
-        relax_after_windows: 1,
+        relax_after_periods: 1,
         ..Config::default()
     };
     let steps = run_with(&no_hysteresis, knobs(10, 1000), &sequence);
@@ -511,7 +511,7 @@ fn conversions_that_pay_are_made_sooner() {
         .contains("interval already at its shortest"));
     // Slower settings walk: every second period the interval halves, down to 100 ms.
     let halving = Config {
-        sooner_after_windows: 2,
+        sooner_after_periods: 2,
         sooner_interval_factor: 2.0,
         ..Config::default()
     };
@@ -544,4 +544,40 @@ fn conversions_that_pay_are_made_sooner() {
         &vec![pressure_and_waste(0.0, 0.0, 0.0); 30],
     );
     assert!(held.iter().all(|(_, d)| d.action == Action::Hold));
+}
+
+/// The law's counts of decision periods were named `*_windows` before issue 53: a state file
+/// or a law configuration written then still reads, into the same values.
+#[test]
+fn the_old_window_names_still_read() {
+    let state = State {
+        quiet_periods: 3,
+        useful_periods: 2,
+        ..State::new(knobs(25, 1000))
+    };
+    let mut json = serde_json::to_value(&state).unwrap();
+    let object = json.as_object_mut().unwrap();
+    for (new, old) in [
+        ("quiet_periods", "quiet_windows"),
+        ("useful_periods", "useful_windows"),
+    ] {
+        let value = object.remove(new).unwrap();
+        object.insert(old.into(), value);
+    }
+    assert_eq!(serde_json::from_value::<State>(json).unwrap(), state);
+    let cfg = Config {
+        relax_after_periods: 4,
+        sooner_after_periods: 3,
+        ..Config::default()
+    };
+    let mut json = serde_json::to_value(&cfg).unwrap();
+    let object = json.as_object_mut().unwrap();
+    for (new, old) in [
+        ("relax_after_periods", "relax_after_windows"),
+        ("sooner_after_periods", "sooner_after_windows"),
+    ] {
+        let value = object.remove(new).unwrap();
+        object.insert(old.into(), value);
+    }
+    assert_eq!(serde_json::from_value::<Config>(json).unwrap(), cfg);
 }

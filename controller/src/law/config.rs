@@ -41,17 +41,17 @@ pub struct Config {
     /// Threshold points removed in one slow step.
     pub relax_threshold_step: u32,
     /// Comfortable decision periods with waste, in a row, needed before each slow step
-    /// (senpai's grace ticks). Serialized under this name: "windows" here are decision
-    /// periods, the name kept for the format.
-    pub relax_after_windows: u32,
+    /// (senpai's grace ticks). Read under its old name too, `relax_after_windows`.
+    #[serde(alias = "relax_after_windows")]
+    pub relax_after_periods: u32,
     /// Comfortable with conversions that pay (both waste fractions low): shorten the interval
     /// a slow step at a time (issue 50's phone trial). Serialized with a default, so older
     /// configuration files keep their meaning but gain the rule.
     #[serde(default = "default_true")]
     pub convert_sooner_when_useful: bool,
     /// Comfortable periods with useful conversions, in a row, before each step sooner...
-    #[serde(default = "default_sooner_after")]
-    pub sooner_after_windows: u32,
+    #[serde(default = "default_sooner_after", alias = "sooner_after_windows")]
+    pub sooner_after_periods: u32,
     /// ...and the factor the interval shrinks by in that step.
     #[serde(default = "default_sooner_factor")]
     pub sooner_interval_factor: f64,
@@ -67,7 +67,7 @@ fn default_true() -> bool {
 }
 
 fn default_sooner_after() -> u32 {
-    Config::default().sooner_after_windows
+    Config::default().sooner_after_periods
 }
 
 fn default_sooner_factor() -> f64 {
@@ -92,9 +92,9 @@ impl Default for Config {
             threshold_restart: 12,
             relax_interval_factor: 1.25,
             relax_threshold_step: 1,
-            relax_after_windows: 6,
+            relax_after_periods: 6,
             convert_sooner_when_useful: true,
-            sooner_after_windows: 1,
+            sooner_after_periods: 1,
             sooner_interval_factor: 10.0,
             threshold_min: 0,
             threshold_max: 25,
@@ -130,8 +130,8 @@ impl Config {
         if !(self.max_backoff_factor > 1.0 && self.relax_interval_factor > 1.0) {
             bail!("law config: max_backoff_factor and relax_interval_factor must exceed 1");
         }
-        if !(self.sooner_interval_factor > 1.0 && self.sooner_after_windows >= 1) {
-            bail!("law config: need sooner_interval_factor > 1 and sooner_after_windows >= 1");
+        if !(self.sooner_interval_factor > 1.0 && self.sooner_after_periods >= 1) {
+            bail!("law config: need sooner_interval_factor > 1 and sooner_after_periods >= 1");
         }
         self.validate_bounds()
     }

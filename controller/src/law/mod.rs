@@ -12,7 +12,7 @@
 //!   probing). Above the goal the law compresses more at once, every decision (interval divided
 //!   by the score, at most 2x; threshold up by up to 10 points). Going the other way
 //!   (compressing less, which hands memory back to the raw cache) happens only on evidence
-//!   that conversions are wasted, only after `relax_after_windows` quiet decision periods,
+//!   that conversions are wasted, only after `relax_after_periods` quiet decision periods,
 //!   one small step at a time, like senpai's slow probe that waits between steps.
 //! * **Hysteresis** (zswap's accept threshold). The law enters the `Tight` regime when the
 //!   score reaches `tight_enter` (1.1) and leaves it only when the score falls to `tight_exit`
@@ -67,18 +67,18 @@ pub struct State {
     pub knobs: Knobs,
     pub regime: Regime,
     /// Consecutive comfortable decision periods with wasted conversions and no move (counts
-    /// toward `relax_after_windows`). Serialized under this name: "windows" here are decision
-    /// periods, the name kept for the format.
-    pub quiet_windows: u32,
+    /// toward `relax_after_periods`). Read under its old name too, `quiet_windows`.
+    #[serde(alias = "quiet_windows")]
+    pub quiet_periods: u32,
     /// While `Tight`: the memory score the last compress-more step answered. A poll between
     /// decisions ([`urgent`]) acts again only once the score has grown past `tight_enter` times
     /// this.
     #[serde(default)]
     pub answered_score: Option<f64>,
     /// Consecutive comfortable decision periods whose conversions paid, with no move (counts
-    /// toward `relax_after_windows` before converting sooner).
-    #[serde(default)]
-    pub useful_windows: u32,
+    /// toward `sooner_after_periods` before converting sooner).
+    #[serde(default, alias = "useful_windows")]
+    pub useful_periods: u32,
 }
 
 impl State {
@@ -86,9 +86,9 @@ impl State {
         State {
             knobs,
             regime: Regime::Calm,
-            quiet_windows: 0,
+            quiet_periods: 0,
             answered_score: None,
-            useful_windows: 0,
+            useful_periods: 0,
         }
     }
 }
@@ -163,14 +163,14 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
     }
     // Only a run of comfortable, wasteful decision periods earns a slow step: one noisy one
     // does not. The reasons' text ("quiet window") is the audit log's, kept as it is.
-    let quiet = state.quiet_windows.saturating_add(1);
-    if quiet < cfg.relax_after_windows {
+    let quiet = state.quiet_periods.saturating_add(1);
+    if quiet < cfg.relax_after_periods {
         let reason = format!(
             "{}, comfortable; conversions wasted ({}); quiet window {quiet} of {} before a \
              slow step: holding",
             assessment.memory_detail,
             waste_detail(&assessment),
-            cfg.relax_after_windows
+            cfg.relax_after_periods
         );
         return hold(state, regime, quiet, reason, &assessment);
     }
@@ -316,7 +316,7 @@ fn compress_more(
 }
 
 /// Comfortable, and the conversions pay (few restored soon, few reclaimed unrestored): memory
-/// held raw still costs, so after `relax_after_windows` such periods in a row the interval
+/// held raw still costs, so after `relax_after_periods` such periods in a row the interval
 /// shortens by the slow step's factor, down to its minimum; the threshold stays. The phone
 /// trial on the reference module (issue 50) found the law holding the RFC's 1000 ms while
 /// 100 ms cost less at every trial: nothing but pressure ever made it convert sooner.
@@ -326,7 +326,7 @@ fn convert_sooner(
     assessment: &Assessment,
     cfg: &Config,
 ) -> (State, Decision) {
-    let useful = state.useful_windows.saturating_add(1);
+    let useful = state.useful_periods.saturating_add(1);
     let mut reason = format!(
         "{}, comfortable; conversions useful ({})",
         assessment.memory_detail,
@@ -334,13 +334,13 @@ fn convert_sooner(
     );
     let counting = |reason: String| {
         let (mut next, decision) = hold(state, regime, 0, reason, assessment);
-        next.useful_windows = useful;
+        next.useful_periods = useful;
         (next, decision)
     };
-    if useful < cfg.sooner_after_windows {
+    if useful < cfg.sooner_after_periods {
         reason += &format!(
-            "; useful window {useful} of {} before converting sooner: holding",
-            cfg.sooner_after_windows
+            "; useful period {useful} of {} before converting sooner: holding",
+            cfg.sooner_after_periods
         );
         return counting(reason);
     }
@@ -361,7 +361,7 @@ fn convert_sooner(
     (next_state(new, regime, 0), decision)
 }
 
-/// The slow direction: one bounded step, then wait `relax_after_windows` again.
+/// The slow direction: one bounded step, then wait `relax_after_periods` again.
 fn compress_less(
     state: &State,
     regime: Regime,
@@ -438,9 +438,9 @@ fn next_state(knobs: Knobs, regime: Regime, quiet_periods: u32) -> State {
     State {
         knobs,
         regime,
-        quiet_windows: quiet_periods,
+        quiet_periods: quiet_periods,
         answered_score: None,
-        useful_windows: 0,
+        useful_periods: 0,
     }
 }
 
