@@ -438,7 +438,7 @@ fn next_state(knobs: Knobs, regime: Regime, quiet_periods: u32) -> State {
     State {
         knobs,
         regime,
-        quiet_periods: quiet_periods,
+        quiet_periods,
         answered_score: None,
         useful_periods: 0,
     }
