@@ -15,7 +15,6 @@ use crate::{
         recording::{build, nid_counts, Image, Report, MAX_NID_PAIRS},
         Packages,
     },
-    record::reader::{self, Reader},
     source::replay::ReplaySource,
     view::{
         compare_text,
@@ -60,7 +59,7 @@ pub(crate) fn run(args: ReportArgs) -> Result<()> {
     let file = args.file.as_deref().context("a recording to report on")?;
     // Streamed: a recording of any length (or /dev/zero) is read in bounded memory.
     if args.nids {
-        return print_nid_counts(reader::open(file)?, file);
+        return print_nid_counts(ReplaySource::offline(file)?, file);
     }
     let report = report_of(&args, file)?;
     warn_damage(file, &report);
@@ -126,9 +125,9 @@ fn print_comparison(args: &ReportArgs, off: &Path, on: &Path) -> Result<()> {
 }
 
 /// The lines, written as they are made (in chunks): the output is never held whole.
-fn print_nid_counts<R: std::io::Read>(reader: Reader<R>, file: &Path) -> Result<()> {
+fn print_nid_counts(mut source: ReplaySource, file: &Path) -> Result<()> {
     const CHUNK: usize = 64 * 1024;
-    let (found, damage) = nid_counts(reader);
+    let (found, damage) = nid_counts(&mut source)?;
     let mut out = String::with_capacity(CHUNK + 64);
     let mut printed = Ok(());
     for ((kind, nid), count) in &found.counts {

@@ -12,10 +12,7 @@ use super::{
 pub(crate) use crate::schema::report::{DeviceReport, Report, TimeRange};
 use crate::{
     pipeline::Pipeline,
-    record::{
-        reader::{Damage, Item, Reader},
-        Note,
-    },
+    record::{reader::Damage, Note},
     source::replay::ReplaySource,
 };
 
@@ -133,20 +130,13 @@ pub(crate) struct NidCounts {
 }
 
 /// [`NidCounts`] over the whole recording, and the damage that ended it, if any.
-pub(crate) fn nid_counts<R: std::io::Read>(mut reader: Reader<R>) -> (NidCounts, Option<Damage>) {
+pub(crate) fn nid_counts(source: &mut ReplaySource) -> Result<(NidCounts, Option<Damage>)> {
     let mut found = NidCounts::default();
-    while let Some(item) = reader.next_item() {
-        match item {
-            Ok(Item::Events(events)) => {
-                for event in &events {
-                    found.add(event.kind().map_or("unknown", EventKind::name), event.nid);
-                }
-            }
-            Ok(_) => {}
-            Err(damage) => return (found, Some(damage)),
-        }
-    }
-    (found, None)
+    let damage = source.each_event_to_damage(|event| {
+        found.add(event.kind().map_or("unknown", EventKind::name), event.nid);
+        Ok(())
+    })?;
+    Ok((found, damage))
 }
 
 impl NidCounts {
@@ -191,7 +181,10 @@ fn tally(
 mod tests {
     use tracer_common::{Event, EventKind};
 
-    use crate::record::{reader::Reader, writer::Writer, Header};
+    use crate::{
+        record::{writer::Writer, Header},
+        source::replay::ReplaySource,
+    };
 
     #[test]
     fn nid_counts_counts_each_kind_and_nid() {
@@ -212,7 +205,11 @@ mod tests {
                 .unwrap();
         }
         let bytes = writer.finish(10_000).unwrap().0;
-        let (found, damage) = super::nid_counts(Reader::new(bytes.as_slice()).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nids.nsr");
+        std::fs::write(&path, bytes).unwrap();
+        let mut source = ReplaySource::offline(&path).unwrap();
+        let (found, damage) = super::nid_counts(&mut source).unwrap();
         assert!(damage.is_none());
         assert_eq!(found.left_out, 0);
         let counts: Vec<_> = found.counts.into_iter().collect();

@@ -118,7 +118,19 @@ impl ReplaySource {
     /// Every event of the recording to `visit`, a block at a time, with no model (`whatif`
     /// replays them into the simulator). Damage is an error here: a trace cut short would be
     /// simulated as if whole.
-    pub(crate) fn each_event(&mut self, mut visit: impl FnMut(&Event) -> Result<()>) -> Result<()> {
+    pub(crate) fn each_event(&mut self, visit: impl FnMut(&Event) -> Result<()>) -> Result<()> {
+        match self.each_event_to_damage(visit)? {
+            Some(damage) => Err(anyhow::anyhow!("{}: {damage}", self.path)),
+            None => Ok(()),
+        }
+    }
+
+    /// Every event before any damage to `visit`, as `each_event`; the damage, if any, is
+    /// returned for the caller to say (`report --nids` counts what comes before it).
+    pub(crate) fn each_event_to_damage(
+        &mut self,
+        mut visit: impl FnMut(&Event) -> Result<()>,
+    ) -> Result<Option<Damage>> {
         let mut batch = Vec::new();
         loop {
             batch.clear();
@@ -128,10 +140,7 @@ impl ReplaySource {
                 break;
             }
         }
-        match &self.tail.damage {
-            Some(damage) => Err(anyhow::anyhow!("{}: {damage}", self.path)),
-            None => Ok(()),
-        }
+        Ok(self.tail.damage.clone())
     }
 
     pub(crate) fn header(&self) -> &Header {
