@@ -546,6 +546,17 @@ fn conversions_that_pay_are_made_sooner() {
     assert!(held.iter().all(|(_, d)| d.action == Action::Hold));
 }
 
+/// `value`'s JSON with each key `new` renamed `old`.
+fn with_old_names<T: serde::Serialize>(value: &T, names: &[(&str, &str)]) -> serde_json::Value {
+    let mut json = serde_json::to_value(value).unwrap();
+    let object = json.as_object_mut().unwrap();
+    for (new, old) in names {
+        let field = object.remove(*new).unwrap();
+        object.insert((*old).into(), field);
+    }
+    json
+}
+
 /// The law's counts of decision periods were named `*_windows` before issue 53: a state file
 /// or a law configuration written then still reads, into the same values.
 #[test]
@@ -555,29 +566,25 @@ fn the_old_window_names_still_read() {
         useful_periods: 2,
         ..State::new(knobs(25, 1000))
     };
-    let mut json = serde_json::to_value(&state).unwrap();
-    let object = json.as_object_mut().unwrap();
-    for (new, old) in [
-        ("quiet_periods", "quiet_windows"),
-        ("useful_periods", "useful_windows"),
-    ] {
-        let value = object.remove(new).unwrap();
-        object.insert(old.into(), value);
-    }
-    assert_eq!(serde_json::from_value::<State>(json).unwrap(), state);
+    let old = with_old_names(
+        &state,
+        &[
+            ("quiet_periods", "quiet_windows"),
+            ("useful_periods", "useful_windows"),
+        ],
+    );
+    assert_eq!(serde_json::from_value::<State>(old).unwrap(), state);
     let cfg = Config {
         relax_after_periods: 4,
         sooner_after_periods: 3,
         ..Config::default()
     };
-    let mut json = serde_json::to_value(&cfg).unwrap();
-    let object = json.as_object_mut().unwrap();
-    for (new, old) in [
-        ("relax_after_periods", "relax_after_windows"),
-        ("sooner_after_periods", "sooner_after_windows"),
-    ] {
-        let value = object.remove(new).unwrap();
-        object.insert(old.into(), value);
-    }
-    assert_eq!(serde_json::from_value::<Config>(json).unwrap(), cfg);
+    let old = with_old_names(
+        &cfg,
+        &[
+            ("relax_after_periods", "relax_after_windows"),
+            ("sooner_after_periods", "sooner_after_windows"),
+        ],
+    );
+    assert_eq!(serde_json::from_value::<Config>(old).unwrap(), cfg);
 }
