@@ -400,6 +400,19 @@ impl Event {
         }
     }
 
+    /// Events' bytes to write over, as `slice_as_bytes` reads them: a recording's block is
+    /// decoded straight into events.
+    pub fn slice_as_bytes_mut(events: &mut [Event]) -> &mut [u8] {
+        // SAFETY: as in slice_as_bytes; and any bytes written make valid events (plain old
+        // data, every bit pattern valid, see from_bytes). The result borrows `events` mutably.
+        unsafe {
+            core::slice::from_raw_parts_mut(
+                events.as_mut_ptr().cast::<u8>(),
+                core::mem::size_of_val(events),
+            )
+        }
+    }
+
     /// The event's bytes, exactly as they travel through the ring buffer.
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: Event is #[repr(C)] with explicit padding fields, so all its bytes are

@@ -10,12 +10,11 @@ use std::{
     path::Path,
 };
 
-use tracer_common::Event;
+use tracer_common::{Event, EventKind};
 
 use super::{
-    Footer, Header, Note, EVENTS_PER_BLOCK, EVENT_BYTES, MAGIC, MAX_BLOCK_BYTES, MAX_NOTE_BYTES,
-    MAX_PAYLOAD, MAX_SPAN_NS, MAX_WINDOW_NS, MIN_WINDOW_NS, TAG_EVENTS, TAG_FOOTER, TAG_NOTE,
-    VERSION,
+    Footer, Header, Note, EVENTS_PER_BLOCK, MAGIC, MAX_BLOCK_BYTES, MAX_NOTE_BYTES, MAX_PAYLOAD,
+    MAX_SPAN_NS, MAX_WINDOW_NS, MIN_WINDOW_NS, TAG_EVENTS, TAG_FOOTER, TAG_NOTE, VERSION,
 };
 
 /// One item of a recording, in file order.
@@ -70,7 +69,9 @@ pub struct Reader<R> {
 #[derive(Default)]
 struct Scratch {
     payload: Vec<u8>,
-    raw: Vec<u8>,
+    /// A block's events, given back by the reader's owner once used ([`Reader::recycle`]):
+    /// the next block is decoded into it, with no allocation, zeroing or copy.
+    events: Vec<Event>,
 }
 
 /// Fill `buf` as far as the input goes: the number of bytes read (less than its length only at
@@ -301,26 +302,36 @@ impl<R: Read> Reader<R> {
                 "events block claims {count} events, a block holds at most {EVENTS_PER_BLOCK}"
             )));
         }
-        let expected = count * EVENT_BYTES;
         // The simulator's decoder: events are mostly zeros, long overlapping matches, which it
-        // fills where lz4_flex copies a byte at a time.
-        // Grown, never cleared: the length check below proves every byte was written.
-        let mut raw = std::mem::take(&mut self.scratch.raw);
-        if raw.len() < expected {
-            raw.resize(expected, 0);
+        // fills where lz4_flex copies a byte at a time. Into the recycled events, grown (with
+        // any event: each is overwritten) and never cleared: the length check in
+        // decompress_events proves every byte was written.
+        let mut events = std::mem::take(&mut self.scratch.events);
+        if events.len() < count {
+            events.resize(count, Event::new(EventKind::NodeRead, 0));
         }
-        let events = self.decompress_events(&payload[4..], count, &mut raw[..expected]);
-        self.scratch.raw = raw;
-        events
+        events.truncate(count);
+        match self.decompress_events(&payload[4..], &mut events) {
+            Ok(()) => Ok(events),
+            Err(damage) => {
+                self.scratch.events = events;
+                Err(damage)
+            }
+        }
     }
 
-    /// The `count` events of an LZ4 `block`, decompressed into `raw` (their size).
-    fn decompress_events(
-        &mut self,
-        block: &[u8],
-        count: usize,
-        raw: &mut [u8],
-    ) -> Result<Vec<Event>, Damage> {
+    /// Give back a block's events (`Item::Events`) once used: the next block is decoded into
+    /// them.
+    pub(crate) fn recycle(&mut self, events: Vec<Event>) {
+        if events.capacity() > self.scratch.events.capacity() {
+            self.scratch.events = events;
+        }
+    }
+
+    /// The LZ4 `block` decompressed into `events` (the block's count of them), whose every
+    /// byte it must fill.
+    fn decompress_events(&mut self, block: &[u8], events: &mut [Event]) -> Result<(), Damage> {
+        let raw = Event::slice_as_bytes_mut(events);
         let expected = raw.len();
         let len = sim::cache::lz4::decompress_into(block, raw).ok_or_else(|| {
             self.damage("events block does not decompress (not a whole, valid LZ4 block, or more than its count of events)".into())
@@ -330,23 +341,10 @@ impl<R: Read> Reader<R> {
                 "events block holds {len} bytes, {expected} expected"
             )));
         }
-        let bytes = count * std::mem::size_of::<Event>();
-        if raw.len() < bytes {
-            return Err(self.damage(format!("events block holds {len} bytes, {bytes} expected")));
-        }
-        let mut events: Vec<Event> = Vec::with_capacity(count);
-        // SAFETY: one copy of the block's bytes into the new vector's capacity, which holds
-        // `count` events; `raw` holds at least that many bytes (checked above) and is another
-        // allocation; an Event is plain old data, valid for any bytes (see Event::from_bytes),
-        // so the `count` events are initialised when the length is set.
-        unsafe {
-            std::ptr::copy_nonoverlapping(raw.as_ptr(), events.as_mut_ptr().cast::<u8>(), bytes);
-            events.set_len(count);
-        }
         if let Some(latest) = events.iter().map(|event| event.ts_ns).max() {
             self.check_time(latest, "an event")?;
         }
-        Ok(events)
+        Ok(())
     }
 
     /// A time more than [`MAX_SPAN_NS`] after the origin is damage: the windows between would

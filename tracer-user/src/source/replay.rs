@@ -160,6 +160,9 @@ impl ReplaySource {
     /// damage, said once: everything before it has been replayed).
     fn refill(&mut self) -> bool {
         while self.next >= self.events.len() {
+            // The used block's memory takes the next block.
+            self.reader.recycle(std::mem::take(&mut self.events));
+            self.next = 0;
             match self.reader.next_item() {
                 None => return false,
                 Some(Ok(Item::Events(events))) => {
@@ -195,15 +198,21 @@ impl ReplaySource {
         Ok(true)
     }
 
-    /// Events `next..end` of the block to `out`.
+    /// Events `next..end` of the block to `out`: a whole block to an empty `out` by a swap
+    /// (the usual case, a block being as many events as wake the loop), else copied.
     fn hand_out(&mut self, out: &mut Vec<Event>, end: usize) {
-        out.extend_from_slice(&self.events[self.next..end]);
-        self.now_ns = self.events[end - 1].ts_ns;
+        if self.next == 0 && end == self.events.len() && out.is_empty() {
+            // `events` is left empty, so the next refill reads a block into out's old memory.
+            std::mem::swap(out, &mut self.events);
+        } else {
+            out.extend_from_slice(&self.events[self.next..end]);
+            self.next = end;
+        }
+        self.now_ns = out.last().map_or(self.now_ns, |event| event.ts_ns);
         self.last_ns = Some(
             self.last_ns
                 .map_or(self.now_ns, |last| last.max(self.now_ns)),
         );
-        self.next = end;
     }
 
     /// Sleep until a batch is due in replay time: [`WAKE_EVERY`] events, or the rest of the
