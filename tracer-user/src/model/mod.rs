@@ -134,6 +134,8 @@ pub struct Model {
     /// on the event path.
     devices: Vec<(u32, DeviceNodeCounts)>,
     exact: exact::ExactTracker,
+    /// The closed windows' counts, summed: the open window's are added as it closes (and to
+    /// a reading, `totals`), not counted twice per event.
     totals: Counters,
     /// Processes aged out, summed.
     exited: Counters,
@@ -270,7 +272,6 @@ impl Model {
             return;
         }
         self.activity.record(&decoded);
-        self.totals.record(&decoded);
         self.population.apply(&decoded);
         self.record_device(event, &decoded);
         self.checkpoints.ingest_decoded(event, &decoded);
@@ -445,6 +446,7 @@ impl Model {
     /// The report of window `index` (the open one), its per-window state reset.
     fn close_report(&mut self, index: u64) -> WindowReport {
         let activity = std::mem::take(&mut self.activity);
+        self.totals.add(&activity);
         // Before the kernel's counts replace any: these are the events received.
         let events = activity.events();
         let mut report = WindowReport {
@@ -588,6 +590,7 @@ impl Model {
     /// them for the kinds the counters count.
     pub fn totals(&self) -> Counters {
         let mut totals = self.totals;
+        totals.add(&self.activity);
         if !self.cache_counters.is_empty() {
             self.cache_counters.overlay(&mut totals, true);
         }
