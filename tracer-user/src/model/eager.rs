@@ -11,8 +11,22 @@ use super::fast_hash::FastMap;
 /// (device << 32 | nid) -> conversion time.
 type Ages = FastMap<u64, u64>;
 
+/// Nids below this of the first device converted are kept in a table indexed by nid (8 bytes
+/// each, grown to the largest nid seen: at most 8 MiB), the rest in a hash map. Every event of
+/// the node cache passes here; at 100,000 events/s the hash map's inserts and removes were a
+/// tenth of the daemon's CPU (`cargo xtask bench daemon`, issue 53).
+const DENSE_NIDS: u32 = 1 << 20;
+/// A free slot of the table.
+const NONE: u64 = u64::MAX;
+
 #[derive(Debug)]
 pub(crate) struct ConversionAges {
+    /// The device whose nids the table holds: the first one converted.
+    dense_dev: Option<u32>,
+    /// Conversion time by nid, [`NONE`] where none is remembered.
+    dense: Vec<u64>,
+    /// Slots of `dense` in use.
+    dense_used: usize,
     converted_at: Ages,
     capacity: usize,
 }
@@ -20,6 +34,9 @@ pub(crate) struct ConversionAges {
 impl ConversionAges {
     pub(crate) fn new(capacity: usize) -> Self {
         ConversionAges {
+            dense_dev: None,
+            dense: Vec::new(),
+            dense_used: 0,
             converted_at: Ages::default(),
             capacity,
         }
@@ -28,36 +45,78 @@ impl ConversionAges {
     /// Account one event (`decoded` is its `Event::decode`); for a restore of an entry whose
     /// conversion is remembered, how long after the conversion it came (ns).
     pub(crate) fn restored_after(&mut self, event: &Event, decoded: &Decoded) -> Option<u64> {
-        let key_of = |nid: u32| (u64::from(event.dev) << 32) | u64::from(nid);
         match *decoded {
             Decoded::Convert { nid, .. } => {
-                let key = key_of(nid);
-                if self.converted_at.len() < self.capacity || self.converted_at.contains_key(&key) {
-                    self.converted_at.insert(key, event.ts_ns);
-                }
+                self.converted(event.dev, nid, event.ts_ns);
                 None
             }
             Decoded::Restore { nid, .. } => self
-                .converted_at
-                .remove(&key_of(nid))
+                .forget(event.dev, nid)
                 .map(|at| event.ts_ns.saturating_sub(at)),
             Decoded::Reclaim { nid, queue } if queue.is_compressed() => {
-                self.converted_at.remove(&key_of(nid));
+                self.forget(event.dev, nid);
                 None
             }
             Decoded::RestoreFail { nid, .. } => {
-                self.converted_at.remove(&key_of(nid));
+                self.forget(event.dev, nid);
                 None
             }
             _ => None,
         }
     }
 
-    /// Compressed entries whose conversion time is remembered.
-    #[cfg(test)]
-    pub(crate) fn tracked(&self) -> usize {
-        self.converted_at.len()
+    /// Remember (`dev`, `nid`)'s conversion at `at`, unless full and it is a new one.
+    fn converted(&mut self, dev: u32, nid: u32, at: u64) {
+        let room = self.tracked() < self.capacity;
+        if self.dense_dev.is_none() && nid < DENSE_NIDS {
+            self.dense_dev = Some(dev);
+        }
+        if self.dense_dev == Some(dev) && nid < DENSE_NIDS {
+            let index = nid as usize;
+            if index >= self.dense.len() {
+                if !room {
+                    return;
+                }
+                let len = (index + 1).next_power_of_two().min(DENSE_NIDS as usize);
+                self.dense.resize(len, NONE);
+            }
+            let slot = &mut self.dense[index];
+            if *slot == NONE {
+                if !room {
+                    return;
+                }
+                self.dense_used += 1;
+            }
+            *slot = at;
+            return;
+        }
+        let key = key_of(dev, nid);
+        if room || self.converted_at.contains_key(&key) {
+            self.converted_at.insert(key, at);
+        }
     }
+
+    /// Forget (`dev`, `nid`): its conversion time, if remembered.
+    fn forget(&mut self, dev: u32, nid: u32) -> Option<u64> {
+        if self.dense_dev == Some(dev) && nid < DENSE_NIDS {
+            let slot = self.dense.get_mut(nid as usize)?;
+            if *slot == NONE {
+                return None;
+            }
+            self.dense_used -= 1;
+            return Some(std::mem::replace(slot, NONE));
+        }
+        self.converted_at.remove(&key_of(dev, nid))
+    }
+
+    /// Compressed entries whose conversion time is remembered.
+    fn tracked(&self) -> usize {
+        self.dense_used + self.converted_at.len()
+    }
+}
+
+fn key_of(dev: u32, nid: u32) -> u64 {
+    (u64::from(dev) << 32) | u64::from(nid)
 }
 
 #[cfg(test)]
@@ -118,5 +177,26 @@ mod tests {
         };
         assert!(eager(&mut ages, 1));
         assert!(!eager(&mut ages, 4), "never remembered");
+    }
+
+    /// Nids past the table's reach, and other devices, are remembered in the map alike; the
+    /// capacity counts both.
+    #[test]
+    fn large_nids_and_other_devices_share_the_capacity() {
+        let mut ages = ConversionAges::new(3);
+        let big = DENSE_NIDS + 5;
+        for (dev, nid) in [(1, 3), (1, big), (2, 3), (1, 4)] {
+            account(&mut ages, &event(EventKind::Convert, dev, nid, 0));
+        }
+        assert_eq!(ages.tracked(), 3, "the fourth conversion found no room");
+        let after = |ages: &mut ConversionAges, dev, nid| {
+            account(ages, &event(EventKind::Restore, dev, nid, 7))
+        };
+        assert_eq!(after(&mut ages, 1, big), Some(7 * MS));
+        assert_eq!(after(&mut ages, 2, 3), Some(7 * MS));
+        assert_eq!(after(&mut ages, 1, 3), Some(7 * MS));
+        assert_eq!(after(&mut ages, 1, 4), None, "never remembered");
+        assert_eq!(after(&mut ages, 1, 3), None, "forgotten at its restore");
+        assert_eq!(ages.tracked(), 0);
     }
 }
