@@ -36,6 +36,16 @@ fn run(start: Knobs, sequence: &[Signals]) -> Vec<(State, Decision)> {
     run_with(&Config::default(), start, sequence)
 }
 
+/// Each decision that moved the knobs: its index and the interval it left.
+fn interval_moves(steps: &[(State, Decision)]) -> Vec<(usize, u32)> {
+    steps
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, d))| d.action != Action::Hold)
+        .map(|(i, (s, _))| (i, s.knobs.interval_ms))
+        .collect()
+}
+
 fn run_with(cfg: &Config, start: Knobs, sequence: &[Signals]) -> Vec<(State, Decision)> {
     let mut state = State::new(start);
     sequence
@@ -497,12 +507,7 @@ fn conversions_that_pay_are_made_sooner() {
     // period the interval shrinks tenfold (1000 -> 100 ms), its shortest, and stays.
     let useful = pressure_and_waste(0.0, 0.0, 0.0);
     let steps = run(knobs(25, 1000), &vec![useful.clone(); 20]);
-    let moves: Vec<(usize, u32)> = steps
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, d))| d.action != Action::Hold)
-        .map(|(i, (s, _))| (i, s.knobs.interval_ms))
-        .collect();
+    let moves = interval_moves(&steps);
     assert_eq!(moves, [(0, 100)]);
     assert!(steps.iter().all(|(s, _)| s.knobs.threshold == 25));
     assert!(steps[19]
@@ -516,12 +521,7 @@ fn conversions_that_pay_are_made_sooner() {
         ..Config::default()
     };
     let steps = run_with(&halving, knobs(25, 1000), &vec![useful.clone(); 20]);
-    let moves: Vec<(usize, u32)> = steps
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, d))| d.action != Action::Hold)
-        .map(|(i, (s, _))| (i, s.knobs.interval_ms))
-        .collect();
+    let moves = interval_moves(&steps);
     assert_eq!(moves, [(1, 500), (3, 250), (5, 125), (7, 100)]);
     // Compression off stays off; a wasteful window in between starts the count again.
     let off = run(knobs(0, 1000), &vec![useful.clone(); 30]);
