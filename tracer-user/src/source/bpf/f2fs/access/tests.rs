@@ -362,6 +362,7 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
         timed: false,
         lock_wait: None,
         device_time: false,
+        page_cache: false,
         layout,
     };
 
@@ -398,6 +399,164 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
     }
     nids.sort_unstable();
     assert_eq!(nids, [0, 2, 4, 6]);
+}
+
+/// 6.1's filemap formats have no `order` (added in 6.9): a data page is then one page.
+fn without_order(format: &str) -> String {
+    format
+        .lines()
+        .filter(|line| !line.contains("field:unsigned char order"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_page_cache_plan_takes_the_add_tracepoints_offsets_and_order_where_there_is_one() {
+    let add = EVICT_FORMAT.replace("mm_filemap_delete_from_page_cache", ADD_TRACEPOINT);
+    let base = plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    let with = with_page_cache(base.clone(), Ok(add.clone()), Ok(EVICT_FORMAT.into()));
+    assert!(
+        with.page_cache && with.missing.is_empty(),
+        "{:?}",
+        with.missing
+    );
+    let l = with.layout;
+    assert_eq!(
+        (
+            l.data_pages,
+            l.add_ino,
+            l.add_index,
+            l.add_dev,
+            l.add_order,
+            l.evict_order
+        ),
+        (1, 16, 24, 32, 36, 36)
+    );
+    assert!(with.render().contains("data_pages   tracepoints filemap:"));
+
+    let old = with_page_cache(
+        base.clone(),
+        Ok(without_order(&add)),
+        Ok(without_order(EVICT_FORMAT)),
+    );
+    assert!(old.page_cache);
+    assert_eq!((old.layout.add_order, old.layout.evict_order), (0, 0));
+
+    let broken = with_page_cache(
+        base.clone(),
+        Err(anyhow!("no such file")),
+        Ok(EVICT_FORMAT.into()),
+    );
+    assert!(!broken.page_cache && broken.layout.data_pages == 0);
+    assert!(broken.missing[0].starts_with("data_pages: filemap:mm_filemap_add_to_page_cache"));
+
+    let mut no_evict = base;
+    no_evict.evict_tracepoint = None;
+    let no_evict = with_page_cache(no_evict, Ok(add), Ok(EVICT_FORMAT.into()));
+    assert!(!no_evict.page_cache);
+    assert!(no_evict.missing[0].contains("node_evict"));
+}
+
+/// Real data pages on this kernel: a file's pages dropped (`POSIX_FADV_DONTNEED`) and read
+/// back, on a device whose node inode is another file: each page one data_page event out and
+/// one in, with its index; the "node inode"'s own pages stay node evictions.
+#[test]
+fn a_watched_devices_data_pages_go_out_and_come_back_one_event_each() {
+    if !system::is_root() {
+        test_skip::skip("needs root");
+        return;
+    }
+    let (root, _) = system::ensure_tracefs().expect("tracefs mounted");
+    let format = |event: &str| {
+        std::fs::read_to_string(root.join(format!("events/filemap/{event}/format")))
+            .expect("the filemap tracepoints exist")
+    };
+    let mut layout = AccessLayout::default();
+    evict_offsets(&format(EVICT_TRACEPOINT), &mut layout).expect("the fields are there");
+    let plan = AccessPlan {
+        lookup_functions: Vec::new(),
+        lookup_hook: "kprobe",
+        fentry_targets: Vec::new(),
+        evict_tracepoint: Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
+        missing: Vec::new(),
+        timed: false,
+        lock_wait: None,
+        device_time: false,
+        page_cache: false,
+        layout,
+    };
+    let plan = with_page_cache(
+        plan,
+        Ok(format(ADD_TRACEPOINT)),
+        Ok(format(EVICT_TRACEPOINT)),
+    );
+    assert!(plan.page_cache, "{:?}", plan.missing);
+
+    let dir = tempfile::tempdir_in(std::env::current_dir().unwrap()).unwrap();
+    let open = |name: &str| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join(name))
+            .unwrap()
+    };
+    let (data, node) = (open("data"), open("node"));
+    let page = vec![0x5a_u8; 4096];
+    for index in 0..4u64 {
+        data.write_at(&page, index * 4096).unwrap();
+    }
+    node.write_at(&page, 0).unwrap();
+    data.sync_all().unwrap();
+    node.sync_all().unwrap();
+    let meta = data.metadata().unwrap();
+    let dev = kernel_dev(&meta);
+    let node_ino = node.metadata().unwrap().ino() as u32;
+
+    let mut ebpf = bpf::load(256 * 1024).expect("load the object");
+    let outcomes = attach(&mut ebpf, &plan, &[]).unwrap().outcomes;
+    assert!(outcomes.iter().all(|o| o.attached), "{outcomes:?}");
+    assert!(
+        outcomes.iter().any(|o| o.what == "data_pages"),
+        "{outcomes:?}"
+    );
+    watch_inode(&mut ebpf, dev, node_ino).unwrap();
+    let drop_pages = |file: &std::fs::File| {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: a valid open descriptor; the call only drops clean cached pages.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+    };
+    drop_pages(&data);
+    let mut back = vec![0u8; 4 * 4096];
+    data.read_exact_at(&mut back, 0).unwrap();
+    drop_pages(&node);
+
+    let mut ring = RingBuf::try_from(ebpf.take_map(maps::EVENTS).unwrap()).unwrap();
+    let mut seen = Vec::new();
+    let mut node_evictions = 0;
+    while let Some(item) = ring.next() {
+        let event = Event::from_bytes(&item).unwrap();
+        assert_eq!(event.dev, dev);
+        match event.decode() {
+            tracer_common::Decoded::DataPage {
+                ino,
+                index,
+                pages,
+                added,
+            } if ino == meta.ino() as u32 => seen.push((added, index, pages)),
+            tracer_common::Decoded::DataPage { ino, .. } => assert_ne!(ino, node_ino),
+            tracer_common::Decoded::NodeEvict { nid } => {
+                assert_eq!(nid, 0);
+                node_evictions += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let out: Vec<_> = (0..4).map(|i| (false, i, 1)).collect();
+    let back_in: Vec<_> = (0..4).map(|i| (true, i, 1)).collect();
+    assert_eq!(seen, [out, back_in].concat());
+    assert_eq!(node_evictions, 1);
 }
 
 /// The node-folio variant module (tests/data/variants, saved by the VM phase): its three
