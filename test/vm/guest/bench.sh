@@ -187,6 +187,19 @@ while [ $round -le $LOOKUP_ROUNDS ]; do
     lookup_runs bpftrace_timed_$round
   kill -INT $BP
   wait $BP
+  # The floor of any timed trampoline hook (issue 51): an fentry and an fexit program that do
+  # nothing (bpftrace's kfunc and kretfunc, the module's function named as bpftrace 0.17 wants
+  # it), what `timed` pays before its programs do anything.
+  mark lookups_pair_floor_$round
+  lookup_runs none_pair_floor_$round
+  bpftrace -e "kfunc:f2fs:$LOOKUP_FUNCTION { } kretfunc:f2fs:$LOOKUP_FUNCTION { }" \
+    > $R/lookup_pair_floor_$round.out 2> $R/lookup_pair_floor_$round.err &
+  BP=$!
+  wait_ready $BP "bpftrace (kfunc + kretfunc)" \
+    "[ \$(bpftool link list 2>/dev/null | grep -c 'tracing') -ge 2 ]" 300 &&
+    lookup_runs pair_floor_$round
+  kill -INT $BP
+  wait $BP
   round=$((round+1))
 done
 # The calibration last, and its kprobe left in place (see mount_tracing in prelude.sh for what

@@ -68,6 +68,12 @@ accesses_phase() {
   # replays on the host has pressure and reuse.
   cold
   sh /replay-tail
+  # Two readers of the same cold directories at once: a lookup that finds its node page
+  # locked under the other's read waits for it (the waited outcome, issue 51).
+  cold
+  sh /replay-tail & TP=$!
+  sh /replay-tail
+  wait $TP
   kill -INT $AP
   wait $AP
   echo $? > $R/accesses_record.rc

@@ -6,7 +6,9 @@
 //! count are one number, with no event lost. The recording spans the cold replay of the file
 //! set, a cache drop (every node page evicted: node_evict events) and a second pass over the
 //! last directories, so the host's `nodescope whatif` on it with the guest's disk has memory
-//! pressure to act on: off and on at 3 MiB differ in what the second pass finds cached.
+//! pressure to act on: off and on at 3 MiB differ in what the second pass finds cached. Then,
+//! after another drop, two readers go over those directories at once, so that lookups wait on
+//! each other's reads (the waited outcome, issue 51).
 use std::{fs, path::Path, process::Command};
 
 use anyhow::{ensure, Context as _, Result};
@@ -356,6 +358,16 @@ fn check_retrievals(
                 ns as f64 / 1e6
             ));
         }
+    }
+    // The guest's two readers of the same cold directories (guest.sh): some lookup of one
+    // waited on the other's read.
+    let waited = retrievals["waited"]["count"].as_u64().unwrap_or(0);
+    if waited == 0 {
+        failures.push(
+            "retrievals: no waited outcome, though two readers read the same cold directories \
+             at once"
+                .into(),
+        );
     }
     if timed == 0 || sum != timed || timed != recorded || sum_ns != wait_ns {
         failures.push(format!(

@@ -85,6 +85,9 @@ struct Round {
     bpftrace: f64,
     /// bpftrace timing each lookup (kprobe + kretprobe, a histogram of the times).
     bpftrace_timed: f64,
+    /// An fentry and an fexit program that do nothing (bpftrace's kfunc + kretfunc): the
+    /// floor of any timed trampoline hook.
+    pair_floor: f64,
 }
 
 /// The middle value (the lower middle of an even count).
@@ -122,16 +125,19 @@ pub fn report(dir: &Path) -> Result<Vec<String>> {
             timed: added("timed", round)?,
             bpftrace: added("bpftrace", round)?,
             bpftrace_timed: added("bpftrace_timed", round)?,
+            pair_floor: added("pair_floor", round)?,
         };
         lines.push(format!(
             "vm-bench lookups round {round}: kprobe {:.0} ns, fentry {:.0} ns, timed {:.0} ns, \
-             bpftrace {:.0} ns, bpftrace timed {:.0} ns per lookup: fentry/bpftrace={:.2} \
-             kprobe/bpftrace={:.2} timed/bpftrace={:.2} timed/bpftrace_timed={:.2}",
+             bpftrace {:.0} ns, bpftrace timed {:.0} ns, empty pair {:.0} ns per lookup: \
+             fentry/bpftrace={:.2} kprobe/bpftrace={:.2} timed/bpftrace={:.2} \
+             timed/bpftrace_timed={:.2}",
             costs.kprobe,
             costs.fentry,
             costs.timed,
             costs.bpftrace,
             costs.bpftrace_timed,
+            costs.pair_floor,
             costs.fentry / costs.bpftrace,
             costs.kprobe / costs.bpftrace,
             costs.timed / costs.bpftrace,
@@ -172,6 +178,14 @@ pub fn report(dir: &Path) -> Result<Vec<String>> {
          the start per thread in a map, a histogram; median of the rounds' ratios \
          {timed_timed_ratios:.2})",
         timed / bpftrace_timed
+    ));
+    let floor = median(rounds.iter().map(|r| r.pair_floor).collect());
+    let floor_ratios = median(rounds.iter().map(|r| r.pair_floor / r.bpftrace).collect());
+    lines.push(format!(
+        "lookup-cost pair_floor_ns={floor:.0} bpftrace_ns={bpftrace:.0} \
+         pair_floor/bpftrace={:.2} (an empty fentry + fexit pair: what any timed trampoline \
+         hook pays before its programs run; median of the rounds' ratios {floor_ratios:.2})",
+        floor / bpftrace
     ));
     Ok(lines)
 }
