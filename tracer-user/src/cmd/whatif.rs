@@ -134,10 +134,7 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
     let rows: Vec<Row> = cells
         .iter()
         .zip(&outcomes)
-        .map(|(cell, outcome)| {
-            let data_pages = !trace.pages.is_empty();
-            whatif_tables::row(&axes, cell, outcome, waits.as_ref(), data_pages)
-        })
+        .map(|(cell, outcome)| whatif_tables::row(&axes, cell, outcome, waits.as_ref()))
         .collect();
     let tables = whatif_tables::tables(&axes, &cells, &rows);
     if args.json {

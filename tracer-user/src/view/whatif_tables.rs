@@ -151,8 +151,6 @@ pub(crate) struct Row {
     /// The predicted wait of the lookups after the budget point (issue 51), ns; None without
     /// a latency table.
     pub wait_ns: Option<u64>,
-    /// Node lookups the page cache spared (a recording with data pages; None without).
-    pub lookups_spared: Option<u64>,
 }
 
 impl Row {
@@ -229,13 +227,6 @@ impl Table {
         if waits {
             header.push("wait ms");
         }
-        let spared = self
-            .rows
-            .iter()
-            .any(|i| points[*i].lookups_spared.is_some());
-        if spared {
-            header.push("lookups spared");
-        }
         let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
         for index in &self.rows {
             let p = &points[*index];
@@ -251,12 +242,6 @@ impl Table {
                 line.push(
                     p.wait_ns
                         .map_or_else(|| "-".into(), |ns| format!("{:.3}", ns as f64 / 1e6)),
-                );
-            }
-            if spared {
-                line.push(
-                    p.lookups_spared
-                        .map_or_else(|| "-".into(), |n| n.to_string()),
                 );
             }
             if self.pareto.contains(index) {
@@ -314,13 +299,7 @@ pub(crate) struct Point {
     pareto: Vec<Question>,
 }
 
-pub(crate) fn row(
-    axes: &Axes,
-    cell: &Cell,
-    outcome: &Outcome,
-    waits: Option<&WaitTable>,
-    data_pages: bool,
-) -> Row {
+pub(crate) fn row(axes: &Axes, cell: &Cell, outcome: &Outcome, waits: Option<&WaitTable>) -> Row {
     let settings = settings(axes, cell);
     Row {
         budget_bytes: settings.budget_bytes,
@@ -335,7 +314,6 @@ pub(crate) fn row(
         node_reads: outcome.node_reads,
         restores: outcome.restores,
         wait_ns: waits.map(|w| w.predict(outcome)),
-        lookups_spared: data_pages.then_some(outcome.page_cache.lookups_spared),
     }
 }
 
@@ -449,19 +427,6 @@ pub(crate) fn render(
         "* = on the table's Pareto front: no other row has fewer node reads for no more \
          retained bytes\n",
     );
-    if !trace.pages.is_empty() {
-        let moves = trace
-            .steps
-            .iter()
-            .filter(|s| matches!(s.op, sim::whatif::Op::PageIn | sim::whatif::Op::PageOut))
-            .count();
-        let _ = writeln!(
-            out,
-            "page cache: {} data pages in {moves} moves in and out; lookups spared = the \
-             node lookups of reads that the memory a setting saves turns into hits",
-            trace.pages.len()
-        );
-    }
     if let Some(waits) = waits {
         out.push_str(&waits.legend());
         out.push('\n');
@@ -491,7 +456,6 @@ mod tests {
             node_reads: reads,
             restores: 0,
             wait_ns: None,
-            lookups_spared: None,
         }
     }
 

@@ -468,11 +468,9 @@ fn whatif_check(
             ));
         }
     }
-    let page_cache = &outcome["page_cache"];
-    let count = |what: &str| page_cache[what].as_u64().unwrap_or(0);
     lines.push(format!(
         "  what-if: off1's recording at {} %, {} ms against on1 (predicted / measured): {}; \
-         pressure episodes {}; page cache: {} pages kept, {} reads and {} lookups spared",
+         pressure episodes {}",
         point["settings"]["knobs"]["threshold"]
             .as_u64()
             .unwrap_or(0),
@@ -480,10 +478,7 @@ fn whatif_check(
             .as_u64()
             .unwrap_or(0),
         shown.join(", "),
-        outcome["pressure_episodes"].as_u64().unwrap_or(0),
-        count("pages_kept"),
-        count("reads_spared"),
-        count("lookups_spared")
+        outcome["pressure_episodes"].as_u64().unwrap_or(0)
     ));
     (
         format!(
