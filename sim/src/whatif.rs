@@ -12,13 +12,6 @@
 //!   and for a number of them, without an eviction ([`PRESSURE_LINGER_NS`],
 //!   [`PRESSURE_LINGER_LOOKUPS`]). The state at the end of the last episode is the **budget point**: its retained nodes and bytes, and the lookups after it
 //!   (node reads, restores), are what a what-if compares, as the vm-replay scenario does.
-//! - data pages in and out of the page cache (a recording made with `--page-cache`): the page
-//!   cache's share of memory. A setting whose node cache holds less memory than the recorded
-//!   one when an episode begins leaves that memory to the page cache: the data pages the
-//!   episode dropped last, as many as fit in it, stay ([`replay`]). A later read of such a
-//!   page is then a hit, and the node lookups its read made (of its file's nodes, on its
-//!   thread, right after it) are not made. Without data pages the node lookups are replayed
-//!   as recorded.
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
@@ -28,7 +21,7 @@ use crate::{
     cache::{CacheConfig, CacheStats, Payload},
     engine::{Engine, EngineOptions, Pressure},
     events::Task,
-    f2fs::{node::RequestedType, NodeBlock},
+    f2fs::node::RequestedType,
     knobs::KnobSource,
     nodes::NodeSet,
 };
@@ -42,11 +35,6 @@ pub enum Op {
     Readahead,
     Evict,
     Checkpoint,
-    /// A data page read into the page cache (a miss): `nid` is the page's index in
-    /// [`Trace::pages`].
-    PageIn,
-    /// A data page dropped from the page cache; `nid` as for `PageIn`.
-    PageOut,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,27 +43,6 @@ pub struct Step {
     pub ts_ns: u64,
     pub nid: u32,
     pub op: Op,
-    /// The thread that made it, numbered in the order threads appear (0: unknown, or beyond
-    /// the 65,535th). It ties a data page's read to the lookups it made.
-    pub thread: u16,
-}
-
-impl Step {
-    pub fn new(ts_ns: u64, nid: u32, op: Op) -> Step {
-        Step {
-            ts_ns,
-            nid,
-            op,
-            thread: 0,
-        }
-    }
-}
-
-/// A data page: its file's inode number and its index in the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DataPage {
-    pub ino: u32,
-    pub index: u64,
 }
 
 /// The access trace of one device.
@@ -83,11 +50,9 @@ pub struct DataPage {
 pub struct Trace {
     pub dev: u32,
     pub steps: Vec<Step>,
-    /// Lookups (every op but drops, checkpoints and data pages).
+    /// Lookups (every op but drops and checkpoints).
     pub accesses: u64,
     pub evictions: u64,
-    /// The data pages `PageIn` and `PageOut` steps name (empty without `--page-cache`).
-    pub pages: Vec<DataPage>,
 }
 
 /// The most steps a trace may hold (16 bytes each: 64 MiB). A recording holds events far more
@@ -137,12 +102,7 @@ impl AccessesByDevice {
 pub struct TraceBuilder {
     trace: Trace,
     max_steps: usize,
-    page_ids: std::collections::HashMap<DataPage, u32>,
-    threads: std::collections::HashMap<u32, u16>,
 }
-
-/// The most pages one `DataPage` event stands for (a folio of 2 MiB).
-const MAX_FOLIO_PAGES: u32 = 512;
 
 impl TraceBuilder {
     pub fn new(dev: u32) -> TraceBuilder {
@@ -156,8 +116,6 @@ impl TraceBuilder {
                 ..Trace::default()
             },
             max_steps,
-            page_ids: Default::default(),
-            threads: Default::default(),
         }
     }
 
@@ -165,55 +123,18 @@ impl TraceBuilder {
         if event.dev != self.trace.dev && event.kind != EventKind::Checkpoint as u8 {
             return Ok(());
         }
-        if let Decoded::DataPage {
-            ino,
-            index,
-            pages,
-            added,
-        } = event.decode()
-        {
-            let op = if added { Op::PageIn } else { Op::PageOut };
-            for page in 0..u64::from(pages.clamp(1, MAX_FOLIO_PAGES)) {
-                let key = DataPage {
-                    ino,
-                    index: index.saturating_add(page),
-                };
-                let next = self.trace.pages.len() as u32;
-                let id = *self.page_ids.entry(key).or_insert(next);
-                if id == next {
-                    self.trace.pages.push(key);
-                }
-                self.push(event, id, op)?;
-            }
-            return Ok(());
-        }
         let Some(op) = op_of(event) else {
             return Ok(());
         };
-        self.push(event, event.nid, op)
-    }
-
-    fn push(&mut self, event: &Event, nid: u32, op: Op) -> Result<()> {
         if self.trace.steps.len() >= self.max_steps {
             bail!(
                 "the trace of device {} has more than {} steps (node lookups, reads ahead, \
-                 drops, checkpoints and data pages), the most whatif holds: record a shorter span",
+                 drops and checkpoints), the most whatif holds: record a shorter span",
                 self.trace.dev,
                 self.max_steps
             );
         }
-        let next = self.threads.len() + 1;
-        let thread = match event.pid {
-            0 => 0,
-            pid => *self
-                .threads
-                .entry(pid)
-                .or_insert(u16::try_from(next).unwrap_or(0)),
-        };
-        self.trace.push(event.ts_ns, nid, op);
-        if let Some(step) = self.trace.steps.last_mut() {
-            step.thread = thread;
-        }
+        self.trace.push(event.ts_ns, event.nid, op);
         Ok(())
     }
 
@@ -249,10 +170,10 @@ impl Trace {
     pub fn push(&mut self, ts_ns: u64, nid: u32, op: Op) {
         match op {
             Op::Evict => self.evictions += 1,
-            Op::Checkpoint | Op::PageIn | Op::PageOut => {}
+            Op::Checkpoint => {}
             _ => self.accesses += 1,
         }
-        self.steps.push(Step::new(ts_ns, nid, op));
+        self.steps.push(Step { ts_ns, nid, op });
     }
 
     /// Fails, naming the first one, when nodes the trace uses are not in the image.
@@ -298,9 +219,9 @@ fn op_of(event: &Event) -> Option<Op> {
 }
 
 impl Op {
-    /// A node lookup of some kind: every op but drops, checkpoints and data pages.
+    /// A node lookup of some kind: every op but drops and checkpoints.
     pub fn is_lookup(self) -> bool {
-        !matches!(self, Op::Evict | Op::Checkpoint | Op::PageIn | Op::PageOut)
+        !matches!(self, Op::Evict | Op::Checkpoint)
     }
 }
 
@@ -373,8 +294,6 @@ pub struct Outcome {
     /// The simulated restores' times after the budget point (`sim::costs`: per payload), for a
     /// wait prediction where the recording timed no restore.
     pub restore_ns: u64,
-    /// The page cache's share (recordings with data pages; zeros without).
-    pub page_cache: PageCacheEffect,
 }
 
 /// Lookups by how they were served (issue 51's outcomes, but `waited`).
@@ -400,199 +319,12 @@ struct Mark {
     stats: CacheStats,
 }
 
-/// Replay `trace` over `nodes` at `settings`, payloads made as `payload` says. With data pages
-/// in the trace, the page cache gets the memory the setting saves (see the module's doc):
-/// a first replay at the same settings with compression off gives the recorded cache's
-/// memory at each episode's start.
+/// Replay `trace` over `nodes` at `settings`, payloads made as `payload` says.
 pub fn replay(
     trace: &Trace,
     nodes: Arc<NodeSet>,
     settings: Settings,
     payload: Payload,
-) -> Result<Outcome> {
-    if trace.pages.is_empty() {
-        return run(trace, nodes, settings, payload, None);
-    }
-    let recorded = Settings {
-        knobs: Knobs {
-            threshold: 0,
-            ..settings.knobs
-        },
-        ..settings
-    };
-    let held = nodes.clone();
-    let mut baseline = PageCache::new(trace, &held, Vec::new());
-    run(
-        trace,
-        nodes.clone(),
-        recorded,
-        payload.clone(),
-        Some(&mut baseline),
-    )?;
-    let mut pages = PageCache::new(trace, &held, baseline.episode_start_bytes);
-    let mut outcome = run(trace, nodes, settings, payload, Some(&mut pages))?;
-    outcome.page_cache = pages.effect;
-    Ok(outcome)
-}
-
-/// What the page cache's share of memory did in a replay (recordings with data pages).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PageCacheEffect {
-    /// Data pages the episodes' drops spared: the memory the node cache saved, given over.
-    pub pages_kept: u64,
-    /// Reads of those pages the recording made, now hits.
-    pub reads_spared: u64,
-    /// Node lookups those reads made, not made.
-    pub lookups_spared: u64,
-}
-
-/// The replay's view of the page cache: which data pages it keeps that the recording
-/// dropped, and per thread the pages of its last read, to tell whether the lookups after it
-/// were made for a read that is now a hit.
-struct PageCache<'a> {
-    trace: &'a Trace,
-    nodes: &'a NodeSet,
-    /// The recorded (compression off) cache's attributed bytes as each episode began, in
-    /// order; empty on the baseline run, which collects them.
-    recorded_bytes: Vec<u64>,
-    episode_start_bytes: Vec<u64>,
-    /// Step indices of the `PageOut`s to skip: the pages stay.
-    kept_drops: std::collections::HashSet<usize>,
-    /// Pages in this replay's page cache that the recording had dropped.
-    kept: std::collections::HashSet<u32>,
-    reads: std::collections::HashMap<u16, Read>,
-    effect: PageCacheEffect,
-}
-
-/// A thread's last read of data pages: its file, whether every page of it was already there,
-/// and whether a lookup of the file's nodes followed (later pages begin a new read).
-#[derive(Clone, Copy)]
-struct Read {
-    ino: u32,
-    all_kept: bool,
-    looked_up: bool,
-}
-
-impl<'a> PageCache<'a> {
-    fn new(trace: &'a Trace, nodes: &'a NodeSet, recorded_bytes: Vec<u64>) -> PageCache<'a> {
-        PageCache {
-            trace,
-            nodes,
-            recorded_bytes,
-            episode_start_bytes: Vec::new(),
-            kept_drops: Default::default(),
-            kept: Default::default(),
-            reads: Default::default(),
-            effect: PageCacheEffect::default(),
-        }
-    }
-
-    /// An episode begins at step `at` with the replay's cache at `bytes`: the memory it holds
-    /// less than the recorded cache keeps the pages the episode drops last.
-    fn episode_begins(&mut self, at: usize, episode_end: usize, bytes: u64) {
-        let episode = self.episode_start_bytes.len();
-        self.episode_start_bytes.push(bytes);
-        let Some(&recorded) = self.recorded_bytes.get(episode) else {
-            return;
-        };
-        let mut room = recorded.saturating_sub(bytes) / PAGE_BYTES;
-        for index in (at..episode_end).rev() {
-            if room == 0 {
-                break;
-            }
-            if self.trace.steps[index].op == Op::PageOut {
-                self.kept_drops.insert(index);
-                room -= 1;
-            }
-        }
-    }
-
-    /// Whether the step at `index` is replayed (false: a kept page's drop, a spared lookup).
-    fn replays(&mut self, index: usize, step: &Step) -> bool {
-        match step.op {
-            Op::PageOut => {
-                if self.kept_drops.contains(&index) {
-                    self.kept.insert(step.nid);
-                    self.effect.pages_kept += 1;
-                    return false;
-                }
-                self.kept.remove(&step.nid);
-                false
-            }
-            Op::PageIn => {
-                let was_kept = self.kept.remove(&step.nid);
-                self.effect.reads_spared += u64::from(was_kept);
-                let ino = self.trace.pages[step.nid as usize].ino;
-                let read = self.reads.entry(step.thread).or_insert(Read {
-                    ino,
-                    all_kept: true,
-                    looked_up: true,
-                });
-                if read.looked_up || read.ino != ino {
-                    *read = Read {
-                        ino,
-                        all_kept: was_kept,
-                        looked_up: false,
-                    };
-                } else {
-                    read.all_kept &= was_kept;
-                }
-                false
-            }
-            op if op.is_lookup() && step.thread != 0 => {
-                let Some(read) = self.reads.get_mut(&step.thread) else {
-                    return true;
-                };
-                let owner = self
-                    .nodes
-                    .block(step.nid)
-                    .map(|block| NodeBlock(&block[..]).footer_ino());
-                if owner != Some(read.ino) {
-                    return true;
-                }
-                read.looked_up = true;
-                if read.all_kept {
-                    self.effect.lookups_spared += 1;
-                    return false;
-                }
-                true
-            }
-            _ => true,
-        }
-    }
-}
-
-/// A data page's memory in the page cache.
-const PAGE_BYTES: u64 = 4096;
-
-/// Where each pressure episode that begins at a step ends (the step that ends it, or the
-/// trace's length), as [`run`] walks them.
-fn episode_spans(steps: &[Step], ends: &[bool]) -> std::collections::HashMap<usize, usize> {
-    let mut spans = std::collections::HashMap::new();
-    let mut open: Option<usize> = None;
-    for (index, step) in steps.iter().enumerate() {
-        if let Some(begun) = open {
-            if ends[index] {
-                spans.insert(begun, index);
-                open = None;
-            }
-        }
-        if step.op == Op::Evict && open.is_none() {
-            open = Some(index);
-        }
-    }
-    if let Some(begun) = open {
-        spans.insert(begun, steps.len());
-    }
-    spans
-}
-
-fn run(
-    trace: &Trace,
-    nodes: Arc<NodeSet>,
-    settings: Settings,
-    payload: Payload,
-    mut pages: Option<&mut PageCache>,
 ) -> Result<Outcome> {
     let options = EngineOptions {
         dev: trace.dev,
@@ -608,14 +340,10 @@ fn run(
         bytes: settings.budget_bytes,
     };
     let ends = episode_ends(&trace.steps);
-    let spans = match pages {
-        Some(_) => episode_spans(&trace.steps, &ends),
-        None => Default::default(),
-    };
     let mut pressing = false;
     let mut outcome = Outcome::default();
     let mut mark = Mark::default();
-    for (index, (step, &ends_episode)) in trace.steps.iter().zip(&ends).enumerate() {
+    for (step, &ends_episode) in trace.steps.iter().zip(&ends) {
         engine.advance_to(step.ts_ns)?;
         if pressing && ends_episode {
             engine.set_pressure(Pressure::None);
@@ -627,15 +355,6 @@ fn run(
                 reads: engine.disk.reads,
                 stats: engine.cache.stats,
             };
-        }
-        if let Some(pages) = pages.as_deref_mut() {
-            if step.op == Op::Evict && !pressing {
-                let end = spans.get(&index).copied().unwrap_or(trace.steps.len());
-                pages.episode_begins(index, end, engine.cache.memory().attributed_bytes);
-            }
-            if !pages.replays(index, step) {
-                continue;
-            }
         }
         match step.op {
             Op::Lookup => {
@@ -660,7 +379,6 @@ fn run(
                     outcome.pressure_episodes += 1;
                 }
             }
-            Op::PageIn | Op::PageOut => {}
         }
         outcome.peak_bytes = outcome
             .peak_bytes

@@ -37,18 +37,6 @@ pub struct AccessLayout {
     /// waits in its CPU's slot (`LOOKUP_SLOT`, no lock) and moves to the per-thread map only
     /// when its thread leaves the CPU (sleeps or is preempted) or reads from disk.
     pub lookup_slots: u16,
-    /// Non-zero when data pages are recorded too (`record --page-cache`): the eviction program
-    /// keeps the device's data pages beside its node pages, and the add program
-    /// (`filemap:mm_filemap_add_to_page_cache`) the pages read in.
-    pub data_pages: u16,
-    /// Offsets of the add tracepoint's `i_ino` (8 bytes), `index` (8) and `s_dev` (4).
-    pub add_ino: u16,
-    pub add_index: u16,
-    pub add_dev: u16,
-    /// Offsets of both tracepoints' `order` (1 byte, a folio's log2 pages; since Linux 6.9),
-    /// 0 where the format file has none: the page is then one page.
-    pub add_order: u16,
-    pub evict_order: u16,
 }
 
 /// A timed lookup's outcome (`AccessRecord::outcome`, a `NodeAccess` event's `reason`), each
@@ -114,9 +102,7 @@ pub const ACCESS_COUNT_LOOKUPS: u32 = 0;
 pub const ACCESS_COUNT_EVICTIONS: u32 = 1;
 /// Lookups that read their device through `sbi->sb` (the rest took their CPU's cached one).
 pub const ACCESS_COUNT_DEVICE_READS: u32 = 2;
-/// Data pages of a known F2FS device that entered or left the page cache (`--page-cache`).
-pub const ACCESS_COUNT_DATA_PAGES: u32 = 3;
-pub const ACCESS_COUNT_SLOTS: u32 = 4;
+pub const ACCESS_COUNT_SLOTS: u32 = 3;
 
 /// Node lookups an [`AccessBatch`] holds. A lookup is the most frequent event nodescope traces
 /// (every one, hit or miss): each CPU collects them in its own batch and sends the batch to the

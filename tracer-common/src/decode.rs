@@ -89,13 +89,6 @@ pub enum Decoded {
     NodeEvict {
         nid: u32,
     },
-    /// `pages` data pages of file `ino` from `index` on entered (`added`) or left the page cache.
-    DataPage {
-        ino: u32,
-        index: u64,
-        pages: u32,
-        added: bool,
-    },
     MetaWrite {
         block: u32,
         area: MetaArea,
@@ -578,12 +571,6 @@ impl Event {
                 }),
             },
             EventKind::NodeEvict => Decoded::NodeEvict { nid },
-            EventKind::DataPage => Decoded::DataPage {
-                ino: nid,
-                index: self.latency_ns,
-                pages: self.len,
-                added: self.flags & FLAG_PAGE_ADDED != 0,
-            },
             EventKind::MetaWrite => Decoded::MetaWrite {
                 block: nid,
                 area: MetaArea::from_code(self.queue).ok_or(unrecognised)?,
@@ -646,7 +633,6 @@ impl Decoded {
             Decoded::Hello => EventKind::Hello,
             Decoded::NodeAccess { .. } => EventKind::NodeAccess,
             Decoded::NodeEvict { .. } => EventKind::NodeEvict,
-            Decoded::DataPage { .. } => EventKind::DataPage,
             Decoded::MetaWrite { .. } => EventKind::MetaWrite,
             Decoded::JournalEntry(_) => EventKind::JournalEntry,
             Decoded::Counter(_) => EventKind::Counter,

@@ -63,16 +63,10 @@ pub enum EventKind {
     /// queue or reason code it is kept per (`COUNTER_SUB_ALL` for a total), `latency_ns` = the
     /// counter's value (cumulative since mount; a gauge's current value), `dev`. Never a task's.
     Counter = 20,
-    /// A data page of a file on an F2FS device entered the page cache (`flags`
-    /// `FLAG_PAGE_ADDED`: read in, a miss) or left it (evicted or truncated). `nid` = the
-    /// file's inode number (an F2FS inode's number is its node id), `latency_ns` = the page
-    /// index, `len` = pages (a folio's). Captured only when asked (`record --page-cache`): what
-    /// the what-if needs to see the page cache share memory with the node cache.
-    DataPage = 21,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 20] = [
         EventKind::NodeRead,
         EventKind::NodeWrite,
         EventKind::Checkpoint,
@@ -93,7 +87,6 @@ impl EventKind {
         EventKind::Insert,
         EventKind::Forget,
         EventKind::Counter,
-        EventKind::DataPage,
     ];
 
     /// A match, not a search of `ALL`: `Event::decode` calls this for every event.
@@ -120,7 +113,6 @@ impl EventKind {
             18 => EventKind::Insert,
             19 => EventKind::Forget,
             20 => EventKind::Counter,
-            21 => EventKind::DataPage,
             _ => return None,
         })
     }
@@ -148,7 +140,6 @@ impl EventKind {
             EventKind::Insert => "insert",
             EventKind::Forget => "forget",
             EventKind::Counter => "counter",
-            EventKind::DataPage => "data_page",
         }
     }
 }
@@ -157,9 +148,6 @@ impl EventKind {
 pub const FLAG_READAHEAD: u8 = 1 << 0;
 /// `Event::flags`: the read was synchronous (REQ_SYNC).
 pub const FLAG_SYNC: u8 = 1 << 1;
-
-/// `Event::flags` of a `DataPage`: the page entered the page cache (else it left it).
-pub const FLAG_PAGE_ADDED: u8 = 1 << 0;
 
 /// `Event::flags` of a `NodeAccess`: the node page was created in memory (a new inode or node
 /// page), not looked up: raw, dirty and referenced. The kernel's lookup probe never sets it;

@@ -21,9 +21,9 @@ use aya_ebpf::{
 };
 use tracer_common::{
     retrieval_outcome, AccessBatch, AccessLayout, AccessRecord, BlockKey, EventKind,
-    ACCESS_BATCH_MAGIC, ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DATA_PAGES,
-    ACCESS_COUNT_DEVICE_READS, ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
-    FLAG_PAGE_ADDED, LOOKUP_SAW_READ, LOOKUP_SAW_WAIT,
+    ACCESS_BATCH_MAGIC, ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
+    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS, LOOKUP_SAW_READ,
+    LOOKUP_SAW_WAIT,
 };
 
 use crate::maps::{count_drops, emit_batched, fill_thread, EVENTS, WAKEUP_BYTES};
@@ -651,8 +651,7 @@ pub fn f2fs_sb_gone(_ctx: RetProbeContext) -> u32 {
 }
 
 /// mm_filemap_delete_from_page_cache: a page (folio) left some file's page cache; keep those of
-/// a known F2FS device's node inode, whose page index is the nid, and with `--page-cache` the
-/// device's data pages.
+/// a known F2FS device's node inode, whose page index is the nid.
 #[tracepoint]
 pub fn f2fs_node_evict(ctx: TracePointContext) -> u32 {
     let _ = on_evict(&ctx);
@@ -668,14 +667,11 @@ fn on_evict(ctx: &TracePointContext) -> Option<()> {
     let node_ino = unsafe { NODE_INO.get(&dev) }.copied()?;
     // SAFETY: as above, an offset from the format file.
     let ino: u64 = unsafe { ctx.read_at(usize::from(layout.evict_ino)) }.ok()?;
-    // SAFETY: as above.
-    let index: u64 = unsafe { ctx.read_at(usize::from(layout.evict_index)) }.ok()?;
     if ino != u64::from(node_ino) {
-        if layout.data_pages != 0 {
-            emit_data_page(ctx, dev, ino, index, layout.evict_order, false);
-        }
         return None;
     }
+    // SAFETY: as above.
+    let index: u64 = unsafe { ctx.read_at(usize::from(layout.evict_index)) }.ok()?;
     count(ACCESS_COUNT_EVICTIONS);
     emit_batched(|event| {
         fill_thread(event, EventKind::NodeEvict);
@@ -683,58 +679,4 @@ fn on_evict(ctx: &TracePointContext) -> Option<()> {
         event.nid = index as u32;
     });
     Some(())
-}
-
-/// mm_filemap_add_to_page_cache, hooked with `--page-cache` only: a page (folio) entered some
-/// file's page cache; keep the data pages of a known F2FS device (not its node inode's: a
-/// lookup's read says more of those).
-#[tracepoint]
-pub fn f2fs_data_page_add(ctx: TracePointContext) -> u32 {
-    let _ = on_add(&ctx);
-    0
-}
-
-fn on_add(ctx: &TracePointContext) -> Option<()> {
-    let layout = ACCESS_LAYOUT.get(0)?;
-    // SAFETY: offsets from this tracepoint's format file, inside the record.
-    let dev: u32 = unsafe { ctx.read_at(usize::from(layout.add_dev)) }.ok()?;
-    // SAFETY: NODE_INO values are plain u32s copied out at once.
-    let node_ino = unsafe { NODE_INO.get(&dev) }.copied()?;
-    // SAFETY: as above.
-    let ino: u64 = unsafe { ctx.read_at(usize::from(layout.add_ino)) }.ok()?;
-    if ino == u64::from(node_ino) {
-        return None;
-    }
-    // SAFETY: as above.
-    let index: u64 = unsafe { ctx.read_at(usize::from(layout.add_index)) }.ok()?;
-    emit_data_page(ctx, dev, ino, index, layout.add_order, true);
-    Some(())
-}
-
-/// One `DataPage` event: `order_at` is the record's `order` offset, 0 when it has none.
-/// Inlined: a BPF call takes five arguments at most.
-#[inline(always)]
-fn emit_data_page(
-    ctx: &TracePointContext,
-    dev: u32,
-    ino: u64,
-    index: u64,
-    order_at: u16,
-    added: bool,
-) {
-    let order: u8 = if order_at == 0 {
-        0
-    } else {
-        // SAFETY: an offset from the format file, inside the record.
-        unsafe { ctx.read_at(usize::from(order_at)) }.unwrap_or(0)
-    };
-    count(ACCESS_COUNT_DATA_PAGES);
-    emit_batched(|event| {
-        fill_thread(event, EventKind::DataPage);
-        event.dev = dev;
-        event.nid = ino as u32;
-        event.latency_ns = index;
-        event.len = 1u32 << (order & 15);
-        event.flags = if added { FLAG_PAGE_ADDED } else { 0 };
-    });
 }

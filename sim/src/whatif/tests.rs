@@ -4,7 +4,6 @@ use crate::{
     cache::PayloadSizes,
     scenario::vm_replay::{self, VmReplayParams},
 };
-use tracer_common::FLAG_PAGE_ADDED;
 
 /// vm-replay recorded with compression off, replayed at the scenario's own settings with
 /// compression on: exactly the scenario's on side, with real LZ4 and with sizes per node.
@@ -152,12 +151,20 @@ fn pressed(cycles: u64, lookups: u64, pause_ns: u64) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut ts = 0;
     for cycle in 0..cycles {
-        steps.push(Step::new(ts, 0, Op::Evict));
+        steps.push(Step {
+            ts_ns: ts,
+            nid: 0,
+            op: Op::Evict,
+        });
         ts += pause_ns;
         for i in 0..lookups {
             ts += 1_000_000;
             let nid = (cycle * lookups + i) as u32;
-            steps.push(Step::new(ts, nid, Op::Lookup));
+            steps.push(Step {
+                ts_ns: ts,
+                nid,
+                op: Op::Lookup,
+            });
         }
     }
     steps
@@ -196,127 +203,4 @@ fn a_gap_long_in_time_and_lookups_ends_the_episode_where_the_linger_runs_out() {
     let mut short = steps.clone();
     short.remove(5);
     assert_eq!(ended_at(&short), vec![second_gap_end - 1]);
-}
-
-/// A recording with data pages (`--page-cache`): `files` files, each read once (its data page
-/// in, its inode looked up), a pressure episode that drops every node page and then every data
-/// page, in file order, and the files read again, 10 s later.
-fn paged(nodes: &NodeSet, files: usize) -> (Trace, Vec<u32>) {
-    let inos: Vec<u32> = nodes.nids().iter().copied().skip(1).take(files).collect();
-    let mut builder = TraceBuilder::new(0);
-    let mut ts = 1_000_000;
-    let tick = |ts: &mut u64| {
-        *ts += 1_000;
-        *ts
-    };
-    let page = |ts: u64, ino: u32, added: bool| {
-        let flags = if added { FLAG_PAGE_ADDED } else { 0 };
-        let mut event = Event::new(EventKind::DataPage, ts)
-            .nid(ino)
-            .flags(flags)
-            .len(1);
-        event.pid = 7;
-        event
-    };
-    let lookup = |ts: u64, nid: u32| {
-        let mut event = Event::new(EventKind::NodeAccess, ts).nid(nid);
-        event.pid = 7;
-        event
-    };
-    for &ino in &inos {
-        builder.add(&page(tick(&mut ts), ino, true)).unwrap();
-        builder.add(&lookup(tick(&mut ts), ino)).unwrap();
-    }
-    ts += 10_000_000_000;
-    for &ino in &inos {
-        builder
-            .add(&Event::new(EventKind::NodeEvict, tick(&mut ts)).nid(ino))
-            .unwrap();
-    }
-    for &ino in &inos {
-        builder.add(&page(tick(&mut ts), ino, false)).unwrap();
-    }
-    ts += 10_000_000_000;
-    for &ino in &inos {
-        builder.add(&page(tick(&mut ts), ino, true)).unwrap();
-        builder.add(&lookup(tick(&mut ts), ino)).unwrap();
-    }
-    (builder.finish(), inos)
-}
-
-/// The trace without its data pages: what a recording without `--page-cache` holds.
-fn without_pages(trace: &Trace) -> Trace {
-    let mut bare = trace.clone();
-    bare.steps
-        .retain(|s| !matches!(s.op, Op::PageIn | Op::PageOut));
-    bare.pages.clear();
-    bare
-}
-
-/// The memory a setting saves in the node cache when the episode begins keeps that many of the
-/// data pages the episode drops, the last ones; their files' second reads are hits and make no
-/// lookup. At the recorded setting (compression off) nothing changes.
-#[test]
-fn the_memory_a_setting_saves_keeps_the_last_dropped_data_pages_and_spares_their_lookups() {
-    let nodes = vm_replay::rfc_nodes().unwrap();
-    let files = 400;
-    let (trace, inos) = paged(&nodes, files);
-    assert_eq!(
-        (trace.accesses, trace.pages.len()),
-        (2 * files as u64, files)
-    );
-    let tasks = trace.steps.iter().filter(|s| s.op != Op::Evict);
-    assert!(tasks.clone().all(|s| s.thread == 1));
-    assert_eq!(tasks.count(), 5 * files);
-    let settings = |threshold| Settings {
-        knobs: Knobs {
-            threshold,
-            interval_ms: 1_000,
-        },
-        budget_bytes: 0,
-        cache: crate::cache::CacheConfig::rfc(),
-    };
-    let bare = without_pages(&trace);
-
-    let off = replay(&trace, nodes.clone(), settings(0), Payload::Lz4).unwrap();
-    assert_eq!(off.page_cache, PageCacheEffect::default());
-    let off_bare = replay(&bare, nodes.clone(), settings(0), Payload::Lz4).unwrap();
-    assert_eq!(off, off_bare);
-    // The pressure took every entry: each second read is a disk read.
-    assert_eq!(off.node_reads, files as u64);
-
-    // What the two caches held as the episode began, from the replays themselves.
-    let start_bytes = |threshold| {
-        let mut pages = PageCache::new(&trace, &nodes, Vec::new());
-        run(
-            &trace,
-            nodes.clone(),
-            settings(threshold),
-            Payload::Lz4,
-            Some(&mut pages),
-        )
-        .unwrap();
-        pages.episode_start_bytes
-    };
-    let (recorded, smaller) = (start_bytes(0), start_bytes(25));
-    assert_eq!((recorded.len(), smaller.len()), (1, 1));
-    let kept = (recorded[0] - smaller[0]) / 4096;
-    assert!(kept > 0 && kept < files as u64, "{recorded:?} {smaller:?}");
-
-    let on = replay(&trace, nodes.clone(), settings(25), Payload::Lz4).unwrap();
-    let on_bare = replay(&bare, nodes.clone(), settings(25), Payload::Lz4).unwrap();
-    let spared = PageCacheEffect {
-        pages_kept: kept,
-        reads_spared: kept,
-        lookups_spared: kept,
-    };
-    assert_eq!(on.page_cache, spared);
-    assert_eq!(on.node_reads, on_bare.node_reads - kept);
-    // The pages kept are the last dropped: the first files' second reads still read.
-    let first = inos[..files - kept as usize].to_vec();
-    let mut early = trace.clone();
-    let second_reads = early.steps.len() - 2 * files;
-    early.steps.truncate(second_reads + 2 * first.len());
-    let early_on = replay(&early, nodes, settings(25), Payload::Lz4).unwrap();
-    assert_eq!(early_on.page_cache.lookups_spared, 0);
 }

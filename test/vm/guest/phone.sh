@@ -86,7 +86,7 @@ trial() {
   echo $3 > $S/node_compress_interval || fail "$name: interval $3"
   nodescope stream --json --window 1 > $R/${name}_stream.jsonl 2> $R/${name}_stream.err &
   ST=$!
-  nodescope record -o $R/${name}.nsr --page-cache > /dev/null 2> $R/${name}_record.err &
+  nodescope record -o $R/${name}.nsr --accesses > /dev/null 2> $R/${name}_record.err &
   RC=$!
   wait_for $ST "$name stream" "grep -q 'nodescope stream: ready' $R/${name}_stream.err" 60
   wait_for $RC "$name record" "grep -q 'nodescope record: ready' $R/${name}_record.err" 60

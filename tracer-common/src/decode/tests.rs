@@ -117,19 +117,6 @@ fn every_kind_round_trips_to_its_variant() {
         ),
         (raw(EventKind::NodeEvict, 0), Decoded::NodeEvict { nid: 42 }),
         (
-            {
-                let mut page = raw(EventKind::DataPage, 0).flags(FLAG_PAGE_ADDED);
-                page.latency_ns = 1 << 40;
-                page
-            },
-            Decoded::DataPage {
-                ino: 42,
-                index: 1 << 40,
-                pages: 300,
-                added: true,
-            },
-        ),
-        (
             raw(EventKind::MetaWrite, META_AREA_NAT),
             Decoded::MetaWrite {
                 block: 42,
@@ -298,7 +285,6 @@ fn kinds_without_a_code_ignore_the_queue_byte() {
         EventKind::Hello,
         EventKind::NodeAccess,
         EventKind::NodeEvict,
-        EventKind::DataPage,
     ] {
         assert!(
             !matches!(raw(kind, 250).decode(), Decoded::Unknown(_)),

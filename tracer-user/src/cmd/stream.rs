@@ -80,8 +80,7 @@ pub(crate) fn run(args: StreamArgs) -> Result<()> {
         if args.source.traces_accesses() {
             text += &crate::source::bpf::f2fs::access::plan_this_kernel(
                 args.source.function_hook,
-                args.source.lookup_latency || args.source.page_cache,
-                args.source.page_cache,
+                args.source.lookup_latency,
             )
             .render();
         }
@@ -156,8 +155,7 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
     if args.source.traces_accesses() {
         source.attach_accesses(&crate::source::bpf::f2fs::access::plan_this_kernel(
             args.source.function_hook,
-            args.source.lookup_latency || args.source.page_cache,
-            args.source.page_cache,
+            args.source.lookup_latency,
         ))?;
     }
     // The probes' line as it always was, then what each RFC kind is seen by, kind by kind.

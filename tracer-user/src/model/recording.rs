@@ -169,8 +169,6 @@ fn tally(
         } => |device| &mut device.checkpoints,
         Decoded::NodeAccess { .. } => |device| &mut device.node_accesses,
         Decoded::NodeEvict { .. } => |device| &mut device.node_evictions,
-        Decoded::DataPage { added: true, .. } => |device| &mut device.data_pages_added,
-        Decoded::DataPage { added: false, .. } => |device| &mut device.data_pages_dropped,
         _ => return,
     };
     let device = devices

@@ -23,7 +23,7 @@ pub(crate) struct AccessProbe {
 }
 
 pub(super) fn access_probe(bpf_works: bool) -> AccessProbe {
-    let plan = access::plan_this_kernel(FunctionHook::Auto, false, true);
+    let plan = access::plan_this_kernel(FunctionHook::Auto, false);
     // The trampolines detach when the result is dropped, with the object.
     let tried = bpf_works.then(|| {
         bpf::load(PROBE_RING_BYTES)

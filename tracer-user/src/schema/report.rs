@@ -34,11 +34,6 @@ pub(crate) struct DeviceReport {
     pub node_accesses: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub node_evictions: u64,
-    /// Data pages read into and dropped from the page cache (`--page-cache`).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub data_pages_added: u64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub data_pages_dropped: u64,
 }
 
 fn is_zero(value: &u64) -> bool {

@@ -59,14 +59,6 @@ pub(crate) struct SourceArgs {
     /// kprobe on the page lock's slow path; the simulator times its lookups in virtual time.
     #[arg(long)]
     pub lookup_latency: bool,
-    /// Also capture the traced F2FS device's data pages as they enter and leave the page cache
-    /// (data_page events): with them, `nodescope whatif` gives the memory a setting saves in the
-    /// node cache back to the page cache, whose misses make node lookups. Implies
-    /// --lookup-latency: the what-if ties a page's read to the lookups right after it, which
-    /// takes each lookup's own time, not its CPU's tick. The kernel source only (the simulator
-    /// has no data pages).
-    #[arg(long)]
-    pub page_cache: bool,
     /// Kernel source: how kernel functions are hooked, the node lookups of --accesses and the
     /// RFC's functions of a probe manifest. `auto` takes BPF trampolines (fentry, fexit), the
     /// cheaper hook, where the kernel has BTF and trampolines, and kprobes where not or where
@@ -97,7 +89,7 @@ pub(crate) struct SourceArgs {
 impl SourceArgs {
     /// Node lookups are traced: `--accesses`, or `--lookup-latency`, which times them.
     pub(crate) fn traces_accesses(&self) -> bool {
-        self.accesses || self.lookup_latency || self.page_cache
+        self.accesses || self.lookup_latency
     }
 
     /// Whether the kernel source must send node reads as events: when asked, when the
@@ -199,8 +191,7 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     if args.traces_accesses() {
         source.attach_accesses(&f2fs::access::plan_this_kernel(
             args.function_hook,
-            args.lookup_latency || args.page_cache,
-            args.page_cache,
+            args.lookup_latency,
         ))?;
     }
     let banner = with_coverage(&mut source, banner);

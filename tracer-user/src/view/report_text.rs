@@ -155,13 +155,6 @@ pub(crate) fn render(report: &Report) -> String {
                 d.node_accesses, d.node_evictions
             );
         }
-        if d.data_pages_added + d.data_pages_dropped > 0 {
-            let _ = write!(
-                out,
-                " data pages in {} out {}",
-                d.data_pages_added, d.data_pages_dropped
-            );
-        }
         out.push('\n');
     }
     if let Some(types) = &report.node_types {

@@ -19,8 +19,8 @@ use aya::{
 };
 use serde::Serialize;
 use tracer_common::{
-    AccessBatch, AccessLayout, ACCESS_COUNT_DATA_PAGES, ACCESS_COUNT_DEVICE_READS,
-    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS,
+    AccessBatch, AccessLayout, ACCESS_COUNT_DEVICE_READS, ACCESS_COUNT_EVICTIONS,
+    ACCESS_COUNT_LOOKUPS,
 };
 
 use crate::source::bpf::{
@@ -92,9 +92,6 @@ pub(crate) const INNER_LOOKUP_FUNCTIONS: [&str; 2] = ["__get_node_page", "__get_
 
 pub(crate) const EVICT_CATEGORY: &str = "filemap";
 pub(crate) const EVICT_TRACEPOINT: &str = "mm_filemap_delete_from_page_cache";
-/// `--page-cache`: the data pages a known F2FS device's files read into the page cache.
-pub(crate) const PROG_DATA_ADD: &str = "f2fs_data_page_add";
-pub(crate) const ADD_TRACEPOINT: &str = "mm_filemap_add_to_page_cache";
 
 /// Struct member offsets the lookup program reads through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,9 +123,6 @@ pub(crate) struct AccessPlan {
     pub lock_wait: Option<String>,
     /// The block layer's request tracepoints are hooked for the disk reads' device time.
     pub device_time: bool,
-    /// Data pages are recorded too (`--page-cache`): both filemap tracepoints keep the
-    /// device's data pages.
-    pub page_cache: bool,
     #[serde(skip)]
     pub layout: AccessLayout,
 }
@@ -169,13 +163,6 @@ impl AccessPlan {
         match &self.evict_tracepoint {
             Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "node_evict")),
             None => drop(writeln!(out, "{:<12} not available", "node_evict")),
-        }
-        if self.page_cache {
-            let _ = writeln!(
-                out,
-                "{:<12} tracepoints {EVICT_CATEGORY}:{ADD_TRACEPOINT}, {EVICT_TRACEPOINT}",
-                "data_pages"
-            );
         }
         for why in &self.missing {
             let _ = writeln!(out, "{:<12}   not used: {why}", "");
@@ -225,50 +212,8 @@ pub(crate) fn plan(
         timed: false,
         lock_wait: None,
         device_time: false,
-        page_cache: false,
         layout,
     }
-}
-
-/// The plan with data pages recorded too (`--page-cache`): the add tracepoint's `i_ino`,
-/// `index`, `s_dev` and both tracepoints' `order` (where they have one) from their format
-/// files. Needs the eviction tracepoint, which carries the data pages' departures.
-pub(crate) fn with_page_cache(
-    mut plan: AccessPlan,
-    add_format: Result<String>,
-    evict_format: Result<String>,
-) -> AccessPlan {
-    if plan.evict_tracepoint.is_none() {
-        plan.missing
-            .push("data_pages: they leave the page cache through node_evict's tracepoint".into());
-        return plan;
-    }
-    let offsets = || -> Result<(u16, u16, u16, u16, u16)> {
-        let add = Format::parse(&add_format?).context("parsing its format file")?;
-        let evict = Format::parse(&evict_format?).context("parsing its format file")?;
-        Ok((
-            field_offset(&add, "i_ino", 8)?,
-            field_offset(&add, "index", 8)?,
-            field_offset(&add, "s_dev", 4)?,
-            optional_offset(&add, "order", 1)?,
-            optional_offset(&evict, "order", 1)?,
-        ))
-    };
-    match offsets() {
-        Ok((ino, index, dev, add_order, evict_order)) => {
-            plan.page_cache = true;
-            plan.layout.data_pages = 1;
-            plan.layout.add_ino = ino;
-            plan.layout.add_index = index;
-            plan.layout.add_dev = dev;
-            plan.layout.add_order = add_order;
-            plan.layout.evict_order = evict_order;
-        }
-        Err(err) => plan.missing.push(format!(
-            "data_pages: {EVICT_CATEGORY}:{ADD_TRACEPOINT}: {err:#}"
-        )),
-    }
-    plan
 }
 
 /// The plan with its lookups timed (issue 51): a return program beside each entry, and the
@@ -389,15 +334,6 @@ fn evict_offsets(text: &str, layout: &mut AccessLayout) -> Result<()> {
     Ok(())
 }
 
-/// A field's offset when the format has it (checked as `field_offset` does), else 0: a
-/// tracepoint's common fields fill offset 0, so no field of its own is ever there.
-fn optional_offset(format: &Format, name: &str, size: u16) -> Result<u16> {
-    if format.field(name).is_none() {
-        return Ok(0);
-    }
-    field_offset(format, name, size)
-}
-
 /// A field's offset, checked to be `size` bytes (the program reads exactly that many).
 fn field_offset(format: &Format, name: &str, size: u16) -> Result<u16> {
     let field = format
@@ -445,26 +381,26 @@ pub fn struct_offsets(btf: &KernelBtf) -> Result<StructOffsets> {
     })
 }
 
-/// The plan for the running kernel; `timed`: lookups timed (`--lookup-latency`); `page_cache`:
-/// data pages recorded too (`--page-cache`).
-pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool, page_cache: bool) -> AccessPlan {
+/// The plan for the running kernel; `timed`: lookups timed (`--lookup-latency`).
+pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
     let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).unwrap_or_default();
     let btf = bpf::discover::btf::this_kernel();
     let offsets = btf
         .as_ref()
         .map_err(|err| anyhow::anyhow!("{err:#}"))
         .and_then(|shared| struct_offsets(&shared.1));
-    let evict_format = filemap_format(EVICT_TRACEPOINT);
+    let evict_format = system::tracefs()
+        .context("tracefs is not mounted")
+        .and_then(|root| {
+            let path = root
+                .join("events")
+                .join(EVICT_CATEGORY)
+                .join(EVICT_TRACEPOINT)
+                .join("format");
+            super::planner::read_format(&path)
+                .with_context(|| format!("reading {}", path.display()))
+        });
     let plan = plan(&kallsyms, system::has_kprobes(), offsets, evict_format);
-    let plan = if page_cache {
-        with_page_cache(
-            plan,
-            filemap_format(ADD_TRACEPOINT),
-            filemap_format(EVICT_TRACEPOINT),
-        )
-    } else {
-        plan
-    };
     let release = system::kernel_release();
     let targets = trampoline::usable(hook, &bpf::arch::kernel_machine(), &release).and_then(|()| {
         let shared = btf.map_err(|err| anyhow::anyhow!("{err:#}"))?;
@@ -497,21 +433,6 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool, page_cache: bool
         block_format(BLOCK_ISSUE),
         block_format(BLOCK_COMPLETE),
     )
-}
-
-/// The format file of `filemap:<event>` on this kernel.
-fn filemap_format(event: &str) -> Result<String> {
-    system::tracefs()
-        .context("tracefs is not mounted")
-        .and_then(|root| {
-            let path = root
-                .join("events")
-                .join(EVICT_CATEGORY)
-                .join(event)
-                .join("format");
-            super::planner::read_format(&path)
-                .with_context(|| format!("reading {}", path.display()))
-        })
 }
 
 /// What `attach` attached: each attachment's outcome, and the trampolines' links, which
@@ -644,14 +565,6 @@ pub(crate) fn attach(
             result,
         ));
     }
-    if plan.page_cache {
-        let result = attach_tracepoint(ebpf, PROG_DATA_ADD, EVICT_CATEGORY, ADD_TRACEPOINT);
-        outcomes.push(AttachOutcome::of(
-            "data_pages",
-            format!("tracepoint {EVICT_CATEGORY}:{ADD_TRACEPOINT}"),
-            result,
-        ));
-    }
     Ok(Attached {
         outcomes,
         trampolines,
@@ -781,8 +694,6 @@ pub(crate) struct AccessCounts {
     pub evictions: u64,
     /// Lookups that read their device through `sbi->sb`, not from their CPU's cache.
     pub device_reads: u64,
-    /// Data pages in and out of the page cache (`--page-cache`).
-    pub data_pages: u64,
 }
 
 pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
@@ -799,7 +710,6 @@ pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
         lookups: sum(ACCESS_COUNT_LOOKUPS)?,
         evictions: sum(ACCESS_COUNT_EVICTIONS)?,
         device_reads: sum(ACCESS_COUNT_DEVICE_READS)?,
-        data_pages: sum(ACCESS_COUNT_DATA_PAGES)?,
     })
 }
 
