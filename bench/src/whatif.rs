@@ -16,7 +16,7 @@ use serde::Serialize;
 use sim::{
     cache::{Payload, PayloadSizes},
     scenario::vm_replay,
-    whatif::{self, Op, Outcome, Settings, Trace},
+    whatif::{self, Op, Outcome, Reclaim, Settings, Trace},
 };
 
 const MIN_ACCESSES: u64 = 1_000_000;
@@ -48,6 +48,7 @@ pub fn main(args: &[String]) -> Result<()> {
     let settings = Settings {
         knobs: vm_replay::side_knobs().1,
         budget_bytes: vm_replay::BUDGET_BYTES,
+        reclaim: Reclaim::Budget,
         cache: sim::cache::CacheConfig::rfc(),
     };
     let (baseline, baseline_s) = timed(&trace, &nodes, settings, Payload::Lz4)?;
@@ -103,6 +104,7 @@ fn profile() -> Result<()> {
     let settings = Settings {
         knobs: vm_replay::side_knobs().1,
         budget_bytes: vm_replay::BUDGET_BYTES,
+        reclaim: Reclaim::Budget,
         cache: sim::cache::CacheConfig::rfc(),
     };
     let sizes = Arc::new(PayloadSizes::lz4(&nodes));

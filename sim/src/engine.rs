@@ -360,6 +360,32 @@ impl Engine {
         }
     }
 
+    /// Shrink until `owed` bytes of attributed memory are freed (what is freed beyond them
+    /// stays owed as a credit, negative), or until two sweeps over the whole cache reclaimed
+    /// nothing (every entry busy or dirty): a recorded kernel's reclaim replayed.
+    pub fn reclaim_bytes(&mut self, owed: &mut i64) {
+        self.em.now_ns = self.now;
+        self.em.task = self.kswapd;
+        let mut scanned_in_vain = 0;
+        while *owed > 0 {
+            let before = self.cache.memory().attributed_bytes;
+            let result = self.cache.shrink_scan(1, &mut self.em);
+            if result.scanned_total() == 0 {
+                break;
+            }
+            let freed = before.saturating_sub(self.cache.memory().attributed_bytes);
+            if freed > 0 {
+                *owed -= i64::try_from(freed).unwrap_or(i64::MAX);
+                scanned_in_vain = 0;
+            } else {
+                scanned_in_vain += result.scanned_total();
+                if scanned_in_vain > 2 * self.cache.memory().entries {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Direct reclaim in the allocating task when a budget is exceeded.
     fn direct_reclaim(&mut self) {
         if let Pressure::Budget { bytes } = self.pressure {

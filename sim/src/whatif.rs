@@ -12,6 +12,10 @@
 //!   and for a number of them, without an eviction ([`PRESSURE_LINGER_NS`],
 //!   [`PRESSURE_LINGER_LOOKUPS`]). The state at the end of the last episode is the **budget point**: its retained nodes and bytes, and the lookups after it
 //!   (node reads, restores), are what a what-if compares, as the vm-replay scenario does.
+//!   With [`Reclaim::AsRecorded`] (`whatif --budget recorded`) an episode instead frees, at
+//!   each recorded drop, the memory the recorded kernel freed with it.
+//! - a demand node read that no timed lookup on its thread was running at: a lookup through a
+//!   function the trace does not hook, replayed as a lookup ([`Op::UntracedLookup`]).
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
@@ -35,6 +39,11 @@ pub enum Op {
     Readahead,
     Evict,
     Checkpoint,
+    /// A demand node read that no traced lookup made: a lookup through a function the trace
+    /// does not hook (6.12's `f2fs_get_node_page_ra`, for the nodes under an indirect node),
+    /// known from its read. Only in traces whose lookups are timed, which tells the reads
+    /// lookups made from the others. Replayed as a lookup; not one of `Trace::accesses`.
+    UntracedLookup,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,9 +59,11 @@ pub struct Step {
 pub struct Trace {
     pub dev: u32,
     pub steps: Vec<Step>,
-    /// Lookups (every op but drops and checkpoints).
+    /// Lookups the recording traced (every op but drops, checkpoints and untraced lookups).
     pub accesses: u64,
     pub evictions: u64,
+    /// `UntracedLookup` steps.
+    pub untraced_lookups: u64,
 }
 
 /// The most steps a trace may hold (16 bytes each: 64 MiB). A recording holds events far more
@@ -102,6 +113,10 @@ impl AccessesByDevice {
 pub struct TraceBuilder {
     trace: Trace,
     max_steps: usize,
+    /// Timed lookups by (thread, nid): from their start to their return.
+    timed: std::collections::HashMap<(u32, u32), Vec<(u64, u64)>>,
+    /// Demand node reads: (time, thread, nid).
+    demand_reads: Vec<(u64, u32, u32)>,
 }
 
 impl TraceBuilder {
@@ -116,6 +131,8 @@ impl TraceBuilder {
                 ..Trace::default()
             },
             max_steps,
+            timed: Default::default(),
+            demand_reads: Vec::new(),
         }
     }
 
@@ -123,9 +140,31 @@ impl TraceBuilder {
         if event.dev != self.trace.dev && event.kind != EventKind::Checkpoint as u8 {
             return Ok(());
         }
+        match event.decode() {
+            Decoded::NodeAccess {
+                retrieval: Some(retrieval),
+                ..
+            } => {
+                let end = event.ts_ns.saturating_add(retrieval.latency_ns);
+                self.timed
+                    .entry((event.pid, event.nid))
+                    .or_default()
+                    .push((event.ts_ns, end));
+            }
+            Decoded::NodeRead {
+                readahead: false,
+                nid,
+                ..
+            } => self.demand_reads.push((event.ts_ns, event.pid, nid)),
+            _ => {}
+        }
         let Some(op) = op_of(event) else {
             return Ok(());
         };
+        self.push(event.ts_ns, event.nid, op)
+    }
+
+    fn push(&mut self, ts_ns: u64, nid: u32, op: Op) -> Result<()> {
         if self.trace.steps.len() >= self.max_steps {
             bail!(
                 "the trace of device {} has more than {} steps (node lookups, reads ahead, \
@@ -134,21 +173,41 @@ impl TraceBuilder {
                 self.max_steps
             );
         }
-        self.trace.push(event.ts_ns, event.nid, op);
+        self.trace.push(ts_ns, nid, op);
+        Ok(())
+    }
+
+    /// The demand reads no timed lookup on their thread was running at, as lookups of their
+    /// own (none when no lookup was timed: an untimed lookup's time is its CPU's tick's).
+    fn add_untraced_lookups(&mut self) -> Result<()> {
+        if self.timed.is_empty() {
+            return Ok(());
+        }
+        for (ts_ns, pid, nid) in std::mem::take(&mut self.demand_reads) {
+            let covered = self.timed.get(&(pid, nid)).is_some_and(|spans| {
+                spans
+                    .iter()
+                    .any(|&(start, end)| (start..=end).contains(&ts_ns))
+            });
+            if !covered {
+                self.push(ts_ns, nid, Op::UntracedLookup)?;
+            }
+        }
         Ok(())
     }
 
     /// The trace in time order. A kernel's lookups reach a recording in per-CPU batches, after
     /// single events (evictions, checkpoints, reads) of the same time: sorted here (stable, so
     /// equal times keep the recording's order) and timed from the earliest step.
-    pub fn finish(mut self) -> Trace {
+    pub fn finish(mut self) -> Result<Trace> {
+        self.add_untraced_lookups()?;
         self.trace.steps.sort_by_key(|step| step.ts_ns);
         if let Some(first) = self.trace.steps.first().map(|step| step.ts_ns) {
             for step in &mut self.trace.steps {
                 step.ts_ns -= first;
             }
         }
-        self.trace
+        Ok(self.trace)
     }
 }
 
@@ -164,13 +223,14 @@ impl Trace {
         for event in events {
             builder.add(event)?;
         }
-        Ok(builder.finish())
+        builder.finish()
     }
 
     pub fn push(&mut self, ts_ns: u64, nid: u32, op: Op) {
         match op {
             Op::Evict => self.evictions += 1,
             Op::Checkpoint => {}
+            Op::UntracedLookup => self.untraced_lookups += 1,
             _ => self.accesses += 1,
         }
         self.steps.push(Step { ts_ns, nid, op });
@@ -252,13 +312,35 @@ fn episode_ends(steps: &[Step]) -> Vec<bool> {
     ends
 }
 
+/// How a pressure episode reclaims the replayed cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reclaim {
+    /// Held to `Settings::budget_bytes` of attributed memory until the episode ends.
+    #[default]
+    Budget,
+    /// As the recorded kernel reclaimed: for each node page the recording saw dropped, when
+    /// it was dropped, one raw entry's memory freed, taken as the cache's shrinker takes it
+    /// (its queues, their weights, second chances). The recorded kernel (compression off, or
+    /// no RFC) freed that much from its node cache; the memory reclaim is after is the same at
+    /// any setting, so a cache of small compressed entries loses more of them (the reference
+    /// module's on trials lost every entry where the off ones kept 4 %, issue 50).
+    AsRecorded,
+}
+
+/// A raw entry's attributed memory: what one node page the recorded kernel dropped freed.
+const RAW_ENTRY_BYTES: i64 =
+    (crate::accounting::ENTRY_BYTES + crate::accounting::RAW_BUFFER_BYTES) as i64;
+
 /// One grid point's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Settings {
     /// The knob pair (threshold 0 = compression off).
     pub knobs: Knobs,
-    /// Attributed memory the node cache is held to during pressure episodes.
+    /// Attributed memory the node cache is held to during pressure episodes
+    /// (`Reclaim::Budget`).
     pub budget_bytes: u64,
+    pub reclaim: Reclaim,
     /// Slot sizes and reclaim weights (the RFC's by default).
     pub cache: CacheConfig,
 }
@@ -343,10 +425,14 @@ pub fn replay(
     let mut pressing = false;
     let mut outcome = Outcome::default();
     let mut mark = Mark::default();
+    // Bytes the recorded drops freed that the replay has not freed yet (`Reclaim::AsRecorded`).
+    let mut owed: i64 = 0;
     for (step, &ends_episode) in trace.steps.iter().zip(&ends) {
         engine.advance_to(step.ts_ns)?;
         if pressing && ends_episode {
-            engine.set_pressure(Pressure::None);
+            if settings.reclaim == Reclaim::Budget {
+                engine.set_pressure(Pressure::None);
+            }
             pressing = false;
             let memory = engine.cache.memory();
             outcome.retained_nodes = memory.entries;
@@ -357,7 +443,7 @@ pub fn replay(
             };
         }
         match step.op {
-            Op::Lookup => {
+            Op::Lookup | Op::UntracedLookup => {
                 engine.access(&task, step.nid, RequestedType::Any)?;
             }
             Op::Create => {
@@ -374,9 +460,15 @@ pub fn replay(
             }
             Op::Evict => {
                 if !pressing {
-                    engine.set_pressure(budget);
+                    if settings.reclaim == Reclaim::Budget {
+                        engine.set_pressure(budget);
+                    }
                     pressing = true;
                     outcome.pressure_episodes += 1;
+                }
+                if settings.reclaim == Reclaim::AsRecorded {
+                    owed += RAW_ENTRY_BYTES;
+                    engine.reclaim_bytes(&mut owed);
                 }
             }
         }
@@ -466,6 +558,7 @@ pub fn vm_replay_check(seed: u64) -> Result<VmReplayCheck> {
     let settings = Settings {
         knobs: on_knobs,
         budget_bytes: params.budget_bytes,
+        reclaim: Reclaim::Budget,
         cache: CacheConfig::rfc(),
     };
     let lz4 = replay(&trace, nodes.clone(), settings, Payload::Lz4)?;

@@ -9,7 +9,7 @@ use std::sync::{
 use anyhow::Result;
 use tracer_common::knobs::Knobs;
 
-use super::{replay, Outcome, Settings, Trace};
+use super::{replay, Outcome, Reclaim, Settings, Trace};
 use crate::{
     cache::{CacheConfig, Payload, PayloadSizes, SlotSet, Weights},
     compressors::Compressor,
@@ -55,6 +55,8 @@ fn gcd(a: u64, b: u64) -> u64 {
 /// The grid's axes, each in the order given (its first value is the others' setting).
 pub struct Axes {
     pub budgets: Vec<u64>,
+    /// How episodes reclaim (`Reclaim::AsRecorded`: the budgets are not used).
+    pub reclaim: Reclaim,
     pub thresholds: Vec<u32>,
     pub intervals: Vec<u32>,
     pub slot_sets: Vec<SlotSet>,
@@ -159,6 +161,7 @@ pub fn settings(axes: &Axes, cell: &Cell) -> Settings {
     Settings {
         knobs,
         budget_bytes: axes.budgets[cell.budget],
+        reclaim: axes.reclaim,
         cache: CacheConfig::new(slots, weights).expect("weights checked against their slots"),
     }
 }

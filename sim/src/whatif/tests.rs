@@ -20,6 +20,7 @@ fn vm_replay_off_recording_replays_to_the_on_scenario_exactly() {
     let settings = Settings {
         knobs: on_knobs,
         budget_bytes: params.budget_bytes,
+        reclaim: Reclaim::Budget,
         cache: crate::cache::CacheConfig::rfc(),
     };
     let sizes = Arc::new(PayloadSizes::lz4(&nodes));
@@ -101,7 +102,7 @@ fn a_trace_over_the_step_limit_is_refused_and_one_at_it_is_kept() {
     let error = builder.add(&lookup(3)).unwrap_err().to_string();
     assert!(error.contains("more than 3 steps"), "{error}");
     assert!(error.contains("record a shorter span"), "{error}");
-    let trace = builder.finish();
+    let trace = builder.finish().unwrap();
     assert_eq!((trace.steps.len(), trace.accesses), (3, 3));
 }
 
@@ -118,7 +119,7 @@ fn a_trace_is_put_in_time_order_and_timed_from_its_earliest_step() {
     for event in [evict, lookup(1_000, 9), lookup(1_000, 8), lookup(2_000, 9)] {
         builder.add(&event).unwrap();
     }
-    let trace = builder.finish();
+    let trace = builder.finish().unwrap();
     let steps: Vec<(u64, u32, Op)> = trace.steps.iter().map(|s| (s.ts_ns, s.nid, s.op)).collect();
     assert_eq!(
         steps,
@@ -203,4 +204,105 @@ fn a_gap_long_in_time_and_lookups_ends_the_episode_where_the_linger_runs_out() {
     let mut short = steps.clone();
     short.remove(5);
     assert_eq!(ended_at(&short), vec![second_gap_end - 1]);
+}
+
+/// A demand read that no timed lookup on its thread was running at is a lookup the trace
+/// missed (an unhooked lookup function): one `UntracedLookup` step, not one of the accesses.
+/// A read inside a timed lookup of its nid on its thread is that lookup's own; without timed
+/// lookups no read is taken for a lookup.
+#[test]
+fn demand_reads_outside_timed_lookups_are_untraced_lookups() {
+    let timed = |ts: u64, nid: u32, pid: u32| {
+        let mut event = Event::new(EventKind::NodeAccess, ts).nid(nid);
+        event.reason = tracer_common::RETRIEVAL_DISK_READ;
+        event.latency_ns = 500;
+        event.pid = pid;
+        event
+    };
+    let read = |ts: u64, nid: u32, pid: u32, flags: u8| {
+        let mut event = Event::new(EventKind::NodeRead, ts).nid(nid).flags(flags);
+        event.pid = pid;
+        event
+    };
+    let events = [
+        timed(1_000, 7, 1),
+        read(1_200, 7, 1, 0), // the lookup's own read
+        read(1_300, 7, 2, 0), // another thread's: missed
+        read(2_000, 7, 1, 0), // after the lookup returned: missed
+        read(1_250, 8, 1, 0), // another nid: missed
+        read(1_260, 9, 1, tracer_common::FLAG_READAHEAD), // readahead: an op of its own
+    ];
+    let mut builder = TraceBuilder::new(0);
+    for event in &events {
+        builder.add(event).unwrap();
+    }
+    let trace = builder.finish().unwrap();
+    assert_eq!((trace.accesses, trace.untraced_lookups), (2, 3));
+    let untraced: Vec<(u64, u32)> = trace
+        .steps
+        .iter()
+        .filter(|s| s.op == Op::UntracedLookup)
+        .map(|s| (s.ts_ns + 1_000, s.nid))
+        .collect();
+    assert_eq!(untraced, [(1_250, 8), (1_300, 7), (2_000, 7)]);
+
+    let mut untimed = TraceBuilder::new(0);
+    for event in &events {
+        let mut event = *event;
+        event.reason = 0;
+        untimed.add(&event).unwrap();
+    }
+    let trace = untimed.finish().unwrap();
+    assert_eq!((trace.accesses, trace.untraced_lookups), (2, 0));
+}
+
+/// `Reclaim::AsRecorded`: each recorded drop frees one raw entry's memory. Compression off, a
+/// drop is an entry; with small compressed entries the same drops take more of them.
+#[test]
+fn recorded_drops_free_a_raw_entrys_memory_each() {
+    let nodes = vm_replay::rfc_nodes().unwrap();
+    let nids: Vec<u32> = nodes.nids().iter().copied().skip(1).take(2_000).collect();
+    let mut trace = Trace::default();
+    for (i, &nid) in nids.iter().enumerate() {
+        trace.push(i as u64 * 1_000, nid, Op::Lookup);
+    }
+    // 10 s later (every entry cold and, with compression on, converted), 100 drops.
+    let later = 10_000_000_000;
+    for i in 0..100u64 {
+        trace.push(later + i * 1_000, nids[i as usize], Op::Evict);
+    }
+    let settings = |threshold| Settings {
+        knobs: Knobs {
+            threshold,
+            interval_ms: 100,
+        },
+        budget_bytes: 0,
+        reclaim: Reclaim::AsRecorded,
+        cache: crate::cache::CacheConfig::rfc(),
+    };
+    let off = replay(&trace, nodes.clone(), settings(0), Payload::Lz4).unwrap();
+    assert_eq!((off.reclaimed_raw, off.end_nodes), (100, 1_900));
+    let on = replay(&trace, nodes, settings(25), Payload::Lz4).unwrap();
+    assert_eq!(on.reclaimed_raw, 0);
+    assert!(
+        on.reclaimed_compressed > 100 && on.end_nodes < 1_900,
+        "{} reclaimed, {} left",
+        on.reclaimed_compressed,
+        on.end_nodes
+    );
+    // As many bytes as 100 raw entries freed, to within the last entry taken.
+    let mut before = trace.clone();
+    before.steps.truncate(nids.len());
+    before.push(later, nids[0], Op::Checkpoint);
+    let held = replay(&before, nodes_again(), settings(25), Payload::Lz4).unwrap();
+    let freed = held.end_bytes - on.end_bytes;
+    let raw_entry = 4096 + 88;
+    assert!(
+        (100 * raw_entry..100 * raw_entry + 1024 + 88).contains(&freed),
+        "freed {freed}"
+    );
+}
+
+fn nodes_again() -> Arc<NodeSet> {
+    vm_replay::rfc_nodes().unwrap()
 }

@@ -24,7 +24,7 @@ use sim::{
     whatif::{
         self,
         grid::{cells, payload_sizes, run_grid, Axes, WeightChoice},
-        Trace,
+        Reclaim, Trace,
     },
 };
 use tracer_common::{Event, EventKind};
@@ -53,7 +53,9 @@ pub(crate) struct WhatifArgs {
     /// their device number (/sys/dev/block/MAJ:MIN).
     #[arg(long, value_name = "DEV")]
     device: Option<PathBuf>,
-    /// Attributed-memory budgets held during pressure episodes (comma-separated; KiB/MiB).
+    /// Attributed-memory budgets held during pressure episodes (comma-separated; KiB/MiB), or
+    /// `recorded`: each episode frees, at each node page the recording saw dropped, the memory
+    /// the recorded kernel freed with it (one raw entry's), taken by the cache's shrinker.
     #[arg(long, default_value = "1MiB,2MiB,3MiB,4MiB,6MiB")]
     budget: String,
     /// node_compress_threshold values for compression on (percent, comma-separated).
@@ -225,7 +227,7 @@ fn read_trace(path: &Path) -> Result<(Trace, Option<WaitTable>)> {
         builder.add(event)
     })?;
     let waits = WaitTable::measured(&timed.retrievals, &timed.restore_latency);
-    Ok((builder.finish(), waits))
+    Ok((builder.finish()?, waits))
 }
 
 fn each_event(path: &Path, visit: impl FnMut(&Event) -> Result<()>) -> Result<()> {
@@ -233,8 +235,18 @@ fn each_event(path: &Path, visit: impl FnMut(&Event) -> Result<()>) -> Result<()
 }
 
 fn axes(args: &WhatifArgs) -> Result<Axes> {
+    let as_recorded = args.budget.trim() == "recorded";
     let axes = Axes {
-        budgets: list(&args.budget, parse_bytes)?,
+        budgets: if as_recorded {
+            vec![0]
+        } else {
+            list(&args.budget, parse_bytes)?
+        },
+        reclaim: if as_recorded {
+            Reclaim::AsRecorded
+        } else {
+            Reclaim::Budget
+        },
         thresholds: list(&args.threshold, |s| Ok(s.parse::<u32>()?))?,
         intervals: list(&args.interval, |s| Ok(s.parse::<u32>()?))?,
         slot_sets: list(&args.slots, SlotSet::parse)?,

@@ -151,9 +151,19 @@ pub(crate) struct Row {
     /// The predicted wait of the lookups after the budget point (issue 51), ns; None without
     /// a latency table.
     pub wait_ns: Option<u64>,
+    /// Episodes reclaimed as the recording did (`--budget recorded`), not to a budget.
+    pub as_recorded: bool,
 }
 
 impl Row {
+    fn budget_cell(&self) -> String {
+        if self.as_recorded {
+            "recorded".into()
+        } else {
+            budget_label(self.budget_bytes)
+        }
+    }
+
     fn axis_cells(&self, question: Question) -> Vec<String> {
         if !self.compression {
             return question
@@ -187,7 +197,7 @@ impl Row {
             label: format!(
                 "{} {} budget{}",
                 if self.compression { "on" } else { "off" },
-                budget_label(self.budget_bytes),
+                self.budget_cell(),
                 self.wait_ns
                     .map_or_else(String::new, |ns| format!(", wait {}", wait_ms(ns)))
             ),
@@ -230,7 +240,7 @@ impl Table {
         let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
         for index in &self.rows {
             let p = &points[*index];
-            let mut line = vec![budget_label(p.budget_bytes)];
+            let mut line = vec![p.budget_cell()];
             line.extend(p.axis_cells(self.question));
             line.extend([
                 p.retained_nodes.to_string(),
@@ -314,6 +324,7 @@ pub(crate) fn row(axes: &Axes, cell: &Cell, outcome: &Outcome, waits: Option<&Wa
         node_reads: outcome.node_reads,
         restores: outcome.restores,
         wait_ns: waits.map(|w| w.predict(outcome)),
+        as_recorded: settings.reclaim == sim::whatif::Reclaim::AsRecorded,
     }
 }
 
@@ -416,8 +427,12 @@ pub(crate) fn render(
     rows: &[Row],
     waits: Option<&WaitTable>,
 ) -> String {
+    let untraced = match trace.untraced_lookups {
+        0 => String::new(),
+        n => format!(" (and {n} lookups the trace missed, from their demand reads)"),
+    };
     let mut out = format!(
-        "whatif: {} accesses, {} node page drops on dev {}:{}\n",
+        "whatif: {} accesses{untraced}, {} node page drops on dev {}:{}\n",
         trace.accesses,
         trace.evictions,
         trace.dev >> 20,
@@ -456,6 +471,7 @@ mod tests {
             node_reads: reads,
             restores: 0,
             wait_ns: None,
+            as_recorded: false,
         }
     }
 
