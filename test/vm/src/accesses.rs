@@ -7,8 +7,10 @@
 //! set, a cache drop (every node page evicted: node_evict events) and a second pass over the
 //! last directories, so the host's `nodescope whatif` on it with the guest's disk has memory
 //! pressure to act on: off and on at 3 MiB differ in what the second pass finds cached. Then,
-//! after another drop, two readers go over those directories at once, so that lookups wait on
-//! each other's reads (the waited outcome, issue 51).
+//! their node pages dropped and their inodes kept, two passes ask those files for an xattr at
+//! once (`xattrpass`), so that lookups wait on each other's reads (the waited outcome, issue
+//! 51). Two `cat`s of the same cold files would not: the second finds the inode in the inode
+//! cache, or waits on the data page, never inside a node lookup.
 use std::{fs, path::Path, process::Command};
 
 use anyhow::{ensure, Context as _, Result};
@@ -24,6 +26,28 @@ pub const RECORDING: &str = "accesses.nsr";
 pub fn tail_replay() -> String {
     let (all, tail) = (super::settings::NDIRS, super::settings::VARIANT_DIRS);
     super::settings::replay_dirs(super::settings::Replay::Names, all - tail..all, "tail")
+}
+
+/// The xattr pass over the tail's directories (guest.sh; xattrpass.c).
+pub fn xattr_tail() -> String {
+    let (all, tail) = (super::settings::NDIRS, super::settings::VARIANT_DIRS);
+    let dirs: Vec<String> = (all - tail..all).map(|d| format!("/mnt/t/d-{d}")).collect();
+    format!(
+        "#!/bin/sh
+exec xattrpass {}
+",
+        dirs.join(" ")
+    )
+}
+
+/// Build xattrpass.c for `arch` into `dir`; its path.
+pub fn build_xattrpass(arch: crate::Arch, dir: &Path) -> Result<std::path::PathBuf> {
+    super::uidswitch::build_c_helper_for(
+        arch,
+        dir,
+        "xattrpass",
+        include_str!("../guest/xattrpass.c"),
+    )
 }
 
 /// The budget of the host's what-if on the guest's recording (issue 13: off vs on at 3 MiB).
@@ -359,12 +383,12 @@ fn check_retrievals(
             ));
         }
     }
-    // The guest's two readers of the same cold directories (guest.sh): some lookup of one
-    // waited on the other's read.
+    // The guest's two xattr passes over the same inodes (guest.sh): some lookup of one waited
+    // on the other's read.
     let waited = retrievals["waited"]["count"].as_u64().unwrap_or(0);
     if waited == 0 {
         failures.push(
-            "retrievals: no waited outcome, though two readers read the same cold directories \
+            "retrievals: no waited outcome, though two xattr passes read the same node pages \
              at once"
                 .into(),
         );

@@ -109,13 +109,14 @@ impl Run<'_> {
             applets: busybox_applets(&arm64_busybox(self.cache)?)?,
             host_arch: false,
         };
+        let xattrpass = super::accesses::build_xattrpass(crate::Arch::Aarch64, &files.work)?;
         let archive = initramfs::build_for(
             &userland,
             &kernel,
             self.guest_nodescope,
             &guest_files(),
             &[],
-            &[],
+            &[&xattrpass],
             initramfs::ModuleOverrides::default(),
         )?;
         fs::write(&files.initrd, archive)?;
@@ -212,6 +213,7 @@ fn guest_files() -> Vec<(&'static str, String)> {
             super::settings::replay_script(Replay::Names, super::settings::VARIANT_DIRS),
         ),
         ("replay-tail", super::accesses::tail_replay()),
+        ("xattr-tail", super::accesses::xattr_tail()),
         ("rfc-probes.toml", super::settings::RFC_PROBES.to_string()),
         ("etc/vm-test.conf", config),
         ("etc/passwd", PASSWD.to_string()),

@@ -102,18 +102,20 @@ fn run_kernel(
         ("replay-glob", replay_script(Replay::Glob, NDIRS)),
         ("replay-variant", replay_script(Replay::Names, VARIANT_DIRS)),
         ("replay-tail", accesses::tail_replay()),
+        ("xattr-tail", accesses::xattr_tail()),
         ("rfc-probes.toml", RFC_PROBES.to_string()),
         ("discover-hand.toml", discover::HAND_WRITTEN.to_string()),
         ("etc/vm-test.conf", config),
     ];
     let uidswitch = uidswitch::build(&files.work)?;
+    let xattrpass = accesses::build_xattrpass(Arch::X86_64, &files.work)?;
     fs::write(
         &files.initrd,
         initramfs::build_with_modules(
             &kernel,
             nodescope,
             &guest_files,
-            &[&uidswitch],
+            &[&uidswitch, &xattrpass],
             initramfs::ModuleOverrides {
                 roots: &remount::MODULES,
                 ..Default::default()

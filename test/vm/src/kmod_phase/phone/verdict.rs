@@ -524,26 +524,104 @@ fn whatif_point(dir: &Path, k: u32, problems: &mut Vec<String>) -> Option<Value>
     point
 }
 
-/// One trial's parts of the benchmark's cost: node reads, attributed memory (sampled every
-/// 0.5 s: its mean and the span sampled) and conversions.
+/// The phases of a trial, by the marks that begin them (the last ends at `passes_done`): the
+/// seed pass, the normalisation, the pressure (allocated, held, released), the measured passes.
+pub(super) const PHASES: [&str; 4] = ["start", "seeded", "normalised", "released"];
+const PHASES_END: &str = "passes_done";
+
+/// One trial's parts of the benchmark's cost: node reads, attributed memory per phase (sampled
+/// every 0.5 s: each phase's mean and how long the trial spent in it) and conversions.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct CostParts {
     pub node_reads: u64,
-    pub mean_bytes: f64,
-    pub seconds: f64,
+    pub phases: [PhaseMemory; PHASES.len()],
     pub conversions: u64,
 }
 
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct PhaseMemory {
+    pub mean_bytes: f64,
+    pub seconds: f64,
+}
+
 impl CostParts {
-    /// The benchmark's cost, in node reads, with memory held for `seconds`. The benchmark runs
-    /// every setting over the same virtual time; under TCG a trial's wall time varies with the
-    /// emulation (in the first runs 62 to 107 s for the same launches), so memory is charged
-    /// over one span for all (the mean of the runs compared), not over each run's own.
-    pub fn cost(&self, seconds: f64) -> f64 {
+    /// The benchmark's cost, in node reads, with each phase's memory held for `spans[phase]`
+    /// seconds. The benchmark runs every setting over the same virtual time; under TCG a
+    /// phase's wall time varies with the emulation and the host's load (the measured passes
+    /// took 7.8 s in one trial and 59.6 s in the next, at the same setting, while the host
+    /// built), so each phase's memory is charged over one span for all runs (the mean of the
+    /// runs compared), not over each run's own: a trial whose quiet phases ran long would
+    /// otherwise seem to hold less memory than one whose quiet phases ran short.
+    pub fn cost(&self, spans: &[f64; PHASES.len()]) -> f64 {
+        let byte_seconds: f64 = self
+            .phases
+            .iter()
+            .zip(spans)
+            .map(|(phase, span)| phase.mean_bytes * span)
+            .sum();
         self.node_reads as f64
-            + self.mean_bytes * seconds / BYTE_SECONDS_PER_READ
+            + byte_seconds / BYTE_SECONDS_PER_READ
             + self.conversions as f64 * CONVERSION_WEIGHT
     }
+
+    /// The mean attributed memory over the whole trial, as sampled.
+    pub fn mean_bytes(&self) -> f64 {
+        let seconds = self.seconds();
+        let byte_seconds: f64 = self.phases.iter().map(|p| p.mean_bytes * p.seconds).sum();
+        byte_seconds / seconds.max(f64::MIN_POSITIVE)
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.phases.iter().map(|p| p.seconds).sum()
+    }
+}
+
+/// When each of `trial`'s phases began, and when its passes ended, from marks.txt.
+fn phase_bounds(dir: &Path, trial: &str) -> Result<[f64; PHASES.len() + 1]> {
+    let marks = fs::read_to_string(dir.join("marks.txt")).unwrap_or_default();
+    let at = |mark: &str| -> Result<f64> {
+        let wanted = format!("{trial}_{mark}");
+        marks
+            .lines()
+            .find_map(|line| {
+                let (time, name) = line.split_once(' ')?;
+                (name.trim() == wanted).then(|| time.parse().ok())?
+            })
+            .with_context(|| format!("marks.txt has no {wanted}"))
+    };
+    let mut bounds = [0.0; PHASES.len() + 1];
+    for (bound, mark) in bounds.iter_mut().zip(PHASES.iter().chain([&PHASES_END])) {
+        *bound = at(mark)?;
+    }
+    Ok(bounds)
+}
+
+/// Each phase's mean memory and length: the samples' trapezoids, each in the phase its middle
+/// falls in.
+pub(super) fn phase_memory(
+    samples: &[(f64, f64)],
+    bounds: &[f64; PHASES.len() + 1],
+) -> [PhaseMemory; PHASES.len()] {
+    let mut byte_seconds = [0.0; PHASES.len()];
+    let mut seconds = [0.0; PHASES.len()];
+    for w in samples.windows(2) {
+        let middle = (w[0].0 + w[1].0) / 2.0;
+        let Some(phase) = (0..PHASES.len()).find(|&p| (bounds[p]..bounds[p + 1]).contains(&middle))
+        else {
+            continue;
+        };
+        let dt = w[1].0 - w[0].0;
+        byte_seconds[phase] += dt * (w[0].1 + w[1].1) / 2.0;
+        seconds[phase] += dt;
+    }
+    let mut phases = [PhaseMemory::default(); PHASES.len()];
+    for (p, phase) in phases.iter_mut().enumerate() {
+        *phase = PhaseMemory {
+            mean_bytes: byte_seconds[p] / seconds[p].max(f64::MIN_POSITIVE),
+            seconds: seconds[p],
+        };
+    }
+    phases
 }
 
 /// A trial's cost parts from its start to the end of its second measured pass.
@@ -559,15 +637,10 @@ pub(super) fn cost_parts(dir: &Path, trial: &str) -> Result<CostParts> {
         })
         .collect();
     anyhow::ensure!(samples.len() >= 2, "{trial}: fewer than two memory samples");
-    let byte_seconds: f64 = samples
-        .windows(2)
-        .map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0)
-        .sum();
-    let seconds = samples[samples.len() - 1].0 - samples[0].0;
+    let bounds = phase_bounds(dir, trial)?;
     Ok(CostParts {
         node_reads: end.reads.saturating_sub(start.reads),
-        mean_bytes: byte_seconds / seconds.max(f64::MIN_POSITIVE),
-        seconds,
+        phases: phase_memory(&samples, &bounds),
         conversions: end.nc.delta(&start.nc, "conversions"),
     })
 }
@@ -604,7 +677,15 @@ fn controller_check(
             Err(err) => problems.push(format!("controller grid: {err:#}")),
         }
     }
-    let span = runs.iter().map(|(_, p)| p.seconds).sum::<f64>() / runs.len().max(1) as f64;
+    let mut spans = [0.0; PHASES.len()];
+    for (phase, span) in spans.iter_mut().enumerate() {
+        *span = runs
+            .iter()
+            .map(|(_, p)| p.phases[phase].seconds)
+            .sum::<f64>()
+            / runs.len().max(1) as f64;
+    }
+    let span: f64 = spans.iter().sum();
     let mut settings: BTreeMap<String, Vec<CostParts>> = BTreeMap::new();
     for (setting, parts) in runs {
         settings.entry(setting).or_default().push(parts);
@@ -615,33 +696,47 @@ fn controller_check(
     let best = settings
         .iter()
         .filter(|(s, _)| *s != "daemon --tune")
-        .map(|(s, v)| (s.clone(), mean(v, &|p| p.cost(span))))
+        .map(|(s, v)| (s.clone(), mean(v, &|p| p.cost(&spans))))
         .min_by(|a, b| a.1.total_cmp(&b.1))?;
     lines.push(format!(
-        "  controller on the phone trial (the benchmark's cost in node reads, memory over \
-         {span:.1} s, the runs' mean span; means per trial):"
+        "  controller on the phone trial (the benchmark's cost in node reads; each phase's \
+         memory held over the runs' mean time in it: seed {:.1} s, normalisation {:.1} s, \
+         pressure {:.1} s, passes {:.1} s, {span:.1} s in all; means per trial):",
+        spans[0], spans[1], spans[2], spans[3]
     ));
     lines.push(format!(
         "    {:<16} {:>10} {:>12} {:>11} {:>8} {:>10} {:>7}",
         "setting", "node reads", "mean bytes", "conversions", "s", "cost", "/ best"
     ));
     for (setting, parts) in &settings {
-        let cost = mean(parts, &|p| p.cost(span));
+        let cost = mean(parts, &|p| p.cost(&spans));
         lines.push(format!(
             "    {setting:<16} {:>10.0} {:>12.0} {:>11.0} {:>8.1} {cost:>10.1} {:>7.3}",
             mean(parts, &|p| p.node_reads as f64),
-            mean(parts, &|p| p.mean_bytes),
+            mean(parts, &|p| p.mean_bytes()),
             mean(parts, &|p| p.conversions as f64),
-            mean(parts, &|p| p.seconds),
+            mean(parts, &|p| p.seconds()),
             cost / best.1
         ));
     }
-    let controller = mean(settings.get("daemon --tune")?, &|p| p.cost(span));
+    let controller = mean(settings.get("daemon --tune")?, &|p| p.cost(&spans));
     let ratio = controller / best.1;
     lines.push(format!(
         "    controller / best static ({}): {ratio:.3}",
         best.0
     ));
+    // How much one trial's cost varies at one setting: what a single trial's ratio carries.
+    for (setting, parts) in settings.iter().filter(|(_, parts)| parts.len() > 1) {
+        let costs: Vec<f64> = parts.iter().map(|p| p.cost(&spans)).collect();
+        let mid = costs.iter().sum::<f64>() / costs.len() as f64;
+        let sd = (costs.iter().map(|c| (c - mid).powi(2)).sum::<f64>() / (costs.len() - 1) as f64)
+            .sqrt();
+        lines.push(format!(
+            "    {setting}: one trial's cost varies by {:.1} % (sd of {} trials)",
+            100.0 * sd / mid,
+            costs.len()
+        ));
+    }
     if ratio > 1.0 {
         problems.push(format!(
             "controller: {ratio:.3} x the best static setting ({})",
