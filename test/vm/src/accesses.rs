@@ -28,16 +28,13 @@ pub fn tail_replay() -> String {
     super::settings::replay_dirs(super::settings::Replay::Names, all - tail..all, "tail")
 }
 
-/// The xattr pass over the tail's directories (guest.sh; xattrpass.c).
+/// The xattr pass over the tail's files, by name (guest.sh; xattrpass.c).
 pub fn xattr_tail() -> String {
     let (all, tail) = (super::settings::NDIRS, super::settings::VARIANT_DIRS);
-    let dirs: Vec<String> = (all - tail..all).map(|d| format!("/mnt/t/d-{d}")).collect();
-    format!(
-        "#!/bin/sh
-exec xattrpass {}
-",
-        dirs.join(" ")
-    )
+    let files: Vec<String> = (all - tail..all)
+        .flat_map(|d| (0..super::settings::NFILES).map(move |f| format!("/mnt/t/d-{d}/f-{f}")))
+        .collect();
+    format!("#!/bin/sh\nexec xattrpass {}\n", files.join(" "))
 }
 
 /// Build xattrpass.c for `arch` into `dir`; its path.
