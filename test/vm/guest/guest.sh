@@ -68,14 +68,12 @@ accesses_phase() {
   # replays on the host has pressure and reuse.
   cold
   sh /replay-tail
-  # Two passes over the same inodes' xattrs at once, the inodes kept and their node pages
-  # dropped (drop_caches 1): each lookup reads its inode's node page, and one that finds it
-  # locked under the other pass's read waits for it (the waited outcome, issue 51).
+  # Two passes over the same inodes' xattrs at once (xattrpass forks), the inodes kept and
+  # their node pages dropped (drop_caches 1): each lookup reads its inode's node page, and one
+  # that finds it locked under the other pass's read waits for it (the waited outcome, issue 51).
   sync
   echo 1 > /proc/sys/vm/drop_caches
-  sh /xattr-tail & XP=$!
-  sh /xattr-tail
-  wait $XP
+  sh /xattr-tail || fail "xattrpass"
   kill -INT $AP
   wait $AP
   echo $? > $R/accesses_record.rc
