@@ -91,7 +91,7 @@ pub fn check(
     };
     if let Ok(report) = &report {
         let outside = reads_outside_lookups(nodescope, &dir.join(RECORDING));
-        check_retrievals(report, recorded, outside, lines, failures);
+        check_retrievals(dir, report, recorded, outside, lines, failures);
     }
     lines.push(format!(
         "  accesses {function}: recorded {recorded} node_access ({drops} lost), counted in the \
@@ -295,6 +295,7 @@ fn reads_outside_lookups(nodescope: &Path, recording: &Path) -> Option<(u64, Vec
 /// lookup's own, no `f2fs_get_node_page_ra`). Prints each outcome's count, mean, p50 and p99,
 /// and the wait per app.
 fn check_retrievals(
+    dir: &Path,
     report: &Value,
     recorded: u64,
     outside: Option<(u64, Vec<u32>)>,
@@ -383,6 +384,13 @@ fn check_retrievals(
     // The guest's two xattr passes over the same inodes (guest.sh): some lookup of one waited
     // on the other's read.
     let waited = retrievals["waited"]["count"].as_u64().unwrap_or(0);
+    let folio_locks = fs::read_to_string(dir.join("xattr_folio_lock_hist.txt"))
+        .ok()
+        .and_then(|hist| super::results::hist_hits(&hist));
+    lines.push(format!(
+        "  retrievals: waited {waited}; __folio_lock's slow path entered {folio_locks:?} times \
+         during the xattr passes (kprobe_events hist)"
+    ));
     if waited == 0 {
         failures.push(
             "retrievals: no waited outcome, though two xattr passes read the same node pages \
