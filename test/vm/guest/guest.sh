@@ -75,11 +75,11 @@ accesses_phase() {
   echo 1 > /proc/sys/vm/drop_caches
   # The page lock's slow path counted meanwhile: how often a task waited for a locked page.
   echo "p:nodescope_folio_lock __folio_lock" >> $T/kprobe_events &&
-    echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_folio_lock/trigger ||
+    echo 'hist:keys=common_pid' > $T/events/kprobes/nodescope_folio_lock/trigger ||
     fail "kprobe_events: cannot count __folio_lock"
   sh /xattr-tail || fail "xattrpass"
   cat $T/events/kprobes/nodescope_folio_lock/hist > $R/xattr_folio_lock_hist.txt
-  echo '!hist:keys=common_type' > $T/events/kprobes/nodescope_folio_lock/trigger
+  echo '!hist:keys=common_pid' > $T/events/kprobes/nodescope_folio_lock/trigger
   echo '-:nodescope_folio_lock' >> $T/kprobe_events
   kill -INT $AP
   wait $AP

@@ -384,12 +384,17 @@ fn check_retrievals(
     // The guest's two xattr passes over the same inodes (guest.sh): some lookup of one waited
     // on the other's read.
     let waited = retrievals["waited"]["count"].as_u64().unwrap_or(0);
-    let folio_locks = fs::read_to_string(dir.join("xattr_folio_lock_hist.txt"))
-        .ok()
-        .and_then(|hist| super::results::hist_hits(&hist));
+    let hist = fs::read_to_string(dir.join("xattr_folio_lock_hist.txt")).unwrap_or_default();
+    let per_task: Vec<&str> = hist
+        .lines()
+        .filter(|line| line.trim_start().starts_with("{ common_pid:"))
+        .map(str::trim)
+        .collect();
     lines.push(format!(
-        "  retrievals: waited {waited}; __folio_lock's slow path entered {folio_locks:?} times \
-         during the xattr passes (kprobe_events hist)"
+        "  retrievals: waited {waited}; __folio_lock's slow path entered {:?} times during the \
+         xattr passes (kprobe_events hist): {}",
+        super::results::hist_hits(&hist),
+        per_task.join("; ")
     ));
     if waited == 0 {
         failures.push(
