@@ -77,7 +77,16 @@ accesses_phase() {
   echo "p:nodescope_folio_lock __folio_lock" >> $T/kprobe_events &&
     echo 'hist:keys=common_pid' > $T/events/kprobes/nodescope_folio_lock/trigger ||
     fail "kprobe_events: cannot count __folio_lock"
-  sh /xattr-tail || fail "xattrpass"
+  # Their reads throttled (cgroup v2 io.max, 100 reads a second) so that the other pass
+  # arrives while one is in flight: unthrottled, a read under TCG ended before the other
+  # process was even woken, and no lookup ever waited.
+  grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 cgroup2 /sys/fs/cgroup
+  echo +io > /sys/fs/cgroup/cgroup.subtree_control &&
+    mkdir -p /sys/fs/cgroup/xattrpass &&
+    echo "$(cat /sys/block/$DEV/dev) riops=100" > /sys/fs/cgroup/xattrpass/io.max ||
+    fail "io.max for the xattr passes"
+  sh -c 'echo $$ > /sys/fs/cgroup/xattrpass/cgroup.procs && exec sh /xattr-tail' ||
+    fail "xattrpass"
   cat $T/events/kprobes/nodescope_folio_lock/hist > $R/xattr_folio_lock_hist.txt
   echo '!hist:keys=common_pid' > $T/events/kprobes/nodescope_folio_lock/trigger
   echo '-:nodescope_folio_lock' >> $T/kprobe_events
