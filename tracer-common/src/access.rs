@@ -102,7 +102,11 @@ pub const ACCESS_COUNT_LOOKUPS: u32 = 0;
 pub const ACCESS_COUNT_EVICTIONS: u32 = 1;
 /// Lookups that read their device through `sbi->sb` (the rest took their CPU's cached one).
 pub const ACCESS_COUNT_DEVICE_READS: u32 = 2;
-pub const ACCESS_COUNT_SLOTS: u32 = 3;
+/// Entries of the page lock's slow path the lock-wait program saw (timed lookups), and of
+/// those, the ones inside a timed lookup of the same thread, noted as a wait.
+pub const ACCESS_COUNT_LOCK_WAITS: u32 = 3;
+pub const ACCESS_COUNT_WAITS_NOTED: u32 = 4;
+pub const ACCESS_COUNT_SLOTS: u32 = 5;
 
 /// Node lookups an [`AccessBatch`] holds. A lookup is the most frequent event nodescope traces
 /// (every one, hit or miss): each CPU collects them in its own batch and sends the batch to the

@@ -22,8 +22,8 @@ use aya_ebpf::{
 use tracer_common::{
     retrieval_outcome, AccessBatch, AccessLayout, AccessRecord, BlockKey, EventKind,
     ACCESS_BATCH_MAGIC, ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
-    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS, LOOKUP_SAW_READ,
-    LOOKUP_SAW_WAIT,
+    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOCK_WAITS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
+    ACCESS_COUNT_WAITS_NOTED, LOOKUP_SAW_READ, LOOKUP_SAW_WAIT,
 };
 
 use crate::maps::{count_drops, emit_batched, fill_thread, EVENTS, WAKEUP_BYTES};
@@ -174,9 +174,12 @@ pub fn f2fs_lookup_switch(_ctx: RawTracePointContext) -> u32 {
 /// counted, and the lookup parked in the map: its thread will sleep on the read, and the block
 /// layer's completion, on any CPU, finds it there.
 #[inline(always)]
-pub(crate) fn lookup_saw(what: u32) {
+pub(crate) fn lookup_saw(what: u32) -> bool {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if let Some(timing) = open_lookup(pid_tgid) {
+    let Some(timing) = open_lookup(pid_tgid) else {
+        return false;
+    };
+    {
         // SAFETY: this thread's entry; only this thread writes it (see open_lookup), and the
         // map's values are preallocated, so the pointer stays valid for the program's run.
         unsafe {
@@ -191,6 +194,7 @@ pub(crate) fn lookup_saw(what: u32) {
             }
         }
     }
+    true
 }
 
 fn count(index: u32) {
@@ -351,7 +355,10 @@ fn on_return(ret: i64) -> Option<()> {
 /// another task holds locked, its read or readahead in flight.
 #[kprobe]
 pub fn f2fs_lookup_lock_wait(_ctx: ProbeContext) -> u32 {
-    lookup_saw(LOOKUP_SAW_WAIT);
+    count(ACCESS_COUNT_LOCK_WAITS);
+    if lookup_saw(LOOKUP_SAW_WAIT) {
+        count(ACCESS_COUNT_WAITS_NOTED);
+    }
     0
 }
 

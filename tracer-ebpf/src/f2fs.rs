@@ -121,7 +121,7 @@ pub(crate) fn field<T>(ctx: &TracePointContext, offset: u16) -> Option<T> {
 #[inline(always)]
 fn lookup_read() {
     if config(CONFIG_TIME_LOOKUPS) != 0 {
-        crate::access::lookup_saw(tracer_common::LOOKUP_SAW_READ);
+        let _ = crate::access::lookup_saw(tracer_common::LOOKUP_SAW_READ);
     }
 }
 

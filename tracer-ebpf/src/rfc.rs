@@ -133,7 +133,7 @@ fn value_of(spec: &ValueSpec, args: &[u64; ARG_COUNT], ret: i64, user: bool) -> 
 pub(crate) fn count(kind: EventKind) {
     // A restore on a thread inside a timed node lookup is that lookup's outcome (issue 51).
     if kind == EventKind::Restore {
-        crate::access::lookup_saw(tracer_common::LOOKUP_SAW_RESTORE);
+        let _ = crate::access::lookup_saw(tracer_common::LOOKUP_SAW_RESTORE);
     }
     if let Some(slot) = RFC_COUNTS.get_ptr_mut(kind as u32) {
         // SAFETY: the pointer comes from the map; the slot is this CPU's and BPF programs are

@@ -391,11 +391,17 @@ fn check_retrievals(
         .filter(|line| line.trim_start().starts_with("{ common_pid:"))
         .map(str::trim)
         .collect();
+    let record_err = fs::read_to_string(dir.join("accesses_record.err")).unwrap_or_default();
+    let noted = record_err
+        .split("; ")
+        .find(|part| part.contains("page-lock waits"))
+        .unwrap_or("(no page-lock counts)");
     lines.push(format!(
         "  retrievals: waited {waited}; __folio_lock's slow path entered {:?} times during the \
-         xattr passes (kprobe_events hist): {}",
+         xattr passes (kprobe_events hist): {}; the lock-wait program counted {}",
         super::results::hist_hits(&hist),
-        per_task.join("; ")
+        per_task.join("; "),
+        noted.trim()
     ));
     if waited == 0 {
         failures.push(

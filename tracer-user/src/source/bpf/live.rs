@@ -519,8 +519,13 @@ impl Source for BpfSource {
                 Ok(counts) => {
                     note += &format!(
                         "; accesses counted in the kernel: {} node lookups, {} node \
-                         evictions; {} lookups read their device, the others took their CPU's",
-                        counts.lookups, counts.evictions, counts.device_reads
+                         evictions; {} lookups read their device, the others took their CPU's; \
+                         {} page-lock waits, {} of them in a timed lookup",
+                        counts.lookups,
+                        counts.evictions,
+                        counts.device_reads,
+                        counts.lock_waits,
+                        counts.waits_noted
                     )
                 }
                 Err(err) => note += &format!("; access counts unreadable: {err:#}"),

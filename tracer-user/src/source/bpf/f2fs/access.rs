@@ -20,7 +20,7 @@ use aya::{
 use serde::Serialize;
 use tracer_common::{
     AccessBatch, AccessLayout, ACCESS_COUNT_DEVICE_READS, ACCESS_COUNT_EVICTIONS,
-    ACCESS_COUNT_LOOKUPS,
+    ACCESS_COUNT_LOCK_WAITS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_WAITS_NOTED,
 };
 
 use crate::source::bpf::{
@@ -694,6 +694,9 @@ pub(crate) struct AccessCounts {
     pub evictions: u64,
     /// Lookups that read their device through `sbi->sb`, not from their CPU's cache.
     pub device_reads: u64,
+    /// Entries of the page lock's slow path (timed lookups), and those noted in a lookup.
+    pub lock_waits: u64,
+    pub waits_noted: u64,
 }
 
 pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
@@ -710,6 +713,8 @@ pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
         lookups: sum(ACCESS_COUNT_LOOKUPS)?,
         evictions: sum(ACCESS_COUNT_EVICTIONS)?,
         device_reads: sum(ACCESS_COUNT_DEVICE_READS)?,
+        lock_waits: sum(ACCESS_COUNT_LOCK_WAITS)?,
+        waits_noted: sum(ACCESS_COUNT_WAITS_NOTED)?,
     })
 }
 
