@@ -37,6 +37,13 @@ pub struct AccessLayout {
     /// waits in its CPU's slot (`LOOKUP_SLOT`, no lock) and moves to the per-thread map only
     /// when its thread leaves the CPU (sleeps or is preempted) or reads from disk.
     pub lookup_slots: u16,
+    /// Non-zero when this kernel's `sched_switch` raw tracepoint passes the task's state (its
+    /// BTF prototype has `prev_state`, Linux 5.18+): a timed lookup whose thread blocks (a
+    /// switch that is no preemption, the thread not runnable) is noted as waiting. The page
+    /// lock's slow path is inlined into the page cache's own lookup (`__filemap_get_folio`),
+    /// so a kprobe on `__folio_lock` misses the lookup that finds its node page locked under
+    /// another's read.
+    pub switch_state: u16,
 }
 
 /// A timed lookup's outcome (`AccessRecord::outcome`, a `NodeAccess` event's `reason`), each
@@ -102,8 +109,9 @@ pub const ACCESS_COUNT_LOOKUPS: u32 = 0;
 pub const ACCESS_COUNT_EVICTIONS: u32 = 1;
 /// Lookups that read their device through `sbi->sb` (the rest took their CPU's cached one).
 pub const ACCESS_COUNT_DEVICE_READS: u32 = 2;
-/// Entries of the page lock's slow path the lock-wait program saw (timed lookups), and of
-/// those, the ones inside a timed lookup of the same thread, noted as a wait.
+/// Entries of the page lock's slow path the lock-wait program saw (timed lookups), and the
+/// waits noted in a timed lookup: those entries inside one, and its thread blocking
+/// (`sched_switch`, `AccessLayout::switch_state`).
 pub const ACCESS_COUNT_LOCK_WAITS: u32 = 3;
 pub const ACCESS_COUNT_WAITS_NOTED: u32 = 4;
 pub const ACCESS_COUNT_SLOTS: u32 = 5;

@@ -163,7 +163,20 @@ fn park(slot: *mut LookupSlot, owner: u64) {
 /// of the thread leaving the CPU: its open lookup, if in this CPU's slot, moves to the map, as
 /// the thread may come back on another CPU.
 #[raw_tracepoint]
-pub fn f2fs_lookup_switch(_ctx: RawTracePointContext) -> u32 {
+pub fn f2fs_lookup_switch(ctx: RawTracePointContext) -> u32 {
+    // `(bool preempt, prev, next, unsigned int prev_state)`: a switch that is no preemption,
+    // of a thread that is not runnable, is the thread blocking. In a timed lookup that reads
+    // nothing itself, that is a wait on another's read (or on a lock another holds).
+    if ACCESS_LAYOUT
+        .get(0)
+        .is_some_and(|layout| layout.switch_state != 0)
+    {
+        let preempt: u64 = ctx.arg(0);
+        let prev_state: u64 = ctx.arg(3);
+        if preempt & 0xff == 0 && prev_state & 0xffff_ffff != 0 && lookup_saw(LOOKUP_SAW_WAIT) {
+            count(ACCESS_COUNT_WAITS_NOTED);
+        }
+    }
     if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
         park(slot, bpf_get_current_pid_tgid());
     }

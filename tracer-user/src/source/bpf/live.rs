@@ -520,7 +520,8 @@ impl Source for BpfSource {
                     note += &format!(
                         "; accesses counted in the kernel: {} node lookups, {} node \
                          evictions; {} lookups read their device, the others took their CPU's; \
-                         {} page-lock waits, {} of them in a timed lookup",
+                         {} page-lock waits (kprobe), {} waits noted in timed lookups (the \
+                         kprobe's, and threads blocking in one)",
                         counts.lookups,
                         counts.evictions,
                         counts.device_reads,

@@ -209,6 +209,24 @@ impl KernelBtf {
         })
     }
 
+    /// The parameters of the function pointer typedef `name` (a raw tracepoint's
+    /// `btf_trace_<event>`: its first is the probe's data pointer), if BTF has it.
+    pub fn typedef_params(&self, name: &str) -> Option<usize> {
+        let types = self.btf.resolve_types_by_name(name).ok()?;
+        types.into_iter().find_map(|ty| {
+            let Type::Typedef(typedef) = ty else {
+                return None;
+            };
+            let Ok(Type::Ptr(ptr)) = self.btf.resolve_chained_type(&typedef) else {
+                return None;
+            };
+            match self.btf.resolve_chained_type(&ptr) {
+                Ok(Type::FuncProto(proto)) => Some(proto.parameters.len()),
+                _ => None,
+            }
+        })
+    }
+
     /// The BTF type id of the function called `name`, and whether it is in the module's split
     /// section (else in the base: vmlinux, or F2FS's own BTF when built in). Split ids continue
     /// the base's numbering, as the kernel's `attach_btf_id` wants them.
@@ -398,4 +416,23 @@ impl KernelBtf {
 fn fallible_next(iter: &mut btf_rs::TypeIter<'_>) -> Result<Option<Type>> {
     use fallible_iterator::FallibleIterator as _;
     iter.next().context("walking BTF types")
+}
+
+#[cfg(test)]
+mod typedef_tests {
+    use super::*;
+
+    /// This machine's kernel (6.18) passes `prev_state` to `sched_switch`'s raw tracepoint:
+    /// the probe's data, preempt, prev, next, prev_state. No such typedef: None.
+    #[test]
+    fn sched_switch_has_five_parameters_on_this_kernel() {
+        let base = PathBuf::from("/sys/kernel/btf/vmlinux");
+        if !base.exists() {
+            test_skip::skip("no /sys/kernel/btf/vmlinux");
+            return;
+        }
+        let btf = KernelBtf::load(&BtfFiles { base, module: None }).unwrap();
+        assert_eq!(btf.typedef_params("btf_trace_sched_switch"), Some(5));
+        assert_eq!(btf.typedef_params("btf_trace_no_such_event"), None);
+    }
 }

@@ -123,6 +123,9 @@ pub(crate) struct AccessPlan {
     pub lock_wait: Option<String>,
     /// The block layer's request tracepoints are hooked for the disk reads' device time.
     pub device_time: bool,
+    /// `sched_switch` passes the task's state (BTF: `btf_trace_sched_switch` has
+    /// `prev_state`), so a timed lookup whose thread blocks is noted as waiting there.
+    pub switch_state: bool,
     #[serde(skip)]
     pub layout: AccessLayout,
 }
@@ -212,6 +215,7 @@ pub(crate) fn plan(
         timed: false,
         lock_wait: None,
         device_time: false,
+        switch_state: false,
         layout,
     }
 }
@@ -414,7 +418,14 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
     if !timed {
         return plan;
     }
-    let plan = with_timing(plan, &kallsyms);
+    let mut plan = with_timing(plan, &kallsyms);
+    // `(void *data, bool preempt, prev, next, unsigned int prev_state)` since Linux 5.18.
+    plan.switch_state = bpf::discover::btf::this_kernel().is_ok_and(|shared| {
+        shared
+            .1
+            .typedef_params(&format!("btf_trace_{SWITCH_TRACEPOINT}"))
+            == Some(5)
+    });
     let block_format = |name: &str| {
         system::tracefs()
             .context("tracefs is not mounted")
@@ -467,6 +478,7 @@ pub(crate) fn attach(
         // the CPU moves it out. Without the hook, every timed lookup goes through the map.
         let switch = attach_switch(ebpf);
         layout.lookup_slots = u16::from(switch.is_ok());
+        layout.switch_state = u16::from(switch.is_ok() && plan.switch_state);
         outcomes.push(AttachOutcome::of(
             "node_access_slots",
             format!("raw_tracepoint {SWITCH_TRACEPOINT}"),

@@ -362,6 +362,7 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
         timed: false,
         lock_wait: None,
         device_time: false,
+        switch_state: false,
         layout,
     };
 
