@@ -343,9 +343,15 @@ impl Engine {
     /// Shrink until attributed memory fits `bytes`, or until two sweeps over the whole cache
     /// reclaimed nothing (every entry busy or dirty).
     pub fn reclaim_to_budget(&mut self, bytes: u64) {
+        self.shrink_above(bytes, BUDGET_BATCH);
+    }
+
+    /// Shrink `batch` entries at a time while attributed memory is above `target`, or until two
+    /// sweeps over the whole cache reclaimed nothing (every entry busy or dirty).
+    fn shrink_above(&mut self, target: u64, batch: u64) {
         let mut scanned_in_vain = 0;
-        while self.cache.memory().attributed_bytes > bytes {
-            let result = self.cache.shrink_scan(BUDGET_BATCH, &mut self.em);
+        while self.cache.memory().attributed_bytes > target {
+            let result = self.cache.shrink_scan(batch, &mut self.em);
             if result.scanned_total() == 0 {
                 break;
             }
@@ -360,30 +366,19 @@ impl Engine {
         }
     }
 
-    /// Shrink until `owed` bytes of attributed memory are freed (what is freed beyond them
-    /// stays owed as a credit, negative), or until two sweeps over the whole cache reclaimed
-    /// nothing (every entry busy or dirty): a recorded kernel's reclaim replayed.
+    /// Shrink one entry at a time until `owed` bytes of attributed memory are freed (what is
+    /// freed beyond them stays owed as a credit, negative), or until two sweeps over the whole
+    /// cache reclaimed nothing: a recorded kernel's reclaim replayed.
     pub fn reclaim_bytes(&mut self, owed: &mut i64) {
+        if *owed <= 0 {
+            return;
+        }
         self.em.now_ns = self.now;
         self.em.task = self.kswapd;
-        let mut scanned_in_vain = 0;
-        while *owed > 0 {
-            let before = self.cache.memory().attributed_bytes;
-            let result = self.cache.shrink_scan(1, &mut self.em);
-            if result.scanned_total() == 0 {
-                break;
-            }
-            let freed = before.saturating_sub(self.cache.memory().attributed_bytes);
-            if freed > 0 {
-                *owed -= i64::try_from(freed).unwrap_or(i64::MAX);
-                scanned_in_vain = 0;
-            } else {
-                scanned_in_vain += result.scanned_total();
-                if scanned_in_vain > 2 * self.cache.memory().entries {
-                    break;
-                }
-            }
-        }
+        let before = self.cache.memory().attributed_bytes;
+        self.shrink_above(before.saturating_sub(owed.unsigned_abs()), 1);
+        let freed = before.saturating_sub(self.cache.memory().attributed_bytes);
+        *owed -= i64::try_from(freed).unwrap_or(i64::MAX);
     }
 
     /// Direct reclaim in the allocating task when a budget is exceeded.

@@ -155,7 +155,13 @@ impl TraceBuilder {
                 readahead: false,
                 nid,
                 ..
-            } => self.demand_reads.push((event.ts_ns, event.pid, nid)),
+            } => {
+                // Each may become a step: held to the steps' limit before it is kept.
+                if self.demand_reads.len() >= self.max_steps {
+                    self.too_many()?;
+                }
+                self.demand_reads.push((event.ts_ns, event.pid, nid));
+            }
             _ => {}
         }
         let Some(op) = op_of(event) else {
@@ -166,15 +172,19 @@ impl TraceBuilder {
 
     fn push(&mut self, ts_ns: u64, nid: u32, op: Op) -> Result<()> {
         if self.trace.steps.len() >= self.max_steps {
-            bail!(
-                "the trace of device {} has more than {} steps (node lookups, reads ahead, \
-                 drops and checkpoints), the most whatif holds: record a shorter span",
-                self.trace.dev,
-                self.max_steps
-            );
+            self.too_many()?;
         }
         self.trace.push(ts_ns, nid, op);
         Ok(())
+    }
+
+    fn too_many(&self) -> Result<()> {
+        bail!(
+            "the trace of device {} has more than {} steps (node lookups, reads ahead, \
+                 drops and checkpoints), the most whatif holds: record a shorter span",
+            self.trace.dev,
+            self.max_steps
+        )
     }
 
     /// The demand reads no timed lookup on their thread was running at, as lookups of their

@@ -38,8 +38,9 @@ pub struct AccessLayout {
     /// when its thread leaves the CPU (sleeps or is preempted) or reads from disk.
     pub lookup_slots: u16,
     /// Non-zero when this kernel's `sched_switch` raw tracepoint passes the task's state (its
-    /// BTF prototype has `prev_state`, Linux 5.18+): a timed lookup whose thread blocks (a
-    /// switch that is no preemption, the thread not runnable) is noted as waiting. The page
+    /// BTF prototype has `prev_state`, Linux 5.18+) and its program reads it
+    /// (`f2fs_lookup_switch_state`): a timed lookup whose thread blocks (a switch that is no
+    /// preemption, the thread not runnable) is noted as waiting. The page
     /// lock's slow path is inlined into the page cache's own lookup (`__filemap_get_folio`),
     /// so a kprobe on `__folio_lock` misses the lookup that finds its node page locked under
     /// another's read.

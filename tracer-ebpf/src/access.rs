@@ -161,26 +161,35 @@ fn park(slot: *mut LookupSlot, owner: u64) {
 
 /// `sched_switch` (a raw tracepoint, hooked only when lookups are timed), run in the context
 /// of the thread leaving the CPU: its open lookup, if in this CPU's slot, moves to the map, as
-/// the thread may come back on another CPU.
+/// the thread may come back on another CPU. It reads no argument: a raw tracepoint program
+/// may read only the arguments its tracepoint has, and before Linux 5.18 `sched_switch` has
+/// no `prev_state`.
 #[raw_tracepoint]
-pub fn f2fs_lookup_switch(ctx: RawTracePointContext) -> u32 {
-    // `(bool preempt, prev, next, unsigned int prev_state)`: a switch that is no preemption,
-    // of a thread that is not runnable, is the thread blocking. In a timed lookup that reads
-    // nothing itself, that is a wait on another's read (or on a lock another holds).
-    if ACCESS_LAYOUT
-        .get(0)
-        .is_some_and(|layout| layout.switch_state != 0)
-    {
-        let preempt: u64 = ctx.arg(0);
-        let prev_state: u64 = ctx.arg(3);
-        if preempt & 0xff == 0 && prev_state & 0xffff_ffff != 0 && lookup_saw(LOOKUP_SAW_WAIT) {
-            count(ACCESS_COUNT_WAITS_NOTED);
-        }
+pub fn f2fs_lookup_switch(_ctx: RawTracePointContext) -> u32 {
+    park_current();
+    0
+}
+
+/// The same where `sched_switch` passes `prev_state` (`AccessLayout::switch_state`, Linux
+/// 5.18+: `(bool preempt, prev, next, unsigned int prev_state)`). A switch that is no
+/// preemption, of a thread that is not runnable, is the thread blocking: in a timed lookup
+/// that reads nothing itself, a wait on another's read (or on a lock another holds).
+#[raw_tracepoint]
+pub fn f2fs_lookup_switch_state(ctx: RawTracePointContext) -> u32 {
+    let preempt: u64 = ctx.arg(0);
+    let prev_state: u64 = ctx.arg(3);
+    if preempt & 0xff == 0 && prev_state & 0xffff_ffff != 0 && lookup_saw(LOOKUP_SAW_WAIT) {
+        count(ACCESS_COUNT_WAITS_NOTED);
     }
+    park_current();
+    0
+}
+
+#[inline(always)]
+fn park_current() {
     if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
         park(slot, bpf_get_current_pid_tgid());
     }
-    0
 }
 
 /// Note `what` (`LOOKUP_SAW_*`) in this thread's timed lookup, if one is open; a read is also

@@ -143,6 +143,17 @@ lookup_runs() {
   lookuploop /mnt/lookup-target $LOOKUP_CALLS > $R/lookup_$1_stats.txt || fail "lookuploop ($1, stats)"
   progs lookup_$1_after
 }
+# One bpftrace case, $1, of round $round: its runs with nothing attached, then its runs under
+# `bpftrace -e "$4"` once the check $3 says it is attached ($2 names it in a timeout).
+bpftrace_case() {
+  mark lookups_$1_$round
+  lookup_runs none_$1_$round
+  bpftrace -e "$4" > $R/lookup_$1_$round.out 2> $R/lookup_$1_$round.err &
+  BP=$!
+  wait_ready $BP "$2" "$3" 300 && lookup_runs $1_$round
+  kill -INT $BP
+  wait $BP
+}
 # Each hook's runs follow runs with nothing attached of their own: under TCG the guest's speed
 # drifts over a boot by more than a hook costs, so each hook is measured against its neighbour;
 # and the whole sequence is repeated $LOOKUP_ROUNDS times (the host takes the median).
@@ -164,42 +175,21 @@ while [ $round -le $LOOKUP_ROUNDS ]; do
     kill -INT $SP
     wait $SP
   done
-  mark lookups_bpftrace_$round
-  lookup_runs none_bpftrace_$round
-  bpftrace -e "kprobe:$LOOKUP_FUNCTION { @[tid] = count(); }" > $R/lookup_bpftrace_$round.out \
-    2> $R/lookup_bpftrace_$round.err &
-  BP=$!
-  wait_ready $BP "bpftrace (kprobe)" \
-    "bpftool perf list 2>/dev/null | grep -q 'kprobe.*$LOOKUP_FUNCTION'" 300 &&
-    lookup_runs bpftrace_$round
-  kill -INT $BP
-  wait $BP
+  bpftrace_case bpftrace "bpftrace (kprobe)" \
+    "bpftool perf list 2>/dev/null | grep -q 'kprobe.*$LOOKUP_FUNCTION'" \
+    "kprobe:$LOOKUP_FUNCTION { @[tid] = count(); }"
   # bpftrace timing each lookup as a user would write it: the start per thread at the entry,
   # a histogram of the time at the return (a kprobe and a kretprobe), against `timed`.
-  mark lookups_bpftrace_timed_$round
-  lookup_runs none_bpftrace_timed_$round
-  bpftrace -e "kprobe:$LOOKUP_FUNCTION { @start[tid] = nsecs; }
-    kretprobe:$LOOKUP_FUNCTION /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }" \
-    > $R/lookup_bpftrace_timed_$round.out 2> $R/lookup_bpftrace_timed_$round.err &
-  BP=$!
-  wait_ready $BP "bpftrace (kprobe + kretprobe)" \
-    "[ \$(bpftool perf list 2>/dev/null | grep -c 'probe.*$LOOKUP_FUNCTION') -ge 2 ]" 300 &&
-    lookup_runs bpftrace_timed_$round
-  kill -INT $BP
-  wait $BP
+  bpftrace_case bpftrace_timed "bpftrace (kprobe + kretprobe)" \
+    "[ \$(bpftool perf list 2>/dev/null | grep -c 'probe.*$LOOKUP_FUNCTION') -ge 2 ]" \
+    "kprobe:$LOOKUP_FUNCTION { @start[tid] = nsecs; }
+    kretprobe:$LOOKUP_FUNCTION /@start[tid]/ { @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }"
   # The floor of any timed trampoline hook (issue 51): an fentry and an fexit program that do
   # nothing (bpftrace's kfunc and kretfunc, the module's function named as bpftrace 0.17 wants
   # it), what `timed` pays before its programs do anything.
-  mark lookups_pair_floor_$round
-  lookup_runs none_pair_floor_$round
-  bpftrace -e "kfunc:f2fs:$LOOKUP_FUNCTION { } kretfunc:f2fs:$LOOKUP_FUNCTION { }" \
-    > $R/lookup_pair_floor_$round.out 2> $R/lookup_pair_floor_$round.err &
-  BP=$!
-  wait_ready $BP "bpftrace (kfunc + kretfunc)" \
-    "[ \$(bpftool link list 2>/dev/null | grep -c 'tracing') -ge 2 ]" 300 &&
-    lookup_runs pair_floor_$round
-  kill -INT $BP
-  wait $BP
+  bpftrace_case pair_floor "bpftrace (kfunc + kretfunc)" \
+    "[ \$(bpftool link list 2>/dev/null | grep -c 'tracing') -ge 2 ]" \
+    "kfunc:f2fs:$LOOKUP_FUNCTION { } kretfunc:f2fs:$LOOKUP_FUNCTION { }"
   round=$((round+1))
 done
 # The calibration last, and its kprobe left in place (see mount_tracing in prelude.sh for what

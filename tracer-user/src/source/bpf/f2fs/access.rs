@@ -49,6 +49,8 @@ pub(crate) const PROG_ACCESS_FEXIT: &str = "f2fs_node_access_fexit";
 pub(crate) const PROG_LOCK_WAIT: &str = "f2fs_lookup_lock_wait";
 /// Parks a timed lookup whose thread leaves its CPU (a raw tracepoint on `sched_switch`).
 pub(crate) const PROG_SWITCH: &str = "f2fs_lookup_switch";
+/// The same, also noting a blocking thread's wait, where `sched_switch` has `prev_state`.
+pub(crate) const PROG_SWITCH_STATE: &str = "f2fs_lookup_switch_state";
 pub(crate) const SWITCH_TRACEPOINT: &str = "sched_switch";
 /// A timed lookup's read through the block layer: its request issued and completed.
 pub(crate) const PROG_BLOCK_ISSUE: &str = "f2fs_lookup_block_issue";
@@ -406,6 +408,13 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
         });
     let plan = plan(&kallsyms, system::has_kprobes(), offsets, evict_format);
     let release = system::kernel_release();
+    // `(void *data, bool preempt, prev, next, unsigned int prev_state)` since Linux 5.18.
+    let switch_state = btf.as_ref().is_ok_and(|shared| {
+        shared
+            .1
+            .typedef_params(&format!("btf_trace_{SWITCH_TRACEPOINT}"))
+            == Some(5)
+    });
     let targets = trampoline::usable(hook, &bpf::arch::kernel_machine(), &release).and_then(|()| {
         let shared = btf.map_err(|err| anyhow::anyhow!("{err:#}"))?;
         let (files, btf) = &*shared;
@@ -419,13 +428,7 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
         return plan;
     }
     let mut plan = with_timing(plan, &kallsyms);
-    // `(void *data, bool preempt, prev, next, unsigned int prev_state)` since Linux 5.18.
-    plan.switch_state = bpf::discover::btf::this_kernel().is_ok_and(|shared| {
-        shared
-            .1
-            .typedef_params(&format!("btf_trace_{SWITCH_TRACEPOINT}"))
-            == Some(5)
-    });
+    plan.switch_state = switch_state;
     let block_format = |name: &str| {
         system::tracefs()
             .context("tracefs is not mounted")
@@ -476,7 +479,12 @@ pub(crate) fn attach(
     if plan.timed && !plan.lookup_functions.is_empty() {
         // Before the lookups: no lookup may wait in a CPU's slot unless its thread's leaving
         // the CPU moves it out. Without the hook, every timed lookup goes through the map.
-        let switch = attach_switch(ebpf);
+        let program = if plan.switch_state {
+            PROG_SWITCH_STATE
+        } else {
+            PROG_SWITCH
+        };
+        let switch = attach_switch(ebpf, program);
         layout.lookup_slots = u16::from(switch.is_ok());
         layout.switch_state = u16::from(switch.is_ok() && plan.switch_state);
         outcomes.push(AttachOutcome::of(
@@ -637,10 +645,10 @@ fn attach_teardowns(ebpf: &mut Ebpf) -> Result<()> {
 
 /// Hook `sched_switch` with the program that parks a leaving thread's timed lookup. Not fatal:
 /// without it the timed lookups keep their starts in the per-thread map only.
-fn attach_switch(ebpf: &mut Ebpf) -> Result<()> {
+fn attach_switch(ebpf: &mut Ebpf, name: &str) -> Result<()> {
     let program = ebpf
-        .program_mut(PROG_SWITCH)
-        .with_context(|| format!("program {PROG_SWITCH} missing from the object"))?;
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the object"))?;
     let switch: &mut RawTracePoint = program.try_into()?;
     bpf::load_once(switch.fd().is_ok(), || switch.load())?;
     switch
