@@ -45,6 +45,10 @@ pub struct AccessLayout {
     /// so a kprobe on `__folio_lock` misses the lookup that finds its node page locked under
     /// another's read.
     pub switch_state: u16,
+    /// Offsets of F2FS's `f2fs:f2fs_evict_inode` record's `dev` (4 bytes) and `ino` (8),
+    /// from its format file (read only when that tracepoint is hooked).
+    pub inode_evict_dev: u16,
+    pub inode_evict_ino: u16,
 }
 
 /// A timed lookup's outcome (`AccessRecord::outcome`, a `NodeAccess` event's `reason`), each
@@ -115,7 +119,9 @@ pub const ACCESS_COUNT_DEVICE_READS: u32 = 2;
 /// (`sched_switch`, `AccessLayout::switch_state`).
 pub const ACCESS_COUNT_LOCK_WAITS: u32 = 3;
 pub const ACCESS_COUNT_WAITS_NOTED: u32 = 4;
-pub const ACCESS_COUNT_SLOTS: u32 = 5;
+/// F2FS inodes of a traced device that left the inode cache (`f2fs:f2fs_evict_inode`).
+pub const ACCESS_COUNT_INODE_EVICTIONS: u32 = 5;
+pub const ACCESS_COUNT_SLOTS: u32 = 6;
 
 /// Node lookups an [`AccessBatch`] holds. A lookup is the most frequent event nodescope traces
 /// (every one, hit or miss): each CPU collects them in its own batch and sends the batch to the

@@ -378,7 +378,10 @@ impl Counters {
                 retrieval: Some(retrieval),
                 ..
             } => self.retrievals.record(retrieval),
-            Decoded::Hello | Decoded::NodeAccess { .. } | Decoded::NodeEvict { .. } => {}
+            Decoded::Hello
+            | Decoded::NodeAccess { .. }
+            | Decoded::NodeEvict { .. }
+            | Decoded::InodeEvict { .. } => {}
             // Checkpoint anatomy: counted by `model::checkpoints`, not per process.
             Decoded::MetaWrite { .. } | Decoded::JournalEntry(_) => {}
             // The mechanism's own counters: the model puts their totals in place of the

@@ -89,6 +89,10 @@ pub enum Decoded {
     NodeEvict {
         nid: u32,
     },
+    /// An inode left F2FS's inode cache: `ino` is its inode number (and its inode block's nid).
+    InodeEvict {
+        ino: u32,
+    },
     MetaWrite {
         block: u32,
         area: MetaArea,
@@ -571,6 +575,7 @@ impl Event {
                 }),
             },
             EventKind::NodeEvict => Decoded::NodeEvict { nid },
+            EventKind::InodeEvict => Decoded::InodeEvict { ino: nid },
             EventKind::MetaWrite => Decoded::MetaWrite {
                 block: nid,
                 area: MetaArea::from_code(self.queue).ok_or(unrecognised)?,
@@ -633,6 +638,7 @@ impl Decoded {
             Decoded::Hello => EventKind::Hello,
             Decoded::NodeAccess { .. } => EventKind::NodeAccess,
             Decoded::NodeEvict { .. } => EventKind::NodeEvict,
+            Decoded::InodeEvict { .. } => EventKind::InodeEvict,
             Decoded::MetaWrite { .. } => EventKind::MetaWrite,
             Decoded::JournalEntry(_) => EventKind::JournalEntry,
             Decoded::Counter(_) => EventKind::Counter,

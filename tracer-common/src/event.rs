@@ -63,10 +63,15 @@ pub enum EventKind {
     /// queue or reason code it is kept per (`COUNTER_SUB_ALL` for a total), `latency_ns` = the
     /// counter's value (cumulative since mount; a gauge's current value), `dev`. Never a task's.
     Counter = 20,
+    /// An F2FS inode left the inode cache (F2FS's own `f2fs:f2fs_evict_inode`): the next open
+    /// of the file reads its inode block again (`f2fs_iget`), and its context and extent
+    /// cache are built again. `nid` = the inode number (an inode's nid), `dev`. Captured with
+    /// the access trace (`record --accesses`).
+    InodeEvict = 21,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 20] = [
+    pub const ALL: [EventKind; 21] = [
         EventKind::NodeRead,
         EventKind::NodeWrite,
         EventKind::Checkpoint,
@@ -87,6 +92,7 @@ impl EventKind {
         EventKind::Insert,
         EventKind::Forget,
         EventKind::Counter,
+        EventKind::InodeEvict,
     ];
 
     /// A match, not a search of `ALL`: `Event::decode` calls this for every event.
@@ -113,6 +119,7 @@ impl EventKind {
             18 => EventKind::Insert,
             19 => EventKind::Forget,
             20 => EventKind::Counter,
+            21 => EventKind::InodeEvict,
             _ => return None,
         })
     }
@@ -140,6 +147,7 @@ impl EventKind {
             EventKind::Insert => "insert",
             EventKind::Forget => "forget",
             EventKind::Counter => "counter",
+            EventKind::InodeEvict => "inode_evict",
         }
     }
 }

@@ -22,8 +22,9 @@ use aya_ebpf::{
 use tracer_common::{
     retrieval_outcome, AccessBatch, AccessLayout, AccessRecord, BlockKey, EventKind,
     ACCESS_BATCH_MAGIC, ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
-    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_LOCK_WAITS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS,
-    ACCESS_COUNT_WAITS_NOTED, LOOKUP_SAW_READ, LOOKUP_SAW_WAIT,
+    ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_INODE_EVICTIONS, ACCESS_COUNT_LOCK_WAITS,
+    ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS, ACCESS_COUNT_WAITS_NOTED, LOOKUP_SAW_READ,
+    LOOKUP_SAW_WAIT,
 };
 
 use crate::maps::{count_drops, emit_batched, fill_thread, EVENTS, WAKEUP_BYTES};
@@ -706,6 +707,32 @@ fn on_evict(ctx: &TracePointContext) -> Option<()> {
         fill_thread(event, EventKind::NodeEvict);
         event.dev = dev;
         event.nid = index as u32;
+    });
+    Some(())
+}
+
+/// f2fs:f2fs_evict_inode: an inode left F2FS's inode cache; kept for devices whose lookups are
+/// traced (`NODE_INO` has them), so another mount's inodes are not.
+#[tracepoint]
+pub fn f2fs_inode_evict(ctx: TracePointContext) -> u32 {
+    let _ = on_inode_evict(&ctx);
+    0
+}
+
+fn on_inode_evict(ctx: &TracePointContext) -> Option<()> {
+    let layout = ACCESS_LAYOUT.get(0)?;
+    // SAFETY: bpf_probe_read_kernel copes with any address; the offsets come from this
+    // tracepoint's format file, so they lie inside the record.
+    let dev: u32 = unsafe { ctx.read_at(usize::from(layout.inode_evict_dev)) }.ok()?;
+    // SAFETY: NODE_INO values are plain u32s copied out at once.
+    unsafe { NODE_INO.get(&dev) }?;
+    // SAFETY: as above, an offset from the format file.
+    let ino: u64 = unsafe { ctx.read_at(usize::from(layout.inode_evict_ino)) }.ok()?;
+    count(ACCESS_COUNT_INODE_EVICTIONS);
+    emit_batched(|event| {
+        fill_thread(event, EventKind::InodeEvict);
+        event.dev = dev;
+        event.nid = ino as u32;
     });
     Some(())
 }

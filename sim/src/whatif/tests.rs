@@ -306,3 +306,113 @@ fn recorded_drops_free_a_raw_entrys_memory_each() {
 fn nodes_again() -> Arc<NodeSet> {
     vm_replay::rfc_nodes().unwrap()
 }
+
+/// Inode evictions come from their own events (the inode number as nid), are counted apart
+/// from lookups and node-page drops, and are no lookup.
+#[test]
+fn inode_evictions_are_steps_of_their_own() {
+    let mut builder = TraceBuilder::new(0);
+    for event in [
+        Event::new(EventKind::NodeAccess, 1_000).nid(9),
+        Event::new(EventKind::InodeEvict, 2_000).nid(9),
+        Event::new(EventKind::NodeAccess, 3_000).nid(9),
+    ] {
+        builder.add(&event).unwrap();
+    }
+    let trace = builder.finish().unwrap();
+    let ops: Vec<Op> = trace.steps.iter().map(|s| s.op).collect();
+    assert_eq!(ops, [Op::Lookup, Op::InodeEvict, Op::Lookup]);
+    assert_eq!(
+        (trace.accesses, trace.evictions, trace.inode_evictions),
+        (2, 0, 1)
+    );
+    assert!(!Op::InodeEvict.is_lookup());
+}
+
+/// A reload: after an inode's recorded eviction, its block's first lookup and those within
+/// `RELOAD_SPAN_NS` of it; a later lookup is the cached inode's own again. Each is served as
+/// any lookup (the first one reads from disk: its page was dropped with the inode's).
+#[test]
+fn the_lookups_that_reload_an_evicted_inode_are_counted() {
+    let nodes = vm_replay::rfc_nodes().unwrap();
+    let nids: Vec<u32> = nodes.nids().iter().copied().skip(1).take(2).collect();
+    let (inode, other) = (nids[0], nids[1]);
+    let ms = 1_000_000;
+    let mut trace = Trace::default();
+    trace.push(0, inode, Op::Lookup);
+    trace.push(ms, other, Op::Lookup);
+    trace.push(2 * ms, inode, Op::Evict);
+    trace.push(3 * ms, inode, Op::InodeEvict);
+    // The reload, after the pressure (its episode ends at the first lookup 100 ms after the
+    // drop): the inode block read again, then the context's lookup 1 ms later.
+    let reload = 200 * ms;
+    trace.push(reload, inode, Op::Lookup);
+    trace.push(reload + ms, other, Op::Lookup);
+    trace.push(reload + ms, inode, Op::Lookup);
+    // Long after: the cached inode's own lookup (an xattr read), no reload.
+    trace.push(reload + RELOAD_SPAN_NS + ms, inode, Op::Lookup);
+    let settings = Settings {
+        knobs: Knobs {
+            threshold: 0,
+            interval_ms: 100,
+        },
+        budget_bytes: 0,
+        reclaim: Reclaim::AsRecorded,
+        cache: crate::cache::CacheConfig::rfc(),
+    };
+    let outcome = replay(&trace, nodes, settings, Payload::Lz4).unwrap();
+    assert_eq!(outcome.inode_evictions, 1);
+    assert_eq!(
+        outcome.reloads,
+        Reloads {
+            lookups: 2,
+            node_reads: 1,
+            restores: 0
+        }
+    );
+    // After the budget point (the end of the one episode), as node_reads are: the reload's.
+    assert_eq!((outcome.pressure_episodes, outcome.node_reads), (1, 1));
+    assert_eq!(outcome.total_node_reads, 3);
+}
+
+/// A kernel that evicts fewer inodes evicts the first of the recorded order: the later ones'
+/// evictions and reload lookups leave the trace, every other step stays.
+#[test]
+fn fewer_inode_evictions_take_the_later_reloads_out() {
+    let ms = 1_000_000;
+    let (first, second) = (10, 20);
+    let mut trace = Trace::default();
+    trace.push(0, first, Op::Lookup);
+    trace.push(0, second, Op::Lookup);
+    trace.push(ms, first, Op::InodeEvict);
+    trace.push(2 * ms, second, Op::InodeEvict);
+    // Both reloaded: the inode block, then its context's lookup 1 ms later.
+    for (at, ino) in [(100 * ms, first), (200 * ms, second)] {
+        trace.push(at, ino, Op::Lookup);
+        trace.push(at + ms, ino, Op::Lookup);
+    }
+    // A later lookup of the second inode's block (no reload) and another node.
+    trace.push(400 * ms, second, Op::Lookup);
+    trace.push(400 * ms, 30, Op::Lookup);
+
+    let one = trace.with_inode_evictions(1).unwrap();
+    let steps: Vec<(u64, u32, Op)> = one.steps.iter().map(|s| (s.ts_ns, s.nid, s.op)).collect();
+    assert_eq!(
+        steps,
+        [
+            (0, first, Op::Lookup),
+            (0, second, Op::Lookup),
+            (ms, first, Op::InodeEvict),
+            (100 * ms, first, Op::Lookup),
+            (101 * ms, first, Op::Lookup),
+            (400 * ms, second, Op::Lookup),
+            (400 * ms, 30, Op::Lookup),
+        ]
+    );
+    assert_eq!((one.accesses, one.inode_evictions), (6, 1));
+    assert_eq!(trace.with_inode_evictions(2).unwrap(), trace);
+    let none = trace.with_inode_evictions(0).unwrap();
+    assert_eq!((none.accesses, none.inode_evictions), (4, 0));
+    let error = trace.with_inode_evictions(3).unwrap_err().to_string();
+    assert!(error.contains("evicted 2 inodes"), "{error}");
+}

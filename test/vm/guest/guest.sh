@@ -59,6 +59,9 @@ accesses_phase() {
   echo "p:nodescope_access $fn" >> $T/kprobe_events &&
     echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger ||
     { fail "kprobe_events: cannot count $fn"; return 1; }
+  # F2FS's inode evictions counted by their own tracepoint's hist trigger, as the lookups are.
+  echo 'hist:keys=common_type' > $T/events/f2fs/f2fs_evict_inode/trigger ||
+    fail "hist trigger on f2fs:f2fs_evict_inode"
   nodescope record --lookup-latency -o $R/accesses.nsr > $R/accesses_record.out 2> $R/accesses_record.err &
   AP=$!
   wait_for $AP "record --accesses" "[ -s $R/accesses.nsr ]"
@@ -90,12 +93,17 @@ accesses_phase() {
   cat $T/events/kprobes/nodescope_folio_lock/hist > $R/xattr_folio_lock_hist.txt
   echo '!hist:keys=common_pid' > $T/events/kprobes/nodescope_folio_lock/trigger
   echo '-:nodescope_folio_lock' >> $T/kprobe_events
+  # Every unused inode evicted (drop_caches 2): inode_evict events, one per f2fs_evict_inode.
+  sync
+  echo 2 > /proc/sys/vm/drop_caches
   kill -INT $AP
   wait $AP
   echo $? > $R/accesses_record.rc
   cat $T/events/kprobes/nodescope_access/hist > $R/accesses_hist.txt
   echo '!hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger
   echo '-:nodescope_access' >> $T/kprobe_events
+  cat $T/events/f2fs/f2fs_evict_inode/hist > $R/inode_evict_hist.txt
+  echo '!hist:keys=common_type' > $T/events/f2fs/f2fs_evict_inode/trigger
   nodescope report --json $R/accesses.nsr > $R/accesses_report.json 2> $R/accesses_report.err
   mark accesses_done
 }

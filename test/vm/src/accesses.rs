@@ -80,8 +80,10 @@ pub fn check(
         .unwrap_or("")
         .to_string();
     let hist = super::results::hist_hits(&read("accesses_hist.txt"));
+    let inode_hist = super::results::hist_hits(&read("inode_evict_hist.txt"));
     let record_err = read("accesses_record.err");
     let (counted, evictions_counted) = kernel_counts(&record_err).unzip();
+    let inodes_counted = inode_evictions_counted(&record_err);
     let report = serde_json::from_str::<Value>(&read("accesses_report.json"));
     let (recorded, evicted, drops) = match &report {
         Ok(report) => recording_counts(report),
@@ -90,6 +92,9 @@ pub fn check(
             (0, 0, 0)
         }
     };
+    let inodes_recorded = report
+        .as_ref()
+        .map_or(0, |r| device_sum(r, "inode_evictions"));
     if let Ok(report) = &report {
         let outside = reads_outside_lookups(nodescope, &dir.join(RECORDING));
         check_retrievals(dir, report, recorded, outside, lines, failures);
@@ -97,7 +102,8 @@ pub fn check(
     lines.push(format!(
         "  accesses {function}: recorded {recorded} node_access ({drops} lost), counted in the \
          kernel {counted:?}, kprobe_events hist {hist:?}; node_evict recorded {evicted}, \
-         counted {evictions_counted:?}"
+         counted {evictions_counted:?}; inode_evict recorded {inodes_recorded}, counted \
+         {inodes_counted:?}, f2fs_evict_inode hist {inode_hist:?}"
     ));
     let rc = read("accesses_record.rc");
     if rc.trim() != "0" {
@@ -134,6 +140,16 @@ pub fn check(
              the hist trigger's {hist:?}"
         ));
     }
+    // drop_caches 2 at the end evicts every unused inode: some, and each one recorded.
+    if inode_hist.is_none_or(|h| h == 0)
+        || Some(inodes_recorded) != inode_hist
+        || inodes_counted != inode_hist
+    {
+        failures.push(format!(
+            "accesses: inode_evict recorded {inodes_recorded} and counted {inodes_counted:?} \
+             must equal the hist trigger's {inode_hist:?}"
+        ));
+    }
     if Some(evicted) != evictions_counted {
         failures.push(format!(
             "accesses: recorded {evicted} node_evict, counted {evictions_counted:?}"
@@ -144,9 +160,11 @@ pub fn check(
     } else if let Err(err) = check_whatif(dir, disk, nodescope, recorded, lines) {
         failures.push(format!("whatif: {err:#}"));
     }
+    let shown = |n: Option<u64>| n.map_or_else(|| "?".into(), |h| h.to_string());
     format!(
-        "accesses={recorded}/{}{got}",
-        hist.map_or_else(|| "?".into(), |h| h.to_string())
+        "accesses={recorded}/{}{got} inode_evictions={inodes_recorded}/{}",
+        shown(hist),
+        shown(inode_hist)
     )
 }
 
@@ -458,6 +476,26 @@ pub(super) fn kernel_counts(record_err: &str) -> Option<(u64, u64)> {
     Some((lookups.parse().ok()?, evictions.parse().ok()?))
 }
 
+/// Inode evictions from record's closing note: "..., M node evictions, K inode evictions; ...".
+pub(super) fn inode_evictions_counted(record_err: &str) -> Option<u64> {
+    let rest = record_err
+        .lines()
+        .find_map(|l| l.split_once("accesses counted in the kernel: "))?
+        .1;
+    let (_, rest) = rest.split_once(" node evictions, ")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// A per-device count of `nodescope report --json`, summed over the devices.
+fn device_sum(report: &Value, key: &str) -> u64 {
+    report["devices"]
+        .as_object()
+        .into_iter()
+        .flat_map(|d| d.values())
+        .map(|dev| dev[key].as_u64().unwrap_or(0))
+        .sum()
+}
+
 /// (node accesses, node evictions, lost events) from `nodescope report --json`.
 fn recording_counts(report: &Value) -> (u64, u64, u64) {
     let (mut accesses, mut evictions) = (0, 0);
@@ -503,9 +541,12 @@ mod tests {
     fn reads_the_kernel_counts_from_the_closing_note() {
         let err = "recorded 9 events\nnodescope record: counter map: peak 3 of 8192 entries; 0 \
                    entries of exited processes folded into the totals and deleted; accesses \
-                   counted in the kernel: 49412 node lookups, 7 node evictions\n";
+                   counted in the kernel: 49412 node lookups, 7 node evictions, 3 inode \
+                   evictions; 12 lookups read their device\n";
         assert_eq!(kernel_counts(err), Some((49412, 7)));
+        assert_eq!(inode_evictions_counted(err), Some(3));
         assert_eq!(kernel_counts("recorded 9 events\n"), None);
+        assert_eq!(inode_evictions_counted("recorded 9 events\n"), None);
     }
 
     #[test]

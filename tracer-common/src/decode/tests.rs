@@ -116,6 +116,7 @@ fn every_kind_round_trips_to_its_variant() {
             },
         ),
         (raw(EventKind::NodeEvict, 0), Decoded::NodeEvict { nid: 42 }),
+        (raw(EventKind::InodeEvict, 0), Decoded::InodeEvict { ino: 42 }),
         (
             raw(EventKind::MetaWrite, META_AREA_NAT),
             Decoded::MetaWrite {
@@ -228,7 +229,7 @@ fn a_counter_of_a_total_and_of_an_unknown_measure() {
 
 #[test]
 fn unknown_kinds_decode_to_unknown() {
-    for kind in [0, 21, 31, 200, 255] {
+    for kind in [0, 22, 31, 200, 255] {
         let mut event = Event::ZERO;
         event.kind = kind;
         assert_eq!(event.decode(), Decoded::Unknown(Unrecognised::Kind(kind)));

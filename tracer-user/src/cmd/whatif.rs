@@ -58,6 +58,12 @@ pub(crate) struct WhatifArgs {
     /// the recorded kernel freed with it (one raw entry's), taken by the cache's shrinker.
     #[arg(long, default_value = "1MiB,2MiB,3MiB,4MiB,6MiB")]
     budget: String,
+    /// Replay as if the recorded kernel had evicted only its first N inodes (recordings with
+    /// inode_evict events): the later ones stay cached, and their reloads' lookups are taken
+    /// out. N at most the recorded evictions: which other inodes a kernel would evict, a
+    /// recording cannot show.
+    #[arg(long, value_name = "N")]
+    inode_evictions: Option<u64>,
     /// node_compress_threshold values for compression on (percent, comma-separated).
     #[arg(long, default_value = "25")]
     threshold: String,
@@ -118,6 +124,12 @@ pub(crate) fn run(args: WhatifArgs) -> Result<()> {
     let axes = axes(&args)?;
     let (trace, waits) =
         read_trace(recording).with_context(|| format!("{}", recording.display()))?;
+    let trace = match args.inode_evictions {
+        Some(kept) => trace
+            .with_inode_evictions(kept)
+            .with_context(|| format!("--inode-evictions {kept}"))?,
+        None => trace,
+    };
     let (source, what) = match given {
         Some(given) => given,
         None => (recorded_device(recording, trace.dev)?, "device"),

@@ -169,6 +169,7 @@ fn tally(
         } => |device| &mut device.checkpoints,
         Decoded::NodeAccess { .. } => |device| &mut device.node_accesses,
         Decoded::NodeEvict { .. } => |device| &mut device.node_evictions,
+        Decoded::InodeEvict { .. } => |device| &mut device.inode_evictions,
         _ => return,
     };
     let device = devices

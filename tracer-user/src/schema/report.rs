@@ -29,11 +29,14 @@ pub(crate) struct DeviceReport {
     pub node_writes: u64,
     pub checkpoints: u64,
     pub node_writes_per_checkpoint: Option<f64>,
-    /// Node lookups and node-page evictions (recordings made with `--accesses`).
+    /// Node lookups, node-page evictions and inode evictions (recordings made with
+    /// `--accesses`).
     #[serde(skip_serializing_if = "is_zero")]
     pub node_accesses: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub node_evictions: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub inode_evictions: u64,
 }
 
 fn is_zero(value: &u64) -> bool {

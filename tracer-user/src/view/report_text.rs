@@ -155,6 +155,9 @@ pub(crate) fn render(report: &Report) -> String {
                 d.node_accesses, d.node_evictions
             );
         }
+        if d.inode_evictions > 0 {
+            let _ = write!(out, " inode evictions {}", d.inode_evictions);
+        }
         out.push('\n');
     }
     if let Some(types) = &report.node_types {

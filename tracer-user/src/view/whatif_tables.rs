@@ -431,8 +431,15 @@ pub(crate) fn render(
         0 => String::new(),
         n => format!(" (and {n} lookups the trace missed, from their demand reads)"),
     };
+    let inodes = match trace.inode_evictions {
+        0 => String::new(),
+        n => format!(
+            ", {n} inode evictions (their reloads' lookups are as recorded: the JSON's \
+             `reloads` counts them)"
+        ),
+    };
     let mut out = format!(
-        "whatif: {} accesses{untraced}, {} node page drops on dev {}:{}\n",
+        "whatif: {} accesses{untraced}, {} node page drops on dev {}:{}{inodes}\n",
         trace.accesses,
         trace.evictions,
         trace.dev >> 20,

@@ -12,6 +12,7 @@ fn axes_of(slots: &str, weights: &str, compressors: &str) -> Axes {
         image: None,
         device: None,
         budget: "1MiB,3MiB".into(),
+        inode_evictions: None,
         threshold: "25,50".into(),
         interval: "1000".into(),
         slots: slots.into(),

@@ -451,9 +451,14 @@ fn whatif_check(
                 )
             })
             .collect();
+        let evicted = |name: String| {
+            inode_evictions(dir, &name).map_or_else(|| "?".to_string(), |n| n.to_string())
+        };
+        let reloads = &outcome["reloads"];
         lines.push(format!(
             "  what-if: off{k}'s recording at {} %, {} ms against on{k} (predicted / measured): \
-             {}; pressure episodes {}",
+             {}; pressure episodes {}; inodes evicted off{k} {} / on{k} {}, the replay's \
+             reloads after the pressure {} lookups, {} node reads",
             point["settings"]["knobs"]["threshold"]
                 .as_u64()
                 .unwrap_or(0),
@@ -461,7 +466,11 @@ fn whatif_check(
                 .as_u64()
                 .unwrap_or(0),
             shown.join(", "),
-            outcome["pressure_episodes"].as_u64().unwrap_or(0)
+            outcome["pressure_episodes"].as_u64().unwrap_or(0),
+            evicted(format!("off{k}")),
+            evicted(format!("on{k}")),
+            reloads["lookups"].as_u64().unwrap_or(0),
+            reloads["node_reads"].as_u64().unwrap_or(0),
         ));
         for i in 0..3 {
             sums[i][0] += predicted[i];
@@ -497,6 +506,20 @@ fn whatif_check(
     (
         format!("{}/{}", means[0].0, means[0].1),
         format!("{}/{}", means[1].0, means[1].1),
+    )
+}
+
+/// Inodes the trial's recording saw evicted (`inode_evictions` of `<name>_report.json`, every
+/// device), when its report is there.
+fn inode_evictions(dir: &Path, name: &str) -> Option<u64> {
+    let text = fs::read_to_string(dir.join(format!("{name}_report.json"))).ok()?;
+    let report: Value = serde_json::from_str(&text).ok()?;
+    let devices = report["devices"].as_object()?;
+    Some(
+        devices
+            .values()
+            .map(|d| d["inode_evictions"].as_u64().unwrap_or(0))
+            .sum(),
     )
 }
 

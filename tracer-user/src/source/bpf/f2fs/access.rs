@@ -20,7 +20,8 @@ use aya::{
 use serde::Serialize;
 use tracer_common::{
     AccessBatch, AccessLayout, ACCESS_COUNT_DEVICE_READS, ACCESS_COUNT_EVICTIONS,
-    ACCESS_COUNT_LOCK_WAITS, ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_WAITS_NOTED,
+    ACCESS_COUNT_INODE_EVICTIONS, ACCESS_COUNT_LOCK_WAITS, ACCESS_COUNT_LOOKUPS,
+    ACCESS_COUNT_WAITS_NOTED,
 };
 
 use crate::source::bpf::{
@@ -62,6 +63,10 @@ pub(crate) const BLOCK_COMPLETE: &str = "block_rq_complete";
 /// a lookup that finds its node page locked (being read by another task) waits in it.
 pub(crate) const LOCK_WAIT_FUNCTIONS: [&str; 2] = ["__folio_lock", "__lock_page"];
 pub(crate) const PROG_EVICT: &str = "f2fs_node_evict";
+/// An F2FS inode leaving the inode cache, from F2FS's own tracepoint.
+pub(crate) const PROG_INODE_EVICT: &str = "f2fs_inode_evict";
+pub(crate) const INODE_EVICT_CATEGORY: &str = "f2fs";
+pub(crate) const INODE_EVICT_TRACEPOINT: &str = "f2fs_evict_inode";
 /// Sends a CPU's batch of lookups when run there (never attached).
 pub(crate) const PROG_FLUSH: &str = "f2fs_access_flush";
 /// Counts F2FS teardowns, on the return of [`TEARDOWN_FUNCTION`].
@@ -116,6 +121,8 @@ pub(crate) struct AccessPlan {
     pub fentry_targets: Vec<BtfTarget>,
     /// `filemap:mm_filemap_delete_from_page_cache`, when evictions can be traced.
     pub evict_tracepoint: Option<String>,
+    /// `f2fs:f2fs_evict_inode`, when inode evictions can be traced.
+    pub inode_evict_tracepoint: Option<String>,
     /// Why a part is missing, one line each.
     pub missing: Vec<String>,
     /// Lookups are timed (`--lookup-latency`): a return program on each lookup function too.
@@ -169,6 +176,10 @@ impl AccessPlan {
             Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "node_evict")),
             None => drop(writeln!(out, "{:<12} not available", "node_evict")),
         }
+        match &self.inode_evict_tracepoint {
+            Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "inode_evict")),
+            None => drop(writeln!(out, "{:<12} not available", "inode_evict")),
+        }
         for why in &self.missing {
             let _ = writeln!(out, "{:<12}   not used: {why}", "");
         }
@@ -213,6 +224,7 @@ pub(crate) fn plan(
         lookup_hook: "kprobe",
         fentry_targets: Vec::new(),
         evict_tracepoint,
+        inode_evict_tracepoint: None,
         missing,
         timed: false,
         lock_wait: None,
@@ -220,6 +232,34 @@ pub(crate) fn plan(
         switch_state: false,
         layout,
     }
+}
+
+/// The plan with F2FS's inode evictions (`f2fs:f2fs_evict_inode`: its `dev` and `ino` offsets
+/// from `format`), when node lookups are traced: the program keeps the devices whose lookups
+/// it has seen. Without them, what is missing says why.
+pub(crate) fn with_inode_evictions(mut plan: AccessPlan, format: Result<String>) -> AccessPlan {
+    if plan.lookup_functions.is_empty() {
+        plan.missing
+            .push("inode_evict: the devices are learnt from node lookups".into());
+        return plan;
+    }
+    let offsets = format.and_then(|text| {
+        let format = Format::parse(&text).context("parsing its format file")?;
+        Ok((
+            field_offset(&format, "dev", 4)?,
+            field_offset(&format, "ino", 8)?,
+        ))
+    });
+    match offsets {
+        Ok((dev, ino)) => {
+            plan.layout.inode_evict_dev = dev;
+            plan.layout.inode_evict_ino = ino;
+            plan.inode_evict_tracepoint =
+                Some(format!("{INODE_EVICT_CATEGORY}:{INODE_EVICT_TRACEPOINT}"));
+        }
+        Err(err) => plan.missing.push(format!("inode_evict: {err:#}")),
+    }
+    plan
 }
 
 /// The plan with its lookups timed (issue 51): a return program beside each entry, and the
@@ -407,6 +447,10 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
                 .with_context(|| format!("reading {}", path.display()))
         });
     let plan = plan(&kallsyms, system::has_kprobes(), offsets, evict_format);
+    let plan = with_inode_evictions(
+        plan,
+        tracepoint_format(INODE_EVICT_CATEGORY, INODE_EVICT_TRACEPOINT),
+    );
     let release = system::kernel_release();
     // `(void *data, bool preempt, prev, next, unsigned int prev_state)` since Linux 5.18.
     let switch_state = btf.as_ref().is_ok_and(|shared| {
@@ -429,24 +473,18 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
     }
     let mut plan = with_timing(plan, &kallsyms);
     plan.switch_state = switch_state;
-    let block_format = |name: &str| {
-        system::tracefs()
-            .context("tracefs is not mounted")
-            .and_then(|root| {
-                let path = root
-                    .join("events")
-                    .join(BLOCK_CATEGORY)
-                    .join(name)
-                    .join("format");
-                super::planner::read_format(&path)
-                    .with_context(|| format!("reading {}", path.display()))
-            })
-    };
     with_device_time(
         plan,
-        block_format(BLOCK_ISSUE),
-        block_format(BLOCK_COMPLETE),
+        tracepoint_format(BLOCK_CATEGORY, BLOCK_ISSUE),
+        tracepoint_format(BLOCK_CATEGORY, BLOCK_COMPLETE),
     )
+}
+
+/// A tracepoint's format file, from tracefs.
+fn tracepoint_format(category: &str, name: &str) -> Result<String> {
+    let root = system::tracefs().context("tracefs is not mounted")?;
+    let path = root.join("events").join(category).join(name).join("format");
+    super::planner::read_format(&path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// What `attach` attached: each attachment's outcome, and the trampolines' links, which
@@ -585,6 +623,19 @@ pub(crate) fn attach(
             result,
         ));
     }
+    if let Some(tracepoint) = &plan.inode_evict_tracepoint {
+        let result = attach_tracepoint(
+            ebpf,
+            PROG_INODE_EVICT,
+            INODE_EVICT_CATEGORY,
+            INODE_EVICT_TRACEPOINT,
+        );
+        outcomes.push(AttachOutcome::of(
+            "inode_evict",
+            format!("tracepoint {tracepoint}"),
+            result,
+        ));
+    }
     Ok(Attached {
         outcomes,
         trampolines,
@@ -717,6 +768,8 @@ pub(crate) struct AccessCounts {
     /// Entries of the page lock's slow path (timed lookups), and those noted in a lookup.
     pub lock_waits: u64,
     pub waits_noted: u64,
+    /// Inodes of traced devices that left the inode cache.
+    pub inode_evictions: u64,
 }
 
 pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
@@ -735,6 +788,7 @@ pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
         device_reads: sum(ACCESS_COUNT_DEVICE_READS)?,
         lock_waits: sum(ACCESS_COUNT_LOCK_WAITS)?,
         waits_noted: sum(ACCESS_COUNT_WAITS_NOTED)?,
+        inode_evictions: sum(ACCESS_COUNT_INODE_EVICTIONS)?,
     })
 }
 

@@ -62,8 +62,77 @@ fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
     assert_eq!(
         plan.render(),
         "node_access  kprobe f2fs_get_node_page\n\
-         node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n"
+         node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n\
+         inode_evict  not available\n"
     );
+}
+
+/// F2FS's `f2fs__inode` tracepoint class as its TP_STRUCT__entry lays it out on a 64-bit
+/// kernel (dev_t dev, ino_t ino, ino_t pino, umode_t mode, loff_t size, unsigned int nlink,
+/// blkcnt_t blocks, __u8 advise), as tracefs prints it for `f2fs_evict_inode`.
+const INODE_EVICT_FORMAT: &str = "name: f2fs_evict_inode
+ID: 1450
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;
+\tfield:ino_t ino;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:ino_t pino;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:umode_t mode;\toffset:32;\tsize:2;\tsigned:0;
+\tfield:loff_t size;\toffset:40;\tsize:8;\tsigned:1;
+\tfield:unsigned int nlink;\toffset:48;\tsize:4;\tsigned:0;
+\tfield:blkcnt_t blocks;\toffset:56;\tsize:8;\tsigned:0;
+\tfield:__u8 advise;\toffset:64;\tsize:1;\tsigned:0;
+
+print fmt: \"dev = (%d,%d), ino = %lu\", REC->dev, REC->dev, REC->ino
+";
+
+/// Inode evictions: the offsets from F2FS's format file, the line in the plan; refused with
+/// the reason when lookups are not traced (the devices come from them) or the format lacks a
+/// field, and the rest of the plan kept.
+#[test]
+fn inode_evictions_take_their_offsets_from_f2fs_format_file() {
+    let base = || plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+    let with = with_inode_evictions(base(), Ok(INODE_EVICT_FORMAT.into()));
+    assert_eq!(
+        with.inode_evict_tracepoint.as_deref(),
+        Some("f2fs:f2fs_evict_inode")
+    );
+    assert_eq!(
+        (with.layout.inode_evict_dev, with.layout.inode_evict_ino),
+        (8, 16)
+    );
+    assert!(with.missing.is_empty(), "{:?}", with.missing);
+    assert!(with
+        .render()
+        .ends_with("inode_evict  tracepoint f2fs:f2fs_evict_inode\n"));
+
+    let no_ino = INODE_EVICT_FORMAT.replace("ino_t ino;", "ino_t inode;");
+    let without = with_inode_evictions(base(), Ok(no_ino));
+    assert_eq!(without.inode_evict_tracepoint, None);
+    assert_eq!(
+        without.missing,
+        ["inode_evict: f2fs_evict_inode has no field `ino`"]
+    );
+    assert_eq!(without.lookup_functions, ["f2fs_get_node_page"]);
+
+    let absent = with_inode_evictions(base(), Err(anyhow!("reading .../format: not found")));
+    assert_eq!(
+        absent.missing,
+        ["inode_evict: reading .../format: not found"]
+    );
+
+    let no_lookups = with_inode_evictions(
+        plan("", true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
+        Ok(INODE_EVICT_FORMAT.into()),
+    );
+    assert_eq!(no_lookups.inode_evict_tracepoint, None);
+    assert!(no_lookups
+        .missing
+        .contains(&"inode_evict: the devices are learnt from node lookups".to_string()));
 }
 
 /// Timed lookups (issue 51): a return program beside each entry, the layout's flag set, and
@@ -84,7 +153,8 @@ fn timed_lookups_add_the_return_and_the_page_lock_wait() {
         timed.render(),
         "node_access  kprobe f2fs_get_node_page\n             \
          timed: kretprobe on each + waits kprobe __folio_lock\n\
-         node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n"
+         node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n\
+         inode_evict  not available\n"
     );
     let no_lock = with_timing(
         plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
@@ -358,6 +428,7 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
         lookup_hook: "kprobe",
         fentry_targets: Vec::new(),
         evict_tracepoint: Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
+        inode_evict_tracepoint: None,
         missing: Vec::new(),
         timed: false,
         lock_wait: None,
