@@ -189,6 +189,17 @@ while [ -e $R/off$k.nsr ]; do
   echo $? > $R/whatif$k.rc
   k=$((k + 1))
 done
+# The same, given the inodes on<k>'s kernel evicted (its recording's inode_evict events): the
+# node cache's model alone, without the kernel's choice of how many inodes to reclaim.
+k=1
+while [ -e $R/off$k.nsr ] && [ -e $R/on${k}_report.json ]; do
+  n=$(sed -n 's/.*"inode_evictions": *\([0-9]*\).*/\1/p' $R/on${k}_report.json | head -n 1)
+  timeout 900 nodescope whatif $R/off$k.nsr --device /dev/$DEV --threshold $THRESHOLD \
+    --interval $INTERVAL --budget recorded --inode-evictions ${n:-0} --json \
+    > $R/whatif_given$k.json 2> $R/whatif_given$k.err
+  echo $? > $R/whatif_given$k.rc
+  k=$((k + 1))
+done
 k=1
 while [ -e $R/off$k.nsr ] && [ -e $R/on$k.nsr ]; do
   nodescope report --compare $R/off$k.nsr $R/on$k.nsr > $R/compare$k.txt 2>&1

@@ -116,7 +116,10 @@ fn every_kind_round_trips_to_its_variant() {
             },
         ),
         (raw(EventKind::NodeEvict, 0), Decoded::NodeEvict { nid: 42 }),
-        (raw(EventKind::InodeEvict, 0), Decoded::InodeEvict { ino: 42 }),
+        (
+            raw(EventKind::InodeEvict, 0),
+            Decoded::InodeEvict { ino: 42 },
+        ),
         (
             raw(EventKind::MetaWrite, META_AREA_NAT),
             Decoded::MetaWrite {
