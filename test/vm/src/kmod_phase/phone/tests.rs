@@ -171,3 +171,19 @@ fn samples_are_split_into_phases_at_the_marks() {
     let got: Vec<(f64, f64)> = phases.iter().map(|p| (p.mean_bytes, p.seconds)).collect();
     assert_eq!(got, [(1.0, 1.0), (2.0, 1.0), (3.0, 1.0), (4.0, 1.0)]);
 }
+
+/// The what-ifs' pairs: summed, their means rounded to the nearest, each count shown with its
+/// error against the measured one; no mean without a pair.
+#[test]
+fn whatif_pairs_are_compared_on_their_rounded_means() {
+    let mut sums = verdict::PairSums::default();
+    assert_eq!(sums.means(), None);
+    sums.add([100, 10, 7], [110, 10, 0]);
+    sums.add([201, 11, 8], [110, 20, 0]);
+    let (predicted, measured) = sums.means().unwrap();
+    assert_eq!((predicted, measured), ([151, 11, 8], [110, 15, 0]));
+    assert_eq!(
+        verdict::compared(predicted, measured),
+        "node reads 151 / 110 (+37.3 %), restores 11 / 15 (-26.7 %), entries at the end 8 / 0 (-)"
+    );
+}

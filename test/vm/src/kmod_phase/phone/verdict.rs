@@ -400,6 +400,46 @@ fn node_types(dir: &Path, ons: &[String]) -> Result<BTreeMap<String, u64>> {
     Ok(by_type)
 }
 
+/// The counts a what-if is compared on, in [`on_measured`]'s order.
+const WHATIF_COUNTS: [&str; 3] = ["node reads", "restores", "entries at the end"];
+
+/// "node reads p / m (e %), restores .., entries at the end ..".
+pub(super) fn compared(predicted: [u64; 3], measured: [u64; 3]) -> String {
+    let shown: Vec<String> = (0..3)
+        .map(|i| {
+            let (p, m) = (predicted[i], measured[i]);
+            let err = whatif::shown(whatif::error(p, m));
+            format!("{} {p} / {m} ({err})", WHATIF_COUNTS[i])
+        })
+        .collect();
+    shown.join(", ")
+}
+
+/// Predicted and measured counts summed over the pairs of trials.
+#[derive(Default)]
+pub(super) struct PairSums {
+    predicted: [u64; 3],
+    measured: [u64; 3],
+    pairs: u64,
+}
+
+impl PairSums {
+    pub(super) fn add(&mut self, predicted: [u64; 3], measured: [u64; 3]) {
+        for i in 0..3 {
+            self.predicted[i] += predicted[i];
+            self.measured[i] += measured[i];
+        }
+        self.pairs += 1;
+    }
+
+    /// The rounded means (predicted, measured); None without a pair.
+    pub(super) fn means(&self) -> Option<([u64; 3], [u64; 3])> {
+        let n = self.pairs;
+        let mean = |sums: [u64; 3]| sums.map(|sum| (sum + n / 2) / n);
+        (n > 0).then(|| (mean(self.predicted), mean(self.measured)))
+    }
+}
+
 /// The what-if of each off trial's recording at the on settings (`whatif<k>.json`) against the
 /// on trial of the same number; the means of the predictions against the means of what the on
 /// trials measured, each within `WHATIF_PERCENT`. One trial of a setting varies from the next
@@ -412,9 +452,7 @@ fn whatif_check(
     problems: &mut Vec<String>,
     lines: &mut Vec<String>,
 ) -> (String, String) {
-    const WHAT: [&str; 3] = ["node reads", "restores", "entries at the end"];
-    let mut sums = [[0u64; 2]; 3];
-    let mut pairs = 0u64;
+    let mut sums = PairSums::default();
     for k in 1..=trials {
         let Some(point) = whatif_point(dir, "whatif", k, problems) else {
             continue;
@@ -425,16 +463,6 @@ fn whatif_check(
         };
         let outcome = &point["outcome"];
         let predicted = predicted_counts(outcome);
-        let shown: Vec<String> = (0..3)
-            .map(|i| {
-                let (p, m) = (predicted[i], measured[i]);
-                format!(
-                    "{} {p} / {m} ({})",
-                    WHAT[i],
-                    whatif::shown(whatif::error(p, m))
-                )
-            })
-            .collect();
         let evicted = |name: String| {
             inode_evictions(dir, &name).map_or_else(|| "?".to_string(), |n| n.to_string())
         };
@@ -449,47 +477,40 @@ fn whatif_check(
             point["settings"]["knobs"]["interval_ms"]
                 .as_u64()
                 .unwrap_or(0),
-            shown.join(", "),
+            compared(predicted, measured),
             outcome["pressure_episodes"].as_u64().unwrap_or(0),
             evicted(format!("off{k}")),
             evicted(format!("on{k}")),
             reloads["lookups"].as_u64().unwrap_or(0),
             reloads["node_reads"].as_u64().unwrap_or(0),
         ));
-        for i in 0..3 {
-            sums[i][0] += predicted[i];
-            sums[i][1] += measured[i];
-        }
-        pairs += 1;
+        sums.add(predicted, measured);
     }
-    if pairs == 0 {
+    let Some((predicted, measured)) = sums.means() else {
         problems.push("whatif: no trial to compare".into());
         return ("?".to_string(), "?".to_string());
-    }
-    let means: Vec<(u64, u64)> = sums
-        .iter()
-        .map(|[p, m]| ((p + pairs / 2) / pairs, (m + pairs / 2) / pairs))
-        .collect();
-    let mut shown = Vec::new();
-    for (i, &(p, m)) in means.iter().enumerate() {
+    };
+    for i in 0..3 {
+        let (p, m) = (predicted[i], measured[i]);
         let err = whatif::error(p, m);
-        shown.push(format!("{} {p} / {m} ({})", WHAT[i], whatif::shown(err)));
         if !err.is_some_and(|e| e.abs() <= WHATIF_PERCENT) {
             problems.push(format!(
-                "whatif: {} {p} predicted, {m} measured ({}; means over {pairs} trials), bound \
+                "whatif: {} {p} predicted, {m} measured ({}; means over {} trials), bound \
                  {WHATIF_PERCENT} %",
-                WHAT[i],
-                whatif::shown(err)
+                WHATIF_COUNTS[i],
+                whatif::shown(err),
+                sums.pairs
             ));
         }
     }
     lines.push(format!(
-        "  what-if, means over {pairs} pairs (predicted / measured): {}",
-        shown.join(", ")
+        "  what-if, means over {} pairs (predicted / measured): {}",
+        sums.pairs,
+        compared(predicted, measured)
     ));
     (
-        format!("{}/{}", means[0].0, means[0].1),
-        format!("{}/{}", means[1].0, means[1].1),
+        format!("{}/{}", predicted[0], measured[0]),
+        format!("{}/{}", predicted[1], measured[1]),
     )
 }
 
@@ -521,58 +542,30 @@ fn predicted_counts(outcome: &Value) -> [u64; 3] {
 /// model without the kernel's choice of how many inodes its reclaim takes, which no recording
 /// shows. Shown beside the check, not part of it: it uses what the on trial measured.
 fn whatif_given_lines(dir: &Path, trials: u32, lines: &mut Vec<String>) {
-    const WHAT: [&str; 3] = ["node reads", "restores", "entries at the end"];
-    let mut sums = [[0u64; 2]; 3];
-    let mut pairs = 0u64;
+    let mut sums = PairSums::default();
     for k in 1..=trials {
-        let mut unused = Vec::new();
-        let point = whatif_point(dir, "whatif_given", k, &mut unused);
+        let mut why = Vec::new();
+        let point = whatif_point(dir, "whatif_given", k, &mut why);
         let (Some(point), Ok(measured)) = (point, on_measured(dir, k)) else {
             lines.push(format!(
                 "  what-if given on{k}'s inode evictions: none ({})",
-                unused.join("; ")
+                why.join("; ")
             ));
             continue;
         };
         let predicted = predicted_counts(&point["outcome"]);
-        let shown: Vec<String> = (0..3)
-            .map(|i| {
-                let (p, m) = (predicted[i], measured[i]);
-                format!(
-                    "{} {p} / {m} ({})",
-                    WHAT[i],
-                    whatif::shown(whatif::error(p, m))
-                )
-            })
-            .collect();
         lines.push(format!(
             "  what-if given on{k}'s {} inode evictions: {}",
             point["outcome"]["inode_evictions"].as_u64().unwrap_or(0),
-            shown.join(", ")
+            compared(predicted, measured)
         ));
-        for i in 0..3 {
-            sums[i][0] += predicted[i];
-            sums[i][1] += measured[i];
-        }
-        pairs += 1;
+        sums.add(predicted, measured);
     }
-    if pairs > 0 {
-        let shown: Vec<String> = (0..3)
-            .map(|i| {
-                let (p, m) = (
-                    (sums[i][0] + pairs / 2) / pairs,
-                    (sums[i][1] + pairs / 2) / pairs,
-                );
-                format!(
-                    "{} {p} / {m} ({})",
-                    WHAT[i],
-                    whatif::shown(whatif::error(p, m))
-                )
-            })
-            .collect();
+    if let Some((predicted, measured)) = sums.means() {
         lines.push(format!(
-            "  what-if given the on trials' inode evictions, means over {pairs} pairs: {}",
-            shown.join(", ")
+            "  what-if given the on trials' inode evictions, means over {} pairs: {}",
+            sums.pairs,
+            compared(predicted, measured)
         ));
     }
 }
