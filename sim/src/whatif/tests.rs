@@ -375,24 +375,26 @@ fn the_lookups_that_reload_an_evicted_inode_are_counted() {
     assert_eq!(outcome.total_node_reads, 3);
 }
 
-/// A kernel that evicts fewer inodes evicts the first of the recorded order: the later ones'
-/// evictions and reload lookups leave the trace, every other step stays.
+/// A kernel that evicts fewer inodes evicts those looked up longest ago (the inode cache's LRU
+/// order), whatever order the recording evicted them in: the others' evictions and reload
+/// lookups leave the trace, every other step stays.
 #[test]
-fn fewer_inode_evictions_take_the_later_reloads_out() {
+fn fewer_inode_evictions_keep_the_least_recently_used() {
     let ms = 1_000_000;
-    let (first, second) = (10, 20);
+    let (recent, old) = (10, 20);
     let mut trace = Trace::default();
-    trace.push(0, first, Op::Lookup);
-    trace.push(0, second, Op::Lookup);
-    trace.push(ms, first, Op::InodeEvict);
-    trace.push(2 * ms, second, Op::InodeEvict);
+    trace.push(0, old, Op::Lookup);
+    trace.push(5 * ms, recent, Op::Lookup);
+    // The recording evicted the recently used one first.
+    trace.push(10 * ms, recent, Op::InodeEvict);
+    trace.push(11 * ms, old, Op::InodeEvict);
     // Both reloaded: the inode block, then its context's lookup 1 ms later.
-    for (at, ino) in [(100 * ms, first), (200 * ms, second)] {
+    for (at, ino) in [(100 * ms, recent), (200 * ms, old)] {
         trace.push(at, ino, Op::Lookup);
         trace.push(at + ms, ino, Op::Lookup);
     }
-    // A later lookup of the second inode's block (no reload) and another node.
-    trace.push(400 * ms, second, Op::Lookup);
+    // A later lookup of the recent inode's block (no reload) and another node.
+    trace.push(400 * ms, recent, Op::Lookup);
     trace.push(400 * ms, 30, Op::Lookup);
 
     let one = trace.with_inode_evictions(1).unwrap();
@@ -400,12 +402,12 @@ fn fewer_inode_evictions_take_the_later_reloads_out() {
     assert_eq!(
         steps,
         [
-            (0, first, Op::Lookup),
-            (0, second, Op::Lookup),
-            (ms, first, Op::InodeEvict),
-            (100 * ms, first, Op::Lookup),
-            (101 * ms, first, Op::Lookup),
-            (400 * ms, second, Op::Lookup),
+            (0, old, Op::Lookup),
+            (5 * ms, recent, Op::Lookup),
+            (11 * ms, old, Op::InodeEvict),
+            (200 * ms, old, Op::Lookup),
+            (201 * ms, old, Op::Lookup),
+            (400 * ms, recent, Op::Lookup),
             (400 * ms, 30, Op::Lookup),
         ]
     );
