@@ -485,6 +485,17 @@ pub struct Reloads {
     pub restores: u64,
 }
 
+impl Reloads {
+    /// What came after `mark`, an earlier reading of the same counts.
+    fn since(&self, mark: &Reloads) -> Reloads {
+        Reloads {
+            lookups: self.lookups - mark.lookups,
+            node_reads: self.node_reads - mark.node_reads,
+            restores: self.restores - mark.restores,
+        }
+    }
+}
+
 /// Inodes evicted and not yet reloaded, or in their reload (its first lookup's time).
 #[derive(Default)]
 struct ReloadTracker {
@@ -499,6 +510,10 @@ impl ReloadTracker {
 
     /// Whether a lookup of `nid` at `ts_ns` is part of an inode's reload.
     fn is_reload(&mut self, nid: u32, ts_ns: u64) -> bool {
+        // Most traces evict no inode: no hashing per lookup then.
+        if self.pending.is_empty() {
+            return false;
+        }
         let Some(first) = self.pending.get_mut(&nid) else {
             return false;
         };
@@ -655,11 +670,7 @@ pub fn replay(
     };
     outcome.restore_ns = since.events.restore_latency.total_ns;
     outcome.inode_evictions = trace.inode_evictions;
-    outcome.reloads = Reloads {
-        lookups: reloads.total.lookups - mark.reloads.lookups,
-        node_reads: reloads.total.node_reads - mark.reloads.node_reads,
-        restores: reloads.total.restores - mark.reloads.restores,
-    };
+    outcome.reloads = reloads.total.since(&mark.reloads);
     Ok(outcome)
 }
 

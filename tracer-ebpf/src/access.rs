@@ -202,19 +202,17 @@ pub(crate) fn lookup_saw(what: u32) -> bool {
     let Some(timing) = open_lookup(pid_tgid) else {
         return false;
     };
-    {
-        // SAFETY: this thread's entry; only this thread writes it (see open_lookup), and the
-        // map's values are preallocated, so the pointer stays valid for the program's run.
-        unsafe {
-            (*timing).seen |= what;
-            if what == LOOKUP_SAW_READ {
-                (*timing).reads += 1;
-            }
+    // SAFETY: this thread's entry; only this thread writes it (see open_lookup), and the
+    // map's values are preallocated, so the pointer stays valid for the program's run.
+    unsafe {
+        (*timing).seen |= what;
+        if what == LOOKUP_SAW_READ {
+            (*timing).reads += 1;
         }
-        if what == LOOKUP_SAW_READ && slots_on() {
-            if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
-                park(slot, pid_tgid);
-            }
+    }
+    if what == LOOKUP_SAW_READ && slots_on() {
+        if let Some(slot) = LOOKUP_SLOT.get_ptr_mut(0) {
+            park(slot, pid_tgid);
         }
     }
     true

@@ -487,7 +487,7 @@ pub(super) fn inode_evictions_counted(record_err: &str) -> Option<u64> {
 }
 
 /// A per-device count of `nodescope report --json`, summed over the devices.
-fn device_sum(report: &Value, key: &str) -> u64 {
+pub(crate) fn device_sum(report: &Value, key: &str) -> u64 {
     report["devices"]
         .as_object()
         .into_iter()
@@ -498,16 +498,11 @@ fn device_sum(report: &Value, key: &str) -> u64 {
 
 /// (node accesses, node evictions, lost events) from `nodescope report --json`.
 fn recording_counts(report: &Value) -> (u64, u64, u64) {
-    let (mut accesses, mut evictions) = (0, 0);
-    for dev in report["devices"]
-        .as_object()
-        .into_iter()
-        .flat_map(|d| d.values())
-    {
-        accesses += dev["node_accesses"].as_u64().unwrap_or(0);
-        evictions += dev["node_evictions"].as_u64().unwrap_or(0);
-    }
-    (accesses, evictions, report["drops"].as_u64().unwrap_or(0))
+    (
+        device_sum(report, "node_accesses"),
+        device_sum(report, "node_evictions"),
+        report["drops"].as_u64().unwrap_or(0),
+    )
 }
 
 #[cfg(test)]

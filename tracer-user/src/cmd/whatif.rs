@@ -58,10 +58,10 @@ pub(crate) struct WhatifArgs {
     /// the recorded kernel freed with it (one raw entry's), taken by the cache's shrinker.
     #[arg(long, default_value = "1MiB,2MiB,3MiB,4MiB,6MiB")]
     budget: String,
-    /// Replay as if the recorded kernel had evicted only its first N inodes (recordings with
-    /// inode_evict events): the later ones stay cached, and their reloads' lookups are taken
-    /// out. N at most the recorded evictions: which other inodes a kernel would evict, a
-    /// recording cannot show.
+    /// Replay as if the recorded kernel had evicted only N of the inodes it evicted (recordings
+    /// with inode_evict events): those whose blocks were looked up longest ago; the others
+    /// stay cached, and their reloads' lookups are taken out. N at most the recorded
+    /// evictions: which other inodes a kernel would evict, a recording cannot show.
     #[arg(long, value_name = "N")]
     inode_evictions: Option<u64>,
     /// node_compress_threshold values for compression on (percent, comma-separated).

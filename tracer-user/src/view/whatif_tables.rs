@@ -434,8 +434,8 @@ pub(crate) fn render(
     let inodes = match trace.inode_evictions {
         0 => String::new(),
         n => format!(
-            ", {n} inode evictions (their reloads' lookups are as recorded: the JSON's \
-             `reloads` counts them)"
+            ", {n} inode evictions (the JSON's `reloads` counts the lookups that reloaded \
+             them)"
         ),
     };
     let mut out = format!(

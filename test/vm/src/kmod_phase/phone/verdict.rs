@@ -575,13 +575,9 @@ fn whatif_given_lines(dir: &Path, trials: u32, lines: &mut Vec<String>) {
 fn inode_evictions(dir: &Path, name: &str) -> Option<u64> {
     let text = fs::read_to_string(dir.join(format!("{name}_report.json"))).ok()?;
     let report: Value = serde_json::from_str(&text).ok()?;
-    let devices = report["devices"].as_object()?;
-    Some(
-        devices
-            .values()
-            .map(|d| d["inode_evictions"].as_u64().unwrap_or(0))
-            .sum(),
-    )
+    report["devices"]
+        .is_object()
+        .then(|| crate::accesses::device_sum(&report, "inode_evictions"))
 }
 
 /// The compression-on point of `<stem><k>.json`, or a problem.

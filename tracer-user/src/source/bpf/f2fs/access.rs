@@ -435,17 +435,7 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
         .as_ref()
         .map_err(|err| anyhow::anyhow!("{err:#}"))
         .and_then(|shared| struct_offsets(&shared.1));
-    let evict_format = system::tracefs()
-        .context("tracefs is not mounted")
-        .and_then(|root| {
-            let path = root
-                .join("events")
-                .join(EVICT_CATEGORY)
-                .join(EVICT_TRACEPOINT)
-                .join("format");
-            super::planner::read_format(&path)
-                .with_context(|| format!("reading {}", path.display()))
-        });
+    let evict_format = tracepoint_format(EVICT_CATEGORY, EVICT_TRACEPOINT);
     let plan = plan(&kallsyms, system::has_kprobes(), offsets, evict_format);
     let plan = with_inode_evictions(
         plan,
