@@ -366,19 +366,30 @@ impl Engine {
         }
     }
 
-    /// Shrink one entry at a time until `owed` bytes of attributed memory are freed (what is
-    /// freed beyond them stays owed as a credit, negative), or until two sweeps over the whole
-    /// cache reclaimed nothing: a recorded kernel's reclaim replayed.
-    pub fn reclaim_bytes(&mut self, owed: &mut i64) {
-        if *owed <= 0 {
-            return;
-        }
+    /// Shrink one entry at a time until `owed` entries of the shrinker's effective count are
+    /// reclaimed (a raw entry is one, a compressed one its weight's share; what is reclaimed
+    /// beyond them stays owed as a credit, negative), or until two sweeps over the whole cache
+    /// reclaimed nothing: a recorded kernel's reclaim replayed as the share of the cache it took.
+    pub fn reclaim_effective(&mut self, owed: &mut f64) {
         self.em.now_ns = self.now;
         self.em.task = self.kswapd;
-        let before = self.cache.memory().attributed_bytes;
-        self.shrink_above(before.saturating_sub(owed.unsigned_abs()), 1);
-        let freed = before.saturating_sub(self.cache.memory().attributed_bytes);
-        *owed -= i64::try_from(freed).unwrap_or(i64::MAX);
+        let mut scanned_in_vain = 0;
+        while *owed > 0.0 {
+            let result = self.cache.shrink_scan(1, &mut self.em);
+            if result.scanned_total() == 0 {
+                break;
+            }
+            let freed = self.cache.effective_entries(&result.reclaimed);
+            if freed > 0.0 {
+                scanned_in_vain = 0;
+                *owed -= freed;
+            } else {
+                scanned_in_vain += result.scanned_total();
+                if scanned_in_vain > 2 * self.cache.memory().entries {
+                    break;
+                }
+            }
+        }
     }
 
     /// Direct reclaim in the allocating task when a budget is exceeded.

@@ -413,18 +413,19 @@ pub enum Reclaim {
     /// Held to `Settings::budget_bytes` of attributed memory until the episode ends.
     #[default]
     Budget,
-    /// As the recorded kernel reclaimed: for each node page the recording saw dropped, when
-    /// it was dropped, one raw entry's memory freed, taken as the cache's shrinker takes it
-    /// (its queues, their weights, second chances). The recorded kernel (compression off, or
-    /// no RFC) freed that much from its node cache; the memory reclaim is after is the same at
-    /// any setting, so a cache of small compressed entries loses more of them (the reference
-    /// module's on trials lost every entry where the off ones kept 4 %, issue 50).
+    /// As the recorded kernel reclaimed: each node page the recording saw dropped, when it was
+    /// dropped, takes the same share of the replayed cache as it took of the recorded kernel's
+    /// node pages (one of however many it held then), in the shrinker's effective count (a raw
+    /// entry one, a compressed one its weight's share), taken as the shrinker takes it (its
+    /// queues, their weights, second chances). Reclaim asks every shrinker to scan a share of
+    /// its own count (`do_shrink_slab`: `count >> priority`), whatever the count: a cache of
+    /// small compressed entries counts less and loses as many entries in proportion as a raw one,
+    /// weighted to its raw ones. Issue 50's first phone trials took the whole cache in every mode,
+    /// which a replay freeing the dropped pages' bytes matched; a reclaim that takes part of it
+    /// (the trial since the phone's page cache is in the guest) leaves compressed entries
+    /// standing where raw ones go.
     AsRecorded,
 }
-
-/// A raw entry's attributed memory: what one node page the recorded kernel dropped freed.
-const RAW_ENTRY_BYTES: i64 =
-    (crate::accounting::ENTRY_BYTES + crate::accounting::RAW_BUFFER_BYTES) as i64;
 
 /// One grid point's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -579,8 +580,10 @@ pub fn replay(
     let mut pressing = false;
     let mut outcome = Outcome::default();
     let mut mark = Mark::default();
-    // Bytes the recorded drops freed that the replay has not freed yet (`Reclaim::AsRecorded`).
-    let mut owed: i64 = 0;
+    // `Reclaim::AsRecorded`: the recorded kernel's node pages (looked up, not dropped since),
+    // and the effective entries its drops took a share of that the replay has not taken yet.
+    let mut recorded = std::collections::HashSet::new();
+    let mut owed = 0.0;
     let mut reloads = ReloadTracker::default();
     for (step, &ends_episode) in trace.steps.iter().zip(&ends) {
         engine.advance_to(step.ts_ns)?;
@@ -597,6 +600,9 @@ pub fn replay(
                 stats: engine.cache.stats,
                 reloads: reloads.total,
             };
+        }
+        if settings.reclaim == Reclaim::AsRecorded && step.op.is_lookup() {
+            recorded.insert(step.nid);
         }
         match step.op {
             Op::Lookup | Op::UntracedLookup => {
@@ -631,8 +637,10 @@ pub fn replay(
                     outcome.pressure_episodes += 1;
                 }
                 if settings.reclaim == Reclaim::AsRecorded {
-                    owed += RAW_ENTRY_BYTES;
-                    engine.reclaim_bytes(&mut owed);
+                    let held = recorded.len().max(1);
+                    recorded.remove(&step.nid);
+                    owed += engine.cache.effective_count() / held as f64;
+                    engine.reclaim_effective(&mut owed);
                 }
             }
         }

@@ -54,8 +54,10 @@ pub(crate) struct WhatifArgs {
     #[arg(long, value_name = "DEV")]
     device: Option<PathBuf>,
     /// Attributed-memory budgets held during pressure episodes (comma-separated; KiB/MiB), or
-    /// `recorded`: each episode frees, at each node page the recording saw dropped, the memory
-    /// the recorded kernel freed with it (one raw entry's), taken by the cache's shrinker.
+    /// `recorded`: each node page the recording saw dropped takes the share of the cache it took
+    /// of the recorded kernel's node pages (one of however many it held), in the shrinker's
+    /// effective count (a compressed entry counts its slot's share of a block), taken by the
+    /// cache's shrinker.
     #[arg(long, default_value = "1MiB,2MiB,3MiB,4MiB,6MiB")]
     budget: String,
     /// Replay as if the recorded kernel had evicted only N of the inodes it evicted (recordings
