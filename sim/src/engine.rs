@@ -366,30 +366,17 @@ impl Engine {
         }
     }
 
-    /// Shrink one entry at a time until `owed` entries of the shrinker's effective count are
-    /// reclaimed (a raw entry is one, a compressed one its weight's share; what is reclaimed
-    /// beyond them stays owed as a credit, negative), or until two sweeps over the whole cache
-    /// reclaimed nothing: a recorded kernel's reclaim replayed as the share of the cache it took.
-    pub fn reclaim_effective(&mut self, owed: &mut f64) {
+    /// Ask the shrinker to scan the whole entries of `owed` (the fraction stays owed): a
+    /// recorded kernel's reclaim replayed as the share of the cache its shrinker scanned.
+    pub fn shrink_scans(&mut self, owed: &mut f64) {
+        let whole = owed.floor();
+        if whole < 1.0 {
+            return;
+        }
+        *owed -= whole;
         self.em.now_ns = self.now;
         self.em.task = self.kswapd;
-        let mut scanned_in_vain = 0;
-        while *owed > 0.0 {
-            let result = self.cache.shrink_scan(1, &mut self.em);
-            if result.scanned_total() == 0 {
-                break;
-            }
-            let freed = self.cache.effective_entries(&result.reclaimed);
-            if freed > 0.0 {
-                scanned_in_vain = 0;
-                *owed -= freed;
-            } else {
-                scanned_in_vain += result.scanned_total();
-                if scanned_in_vain > 2 * self.cache.memory().entries {
-                    break;
-                }
-            }
-        }
+        self.cache.shrink_scan(whole as u64, &mut self.em);
     }
 
     /// Direct reclaim in the allocating task when a budget is exceeded.

@@ -19,7 +19,9 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use tracer_common::{knobs::Knobs, Access, CheckpointPhase, Decoded, Event, EventKind};
+use tracer_common::{
+    knobs::Knobs, Access, CheckpointPhase, Decoded, Event, EventKind, SecondChanceBy,
+};
 
 use crate::{
     cache::{CacheConfig, CacheStats, Payload},
@@ -54,6 +56,10 @@ pub enum Op {
     /// An inode left the recorded kernel's inode cache (`nid` = its inode number, which is its
     /// inode block's nid): its file's next open reads it again.
     InodeEvict,
+    /// The recorded kernel's node cache shrinker scanned an entry and left it (its REFERENCED
+    /// second chance): reclaim work that dropped nothing, which only a kernel with the RFC's
+    /// tracepoints shows. With `Evict`, what `Reclaim::AsRecorded` replays.
+    Scan,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +82,8 @@ pub struct Trace {
     pub untraced_lookups: u64,
     /// `InodeEvict` steps.
     pub inode_evictions: u64,
+    /// `Scan` steps.
+    pub scans: u64,
 }
 
 /// The most steps a trace may hold (16 bytes each: 64 MiB). A recording holds events far more
@@ -254,6 +262,7 @@ impl Trace {
             Op::Checkpoint => {}
             Op::UntracedLookup => self.untraced_lookups += 1,
             Op::InodeEvict => self.inode_evictions += 1,
+            Op::Scan => self.scans += 1,
             _ => self.accesses += 1,
         }
         self.steps.push(Step { ts_ns, nid, op });
@@ -360,6 +369,10 @@ fn op_of(event: &Event) -> Option<Op> {
         },
         Decoded::NodeEvict { .. } => Op::Evict,
         Decoded::InodeEvict { .. } => Op::InodeEvict,
+        Decoded::SecondChance {
+            by: Some(SecondChanceBy::Shrinker),
+            ..
+        } => Op::Scan,
         Decoded::NodeRead {
             readahead: true, ..
         } => Op::Readahead,
@@ -373,9 +386,9 @@ fn op_of(event: &Event) -> Option<Op> {
 }
 
 impl Op {
-    /// A node lookup of some kind: every op but drops, checkpoints and inode evictions.
+    /// A node lookup of some kind: every op but drops, checkpoints, inode evictions and scans.
     pub fn is_lookup(self) -> bool {
-        !matches!(self, Op::Evict | Op::Checkpoint | Op::InodeEvict)
+        !matches!(self, Op::Evict | Op::Checkpoint | Op::InodeEvict | Op::Scan)
     }
 }
 
@@ -413,17 +426,18 @@ pub enum Reclaim {
     /// Held to `Settings::budget_bytes` of attributed memory until the episode ends.
     #[default]
     Budget,
-    /// As the recorded kernel reclaimed: each node page the recording saw dropped, when it was
-    /// dropped, takes the same share of the replayed cache as it took of the recorded kernel's
-    /// node pages (one of however many it held then), in the shrinker's effective count (a raw
-    /// entry one, a compressed one its weight's share), taken as the shrinker takes it (its
-    /// queues, their weights, second chances). Reclaim asks every shrinker to scan a share of
-    /// its own count (`do_shrink_slab`: `count >> priority`), whatever the count: a cache of
-    /// small compressed entries counts less and loses as many entries in proportion as a raw one,
-    /// weighted to its raw ones. Issue 50's first phone trials took the whole cache in every mode,
-    /// which a replay freeing the dropped pages' bytes matched; a reclaim that takes part of it
-    /// (the trial since the phone's page cache is in the guest) leaves compressed entries
-    /// standing where raw ones go.
+    /// As the recorded kernel reclaimed: each entry its shrinker scanned (a node page the
+    /// recording saw dropped, or a second chance the shrinker gave, when the recording has the
+    /// RFC's events), when it was scanned, has the replay's shrinker scan the same share of the
+    /// replayed cache as it was of the recorded kernel's node pages (one of however many it
+    /// held), in the shrinker's effective count (a raw entry one, a compressed one its weight's
+    /// share), split among the queues by their weights, each scanned entry reclaimed or given
+    /// its second chance. Reclaim asks every shrinker to scan a share of its own count
+    /// (`do_shrink_slab`: `count >> priority`), whatever the count, so a cache of small
+    /// compressed entries is scanned in proportion, mostly its raw entries. Issue 50's first
+    /// phone trials took the whole cache in every mode, which a replay freeing the dropped
+    /// pages' bytes matched; a reclaim that takes part of it (the trial since the phone's page
+    /// cache is in the guest) leaves compressed entries standing where raw ones go.
     AsRecorded,
 }
 
@@ -581,7 +595,8 @@ pub fn replay(
     let mut outcome = Outcome::default();
     let mut mark = Mark::default();
     // `Reclaim::AsRecorded`: the recorded kernel's node pages (looked up, not dropped since),
-    // and the effective entries its drops took a share of that the replay has not taken yet.
+    // and the scans its shrinker made, as shares of the replayed cache's effective count, that
+    // the replay has not made yet.
     let mut recorded = std::collections::HashSet::new();
     let mut owed = 0.0;
     let mut reloads = ReloadTracker::default();
@@ -628,6 +643,12 @@ pub fn replay(
                 engine.checkpoint();
             }
             Op::InodeEvict => reloads.evicted(step.nid),
+            Op::Scan => {
+                if settings.reclaim == Reclaim::AsRecorded {
+                    owed += engine.cache.effective_count() / recorded.len().max(1) as f64;
+                    engine.shrink_scans(&mut owed);
+                }
+            }
             Op::Evict => {
                 if !pressing {
                     if settings.reclaim == Reclaim::Budget {
@@ -637,10 +658,9 @@ pub fn replay(
                     outcome.pressure_episodes += 1;
                 }
                 if settings.reclaim == Reclaim::AsRecorded {
-                    let held = recorded.len().max(1);
+                    owed += engine.cache.effective_count() / recorded.len().max(1) as f64;
                     recorded.remove(&step.nid);
-                    owed += engine.cache.effective_count() / held as f64;
-                    engine.reclaim_effective(&mut owed);
+                    engine.shrink_scans(&mut owed);
                 }
             }
         }

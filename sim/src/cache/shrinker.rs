@@ -55,20 +55,11 @@ impl NodeCache {
             .div_ceil(self.config.weight_unit())
     }
 
-    /// Entries per queue in the effective count's unit (a raw entry is one, a compressed one
-    /// its weight's share of it): what `per_queue` entries weigh in `shrink_count`.
-    pub fn effective_entries(&self, per_queue: &[u64; CACHE_QUEUES]) -> f64 {
-        let weights = &self.config.weights;
-        let weighted: u64 = (0..self.config.queue_count())
-            .map(|q| weights.get(q) * per_queue[q])
-            .sum();
-        weighted as f64 / self.config.weight_unit() as f64
-    }
-
-    /// `shrink_count` unrounded.
+    /// `shrink_count` unrounded: the weighted population in raw-entry units (a raw entry is
+    /// one, a compressed one its weight's share of it).
     pub fn effective_count(&self) -> f64 {
-        let lens = self.cache_queue_lens().map(u64::from);
-        self.effective_entries(&lens)
+        let weighted: u64 = self.weighted_population().iter().sum();
+        weighted as f64 / self.config.weight_unit() as f64
     }
 
     /// Split `nr_to_scan` into per-queue quotas (updates the carried credit).

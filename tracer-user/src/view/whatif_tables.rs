@@ -438,8 +438,12 @@ pub(crate) fn render(
              them)"
         ),
     };
+    let scans = match trace.scans {
+        0 => String::new(),
+        n => format!(" (and {n} second chances its shrinker gave, with them what it scanned)"),
+    };
     let mut out = format!(
-        "whatif: {} accesses{untraced}, {} node page drops on dev {}:{}{inodes}\n",
+        "whatif: {} accesses{untraced}, {} node page drops{scans} on dev {}:{}{inodes}\n",
         trace.accesses,
         trace.evictions,
         trace.dev >> 20,
