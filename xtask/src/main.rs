@@ -51,7 +51,7 @@ enum Task {
         #[arg(long, requires = "stock")]
         patched: Option<std::path::PathBuf>,
         /// The cover letter's phone trial too, in a second boot (not in `cargo xtask test`
-        /// yet: two of its checks fail).
+        /// yet: its controller check passes or fails by one trial's noise).
         #[arg(long)]
         phone: bool,
         /// Phone trials of each mode (compression off, on).

@@ -120,7 +120,7 @@ trial() {
   snap ${name}_normalised
   mark ${name}_normalised
   # Memory pressure: allocated, held for PRESSURE_S, released. The allocation takes the free
-  # memory but the headroom (above kswapd's watermarks, so kswapd stays asleep); the phone's
+  # memory but the headroom (kswapd, woken by it, does a small part of the reclaim); the phone's
   # allocation finds no memory free and reclaims its size, which the hold asks of the root
   # cgroup once (memory.reclaim: the kernel's own reclaim, page cache and every shrinker,
   # F2FS's included, in proportion, no OOM killer). Earlier versions reclaimed from a guest

@@ -30,8 +30,9 @@ pub const CI_TRIALS: u32 = 3;
 /// does not give it; its app set (messaging, short video, shopping, browsers) is a phone of
 /// today's middle range: 8 GiB. The guest's pressure is its memory / 8.
 const PHONE_MEMORY_MB: u64 = 8 << 10;
-/// The free memory the pressure's allocation leaves: above kswapd's watermarks, so that the
-/// pressure's reclaim is the hold's own (`memory.reclaim`), the same in every trial.
+/// The free memory the pressure's allocation leaves, so that most of the pressure's reclaim is
+/// the hold's own request (`memory.reclaim`), the same in every trial; kswapd, woken by the
+/// allocation, does a small part.
 const HEADROOM_MB: u64 = 32;
 /// The phone's page cache besides the apps' files (system files, mapped APKs and libraries),
 /// in eighths of the guest's memory: what reclaim takes from beside the node cache. A
