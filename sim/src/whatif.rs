@@ -562,6 +562,14 @@ impl LookupOutcomes {
     }
 }
 
+/// One entry the recorded kernel's shrinker scanned, of the `held` node pages it held then: the
+/// replay's shrinker scans the same share of its own effective count (`Reclaim::AsRecorded`;
+/// the fraction of an entry stays `owed`).
+fn scan_as_recorded(engine: &mut Engine, held: usize, owed: &mut f64) {
+    *owed += engine.cache.effective_count() / held.max(1) as f64;
+    engine.shrink_scans(owed);
+}
+
 /// Counters at the budget point.
 #[derive(Clone, Copy, Default)]
 struct Mark {
@@ -645,8 +653,7 @@ pub fn replay(
             Op::InodeEvict => reloads.evicted(step.nid),
             Op::Scan => {
                 if settings.reclaim == Reclaim::AsRecorded {
-                    owed += engine.cache.effective_count() / recorded.len().max(1) as f64;
-                    engine.shrink_scans(&mut owed);
+                    scan_as_recorded(&mut engine, recorded.len(), &mut owed);
                 }
             }
             Op::Evict => {
@@ -658,9 +665,8 @@ pub fn replay(
                     outcome.pressure_episodes += 1;
                 }
                 if settings.reclaim == Reclaim::AsRecorded {
-                    owed += engine.cache.effective_count() / recorded.len().max(1) as f64;
+                    scan_as_recorded(&mut engine, recorded.len(), &mut owed);
                     recorded.remove(&step.nid);
-                    engine.shrink_scans(&mut owed);
                 }
             }
         }

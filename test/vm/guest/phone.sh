@@ -115,6 +115,8 @@ trial() {
   dd if=/dev/$DEV of=/dev/null bs=1M count=$PAGE_CACHE_MB 2> $R/${name}_hog.txt
   free=$(awk '/^MemFree:/ {print int($2 / 1024)}' /proc/meminfo)
   base=$((free - PRESSURE_MB - HEADROOM_MB))
+  [ $base -ge 0 ] || fail "$name: $free MB free after the page cache, below the pressure and headroom"
+  [ $base -ge 0 ] || base=0
   dd if=/dev/zero of=/hog/base bs=1M count=$base 2>> $R/${name}_hog.txt
   echo "free_before $free base $base free_after $(awk '/^MemFree:/ {print int($2 / 1024)}' /proc/meminfo)" >> $R/${name}_hog.txt
   snap ${name}_normalised
@@ -185,9 +187,9 @@ cmp -s /sums.md5 /tmp/sums.now && echo ok > $R/files.txt || echo bad > $R/files.
 umount /mnt
 mark audited
 # The what-if: each off trial's recording at the on trials' settings, on the device. Its
-# pressure takes the share of the cache the recorded kernel's took (--budget recorded): per node
-# page dropped, one of the pages it held, in the shrinker's effective count. The lookups are timed, so demand reads no lookup made (an unhooked
-# lookup function's) are lookups too.
+# pressure takes the share of the cache the recorded kernel's took (--budget recorded): per entry
+# its shrinker scanned, one of the pages it held, in the shrinker's effective count. The lookups
+# are timed, so demand reads no lookup made (an unhooked lookup function's) are lookups too.
 phone_mount || fail "mount for the what-if"
 k=1
 while [ -e $R/off$k.nsr ]; do

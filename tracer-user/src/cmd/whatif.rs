@@ -54,10 +54,11 @@ pub(crate) struct WhatifArgs {
     #[arg(long, value_name = "DEV")]
     device: Option<PathBuf>,
     /// Attributed-memory budgets held during pressure episodes (comma-separated; KiB/MiB), or
-    /// `recorded`: each node page the recording saw dropped takes the share of the cache it took
-    /// of the recorded kernel's node pages (one of however many it held), in the shrinker's
-    /// effective count (a compressed entry counts its slot's share of a block), taken by the
-    /// cache's shrinker.
+    /// `recorded`: each entry the recorded shrinker scanned (a node page the recording saw
+    /// dropped, or a second chance it gave, in recordings with the RFC's events) has the cache's
+    /// shrinker scan the same share of the replayed cache as it was of the recorded kernel's
+    /// node pages, in the shrinker's effective count (a compressed entry counts its slot's
+    /// share of a block).
     #[arg(long, default_value = "1MiB,2MiB,3MiB,4MiB,6MiB")]
     budget: String,
     /// Replay as if the recorded kernel had evicted only N of the inodes it evicted (recordings
