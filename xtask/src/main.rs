@@ -50,10 +50,9 @@ enum Task {
         stock: Option<std::path::PathBuf>,
         #[arg(long, requires = "stock")]
         patched: Option<std::path::PathBuf>,
-        /// The cover letter's phone trial too, in a second boot (not in `cargo xtask test`
-        /// yet: its controller check passes or fails by one trial's noise).
-        #[arg(long)]
-        phone: bool,
+        /// Leave out the cover letter's phone trial (its second boot, about 16 minutes).
+        #[arg(long, conflicts_with = "phone_only")]
+        no_phone: bool,
         /// Phone trials of each mode (compression off, on).
         #[arg(long, default_value_t = vm::kmod_phase::phone::CI_TRIALS)]
         trials: u32,
@@ -158,13 +157,13 @@ fn main() -> Result<()> {
             kernel,
             stock,
             patched,
-            phone,
+            no_phone,
             trials,
             phone_only,
         } => {
             let options = vm::kmod_phase::Options {
                 trials,
-                phone,
+                phone: !no_phone,
                 phone_only,
             };
             if let (Some(stock), Some(patched)) = (stock, patched) {

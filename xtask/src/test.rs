@@ -62,8 +62,13 @@ pub fn run() -> Result<()> {
     clock.lap("vm-variants");
     foreign_test(&mut totals);
     clock.lap("vm-foreign");
-    fuzz::targets(&mut totals, fuzz_lock, fuzz_build);
-    clock.lap("fuzz");
+    let fuzz_runs = fuzz::start_runs(fuzz_lock, fuzz_build);
+    phone_test(&mut totals);
+    clock.lap("phone-trial and fuzz");
+    let outcome = fuzz_runs
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the fuzz runs' thread panicked")));
+    fuzz::tally(&mut totals, outcome);
     work_tree_unchanged(tree_before.as_ref(), &mut totals);
     clock.print();
     for (name, output) in &totals.failure_output {
@@ -157,11 +162,37 @@ fn kmod_test(totals: &mut Totals) {
         totals.skip(why.to_string());
         return;
     }
-    match vm_harness::kmod_phase::build_and_run("6.12", Default::default()) {
+    let options = vm_harness::kmod_phase::Options {
+        phone: false,
+        ..Default::default()
+    };
+    match vm_harness::kmod_phase::build_and_run("6.12", options) {
         Ok(()) => totals.passed += 1,
         Err(err) => {
             println!("vm-kmod FAILED: {err:#}");
             totals.fail(format!("vm-kmod: {err:#}"));
+        }
+    }
+}
+
+/// `cargo xtask vm-kmod`'s second boot, the cover letter's phone trial on the module (3 + 3
+/// trials, the controller's grid): one test in the tally, its line `phone-trial 6.12 ... PASS`.
+fn phone_test(totals: &mut Totals) {
+    if !util::is_root() {
+        let why = "phone-trial: not root: the kernel packages come through apt, which needs root";
+        println!("SKIPPED {why}");
+        totals.skip(why.to_string());
+        return;
+    }
+    let options = vm_harness::kmod_phase::Options {
+        phone_only: true,
+        ..Default::default()
+    };
+    match vm_harness::kmod_phase::build_and_run("6.12", options) {
+        Ok(()) => totals.passed += 1,
+        Err(err) => {
+            println!("phone-trial FAILED: {err:#}");
+            totals.fail(format!("phone-trial: {err:#}"));
         }
     }
 }

@@ -55,6 +55,18 @@ pub struct Config {
     /// ...and the factor the interval shrinks by in that step.
     #[serde(default = "default_sooner_factor")]
     pub sooner_interval_factor: f64,
+    /// At or above this eager fraction the slow direction is quick: most conversions came back
+    /// raw within the eager span, so they bought no memory and compressing less gives back
+    /// almost none (the phone trial's sync phase, issue 50). Serialized with a default, like
+    /// the fields after it.
+    #[serde(default = "default_eager_relax_fraction")]
+    pub eager_relax_fraction: f64,
+    /// ...then the step waits this many such periods in a row, not `relax_after_periods`...
+    #[serde(default = "default_eager_relax_after")]
+    pub eager_relax_after_periods: u32,
+    /// ...and the interval grows by eager fraction / `eager_goal`, at most this factor.
+    #[serde(default = "default_max_eager_relax_factor")]
+    pub max_eager_relax_factor: f64,
     /// Bounds the law keeps to, inside the kernel's 0..=100 and 100..=30000.
     pub threshold_min: u32,
     pub threshold_max: u32,
@@ -72,6 +84,18 @@ fn default_sooner_after() -> u32 {
 
 fn default_sooner_factor() -> f64 {
     Config::default().sooner_interval_factor
+}
+
+fn default_eager_relax_fraction() -> f64 {
+    Config::default().eager_relax_fraction
+}
+
+fn default_eager_relax_after() -> u32 {
+    Config::default().eager_relax_after_periods
+}
+
+fn default_max_eager_relax_factor() -> f64 {
+    Config::default().max_eager_relax_factor
 }
 
 impl Default for Config {
@@ -96,6 +120,9 @@ impl Default for Config {
             convert_sooner_when_useful: true,
             sooner_after_periods: 1,
             sooner_interval_factor: 10.0,
+            eager_relax_fraction: 0.75,
+            eager_relax_after_periods: 2,
+            max_eager_relax_factor: 10.0,
             threshold_min: 0,
             threshold_max: 25,
             interval_min_ms: *INTERVAL_RANGE_MS.start(),
@@ -132,6 +159,12 @@ impl Config {
         }
         if !(self.sooner_interval_factor > 1.0 && self.sooner_after_periods >= 1) {
             bail!("law config: need sooner_interval_factor > 1 and sooner_after_periods >= 1");
+        }
+        if !(self.eager_relax_fraction > self.eager_goal && self.eager_relax_fraction <= 1.0) {
+            bail!("law config: need eager_goal < eager_relax_fraction <= 1");
+        }
+        if !(self.max_eager_relax_factor > 1.0 && self.eager_relax_after_periods >= 1) {
+            bail!("law config: need max_eager_relax_factor > 1 and eager_relax_after_periods >= 1");
         }
         self.validate_bounds()
     }
@@ -179,5 +212,10 @@ mod tests {
             ..Config::default()
         };
         assert!(threshold_too_high.validate().is_err());
+        let quick_below_the_goal = Config {
+            eager_relax_fraction: 0.05,
+            ..Config::default()
+        };
+        assert!(quick_below_the_goal.validate().is_err());
     }
 }

@@ -13,7 +13,11 @@
 //!   by the score, at most 2x; threshold up by up to 10 points). Going the other way
 //!   (compressing less, which hands memory back to the raw cache) happens only on evidence
 //!   that conversions are wasted, only after `relax_after_periods` quiet decision periods,
-//!   one small step at a time, like senpai's slow probe that waits between steps.
+//!   one small step at a time, like senpai's slow probe that waits between steps. The one
+//!   exception: when at least `eager_relax_fraction` of the conversions were restored within
+//!   the eager span, they saved no memory, so the step waits only `eager_relax_after_periods`
+//!   and grows the interval by the eager fraction over its goal (at most
+//!   `max_eager_relax_factor`).
 //! * **Hysteresis** (zswap's accept threshold). The law enters the `Tight` regime when the
 //!   score reaches `tight_enter` (1.1) and leaves it only when the score falls to `tight_exit`
 //!   (0.8), the way zswap, once full, accepts pages again only below 90 % of its limit. So a
@@ -164,17 +168,31 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
     // Only a run of comfortable, wasteful decision periods earns a slow step: one noisy one
     // does not. The reasons' text ("quiet window") is the audit log's, kept as it is.
     let quiet = state.quiet_periods.saturating_add(1);
-    if quiet < cfg.relax_after_periods {
+    let (needed, factor) = relax_pace(&assessment, cfg);
+    if quiet < needed {
         let reason = format!(
-            "{}, comfortable; conversions wasted ({}); quiet window {quiet} of {} before a \
-             slow step: holding",
+            "{}, comfortable; conversions wasted ({}); quiet window {quiet} of {needed} before \
+             a slow step: holding",
             assessment.memory_detail,
             waste_detail(&assessment),
-            cfg.relax_after_periods
         );
         return hold(state, regime, quiet, reason, &assessment);
     }
-    compress_less(state, regime, quiet, &assessment, cfg)
+    compress_less(state, regime, quiet, factor, &assessment, cfg)
+}
+
+/// How many wasteful periods a step away from compression waits for, and the factor the
+/// interval grows by. Slow (senpai's probe) unless most conversions were restored within the
+/// eager span: those bought no memory, the worker only churned, and a step as large as the
+/// excess over the goal (DAMOS's proportional step, the other way) gives back almost none.
+fn relax_pace(assessment: &Assessment, cfg: &Config) -> (u32, f64) {
+    match assessment.eager_fraction {
+        Some(eager) if eager >= cfg.eager_relax_fraction => (
+            cfg.eager_relax_after_periods,
+            (eager / cfg.eager_goal).min(cfg.max_eager_relax_factor),
+        ),
+        _ => (cfg.relax_after_periods, cfg.relax_interval_factor),
+    }
 }
 
 /// The fast path between decisions: act at once when memory crosses into `Tight`.
@@ -361,21 +379,18 @@ fn convert_sooner(
     (next_state(new, regime, 0), decision)
 }
 
-/// The slow direction: one bounded step, then wait `relax_after_periods` again.
+/// The slow direction: one bounded step (the interval times `factor`), then wait again.
 fn compress_less(
     state: &State,
     regime: Regime,
     quiet: u32,
+    factor: f64,
     assessment: &Assessment,
     cfg: &Config,
 ) -> (State, Decision) {
     let old = state.knobs;
     let mut new = old;
-    new.interval_ms = grow(
-        old.interval_ms,
-        cfg.relax_interval_factor,
-        cfg.interval_max_ms,
-    );
+    new.interval_ms = grow(old.interval_ms, factor, cfg.interval_max_ms);
     // Lowering the threshold saves no work while the worker still runs often; it is the next
     // lever only once the interval is as long as allowed and conversions are still wasted.
     if assessment.wasted == Level::High && old.interval_ms >= cfg.interval_max_ms {

@@ -4,7 +4,8 @@
 # image (fscrypt, SELinux labels, the 18 apps' files), per trial: a fresh mount (unmount, page
 # cache dropped, mount: the node cache is per mount, so it starts empty), a seed pass launching
 # the 18 apps (each the app's uid reading its files: /launch-N), pre-pressure normalisation,
-# memory pressure held 30 s, release, measured passes 1 and 2, the original policy put back,
+# memory pressure held 30 s, release, measured passes 1 and 2, a sync phase (/sync), the
+# original policy put back,
 # then the offline audit (unmount, fsck.f2fs, every file's checksum). Settings:
 # /etc/phone.conf. The host reads /results (phone.rs).
 . /prelude.sh
@@ -45,15 +46,21 @@ snap() {
   grep -E '^(MemFree|MemAvailable|Cached|Active\(file\)|Inactive\(file\)|SReclaimable):' /proc/meminfo > $R/meminfo_$1.txt
 }
 knobs_now() { echo "$(cat $S/node_compress_threshold) $(cat $S/node_compress_interval)"; }
+# The normalisation's wait: $1 seconds in every trial, whatever the setting; it prints the
+# seconds after which the worker's counters stopped changing (or $1). It waited only until they
+# stood still for 3 s before: an off trial's worker is quiet at once, an on trial's never within
+# 20 s, so the off trials reached the pressure about 16 s sooner than the on trials, and the
+# what-if, which replays an off trial's timeline at the on settings, converted less before it.
 settle() {
-  last=-1; still=0; n=0
-  while [ $still -lt 3 ] && [ $n -lt $1 ]; do
+  last=-1; changed=0; n=0
+  while [ $n -lt $1 ]; do
     sleep 1
+    n=$((n+1))
     now=$(grep -E '^(conversions|second_chance_worker) ' $D/node_cache | cut -d' ' -f2 | tr '\n' ' ')
-    if [ "$now" = "$last" ]; then still=$((still+1)); else still=0; fi
-    last=$now; n=$((n+1))
+    [ "$now" = "$last" ] || changed=$n
+    last=$now
   done
-  echo $n
+  echo $changed
 }
 sample_memory() {
   while :; do
@@ -105,7 +112,8 @@ trial() {
   launch_pass ${name}_seed
   snap ${name}_seed
   mark ${name}_seeded
-  # Pre-pressure normalisation: dirty nodes written back, the worker quiet, the phone's other
+  # Pre-pressure normalisation: dirty nodes written back, NORMALISE_S for the worker (the same
+  # wait in every trial, see settle), the phone's other
   # page cache put back (PAGE_CACHE_MB of the block device read through the page cache: its
   # system files, the mapped APKs and libraries, which a phone's reclaim takes from as well),
   # then all free memory but the pressure and a headroom held by a tmpfs (the apps' data
@@ -145,6 +153,12 @@ trial() {
   launch_pass ${name}_pass2
   snap ${name}_pass2
   mark ${name}_passes_done
+  # The sync phase: an agent (root) reads every app's shared preferences' xattrs, round after
+  # round (/sync: syncpoll, its period and rounds from phone.rs), the same node blocks again
+  # and again, while the phone is otherwise idle.
+  sh /sync > $R/${name}_sync.txt 2> $R/${name}_sync.err || fail "$name: the sync phase"
+  snap ${name}_synced
+  mark ${name}_synced
   kill $SM; wait $SM 2>/dev/null
   if [ -n "$DP" ]; then
     knobs_now > $R/${name}_knobs_daemon_end.txt

@@ -67,10 +67,7 @@ const MANIFEST_BATCH: usize = 64;
 pub struct Options {
     /// Phone trials of each mode (phone.rs).
     pub trials: u32,
-    /// The phone trial too, after the module's phase. Not in `cargo xtask test` yet: its
-    /// controller check (at or below the best static setting) passes or fails by one trial's
-    /// noise, the controller running as the best static setting does (docs/CONTROLLER.md), and a
-    /// CI that fails every other run would hide every other result.
+    /// The phone trial too, after the module's phase (the default).
     pub phone: bool,
     /// Only the phone trial's boot.
     pub phone_only: bool,
@@ -80,7 +77,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             trials: phone::CI_TRIALS,
-            phone: false,
+            phone: true,
             phone_only: false,
         }
     }

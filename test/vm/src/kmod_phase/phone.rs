@@ -3,8 +3,9 @@
 //! (`cargo xtask android-image`: fscrypt, SELinux labels, the 18 apps' files), guest phone.sh.
 //! Each trial is a fresh mount (unmount, page cache dropped, mount: the node cache lives with
 //! the mount, so it starts empty; the guest is not rebooted), a seed pass launching the 18 apps,
-//! pre-pressure normalisation, memory pressure held 30 s, release, measured passes 1 and 2, the
-//! policy put back as found, and the offline audit (fsck.f2fs, every file's checksum).
+//! pre-pressure normalisation, memory pressure held 30 s, release, measured passes 1 and 2, a
+//! sync phase (an agent rereading every app's shared preferences' xattrs), the policy put back
+//! as found, and the offline audit (fsck.f2fs, every file's checksum).
 //! Compression off and on, `trials` each, interleaved; then one static setting more and `daemon
 //! --tune` for the controller's grid. The verdict (phone/verdict.rs) makes the cover letter's
 //! table from the module's counters and from nodescope, and the one line.
@@ -24,7 +25,8 @@ mod verdict;
 
 use trials::{trial_names, XATTR_NAME};
 
-/// Trials of each mode by default (`cargo xtask vm-kmod --phone`); `--trials N` for more.
+/// Trials of each mode by default (`cargo xtask vm-kmod`, `cargo xtask test`); `--trials N` for
+/// more.
 pub const CI_TRIALS: u32 = 3;
 /// The phone's memory that the cover letter's 1 GiB of pressure is a part of. The cover letter
 /// does not give it; its app set (messaging, short video, shopping, browsers) is a phone of
@@ -40,7 +42,7 @@ const HEADROOM_MB: u64 = 32;
 /// reclaim scanned the node cache's shrinker past its whole count.
 const PAGE_CACHE_EIGHTHS: u64 = 3;
 const PRESSURE_S: u64 = 30;
-/// The normalisation's wait for the worker to go quiet, at most (the simulator's 20 s).
+/// The normalisation's wait, the same in every trial (the simulator's 20 s).
 const NORMALISE_S: u64 = 20;
 /// Each app's media file: long enough for two direct nodes under the inode and an indirect
 /// node with direct nodes under it (the inode holds fewer than 923 addresses, the two direct
@@ -52,8 +54,17 @@ const MEDIA_STRIDE: u64 = 512;
 /// Each shared preference gets an xattr this long: past the inline area (200 bytes, which the
 /// context and the label share), so every one has an xattr node.
 const XATTR_BYTES: u64 = 512;
+/// The sync phase after the measured passes: a background agent (root, as a backup or sync
+/// service) reads every app's shared preferences' xattrs once every `SYNC_PERIOD_MS`,
+/// `SYNC_ROUNDS` times: the same 754 node blocks (377 inodes and their xattr nodes) over and
+/// over. At 100 ms the worker compresses each of them between two rounds and the next round
+/// restores it; at 1000 ms none goes cold. So the phases want different settings: the launches
+/// and the pressure the shortest interval, this phase a long one (issue 50, part 5).
+const SYNC_PERIOD_MS: u64 = 400;
+const SYNC_ROUNDS: u64 = 30;
 /// Modules a phone has built in (android_image::EXTRA_MODULES).
 const EXTRA_MODULES: [&str; 3] = ["xts", "cts", "quota_v2"];
+const SYNCPOLL: &str = include_str!("../../guest/syncpoll.c");
 const VM_TIMEOUT: Duration = Duration::from_secs(3000);
 
 /// Run the trial in its own boot; the verdict's lines are printed, the final line returned.
@@ -92,11 +103,12 @@ pub fn run(label: &str, modules: &Modules, trials: u32) -> Result<String> {
         ..Default::default()
     };
     let fsck = Path::new("/usr/sbin/fsck.f2fs");
+    let syncpoll = crate::uidswitch::build_c_helper(&files.work, "syncpoll", SYNCPOLL)?;
     let archive = initramfs::build_with_modules(
         &kernel,
         &nodescope,
         &guest_files,
-        &[&helper, fsck],
+        &[&helper, &syncpoll, fsck],
         overrides,
     )?;
     fs::write(&files.initrd, archive)?;
@@ -182,7 +194,22 @@ fn guest_files(trials: u32) -> Vec<(String, String)> {
     for (app, package) in APP_PACKAGES.iter().enumerate() {
         files.push((format!("launch-{app}"), launch_script(&paths, package)));
     }
+    files.push(("sync".to_string(), sync_script(&paths)));
     files
+}
+
+/// The sync phase's agent: every app's shared preferences, their xattrs read each round.
+fn sync_script(paths: &[(String, bool)]) -> String {
+    let prefs: String = APP_PACKAGES
+        .iter()
+        .flat_map(|package| prefs_of(paths, package))
+        .map(|p| format!(" /mnt/{p}"))
+        .collect();
+    format!(
+        "#!/bin/sh
+exec syncpoll {SYNC_PERIOD_MS} {SYNC_ROUNDS} {XATTR_NAME}{prefs}
+"
+    )
 }
 
 /// The app's media file.

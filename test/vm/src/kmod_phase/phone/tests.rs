@@ -140,7 +140,7 @@ fn the_table_is_the_final_snapshot_and_nodescope_must_equal_it() {
 /// long at the same mean costs the same, and memory held in a long phase weighs more.
 #[test]
 fn memory_is_charged_per_phase_over_one_span() {
-    let parts = |seconds: f64, bytes: [f64; 4]| verdict::CostParts {
+    let parts = |seconds: f64, bytes: [f64; 5]| verdict::CostParts {
         node_reads: 1000,
         phases: bytes.map(|mean_bytes| verdict::PhaseMemory {
             mean_bytes,
@@ -148,28 +148,38 @@ fn memory_is_charged_per_phase_over_one_span() {
         }),
         conversions: 90,
     };
-    let spans = [30.0, 30.0, 30.0, 30.0];
-    // 1,000 reads + 4 KiB held over the four 30 s spans (two reads) + 90 conversions x 4/90.
-    let held = [4096.0; 4];
-    assert!((parts(15.0, held).cost(&spans) - 1006.0).abs() < 1e-9);
+    let spans = [30.0; 5];
+    // 1,000 reads + 4 KiB held over the five 30 s spans (2.5 reads) + 90 conversions x 4/90.
+    let held = [4096.0; 5];
+    assert!((parts(15.0, held).cost(&spans) - 1006.5).abs() < 1e-9);
     assert_eq!(
         parts(15.0, held).cost(&spans),
         parts(60.0, held).cost(&spans)
     );
     // 16 KiB in the seed phase only: the same two reads' worth over one 30 s span.
-    let seed_only = [16_384.0, 0.0, 0.0, 0.0];
+    let seed_only = [16_384.0, 0.0, 0.0, 0.0, 0.0];
     assert!((parts(15.0, seed_only).cost(&spans) - 1006.0).abs() < 1e-9);
-    let long_seed = [60.0, 20.0, 20.0, 20.0];
+    let long_seed = [60.0, 20.0, 20.0, 20.0, 20.0];
     assert!((parts(15.0, seed_only).cost(&long_seed) - 1008.0).abs() < 1e-9);
 }
 
 /// A trial's samples split at its marks: each interval in the phase its middle falls in.
 #[test]
 fn samples_are_split_into_phases_at_the_marks() {
-    let samples = [(0.0, 0.0), (1.0, 2.0), (2.0, 2.0), (3.0, 4.0), (4.0, 4.0)];
-    let phases = verdict::phase_memory(&samples, &[0.0, 1.0, 2.0, 3.0, 4.0]);
+    let samples = [
+        (0.0, 0.0),
+        (1.0, 2.0),
+        (2.0, 2.0),
+        (3.0, 4.0),
+        (4.0, 4.0),
+        (5.5, 6.0),
+    ];
+    let phases = verdict::phase_memory(&samples, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.5]);
     let got: Vec<(f64, f64)> = phases.iter().map(|p| (p.mean_bytes, p.seconds)).collect();
-    assert_eq!(got, [(1.0, 1.0), (2.0, 1.0), (3.0, 1.0), (4.0, 1.0)]);
+    assert_eq!(
+        got,
+        [(1.0, 1.0), (2.0, 1.0), (3.0, 1.0), (4.0, 1.0), (5.0, 1.5)]
+    );
 }
 
 /// The what-ifs' pairs: summed, their means rounded to the nearest, each count shown with its

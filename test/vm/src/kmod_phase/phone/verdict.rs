@@ -604,10 +604,11 @@ fn whatif_point(dir: &Path, stem: &str, k: u32, problems: &mut Vec<String>) -> O
     point
 }
 
-/// The phases of a trial, by the marks that begin them (the last ends at `passes_done`): the
-/// seed pass, the normalisation, the pressure (allocated, held, released), the measured passes.
-pub(super) const PHASES: [&str; 4] = ["start", "seeded", "normalised", "released"];
-const PHASES_END: &str = "passes_done";
+/// The phases of a trial, by the marks that begin them (the last ends at `synced`): the seed
+/// pass, the normalisation, the pressure (allocated, held, released), the measured passes, the
+/// sync phase.
+pub(super) const PHASES: [&str; 5] = ["start", "seeded", "normalised", "released", "passes_done"];
+const PHASES_END: &str = "synced";
 
 /// One trial's parts of the benchmark's cost: node reads, attributed memory per phase (sampled
 /// every 0.5 s: each phase's mean and how long the trial spent in it) and conversions.
@@ -704,10 +705,10 @@ pub(super) fn phase_memory(
     phases
 }
 
-/// A trial's cost parts from its start to the end of its second measured pass.
+/// A trial's cost parts from its start to the end of its sync phase.
 pub(super) fn cost_parts(dir: &Path, trial: &str) -> Result<CostParts> {
     let start = snap(dir, &format!("{trial}_start"))?;
-    let end = snap(dir, &format!("{trial}_pass2"))?;
+    let end = snap(dir, &format!("{trial}_synced"))?;
     let text = fs::read_to_string(dir.join(format!("{trial}_memory.txt"))).unwrap_or_default();
     let samples: Vec<(f64, f64)> = text
         .lines()
@@ -723,6 +724,25 @@ pub(super) fn cost_parts(dir: &Path, trial: &str) -> Result<CostParts> {
         phases: phase_memory(&samples, &bounds),
         conversions: end.nc.delta(&start.nc, "conversions"),
     })
+}
+
+/// The sync phase's conversions and restores (the module's counters) and its agent's summary.
+fn sync_figures(dir: &Path, trial: &str) -> Result<(u64, u64, String)> {
+    let before = snap(dir, &format!("{trial}_pass2"))?;
+    let after = snap(dir, &format!("{trial}_synced"))?;
+    let path = dir.join(format!("{trial}_sync.txt"));
+    let said = fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+    let late = said
+        .trim()
+        .strip_prefix("rounds ")
+        .and_then(|rest| rest.split_once(" late "))
+        .map(|(rounds, late)| format!("{late} of {rounds} late"))
+        .with_context(|| format!("{trial}: the sync agent said {said:?}"))?;
+    Ok((
+        after.nc.delta(&before.nc, "conversions"),
+        after.nc.delta(&before.nc, "restores"),
+        late,
+    ))
 }
 
 /// The setting a trial ran at, as people say it.
@@ -781,8 +801,8 @@ fn controller_check(
     lines.push(format!(
         "  controller on the phone trial (the benchmark's cost in node reads; each phase's \
          memory held over the runs' mean time in it: seed {:.1} s, normalisation {:.1} s, \
-         pressure {:.1} s, passes {:.1} s, {span:.1} s in all; means per trial):",
-        spans[0], spans[1], spans[2], spans[3]
+         pressure {:.1} s, passes {:.1} s, sync {:.1} s, {span:.1} s in all; means per trial):",
+        spans[0], spans[1], spans[2], spans[3], spans[4]
     ));
     lines.push(format!(
         "    {:<16} {:>10} {:>12} {:>11} {:>8} {:>10} {:>7}",
@@ -798,6 +818,18 @@ fn controller_check(
             mean(parts, &|p| p.seconds()),
             cost / best.1
         ));
+    }
+    lines.push(
+        "    the sync phase (per trial: conversions, restores, rounds that ran late):".into(),
+    );
+    for name in names {
+        match sync_figures(dir, name) {
+            Ok((conversions, restores, late)) => lines.push(format!(
+                "      {name:<16} {} ({conversions} conversions, {restores} restores, {late})",
+                setting_of(name)
+            )),
+            Err(err) => problems.push(format!("sync phase: {err:#}")),
+        }
     }
     let controller = mean(settings.get("daemon --tune")?, &|p| p.cost(&spans));
     let ratio = controller / best.1;
