@@ -199,19 +199,30 @@ fn compressing_less_is_slow_bounded_and_waits_between_steps() {
 fn conversions_that_all_come_back_at_once_relax_quickly() {
     // Comfortable, and every conversion restored within the eager span (a service rereading
     // what the worker just compressed): the second such window steps by eager / goal (10x),
-    // from 100 to 1000 ms, and two windows later again, where the slow pace waits 6 windows
-    // and steps by 1.25.
+    // from 100 to 1000 ms. Once: the rates still show the old interval's churn for a while, so
+    // while the waste goes on the next steps take the slow pace (6 windows, x1.25).
     let steps = run(
         knobs(25, 100),
-        &vec![pressure_and_waste(0.0, 100.0, 0.0); 4],
+        &vec![pressure_and_waste(0.0, 100.0, 0.0); 14],
     );
     assert_eq!(steps[0].1.action, Action::Hold);
     assert!(steps[0].1.reason.contains("quiet window 1 of 2"));
     assert_eq!(steps[1].1.action, Action::CompressLess);
-    assert_eq!(
-        trajectory(&steps),
-        [(25, 100), (25, 1000), (25, 1000), (25, 10_000)]
-    );
+    assert_eq!(interval_moves(&steps), [(1, 1000), (7, 1250), (13, 1563)]);
+    // Useful conversions after it do not take the interval back (it would churn again), and
+    // eager waste after them still takes the slow pace; memory need compresses more (1000 /
+    // a score of 4) and makes the next quick step possible.
+    let eager = pressure_and_waste(0.0, 100.0, 0.0);
+    let mut sequence = vec![eager.clone(); 2];
+    sequence.push(pressure_and_waste(0.0, 0.0, 0.0));
+    sequence.extend(vec![eager.clone(); 2]);
+    let steps = run(knobs(25, 100), &sequence);
+    assert_eq!(interval_moves(&steps), [(1, 1000)]);
+    assert!(steps[2].1.reason.contains("only memory need shortens it"));
+    sequence.push(pressure(20.0));
+    sequence.extend(vec![eager; 3]);
+    let steps = run(knobs(25, 100), &sequence);
+    assert_eq!(interval_moves(&steps), [(1, 1000), (5, 250), (7, 2500)]);
     // 80 % eager: a step of 8x, still quick.
     let steps = run(knobs(25, 100), &vec![pressure_and_waste(0.0, 80.0, 0.0); 2]);
     assert_eq!(trajectory(&steps)[1], (25, 800));

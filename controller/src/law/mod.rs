@@ -17,7 +17,8 @@
 //!   exception: when at least `eager_relax_fraction` of the conversions were restored within
 //!   the eager span, they saved no memory, so the step waits only `eager_relax_after_periods`
 //!   and grows the interval by the eager fraction over its goal (at most
-//!   `max_eager_relax_factor`).
+//!   `max_eager_relax_factor`), once: until memory is next tight, later steps take the slow
+//!   pace and useful conversions do not shorten the interval again.
 //! * **Hysteresis** (zswap's accept threshold). The law enters the `Tight` regime when the
 //!   score reaches `tight_enter` (1.1) and leaves it only when the score falls to `tight_exit`
 //!   (0.8), the way zswap, once full, accepts pages again only below 90 % of its limit. So a
@@ -83,6 +84,14 @@ pub struct State {
     /// toward `sooner_after_periods` before converting sooner).
     #[serde(default, alias = "useful_windows")]
     pub useful_periods: u32,
+    /// A quick step away from compression (most conversions eager) was taken and memory has
+    /// not been tight since: further steps away take the slow pace, and useful conversions do
+    /// not shorten the interval again. The rates trail the knobs by their trailing period, so
+    /// right after a quick step they still show the old interval's churn (which took the
+    /// interval on to its longest in two more quick steps), and then, with the churn gone, the
+    /// conversions that remain look useful (which would take it straight back).
+    #[serde(default)]
+    pub eager_step_taken: bool,
 }
 
 impl State {
@@ -93,6 +102,7 @@ impl State {
             quiet_periods: 0,
             answered_score: None,
             useful_periods: 0,
+            eager_step_taken: false,
         }
     }
 }
@@ -132,6 +142,14 @@ struct Assessment {
 
 /// One decision period of the law. Pure: same inputs, same outputs.
 pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision) {
+    let (mut next, decision) = step_once(state, signals, cfg);
+    // A quick step for eager churn is remembered until memory need compresses more again.
+    let tight_step = decision.regime == Regime::Tight && decision.action == Action::CompressMore;
+    next.eager_step_taken = !tight_step && (next.eager_step_taken || state.eager_step_taken);
+    (next, decision)
+}
+
+fn step_once(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision) {
     let assessment = assess(&signals.sanitized(), cfg);
     let Some(score) = assessment.memory_score else {
         let reason = "no memory signal (no PSI, no simulator pressure, no budget): holding";
@@ -154,6 +172,15 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
     }
     let wasteful = assessment.eager == Level::High || assessment.wasted == Level::High;
     let useful = assessment.eager == Level::Low && assessment.wasted == Level::Low;
+    if useful && state.eager_step_taken {
+        let reason = format!(
+            "{}, comfortable; conversions useful ({}), but the interval was lengthened for \
+             eager churn: only memory need shortens it again, holding",
+            assessment.memory_detail,
+            waste_detail(&assessment)
+        );
+        return hold(state, regime, 0, reason, &assessment);
+    }
     if useful && cfg.convert_sooner_when_useful && state.knobs.threshold > 0 {
         return convert_sooner(state, regime, &assessment, cfg);
     }
@@ -168,7 +195,7 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
     // Only a run of comfortable, wasteful decision periods earns a slow step: one noisy one
     // does not. The reasons' text ("quiet window") is the audit log's, kept as it is.
     let quiet = state.quiet_periods.saturating_add(1);
-    let (needed, factor) = relax_pace(&assessment, cfg);
+    let (needed, factor, quick) = relax_pace(state, &assessment, cfg);
     if quiet < needed {
         let reason = format!(
             "{}, comfortable; conversions wasted ({}); quiet window {quiet} of {needed} before \
@@ -178,20 +205,24 @@ pub fn step(state: &State, signals: &Signals, cfg: &Config) -> (State, Decision)
         );
         return hold(state, regime, quiet, reason, &assessment);
     }
-    compress_less(state, regime, quiet, factor, &assessment, cfg)
+    let (mut next, decision) = compress_less(state, regime, quiet, factor, &assessment, cfg);
+    next.eager_step_taken = quick;
+    (next, decision)
 }
 
-/// How many wasteful periods a step away from compression waits for, and the factor the
-/// interval grows by. Slow (senpai's probe) unless most conversions were restored within the
-/// eager span: those bought no memory, the worker only churned, and a step as large as the
-/// excess over the goal (DAMOS's proportional step, the other way) gives back almost none.
-fn relax_pace(assessment: &Assessment, cfg: &Config) -> (u32, f64) {
+/// How many wasteful periods a step away from compression waits for, the factor the interval
+/// grows by, and whether that is the quick step. Slow (senpai's probe) unless most conversions
+/// were restored within the eager span: those bought no memory, the worker only churned, and a
+/// step as large as the excess over the goal (DAMOS's proportional step, the other way) gives
+/// back almost none. One quick step until memory is next tight: after it, the slow pace.
+fn relax_pace(state: &State, assessment: &Assessment, cfg: &Config) -> (u32, f64, bool) {
     match assessment.eager_fraction {
-        Some(eager) if eager >= cfg.eager_relax_fraction => (
+        Some(eager) if eager >= cfg.eager_relax_fraction && !state.eager_step_taken => (
             cfg.eager_relax_after_periods,
             (eager / cfg.eager_goal).min(cfg.max_eager_relax_factor),
+            true,
         ),
-        _ => (cfg.relax_after_periods, cfg.relax_interval_factor),
+        _ => (cfg.relax_after_periods, cfg.relax_interval_factor, false),
     }
 }
 
@@ -456,6 +487,7 @@ fn next_state(knobs: Knobs, regime: Regime, quiet_periods: u32) -> State {
         quiet_periods,
         answered_score: None,
         useful_periods: 0,
+        eager_step_taken: false,
     }
 }
 

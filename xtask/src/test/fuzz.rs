@@ -1,5 +1,5 @@
 //! The cargo-fuzz targets' part of the test run: the lock check, the build beside the VM
-//! phases, and a short run of each target beside the last of them.
+//! phases, and a short run of each target.
 use std::process::Stdio;
 
 use anyhow::{Context as _, Result};
@@ -16,82 +16,45 @@ const FUZZ_SECONDS: u32 = 20;
 /// No input may make a target allocate more than this (libFuzzer's -rss_limit_mb and
 /// -malloc_limit_mb) ...
 const FUZZ_RSS_MB: u32 = 256;
-/// ... or take longer than this on one input (-timeout): a hang. Wall time, and the runs go at
-/// nice 19 beside a VM, so it allows for the CPU they are not given (it was 10 s when they ran
-/// alone).
-const FUZZ_TIMEOUT_S: u32 = 60;
+/// ... or take longer than this on one input (-timeout), however the machine is loaded.
+const FUZZ_TIMEOUT_S: u32 = 10;
 /// AddressSanitizer holds freed memory back (256 MB by default) to catch uses after free; it
 /// counts in the RSS limit, so a target that frees a lot (the F2FS reader's blocks) would hit
 /// the limit on ASan's memory, not its own. Safe Rust needs little of it.
 const ASAN_OPTIONS: &str = "quarantine_size_mb=32";
 
-/// What the fuzz runs came to: the lock check's failure, or each target's result.
-pub(super) type Outcome = Result<Vec<(&'static str, Result<()>)>>;
-
-/// Short cargo-fuzz runs of every target, one after the other on a thread of their own, at nice
-/// 19 beside the phone trial: its VM leaves much of the CPU idle (30 s of pressure held and the
-/// sync phase's sleeps in every trial), and at nice 19 the runs yield to QEMU's threads. Each
-/// target's output goes to target/fuzz-<target>.log. Inputs that once crashed a target are kept
-/// under tracer-user/fuzz/regressions/<target> and run first, as seeds.
-pub(super) fn start_runs(
-    lock: Result<()>,
-    build: Option<std::process::Child>,
-) -> std::thread::JoinHandle<Outcome> {
-    std::thread::spawn(move || {
-        lock?;
-        if let Some(mut build) = build {
-            match build.wait() {
-                Ok(status) if status.success() => {}
-                // The runs below build what is missing themselves.
-                other => println!(
-                    "fuzz: the build beside the VMs ended {other:?} (its output: {}); building \
-                     again",
-                    build_log().display()
-                ),
-            }
+/// Short cargo-fuzz runs of every target, each counted as one test; a crash, a leak of memory
+/// past the limit or a hang fails it. Inputs that once crashed a target are kept under
+/// tracer-user/fuzz/regressions/<target> and run first, as seeds.
+pub(super) fn targets(totals: &mut Totals, lock: Result<()>, build: Option<std::process::Child>) {
+    if let Err(err) = lock {
+        println!("fuzz FAILED: {err:#}");
+        totals.failed += 1;
+        return;
+    }
+    if let Some(mut build) = build {
+        match build.wait() {
+            Ok(status) if status.success() => {}
+            // The runs below build what is missing themselves, in the foreground.
+            other => println!(
+                "fuzz: the build beside the VMs ended {other:?} (its output: {}); building \
+                 again",
+                build_log().display()
+            ),
         }
-        Ok(FUZZ_TARGETS
-            .into_iter()
-            .map(|target| (target, run(target)))
-            .collect())
-    })
-}
-
-/// Each target counted as one test; a crash, a leak of memory past the limit or a hang fails
-/// it, and its log's last lines are shown.
-pub(super) fn tally(totals: &mut Totals, outcome: Outcome) {
-    let results = match outcome {
-        Ok(results) => results,
-        Err(err) => {
-            println!("fuzz FAILED: {err:#}");
-            totals.fail(format!("fuzz: {err:#}"));
-            return;
-        }
-    };
-    for (target, result) in results {
-        match result {
+    }
+    for target in FUZZ_TARGETS {
+        match run(target) {
             Ok(()) => {
                 println!("fuzz {target}: {FUZZ_SECONDS} s without a crash");
                 totals.passed += 1;
             }
             Err(err) => {
                 println!("fuzz {target} FAILED: {err:#}");
-                let log = std::fs::read_to_string(run_log(target)).unwrap_or_default();
-                let lines: Vec<&str> = log.lines().collect();
-                for line in &lines[lines.len().saturating_sub(FAILURE_LOG_LINES)..] {
-                    println!("  | {line}");
-                }
                 totals.fail(format!("fuzz {target}: {err:#}"));
             }
         }
     }
-}
-
-/// Lines of a failed target's log shown with its failure.
-const FAILURE_LOG_LINES: usize = 30;
-
-fn run_log(target: &str) -> std::path::PathBuf {
-    util::target_dir().join(format!("fuzz-{target}.log"))
 }
 
 fn build_log() -> std::path::PathBuf {
@@ -136,10 +99,7 @@ fn run(target: &str) -> Result<()> {
         _ => fuzz_dir.join("seeds").join(target),
     };
     let regressions = fuzz_dir.join("regressions").join(target);
-    let log = std::fs::File::create(run_log(target))
-        .with_context(|| format!("creating {}", run_log(target).display()))?;
-    let mut command = std::process::Command::new("nice");
-    command.args(["-n", "19", "rustup"]);
+    let mut command = std::process::Command::new("rustup");
     command_for(&mut command, &["run", "--dev", target]);
     command.arg(&corpus).arg(&seeds);
     if regressions.is_dir() {
@@ -151,10 +111,8 @@ fn run(target: &str) -> Result<()> {
         .arg(format!("-rss_limit_mb={FUZZ_RSS_MB}"))
         .arg(format!("-malloc_limit_mb={FUZZ_RSS_MB}"))
         .arg(format!("-timeout={FUZZ_TIMEOUT_S}"))
-        .env("ASAN_OPTIONS", ASAN_OPTIONS)
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    util::run(&mut command).with_context(|| format!("see {}", run_log(target).display()))
+        .env("ASAN_OPTIONS", ASAN_OPTIONS);
+    util::run(&mut command)
 }
 
 /// `rustup run nightly cargo fuzz ARGS` (after what `command` already holds) as the build and

@@ -3,10 +3,10 @@ use std::fs;
 use super::*;
 
 #[test]
-fn trials_interleave_off_and_on_then_the_grid() {
+fn the_static_settings_come_first_then_off_and_on_interleaved() {
     assert_eq!(
         trial_names(2),
-        ["off1", "on1", "off2", "on2", "static_25_100", "controller"]
+        ["static_25_100", "off1", "on1", "off2", "on2", "controller"]
     );
 }
 
