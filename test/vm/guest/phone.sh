@@ -123,8 +123,10 @@ trial() {
   dd if=/dev/$DEV of=/dev/null bs=1M count=$PAGE_CACHE_MB 2> $R/${name}_hog.txt
   free=$(awk '/^MemFree:/ {print int($2 / 1024)}' /proc/meminfo)
   base=$((free - PRESSURE_MB - HEADROOM_MB))
-  [ $base -ge 0 ] || fail "$name: $free MB free after the page cache, below the pressure and headroom"
-  [ $base -ge 0 ] || base=0
+  if [ $base -lt 0 ]; then
+    fail "$name: $free MB free after the page cache, below the pressure and headroom"
+    base=0
+  fi
   dd if=/dev/zero of=/hog/base bs=1M count=$base 2>> $R/${name}_hog.txt
   echo "free_before $free base $base free_after $(awk '/^MemFree:/ {print int($2 / 1024)}' /proc/meminfo)" >> $R/${name}_hog.txt
   snap ${name}_normalised

@@ -6,8 +6,8 @@
 //! pre-pressure normalisation, memory pressure held 30 s, release, measured passes 1 and 2, a
 //! sync phase (an agent rereading every app's shared preferences' xattrs), the policy put back
 //! as found, and the offline audit (fsck.f2fs, every file's checksum).
-//! Compression off and on, `trials` each, interleaved; then one static setting more and `daemon
-//! --tune` for the controller's grid. The verdict (phone/verdict.rs) makes the cover letter's
+//! One static setting more for the controller's grid first (trials.rs says why), compression off
+//! and on, `trials` each, interleaved, then `daemon --tune`. The verdict (phone/verdict.rs) makes the cover letter's
 //! table from the module's counters and from nodescope, and the one line.
 use std::{fmt::Write as _, fs, path::Path, process::Command, time::Duration};
 
@@ -25,8 +25,7 @@ mod verdict;
 
 use trials::{trial_names, XATTR_NAME};
 
-/// Trials of each mode by default (`cargo xtask vm-kmod`, `cargo xtask test`); `--trials N` for
-/// more.
+/// Trials of each mode by default (`cargo xtask vm-kmod`); `--trials N` for more.
 pub const CI_TRIALS: u32 = 3;
 /// The phone's memory that the cover letter's 1 GiB of pressure is a part of. The cover letter
 /// does not give it; its app set (messaging, short video, shopping, browsers) is a phone of
@@ -205,11 +204,7 @@ fn sync_script(paths: &[(String, bool)]) -> String {
         .flat_map(|package| prefs_of(paths, package))
         .map(|p| format!(" /mnt/{p}"))
         .collect();
-    format!(
-        "#!/bin/sh
-exec syncpoll {SYNC_PERIOD_MS} {SYNC_ROUNDS} {XATTR_NAME}{prefs}
-"
-    )
+    format!("#!/bin/sh\nexec syncpoll {SYNC_PERIOD_MS} {SYNC_ROUNDS} {XATTR_NAME}{prefs}\n")
 }
 
 /// The app's media file.
