@@ -49,6 +49,16 @@ pub struct AccessLayout {
     /// from its format file (read only when that tracepoint is hooked).
     pub inode_evict_dev: u16,
     pub inode_evict_ino: u16,
+    /// Offsets of `vmscan:mm_shrink_slab_start`'s `shrink` (8 bytes: the shrinker's scan
+    /// function), `cache_items` (8), `total_scan` (8) and `priority` (4), from its format
+    /// file (read only when `shrink_scan_fn` is set).
+    pub shrink_fn: u16,
+    pub shrink_items: u16,
+    pub shrink_total: u16,
+    pub shrink_priority: u16,
+    /// The address of F2FS's shrinker scan function (`f2fs_shrink_scan` in /proc/kallsyms):
+    /// the program keeps that shrinker's calls and no other's; 0: not hooked.
+    pub shrink_scan_fn: u64,
 }
 
 /// A timed lookup's outcome (`AccessRecord::outcome`, a `NodeAccess` event's `reason`), each
@@ -121,7 +131,9 @@ pub const ACCESS_COUNT_LOCK_WAITS: u32 = 3;
 pub const ACCESS_COUNT_WAITS_NOTED: u32 = 4;
 /// F2FS inodes of a traced device that left the inode cache (`f2fs:f2fs_evict_inode`).
 pub const ACCESS_COUNT_INODE_EVICTIONS: u32 = 5;
-pub const ACCESS_COUNT_SLOTS: u32 = 6;
+/// Calls of F2FS's shrinker by reclaim (`vmscan:mm_shrink_slab_start`).
+pub const ACCESS_COUNT_SHRINKER_SCANS: u32 = 6;
+pub const ACCESS_COUNT_SLOTS: u32 = 7;
 
 /// Node lookups an [`AccessBatch`] holds. A lookup is the most frequent event nodescope traces
 /// (every one, hit or miss): each CPU collects them in its own batch and sends the batch to the

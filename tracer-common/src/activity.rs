@@ -381,7 +381,8 @@ impl Counters {
             Decoded::Hello
             | Decoded::NodeAccess { .. }
             | Decoded::NodeEvict { .. }
-            | Decoded::InodeEvict { .. } => {}
+            | Decoded::InodeEvict { .. }
+            | Decoded::ShrinkerScan { .. } => {}
             // Checkpoint anatomy: counted by `model::checkpoints`, not per process.
             Decoded::MetaWrite { .. } | Decoded::JournalEntry(_) => {}
             // The mechanism's own counters: the model puts their totals in place of the

@@ -93,6 +93,13 @@ pub enum Decoded {
     InodeEvict {
         ino: u32,
     },
+    /// Reclaim asked F2FS's shrinker to scan `to_scan` of the `count` objects it counted, at
+    /// reclaim priority `priority`.
+    ShrinkerScan {
+        count: u32,
+        to_scan: u32,
+        priority: u8,
+    },
     MetaWrite {
         block: u32,
         area: MetaArea,
@@ -576,6 +583,11 @@ impl Event {
             },
             EventKind::NodeEvict => Decoded::NodeEvict { nid },
             EventKind::InodeEvict => Decoded::InodeEvict { ino: nid },
+            EventKind::ShrinkerScan => Decoded::ShrinkerScan {
+                count: nid,
+                to_scan: self.len,
+                priority: self.reason,
+            },
             EventKind::MetaWrite => Decoded::MetaWrite {
                 block: nid,
                 area: MetaArea::from_code(self.queue).ok_or(unrecognised)?,
@@ -639,6 +651,7 @@ impl Decoded {
             Decoded::NodeAccess { .. } => EventKind::NodeAccess,
             Decoded::NodeEvict { .. } => EventKind::NodeEvict,
             Decoded::InodeEvict { .. } => EventKind::InodeEvict,
+            Decoded::ShrinkerScan { .. } => EventKind::ShrinkerScan,
             Decoded::MetaWrite { .. } => EventKind::MetaWrite,
             Decoded::JournalEntry(_) => EventKind::JournalEntry,
             Decoded::Counter(_) => EventKind::Counter,

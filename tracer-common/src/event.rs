@@ -68,10 +68,18 @@ pub enum EventKind {
     /// cache are built again. `nid` = the inode number (an inode's nid), `dev`. Captured with
     /// the access trace (`record --accesses`).
     InodeEvict = 21,
+    /// Reclaim asked F2FS's shrinker to scan (`vmscan:mm_shrink_slab_start`, kept in the kernel
+    /// for F2FS's scan function only): `nid` = the objects F2FS counted (`cache_items`: its
+    /// extent caches, clean NAT entries, free nids and, with the RFC, its node cache; one
+    /// shrinker for every F2FS mount), `len` = the objects reclaim asks it to scan
+    /// (`total_scan`), `reason` = the reclaim priority (12, `DEF_PRIORITY`, down to 0).
+    /// `dev` is 0. Captured with the access trace (`record --accesses`): the what-if replays
+    /// the kernel's reclaim from these.
+    ShrinkerScan = 22,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 22] = [
         EventKind::NodeRead,
         EventKind::NodeWrite,
         EventKind::Checkpoint,
@@ -93,6 +101,7 @@ impl EventKind {
         EventKind::Forget,
         EventKind::Counter,
         EventKind::InodeEvict,
+        EventKind::ShrinkerScan,
     ];
 
     /// A match, not a search of `ALL`: `Event::decode` calls this for every event.
@@ -120,6 +129,7 @@ impl EventKind {
             19 => EventKind::Forget,
             20 => EventKind::Counter,
             21 => EventKind::InodeEvict,
+            22 => EventKind::ShrinkerScan,
             _ => return None,
         })
     }
@@ -148,6 +158,7 @@ impl EventKind {
             EventKind::Forget => "forget",
             EventKind::Counter => "counter",
             EventKind::InodeEvict => "inode_evict",
+            EventKind::ShrinkerScan => "shrinker_scan",
         }
     }
 }

@@ -23,8 +23,8 @@ use tracer_common::{
     retrieval_outcome, AccessBatch, AccessLayout, AccessRecord, BlockKey, EventKind,
     ACCESS_BATCH_MAGIC, ACCESS_BATCH_MAX_AGE_NS, ACCESS_BATCH_RECORDS, ACCESS_COUNT_DEVICE_READS,
     ACCESS_COUNT_EVICTIONS, ACCESS_COUNT_INODE_EVICTIONS, ACCESS_COUNT_LOCK_WAITS,
-    ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SLOTS, ACCESS_COUNT_WAITS_NOTED, LOOKUP_SAW_READ,
-    LOOKUP_SAW_WAIT,
+    ACCESS_COUNT_LOOKUPS, ACCESS_COUNT_SHRINKER_SCANS, ACCESS_COUNT_SLOTS,
+    ACCESS_COUNT_WAITS_NOTED, LOOKUP_SAW_READ, LOOKUP_SAW_WAIT,
 };
 
 use crate::maps::{count_drops, emit_batched, fill_thread, EVENTS, WAKEUP_BYTES};
@@ -731,6 +731,42 @@ fn on_inode_evict(ctx: &TracePointContext) -> Option<()> {
         fill_thread(event, EventKind::InodeEvict);
         event.dev = dev;
         event.nid = ino as u32;
+    });
+    Some(())
+}
+
+/// vmscan:mm_shrink_slab_start: reclaim asks a shrinker to scan; kept for F2FS's shrinker only
+/// (its scan function's address, from kallsyms), with what F2FS counted, what it is asked to
+/// scan and the reclaim priority: the what-if replays the kernel's reclaim from these.
+#[tracepoint]
+pub fn f2fs_shrinker_scan(ctx: TracePointContext) -> u32 {
+    let _ = on_shrinker_scan(&ctx);
+    0
+}
+
+fn on_shrinker_scan(ctx: &TracePointContext) -> Option<()> {
+    let layout = ACCESS_LAYOUT.get(0)?;
+    if layout.shrink_scan_fn == 0 {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel copes with any address; the offsets come from this
+    // tracepoint's format file, so they lie inside the record.
+    let shrink: u64 = unsafe { ctx.read_at(usize::from(layout.shrink_fn)) }.ok()?;
+    if shrink != layout.shrink_scan_fn {
+        return None;
+    }
+    // SAFETY: as above, offsets from the format file.
+    let items: u64 = unsafe { ctx.read_at(usize::from(layout.shrink_items)) }.ok()?;
+    // SAFETY: as above.
+    let total: u64 = unsafe { ctx.read_at(usize::from(layout.shrink_total)) }.ok()?;
+    // SAFETY: as above.
+    let priority: i32 = unsafe { ctx.read_at(usize::from(layout.shrink_priority)) }.ok()?;
+    count(ACCESS_COUNT_SHRINKER_SCANS);
+    emit_batched(|event| {
+        fill_thread(event, EventKind::ShrinkerScan);
+        event.nid = items.min(u64::from(u32::MAX)) as u32;
+        event.len = total.min(u64::from(u32::MAX)) as u32;
+        event.reason = priority.clamp(0, i32::from(u8::MAX)) as u8;
     });
     Some(())
 }

@@ -17,6 +17,8 @@ fn every_kind_round_trips_to_its_variant() {
     restore_fail.reason = RESTORE_FAIL_CRC;
     let mut second_chance = raw(EventKind::SecondChance, QUEUE_RAW);
     second_chance.reason = SECOND_CHANCE_BY_SHRINKER;
+    let mut shrinker_scan = raw(EventKind::ShrinkerScan, 0);
+    shrinker_scan.reason = 5;
     let access = raw(EventKind::NodeAccess, 0).flags(ACCESS_DIRTY);
     let cases = [
         (
@@ -119,6 +121,14 @@ fn every_kind_round_trips_to_its_variant() {
         (
             raw(EventKind::InodeEvict, 0),
             Decoded::InodeEvict { ino: 42 },
+        ),
+        (
+            shrinker_scan,
+            Decoded::ShrinkerScan {
+                count: 42,
+                to_scan: 300,
+                priority: 5,
+            },
         ),
         (
             raw(EventKind::MetaWrite, META_AREA_NAT),

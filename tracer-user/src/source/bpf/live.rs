@@ -519,12 +519,14 @@ impl Source for BpfSource {
                 Ok(counts) => {
                     note += &format!(
                         "; accesses counted in the kernel: {} node lookups, {} node \
-                         evictions, {} inode evictions; {} lookups read their device, the \
-                         others took their CPU's; {} page-lock waits (kprobe), {} waits noted \
+                         evictions, {} inode evictions, {} calls of F2FS's shrinker; {} \
+                         lookups read their device, the others took their CPU's; {} page-lock \
+                         waits (kprobe), {} waits noted \
                          in timed lookups (the kprobe's, and threads blocking in one)",
                         counts.lookups,
                         counts.evictions,
                         counts.inode_evictions,
+                        counts.shrinker_scans,
                         counts.device_reads,
                         counts.lock_waits,
                         counts.waits_noted

@@ -21,7 +21,7 @@ use serde::Serialize;
 use tracer_common::{
     AccessBatch, AccessLayout, ACCESS_COUNT_DEVICE_READS, ACCESS_COUNT_EVICTIONS,
     ACCESS_COUNT_INODE_EVICTIONS, ACCESS_COUNT_LOCK_WAITS, ACCESS_COUNT_LOOKUPS,
-    ACCESS_COUNT_WAITS_NOTED,
+    ACCESS_COUNT_SHRINKER_SCANS, ACCESS_COUNT_WAITS_NOTED,
 };
 
 use crate::source::bpf::{
@@ -67,6 +67,15 @@ pub(crate) const PROG_EVICT: &str = "f2fs_node_evict";
 pub(crate) const PROG_INODE_EVICT: &str = "f2fs_inode_evict";
 pub(crate) const INODE_EVICT_CATEGORY: &str = "f2fs";
 pub(crate) const INODE_EVICT_TRACEPOINT: &str = "f2fs_evict_inode";
+/// Reclaim's calls of F2FS's shrinker, from the shrinkers' common tracepoint.
+pub(crate) const PROG_SHRINKER_SCAN: &str = "f2fs_shrinker_scan";
+pub(crate) const SHRINKER_CATEGORY: &str = "vmscan";
+pub(crate) const SHRINKER_TRACEPOINT: &str = "mm_shrink_slab_start";
+/// F2FS's shrinker scan function (5.10 .. mainline), the tracepoint's `shrink` of F2FS's
+/// calls; where the kernel is built with Clang's CFI (Android's 5.10 GKI), a function
+/// pointer is its jump-table entry, `<name>.cfi_jt`, tried first.
+pub(crate) const SHRINKER_SCAN_FUNCTIONS: [&str; 2] =
+    ["f2fs_shrink_scan.cfi_jt", "f2fs_shrink_scan"];
 /// Sends a CPU's batch of lookups when run there (never attached).
 pub(crate) const PROG_FLUSH: &str = "f2fs_access_flush";
 /// Counts F2FS teardowns, on the return of [`TEARDOWN_FUNCTION`].
@@ -123,6 +132,9 @@ pub(crate) struct AccessPlan {
     pub evict_tracepoint: Option<String>,
     /// `f2fs:f2fs_evict_inode`, when inode evictions can be traced.
     pub inode_evict_tracepoint: Option<String>,
+    /// `vmscan:mm_shrink_slab_start` and F2FS's scan function, when reclaim's calls of
+    /// F2FS's shrinker can be traced.
+    pub shrinker_tracepoint: Option<String>,
     /// Why a part is missing, one line each.
     pub missing: Vec<String>,
     /// Lookups are timed (`--lookup-latency`): a return program on each lookup function too.
@@ -180,6 +192,10 @@ impl AccessPlan {
             Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "inode_evict")),
             None => drop(writeln!(out, "{:<12} not available", "inode_evict")),
         }
+        match &self.shrinker_tracepoint {
+            Some(tp) => drop(writeln!(out, "{:<12} tracepoint {tp}", "shrinker")),
+            None => drop(writeln!(out, "{:<12} not available", "shrinker")),
+        }
         for why in &self.missing {
             let _ = writeln!(out, "{:<12}   not used: {why}", "");
         }
@@ -225,6 +241,7 @@ pub(crate) fn plan(
         fentry_targets: Vec::new(),
         evict_tracepoint,
         inode_evict_tracepoint: None,
+        shrinker_tracepoint: None,
         missing,
         timed: false,
         lock_wait: None,
@@ -258,6 +275,63 @@ pub(crate) fn with_inode_evictions(mut plan: AccessPlan, format: Result<String>)
                 Some(format!("{INODE_EVICT_CATEGORY}:{INODE_EVICT_TRACEPOINT}"));
         }
         Err(err) => plan.missing.push(format!("inode_evict: {err:#}")),
+    }
+    plan
+}
+
+/// The plan with reclaim's calls of F2FS's shrinker (`vmscan:mm_shrink_slab_start`: its
+/// `shrink`, `cache_items`, `total_scan` and `priority` offsets from `format`, F2FS's scan
+/// function's address from `kallsyms`), when node lookups are traced. The what-if replays the
+/// kernel's reclaim from them (`sim::whatif`); without them it says what it falls back to.
+pub(crate) fn with_shrinker(
+    mut plan: AccessPlan,
+    kallsyms: &str,
+    format: Result<String>,
+) -> AccessPlan {
+    if plan.lookup_functions.is_empty() {
+        plan.missing
+            .push("shrinker: recorded with the node lookups only".into());
+        return plan;
+    }
+    let function = SHRINKER_SCAN_FUNCTIONS.iter().find_map(|name| {
+        kallsyms.lines().find_map(|line| {
+            let mut fields = line.split_whitespace();
+            let address = fields.next()?;
+            fields.next()?;
+            (fields.next()? == *name).then(|| (*name, u64::from_str_radix(address, 16).ok()))
+        })
+    });
+    let address = match function {
+        Some((name, Some(address))) if address != 0 => Ok((name, address)),
+        Some((name, _)) => Err(anyhow::anyhow!(
+            "{name}'s address is hidden in /proc/kallsyms (root, kptr_restrict)"
+        )),
+        None => Err(anyhow::anyhow!(
+            "none of {} in /proc/kallsyms (is f2fs loaded?)",
+            SHRINKER_SCAN_FUNCTIONS.join(", ")
+        )),
+    };
+    let offsets = format.and_then(|text| {
+        let format = Format::parse(&text).context("parsing its format file")?;
+        Ok([
+            field_offset(&format, "shrink", 8)?,
+            field_offset(&format, "cache_items", 8)?,
+            field_offset(&format, "total_scan", 8)?,
+            field_offset(&format, "priority", 4)?,
+        ])
+    });
+    match (address, offsets) {
+        (Ok((name, address)), Ok([shrink, items, total, priority])) => {
+            plan.layout.shrink_fn = shrink;
+            plan.layout.shrink_items = items;
+            plan.layout.shrink_total = total;
+            plan.layout.shrink_priority = priority;
+            plan.layout.shrink_scan_fn = address;
+            plan.shrinker_tracepoint = Some(format!(
+                "{SHRINKER_CATEGORY}:{SHRINKER_TRACEPOINT} ({name})"
+            ));
+        }
+        (Err(err), _) | (_, Err(err)) => plan.missing.push(format!("shrinker: {err:#}")),
     }
     plan
 }
@@ -440,6 +514,11 @@ pub(crate) fn plan_this_kernel(hook: FunctionHook, timed: bool) -> AccessPlan {
     let plan = with_inode_evictions(
         plan,
         tracepoint_format(INODE_EVICT_CATEGORY, INODE_EVICT_TRACEPOINT),
+    );
+    let plan = with_shrinker(
+        plan,
+        &kallsyms,
+        tracepoint_format(SHRINKER_CATEGORY, SHRINKER_TRACEPOINT),
     );
     let release = system::kernel_release();
     // `(void *data, bool preempt, prev, next, unsigned int prev_state)` since Linux 5.18.
@@ -626,6 +705,19 @@ pub(crate) fn attach(
             result,
         ));
     }
+    if let Some(tracepoint) = &plan.shrinker_tracepoint {
+        let result = attach_tracepoint(
+            ebpf,
+            PROG_SHRINKER_SCAN,
+            SHRINKER_CATEGORY,
+            SHRINKER_TRACEPOINT,
+        );
+        outcomes.push(AttachOutcome::of(
+            "shrinker",
+            format!("tracepoint {tracepoint}"),
+            result,
+        ));
+    }
     Ok(Attached {
         outcomes,
         trampolines,
@@ -760,6 +852,8 @@ pub(crate) struct AccessCounts {
     pub waits_noted: u64,
     /// Inodes of traced devices that left the inode cache.
     pub inode_evictions: u64,
+    /// Reclaim's calls of F2FS's shrinker.
+    pub shrinker_scans: u64,
 }
 
 pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
@@ -779,6 +873,7 @@ pub(crate) fn counts(ebpf: &Ebpf) -> Result<AccessCounts> {
         lock_waits: sum(ACCESS_COUNT_LOCK_WAITS)?,
         waits_noted: sum(ACCESS_COUNT_WAITS_NOTED)?,
         inode_evictions: sum(ACCESS_COUNT_INODE_EVICTIONS)?,
+        shrinker_scans: sum(ACCESS_COUNT_SHRINKER_SCANS)?,
     })
 }
 

@@ -63,7 +63,8 @@ fn the_lookup_wrapper_is_chosen_with_btf_offsets_and_format_offsets() {
         plan.render(),
         "node_access  kprobe f2fs_get_node_page\n\
          node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n\
-         inode_evict  not available\n"
+         inode_evict  not available\n\
+         shrinker     not available\n"
     );
 }
 
@@ -108,7 +109,7 @@ fn inode_evictions_take_their_offsets_from_f2fs_format_file() {
     assert!(with.missing.is_empty(), "{:?}", with.missing);
     assert!(with
         .render()
-        .ends_with("inode_evict  tracepoint f2fs:f2fs_evict_inode\n"));
+        .contains("\ninode_evict  tracepoint f2fs:f2fs_evict_inode\n"));
 
     let no_ino = INODE_EVICT_FORMAT.replace("ino_t ino;", "ino_t inode;");
     let without = with_inode_evictions(base(), Ok(no_ino));
@@ -135,6 +136,161 @@ fn inode_evictions_take_their_offsets_from_f2fs_format_file() {
         .contains(&"inode_evict: the devices are learnt from node lookups".to_string()));
 }
 
+/// 6.12's `vmscan:mm_shrink_slab_start` (the same on 6.1 and 6.18), as tracefs prints it.
+const SHRINK_SLAB_START_FORMAT: &str = "name: mm_shrink_slab_start
+ID: 631
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:struct shrinker * shr;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:void * shrink;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:int nid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:long nr_objects_to_shrink;\toffset:32;\tsize:8;\tsigned:1;
+\tfield:unsigned long gfp_flags;\toffset:40;\tsize:8;\tsigned:0;
+\tfield:unsigned long cache_items;\toffset:48;\tsize:8;\tsigned:0;
+\tfield:unsigned long long delta;\toffset:56;\tsize:8;\tsigned:0;
+\tfield:unsigned long total_scan;\toffset:64;\tsize:8;\tsigned:0;
+\tfield:int priority;\toffset:72;\tsize:4;\tsigned:1;
+";
+
+/// F2FS's shrinker: the tracepoint's offsets and F2FS's scan function's address (the CFI
+/// jump-table entry first where there is one), the plan's line; each missing fact named, the
+/// rest of the plan kept.
+#[test]
+fn the_shrinker_takes_f2fs_scan_function_and_the_format_offsets() {
+    let kallsyms = format!("{KALLSYMS_6_1}ffffffffc0653680 t f2fs_shrink_scan\t[f2fs]\n");
+    let with = with_shrinker(
+        plan_untimed(),
+        &kallsyms,
+        Ok(SHRINK_SLAB_START_FORMAT.into()),
+    );
+    assert_eq!(
+        with.shrinker_tracepoint.as_deref(),
+        Some("vmscan:mm_shrink_slab_start (f2fs_shrink_scan)")
+    );
+    let l = with.layout;
+    assert_eq!(
+        (
+            l.shrink_fn,
+            l.shrink_items,
+            l.shrink_total,
+            l.shrink_priority
+        ),
+        (16, 48, 64, 72)
+    );
+    assert_eq!(l.shrink_scan_fn, 0xffff_ffff_c065_3680);
+    assert!(with.missing.is_empty(), "{:?}", with.missing);
+    assert!(with
+        .render()
+        .ends_with("shrinker     tracepoint vmscan:mm_shrink_slab_start (f2fs_shrink_scan)\n"));
+
+    let cfi = format!("{kallsyms}ffffffffc0660010 t f2fs_shrink_scan.cfi_jt\t[f2fs]\n");
+    let with = with_shrinker(plan_untimed(), &cfi, Ok(SHRINK_SLAB_START_FORMAT.into()));
+    assert_eq!(with.layout.shrink_scan_fn, 0xffff_ffff_c066_0010);
+
+    let hidden = "0000000000000000 t f2fs_shrink_scan\t[f2fs]\n";
+    let without = with_shrinker(plan_untimed(), hidden, Ok(SHRINK_SLAB_START_FORMAT.into()));
+    assert_eq!(without.shrinker_tracepoint, None);
+    assert_eq!(without.layout.shrink_scan_fn, 0);
+    assert_eq!(
+        without.missing,
+        ["shrinker: f2fs_shrink_scan's address is hidden in /proc/kallsyms (root, kptr_restrict)"]
+    );
+
+    let absent = with_shrinker(
+        plan_untimed(),
+        KALLSYMS_6_1,
+        Ok(SHRINK_SLAB_START_FORMAT.into()),
+    );
+    assert_eq!(
+        absent.missing,
+        [
+            "shrinker: none of f2fs_shrink_scan.cfi_jt, f2fs_shrink_scan in /proc/kallsyms (is \
+          f2fs loaded?)"
+        ]
+    );
+
+    let narrow = SHRINK_SLAB_START_FORMAT.replace(
+        "int priority;\toffset:72;\tsize:4",
+        "int priority;\toffset:72;\tsize:8",
+    );
+    let narrow = with_shrinker(plan_untimed(), &kallsyms, Ok(narrow));
+    assert_eq!(
+        narrow.missing,
+        ["shrinker: mm_shrink_slab_start: field `priority` is 8 bytes, expected 4"]
+    );
+    assert_eq!(narrow.layout.shrink_scan_fn, 0);
+
+    let no_lookups = with_shrinker(
+        plan("", true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
+        &kallsyms,
+        Ok(SHRINK_SLAB_START_FORMAT.into()),
+    );
+    assert_eq!(no_lookups.shrinker_tracepoint, None);
+    assert!(no_lookups
+        .missing
+        .contains(&"shrinker: recorded with the node lookups only".to_string()));
+}
+
+/// The shrinker program on this kernel: hooked to the superblock shrinker's scan function
+/// (`super_cache_scan`, every mounted file system has one; this machine has no F2FS), a
+/// `drop_caches` of the slab caches calls it at priority 0 at least once, and each call is one
+/// event with its count and one count in the kernel; another function's address keeps none.
+#[test]
+fn the_shrinker_program_keeps_the_calls_of_one_scan_function() {
+    if !system::is_root() {
+        test_skip::skip("needs root");
+        return;
+    }
+    let (root, _) = system::ensure_tracefs().expect("tracefs mounted");
+    let format = std::fs::read_to_string(root.join("events/vmscan/mm_shrink_slab_start/format"))
+        .expect("the shrinker tracepoint exists");
+    let kallsyms = kallsyms::read(Path::new(kallsyms::PROC_KALLSYMS)).expect("kallsyms");
+    let superblocks = kallsyms
+        .replace(" super_cache_scan\n", " f2fs_shrink_scan\n")
+        .lines()
+        .filter(|line| line.ends_with(" f2fs_shrink_scan"))
+        .map(|line| format!("{line}\n"))
+        .collect::<String>();
+    assert_eq!(
+        superblocks.lines().count(),
+        1,
+        "super_cache_scan in kallsyms"
+    );
+    let calls = |kallsyms: &str| {
+        let lookups = plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into()));
+        let mut plan = with_shrinker(lookups, kallsyms, Ok(format.clone()));
+        assert!(plan.missing.is_empty(), "{:?}", plan.missing);
+        // The shrinker's program alone: no lookup function is hooked on this kernel.
+        plan.lookup_functions.clear();
+        plan.evict_tracepoint = None;
+        let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+        let outcomes = attach(&mut ebpf, &plan, &[]).unwrap().outcomes;
+        assert!(outcomes.iter().all(|o| o.attached), "{outcomes:?}");
+        std::fs::write("/proc/sys/vm/drop_caches", "2").expect("drop the slab caches");
+        let counted = counts(&ebpf).unwrap().shrinker_scans;
+        let mut ring = RingBuf::try_from(ebpf.take_map(maps::EVENTS).unwrap()).unwrap();
+        let mut events = Vec::new();
+        while let Some(item) = ring.next() {
+            events.push(Event::from_bytes(&item).unwrap());
+        }
+        (counted, events)
+    };
+    let (counted, events) = calls(&superblocks);
+    assert!(counted >= 1, "no call of super_cache_scan by drop_caches");
+    assert_eq!(events.len() as u64, counted);
+    for event in &events {
+        assert_eq!(event.kind(), Some(EventKind::ShrinkerScan));
+        assert_eq!(event.dev, 0);
+        assert_eq!(event.reason, 0, "drop_caches shrinks at priority 0");
+    }
+    let elsewhere = "ffffffff80000010 t f2fs_shrink_scan\n";
+    assert_eq!(calls(elsewhere), (0, Vec::new()));
+}
+
 /// Timed lookups (issue 51): a return program beside each entry, the layout's flag set, and
 /// the page lock's slow path found by name (the newer first); without one, said why.
 #[test]
@@ -154,7 +310,8 @@ fn timed_lookups_add_the_return_and_the_page_lock_wait() {
         "node_access  kprobe f2fs_get_node_page\n             \
          timed: kretprobe on each + waits kprobe __folio_lock\n\
          node_evict   tracepoint filemap:mm_filemap_delete_from_page_cache\n\
-         inode_evict  not available\n"
+         inode_evict  not available\n\
+         shrinker     not available\n"
     );
     let no_lock = with_timing(
         plan(KALLSYMS_6_1, true, Ok(OFFSETS), Ok(EVICT_FORMAT.into())),
@@ -429,6 +586,7 @@ fn truncating_a_watched_inode_gives_one_eviction_per_page() {
         fentry_targets: Vec::new(),
         evict_tracepoint: Some(format!("{EVICT_CATEGORY}:{EVICT_TRACEPOINT}")),
         inode_evict_tracepoint: None,
+        shrinker_tracepoint: None,
         missing: Vec::new(),
         timed: false,
         lock_wait: None,
