@@ -379,6 +379,14 @@ impl Engine {
         self.cache.shrink_scan(whole as u64, &mut self.em);
     }
 
+    /// Ask the shrinker to scan `nr` entries now, in kswapd: a replayed kernel's F2FS
+    /// shrinker giving the node cache its share (`sim::whatif::shrinker`).
+    pub fn shrink_exactly(&mut self, nr: u64) -> crate::cache::shrinker::ShrinkResult {
+        self.em.now_ns = self.now;
+        self.em.task = self.kswapd;
+        self.cache.shrink_scan(nr, &mut self.em)
+    }
+
     /// Direct reclaim in the allocating task when a budget is exceeded.
     fn direct_reclaim(&mut self) {
         if let Pressure::Budget { bytes } = self.pressure {

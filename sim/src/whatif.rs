@@ -58,8 +58,16 @@ pub enum Op {
     InodeEvict,
     /// The recorded kernel's node cache shrinker scanned an entry and left it (its REFERENCED
     /// second chance): reclaim work that dropped nothing, which only a kernel with the RFC's
-    /// tracepoints shows. With `Evict`, what `Reclaim::AsRecorded` replays.
+    /// tracepoints shows. With `Evict`, what `Reclaim::AsRecorded` replays when the trace has
+    /// no `ShrinkerScan`.
     Scan,
+    /// Reclaim asked F2FS's shrinker to scan: `count` objects counted, at reclaim `priority`
+    /// (`vmscan:mm_shrink_slab_start`). What `Reclaim::AsRecorded` replays when the trace has
+    /// them ([`shrinker`]). `nid` is 0: one shrinker serves every F2FS mount.
+    ShrinkerScan {
+        count: u32,
+        priority: u8,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +92,11 @@ pub struct Trace {
     pub inode_evictions: u64,
     /// `Scan` steps.
     pub scans: u64,
+    /// `ShrinkerScan` steps.
+    pub shrinker_scans: u64,
+    /// The recorded kernel had the RFC's node cache (its events: inserts, reclaims,
+    /// conversions), which F2FS's shrinker counted beside its other caches.
+    pub node_cache: bool,
 }
 
 /// The most steps a trace may hold (16 bytes each: 64 MiB). A recording holds events far more
@@ -157,10 +170,15 @@ impl TraceBuilder {
     }
 
     pub fn add(&mut self, event: &Event) -> Result<()> {
-        if event.dev != self.trace.dev && event.kind != EventKind::Checkpoint as u8 {
+        // Checkpoints and F2FS's shrinker are not any one device's.
+        let any_device = [EventKind::Checkpoint, EventKind::ShrinkerScan].map(|kind| kind as u8);
+        if event.dev != self.trace.dev && !any_device.contains(&event.kind) {
             return Ok(());
         }
         match event.decode() {
+            Decoded::Insert { .. } | Decoded::Reclaim { .. } | Decoded::Convert { .. } => {
+                self.trace.node_cache = true;
+            }
             Decoded::NodeAccess {
                 retrieval: Some(retrieval),
                 ..
@@ -263,6 +281,7 @@ impl Trace {
             Op::UntracedLookup => self.untraced_lookups += 1,
             Op::InodeEvict => self.inode_evictions += 1,
             Op::Scan => self.scans += 1,
+            Op::ShrinkerScan { .. } => self.shrinker_scans += 1,
             _ => self.accesses += 1,
         }
         self.steps.push(Step { ts_ns, nid, op });
@@ -376,6 +395,9 @@ fn op_of(event: &Event) -> Option<Op> {
         Decoded::NodeRead {
             readahead: true, ..
         } => Op::Readahead,
+        Decoded::ShrinkerScan {
+            count, priority, ..
+        } => Op::ShrinkerScan { count, priority },
         Decoded::Checkpoint {
             phase: CheckpointPhase::FinishCheckpoint,
             ..
@@ -388,7 +410,10 @@ fn op_of(event: &Event) -> Option<Op> {
 impl Op {
     /// A node lookup of some kind: every op but drops, checkpoints, inode evictions and scans.
     pub fn is_lookup(self) -> bool {
-        !matches!(self, Op::Evict | Op::Checkpoint | Op::InodeEvict | Op::Scan)
+        !matches!(
+            self,
+            Op::Evict | Op::Checkpoint | Op::InodeEvict | Op::Scan | Op::ShrinkerScan { .. }
+        )
     }
 }
 
@@ -438,6 +463,11 @@ pub enum Reclaim {
     /// phone trials took the whole cache in every mode, which a replay freeing the dropped
     /// pages' bytes matched; a reclaim that takes part of it (the trial since the phone's page
     /// cache is in the guest) leaves compressed entries standing where raw ones go.
+    ///
+    /// When the trace has F2FS's shrinker calls (`Op::ShrinkerScan`), those are replayed
+    /// instead ([`shrinker`]): each call's priority against the replayed kernel's own count,
+    /// the node cache competing with the extent and NAT caches inside F2FS's scan. The drops
+    /// and second chances then only mark the episodes.
     AsRecorded,
 }
 
@@ -490,6 +520,8 @@ pub struct Outcome {
     /// restored: what the recorded kernel's inode cache adds to `node_reads` and `restores`.
     pub inode_evictions: u64,
     pub reloads: Reloads,
+    /// F2FS's shrinker, when the trace has its calls (`Reclaim::AsRecorded`).
+    pub shrinker: ShrinkerCalls,
 }
 
 /// Lookups that reloaded an inode the recorded kernel had evicted, after the budget point.
@@ -607,6 +639,9 @@ pub fn replay(
     // the replay has not made yet.
     let mut recorded = std::collections::HashSet::new();
     let mut owed = 0.0;
+    // ... or, when the trace has F2FS's shrinker calls, those calls replayed.
+    let by_calls = settings.reclaim == Reclaim::AsRecorded && trace.shrinker_scans > 0;
+    let mut shrinker = shrinker::F2fsShrinker::default();
     let mut reloads = ReloadTracker::default();
     for (step, &ends_episode) in trace.steps.iter().zip(&ends) {
         engine.advance_to(step.ts_ns)?;
@@ -632,28 +667,53 @@ pub fn replay(
                 let reload = reloads.is_reload(step.nid, step.ts_ns);
                 let (reads, restores) = (engine.disk.reads, engine.cache.stats.events.restores);
                 engine.access(&task, step.nid, RequestedType::Any)?;
+                let (read, restored) = (
+                    engine.disk.reads - reads,
+                    engine.cache.stats.events.restores - restores,
+                );
+                if read + restored > 0 {
+                    shrinker.node_info(step.nid);
+                }
                 if reload {
                     reloads.total.lookups += 1;
-                    reloads.total.node_reads += engine.disk.reads - reads;
-                    reloads.total.restores += engine.cache.stats.events.restores - restores;
+                    reloads.total.node_reads += read;
+                    reloads.total.restores += restored;
                 }
             }
             Op::Create => {
                 engine.create(&task, step.nid)?;
+                shrinker.node_info(step.nid);
             }
             Op::Modify => {
                 engine.dirty_untouched(&task, step.nid)?;
             }
             Op::Readahead => {
                 engine.readahead(&task, &[step.nid])?;
+                shrinker.node_info(step.nid);
             }
             Op::Checkpoint => {
                 engine.checkpoint();
             }
             Op::InodeEvict => reloads.evicted(step.nid),
             Op::Scan => {
-                if settings.reclaim == Reclaim::AsRecorded {
+                if settings.reclaim == Reclaim::AsRecorded && !by_calls {
                     scan_as_recorded(&mut engine, recorded.len(), &mut owed);
+                }
+            }
+            Op::ShrinkerScan { count, priority } => {
+                if by_calls {
+                    let recorded_node_cache = if trace.node_cache {
+                        recorded.len() as u64
+                    } else {
+                        0
+                    };
+                    shrinker.call(
+                        &mut engine,
+                        step.ts_ns,
+                        u64::from(count),
+                        priority,
+                        recorded_node_cache,
+                    );
                 }
             }
             Op::Evict => {
@@ -665,7 +725,9 @@ pub fn replay(
                     outcome.pressure_episodes += 1;
                 }
                 if settings.reclaim == Reclaim::AsRecorded {
-                    scan_as_recorded(&mut engine, recorded.len(), &mut owed);
+                    if !by_calls {
+                        scan_as_recorded(&mut engine, recorded.len(), &mut owed);
+                    }
                     recorded.remove(&step.nid);
                 }
             }
@@ -705,7 +767,22 @@ pub fn replay(
     outcome.restore_ns = since.events.restore_latency.total_ns;
     outcome.inode_evictions = trace.inode_evictions;
     outcome.reloads = reloads.total.since(&mark.reloads);
+    outcome.shrinker = ShrinkerCalls {
+        calls: shrinker.calls,
+        scanned: shrinker.scanned,
+        node_scanned: shrinker.node_scanned,
+    };
     Ok(outcome)
+}
+
+/// F2FS's shrinker as the replay drove it from the recorded calls (`Op::ShrinkerScan`; all
+/// zero without them): the calls that found something to count, the objects it was asked to
+/// scan, and the node cache entries it scanned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShrinkerCalls {
+    pub calls: u64,
+    pub scanned: u64,
+    pub node_scanned: u64,
 }
 
 /// The three counts the exactness claim is about.
@@ -778,6 +855,7 @@ pub fn vm_replay_check(seed: u64) -> Result<VmReplayCheck> {
 }
 
 pub mod grid;
+pub mod shrinker;
 
 #[cfg(test)]
 mod tests;

@@ -424,3 +424,155 @@ fn fewer_inode_evictions_keep_the_least_recently_used() {
     let error = trace.with_inode_evictions(3).unwrap_err().to_string();
     assert!(error.contains("evicted 2 inodes"), "{error}");
 }
+
+/// A trace of 200 node reads, 10 s of quiet, then F2FS's shrinker called once at priority 0
+/// with `count` objects; 50 of the nodes dropped just before when `drops`.
+fn shrinker_trace(count: u32, drops: bool) -> (Trace, Arc<NodeSet>) {
+    let nodes = vm_replay::rfc_nodes().unwrap();
+    let nids: Vec<u32> = nodes.nids().iter().copied().skip(1).take(200).collect();
+    let mut trace = Trace::default();
+    for (i, &nid) in nids.iter().enumerate() {
+        trace.push(i as u64 * 1_000, nid, Op::Lookup);
+    }
+    let later = 10_000_000_000;
+    if drops {
+        for (i, &nid) in nids.iter().take(50).enumerate() {
+            trace.push(later + i as u64, nid, Op::Evict);
+        }
+    }
+    trace.push(later + 1_000, 0, Op::ShrinkerScan { count, priority: 0 });
+    (trace, nodes)
+}
+
+fn off_as_recorded() -> Settings {
+    Settings {
+        knobs: Knobs {
+            threshold: 0,
+            interval_ms: 100,
+        },
+        budget_bytes: 0,
+        reclaim: Reclaim::AsRecorded,
+        cache: crate::cache::CacheConfig::rfc(),
+    }
+}
+
+/// F2FS's shrinker replayed from a recorded call: 200 raw entries (unreferenced: read as
+/// misses) and 200 NAT entries (one per node read), the other 300 of the recorded 500 objects
+/// extents. Priority 0 asks for 700 x 4 / 2 = 1,400, capped at twice the count: 10 batches of
+/// 128 (the last 120 deferred). Each batch frees 32 extents, then the node cache scans its
+/// share of the other 96 against the NAT entries (48 while they are equal) and the NAT
+/// entries give the rest: 48, 48, 48, 48, then the last 8 entries. Drops do not scan when the
+/// calls are there; a recording whose kernel had the RFC's cache counted its held nodes in
+/// the call (150 after 50 drops), leaving 150 extents: 550 objects, 8 batches.
+#[test]
+fn recorded_shrinker_calls_replay_f2fs_scan_against_the_replayed_count() {
+    let (trace, nodes) = shrinker_trace(500, false);
+    assert_eq!(trace.shrinker_scans, 1);
+    let outcome = replay(&trace, nodes, off_as_recorded(), Payload::Lz4).unwrap();
+    assert_eq!(
+        outcome.shrinker,
+        ShrinkerCalls {
+            calls: 1,
+            scanned: 1_280,
+            node_scanned: 200
+        }
+    );
+    assert_eq!((outcome.reclaimed_raw, outcome.end_nodes), (200, 0));
+
+    let (dropped, nodes) = shrinker_trace(500, true);
+    let outcome = replay(&dropped, nodes, off_as_recorded(), Payload::Lz4).unwrap();
+    assert_eq!(outcome.shrinker.scanned, 1_280);
+    assert_eq!((outcome.reclaimed_raw, outcome.end_nodes), (200, 0));
+
+    let (mut with_cache, nodes) = shrinker_trace(500, true);
+    with_cache.node_cache = true;
+    let outcome = replay(&with_cache, nodes, off_as_recorded(), Payload::Lz4).unwrap();
+    assert_eq!(
+        outcome.shrinker,
+        ShrinkerCalls {
+            calls: 1,
+            scanned: 1_024,
+            node_scanned: 200
+        }
+    );
+}
+
+/// A higher priority asks for less: at priority 3, 700 >> 3 = 87, x 4 / 2 = 174: one batch of
+/// 128 (46 deferred), whose 96 after the extents split 48 / 48 between the node cache and the
+/// NAT entries. A second call within the second asks for (46 >> 3) + the new delta.
+#[test]
+fn the_shrinker_priority_and_deferred_work_are_the_kernel_s() {
+    let (mut trace, nodes) = shrinker_trace(500, false);
+    let call = trace.steps.last_mut().unwrap();
+    call.op = Op::ShrinkerScan {
+        count: 500,
+        priority: 3,
+    };
+    let outcome = replay(&trace, nodes_again(), off_as_recorded(), Payload::Lz4).unwrap();
+    assert_eq!(
+        outcome.shrinker,
+        ShrinkerCalls {
+            calls: 1,
+            scanned: 128,
+            node_scanned: 48
+        }
+    );
+    // Left: 152 entries, 152 NAT entries, 268 extents = 572; (572 >> 3) x 2 = 142, plus
+    // 46 >> 3 = 5: 147, one batch: 32 extents, then 48 of 96 to the node cache.
+    let ts = trace.steps.last().unwrap().ts_ns + 1_000;
+    trace.push(
+        ts,
+        0,
+        Op::ShrinkerScan {
+            count: 500,
+            priority: 3,
+        },
+    );
+    let outcome = replay(&trace, nodes, off_as_recorded(), Payload::Lz4).unwrap();
+    assert_eq!(
+        outcome.shrinker,
+        ShrinkerCalls {
+            calls: 2,
+            scanned: 256,
+            node_scanned: 96
+        }
+    );
+    assert_eq!(outcome.end_nodes, 104);
+}
+
+/// F2FS's shrinker calls belong to no device (one shrinker for every mount): kept in the
+/// trace of whichever device it is; the RFC cache's own events mark the recorded kernel as
+/// one with the node cache.
+#[test]
+fn shrinker_calls_join_every_device_s_trace() {
+    let dev = 0x80_0011;
+    let mut call = Event::new(EventKind::ShrinkerScan, 2_000)
+        .nid(18_168)
+        .len(512);
+    call.reason = 6;
+    let mut builder = TraceBuilder::new(dev);
+    for event in [
+        Event::new(EventKind::NodeAccess, 1_000).dev(dev).nid(9),
+        call,
+    ] {
+        builder.add(&event).unwrap();
+    }
+    let trace = builder.finish().unwrap();
+    assert_eq!(trace.shrinker_scans, 1);
+    assert!(!trace.node_cache);
+    assert_eq!(
+        trace.steps[1].op,
+        Op::ShrinkerScan {
+            count: 18_168,
+            priority: 6
+        }
+    );
+    let mut builder = TraceBuilder::new(dev);
+    for event in [
+        Event::new(EventKind::NodeAccess, 1_000).dev(dev).nid(9),
+        Event::new(EventKind::Insert, 1_100).dev(dev).nid(9),
+    ] {
+        builder.add(&event).unwrap();
+    }
+    assert!(builder.finish().unwrap().node_cache);
+}
