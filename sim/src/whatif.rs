@@ -309,6 +309,7 @@ impl Trace {
         let mut reloads = ReloadTracker::default();
         let mut trace = Trace {
             dev: self.dev,
+            node_cache: self.node_cache,
             ..Trace::default()
         };
         for (index, step) in self.steps.iter().enumerate() {

@@ -135,9 +135,7 @@ impl F2fsShrinker {
         self.extents -= freed;
         if freed < nr {
             let own = engine.cache.shrink_count();
-            let total = own + self.nat.len();
-            if total > 0 {
-                let share = (nr - freed) * own / total;
+            if let Some(share) = ((nr - freed) * own).checked_div(own + self.nat.len()) {
                 let result = engine.shrink_exactly(share);
                 self.node_scanned += result.scanned_total();
                 freed += result.reclaimed_total();

@@ -470,7 +470,8 @@ fn whatif_check(
         lines.push(format!(
             "  what-if: off{k}'s recording at {} %, {} ms against on{k} (predicted / measured): \
              {}; pressure episodes {}; inodes evicted off{k} {} / on{k} {}, the replay's \
-             reloads after the pressure {} lookups, {} node reads",
+             reloads after the pressure {} lookups, {} node reads; its F2FS shrinker {} \
+             calls, {} objects scanned, {} node cache entries",
             point["settings"]["knobs"]["threshold"]
                 .as_u64()
                 .unwrap_or(0),
@@ -483,6 +484,9 @@ fn whatif_check(
             evicted(format!("on{k}")),
             reloads["lookups"].as_u64().unwrap_or(0),
             reloads["node_reads"].as_u64().unwrap_or(0),
+            outcome["shrinker"]["calls"].as_u64().unwrap_or(0),
+            outcome["shrinker"]["scanned"].as_u64().unwrap_or(0),
+            outcome["shrinker"]["node_scanned"].as_u64().unwrap_or(0),
         ));
         sums.add(predicted, measured);
     }
