@@ -50,7 +50,7 @@ enum Task {
         stock: Option<std::path::PathBuf>,
         #[arg(long, requires = "stock")]
         patched: Option<std::path::PathBuf>,
-        /// Leave out the cover letter's phone trial (its second boot, about 16 minutes).
+        /// Leave out the cover letter's phone trial (its second boot, about 18 minutes).
         #[arg(long, conflicts_with = "phone_only")]
         no_phone: bool,
         /// Phone trials of each mode (compression off, on).
