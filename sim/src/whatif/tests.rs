@@ -263,26 +263,13 @@ fn demand_reads_outside_timed_lookups_are_untraced_lookups() {
 /// sixteenth of a raw entry in the count) the same drops scan a sixteenth as many.
 #[test]
 fn recorded_scans_take_the_same_share_of_the_cache() {
-    let nodes = vm_replay::rfc_nodes().unwrap();
-    let nids: Vec<u32> = nodes.nids().iter().copied().skip(1).take(2_000).collect();
-    let mut trace = Trace::default();
-    for (i, &nid) in nids.iter().enumerate() {
-        trace.push(i as u64 * 1_000, nid, Op::Lookup);
-    }
+    let (mut trace, nodes, nids) = lookups_of(2_000);
     // 10 s later (every entry cold and, with compression on, converted), 100 drops.
     let later = 10_000_000_000;
     for i in 0..100u64 {
         trace.push(later + i * 1_000, nids[i as usize], Op::Evict);
     }
-    let settings = |threshold| Settings {
-        knobs: Knobs {
-            threshold,
-            interval_ms: 100,
-        },
-        budget_bytes: 0,
-        reclaim: Reclaim::AsRecorded,
-        cache: crate::cache::CacheConfig::rfc(),
-    };
+    let settings = as_recorded;
     let off = replay(&trace, nodes.clone(), settings(0), Payload::Lz4).unwrap();
     assert_eq!((off.reclaimed_raw, off.end_nodes), (100, 1_900));
     let on = replay(&trace, nodes.clone(), settings(25), Payload::Lz4).unwrap();
@@ -357,16 +344,7 @@ fn the_lookups_that_reload_an_evicted_inode_are_counted() {
     trace.push(reload + ms, inode, Op::Lookup);
     // Long after: the cached inode's own lookup (an xattr read), no reload.
     trace.push(reload + RELOAD_SPAN_NS + ms, inode, Op::Lookup);
-    let settings = Settings {
-        knobs: Knobs {
-            threshold: 0,
-            interval_ms: 100,
-        },
-        budget_bytes: 0,
-        reclaim: Reclaim::AsRecorded,
-        cache: crate::cache::CacheConfig::rfc(),
-    };
-    let outcome = replay(&trace, nodes, settings, Payload::Lz4).unwrap();
+    let outcome = replay(&trace, nodes, off_as_recorded(), Payload::Lz4).unwrap();
     assert_eq!(outcome.inode_evictions, 1);
     assert_eq!(
         outcome.reloads,
@@ -428,12 +406,7 @@ fn fewer_inode_evictions_keep_the_least_recently_used() {
 /// A trace of 200 node reads, 10 s of quiet, then F2FS's shrinker called once at priority 0
 /// with `count` objects; 50 of the nodes dropped just before when `drops`.
 fn shrinker_trace(count: u32, drops: bool) -> (Trace, Arc<NodeSet>) {
-    let nodes = vm_replay::rfc_nodes().unwrap();
-    let nids: Vec<u32> = nodes.nids().iter().copied().skip(1).take(200).collect();
-    let mut trace = Trace::default();
-    for (i, &nid) in nids.iter().enumerate() {
-        trace.push(i as u64 * 1_000, nid, Op::Lookup);
-    }
+    let (mut trace, nodes, nids) = lookups_of(200);
     let later = 10_000_000_000;
     if drops {
         for (i, &nid) in nids.iter().take(50).enumerate() {
@@ -445,15 +418,32 @@ fn shrinker_trace(count: u32, drops: bool) -> (Trace, Arc<NodeSet>) {
 }
 
 fn off_as_recorded() -> Settings {
+    as_recorded(0)
+}
+
+/// `Reclaim::AsRecorded` at `threshold` %, 100 ms, the RFC's cache.
+fn as_recorded(threshold: u32) -> Settings {
     Settings {
         knobs: Knobs {
-            threshold: 0,
+            threshold,
             interval_ms: 100,
         },
         budget_bytes: 0,
         reclaim: Reclaim::AsRecorded,
         cache: crate::cache::CacheConfig::rfc(),
     }
+}
+
+/// One lookup of each of the first `n` nodes of the RFC's node set (after the root), 1 us
+/// apart: with compression off, `n` raw entries, each read from disk.
+fn lookups_of(n: usize) -> (Trace, Arc<NodeSet>, Vec<u32>) {
+    let nodes = vm_replay::rfc_nodes().unwrap();
+    let nids: Vec<u32> = nodes.nids().iter().copied().skip(1).take(n).collect();
+    let mut trace = Trace::default();
+    for (i, &nid) in nids.iter().enumerate() {
+        trace.push(i as u64 * 1_000, nid, Op::Lookup);
+    }
+    (trace, nodes, nids)
 }
 
 /// F2FS's shrinker replayed from a recorded call: 200 raw entries (unreferenced: read as
