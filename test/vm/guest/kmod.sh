@@ -10,6 +10,7 @@
 mark boot
 mkdir -p /sys/kernel/debug
 mount -t debugfs debugfs /sys/kernel/debug
+hold_static_keys
 load_modules f2fs.ko
 find_disks
 D=/sys/kernel/debug/f2fs/$DEV

@@ -13,6 +13,7 @@
 mark boot
 mkdir -p /sys/kernel/debug
 mount -t debugfs debugfs /sys/kernel/debug
+hold_static_keys
 load_modules
 find_disks
 D=/sys/kernel/debug/f2fs/$DEV

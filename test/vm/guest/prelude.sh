@@ -27,16 +27,23 @@ load_modules() {
 # tracefs, at T.
 mount_tracing() {
   [ "$ANDROID" = 1 ] || { mkdir -p /sys/kernel/debug; mount -t debugfs debugfs /sys/kernel/debug; }
-  mkdir -p /sys/kernel/tracing
-  mount -t tracefs tracefs /sys/kernel/tracing
+  hold_static_keys
+}
+# Static keys held on for the whole boot: under TCG, patching a static branch while the other
+# vCPU runs it has left a stale int3 (Debian's 6.12 panicked in ttwu_do_activate in two boots
+# on 2026-12-04, a third hung there; `Oops: int3` in __schedule as a kmod phase's recording
+# stopped, 2026-12-06). One trace event on (module loads: rare) starts tracing's recording of
+# task names, on a quiet system, and it never stops: the sched_switch and sched_wakeup tracepoints' keys stay on, which the phases'
+# hist triggers and nodescope's timed lookups (a raw tracepoint on sched_switch) would
+# otherwise turn on and off. The shrinker tracepoint's own event (reclaim's calls: rare) keeps
+# its key on while `record --accesses` attaches to it and detaches. tracefs at T.
+hold_static_keys() {
   T=/sys/kernel/tracing
-  # One trace event on for the whole boot (module loads: rare), so that tracing's recording of
-  # task names starts now, on a quiet system, and never stops: otherwise every hist trigger
-  # removed (the phases' exact counts) stops it, which rewrites the sched_wakeup static key in
-  # ttwu_do_activate; under TCG a timer interrupt then ran that code half-rewritten (Debian's
-  # 6.12 panicked in ttwu_do_activate in two boots on 2026-12-04; a third hung at that step).
-  echo 1 > $T/events/module/module_load/enable 2>/dev/null ||
-    echo "@@ note: events/module/module_load cannot be enabled"
+  [ -e $T/trace ] || { mkdir -p $T; mount -t tracefs tracefs $T; }
+  for event in module/module_load vmscan/mm_shrink_slab_start; do
+    echo 1 > $T/events/$event/enable 2>/dev/null ||
+      echo "@@ note: events/$event cannot be enabled"
+  done
 }
 # RES: the disk with serial "results" (without it the host can learn nothing: power off);
 # DEV: the one with serial "f2fs", S its sysfs directory.
