@@ -672,7 +672,7 @@ pub fn replay(
                     engine.disk.reads - reads,
                     engine.cache.stats.events.restores - restores,
                 );
-                if read + restored > 0 {
+                if by_calls && read + restored > 0 {
                     shrinker.node_info(step.nid);
                 }
                 if reload {
@@ -683,14 +683,18 @@ pub fn replay(
             }
             Op::Create => {
                 engine.create(&task, step.nid)?;
-                shrinker.node_info(step.nid);
+                if by_calls {
+                    shrinker.node_info(step.nid);
+                }
             }
             Op::Modify => {
                 engine.dirty_untouched(&task, step.nid)?;
             }
             Op::Readahead => {
                 engine.readahead(&task, &[step.nid])?;
-                shrinker.node_info(step.nid);
+                if by_calls {
+                    shrinker.node_info(step.nid);
+                }
             }
             Op::Checkpoint => {
                 engine.checkpoint();
