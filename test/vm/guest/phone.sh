@@ -156,9 +156,9 @@ trial() {
   launch_pass ${name}_pass2
   snap ${name}_pass2
   mark ${name}_passes_done
-  # The sync phase: an agent (root) reads every app's shared preferences' xattrs, round after
-  # round (/sync: syncpoll, its period and rounds from phone.rs), the same node blocks again
-  # and again, while the phone is otherwise idle.
+  # The sync phase: after an idle wait, an agent (root) reads every app's shared preferences'
+  # xattrs, round after round (/sync: its wait, syncpoll's period and rounds from phone.rs),
+  # the same node blocks again and again, while the phone is otherwise idle.
   sh /sync > $R/${name}_sync.txt 2> $R/${name}_sync.err || fail "$name: the sync phase"
   snap ${name}_synced
   mark ${name}_synced
