@@ -85,7 +85,26 @@ impl Default for Options {
 
 /// Build both modules (`cargo xtask kmod`, cached) and run the phase with them.
 pub fn build_and_run(label: &str, options: Options) -> Result<()> {
+    build_and_run_beside(label, options, || ())
+}
+
+/// [`build_and_run`], with `beside` run in a thread of its own from the end of the builds to
+/// the end of the phase (`cargo xtask test` builds the next phases' modules there).
+pub fn build_and_run_beside(
+    label: &str,
+    options: Options,
+    beside: impl FnOnce() + Send + 'static,
+) -> Result<()> {
     let built = crate::kmod::build(label, None)?;
+    let beside = std::thread::spawn(beside);
+    let outcome = run_built(label, &built, options);
+    if beside.join().is_err() {
+        eprintln!("kmod {label}: the work beside the phase panicked");
+    }
+    outcome
+}
+
+fn run_built(label: &str, built: &crate::kmod::Built, options: Options) -> Result<()> {
     let patched = built
         .patched
         .as_ref()
