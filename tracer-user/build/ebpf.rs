@@ -85,11 +85,9 @@ fn share_target_dir(out_dir: &Path, features: &[&str]) -> anyhow::Result<()> {
         features.join("+")
     };
     let shared = shared_root.join("ebpf-target").join(key);
-    std::fs::create_dir_all(&shared)
-        .with_context(|| format!("creating {}", shared.display()))?;
+    std::fs::create_dir_all(&shared).with_context(|| format!("creating {}", shared.display()))?;
     let parent = out_dir.join("aya-build/target");
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("creating {}", parent.display()))?;
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
     let link = parent.join("tracer-ebpf");
     match std::fs::symlink_metadata(&link) {
         Ok(meta) if meta.file_type().is_symlink() => {
