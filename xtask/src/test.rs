@@ -158,9 +158,10 @@ fn kmod_test(totals: &mut Totals) {
         return;
     }
     // With the phone trial (issue 50): 3 + 3 trials (`cargo xtask vm-kmod`'s default) and the
-    // static and controller trials, its own boot. With 2 + 2 a fresh clone's run took 2,912 s
-    // on 2026-12-06, once the eBPF object was built once and the next phases' modules beside
-    // this one (3,638 s with 3 + 3 before). Until the what-if replayed F2FS's shrinker calls
+    // static and controller trials, its own boot. A fresh clone's run took 3,187 s on
+    // 2026-12-06 (2,912 s with 2 + 2), once the eBPF object was built once and the next
+    // phases' modules beside this one (3,638 s before). Until the what-if replayed F2FS's
+    // shrinker calls
     // (kmod/README.md, "F2FS's shrinker, replayed") its 5 % check failed most runs.
     let options = vm_harness::kmod_phase::Options::default();
     // The variant and foreign phases' modules build beside this phase's VM (about 2 minutes
