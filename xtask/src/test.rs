@@ -161,8 +161,8 @@ fn kmod_test(totals: &mut Totals) {
     // static and controller trials, its own boot. A fresh clone's run took 3,187 s on
     // 2026-12-06 (2,912 s with 2 + 2), once the eBPF object was built once and the next
     // phases' modules beside this one (3,638 s before). Until the what-if replayed F2FS's
-    // shrinker calls
-    // (kmod/README.md, "F2FS's shrinker, replayed") its 5 % check failed most runs.
+    // shrinker calls (kmod/README.md, "F2FS's shrinker, replayed") its 5 % check failed most
+    // runs.
     let options = vm_harness::kmod_phase::Options::default();
     // The variant and foreign phases' modules build beside this phase's VM (about 2 minutes
     // of builds off the run's length); a build that fails here fails again in its phase, which
