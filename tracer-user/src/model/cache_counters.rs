@@ -3,12 +3,13 @@
 //! reading is its baseline; what it counted since then, per window and since the start, takes
 //! the place of the events' count of its kind, device by device summed. Per-process and per-app
 //! rows stay the events' own: a total is never split across apps.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use tracer_common::{
     activity::{Counters, PerQueue, PerReason},
-    CounterReading, EventKind, Measure, Queue, QUEUE_COUNT,
+    CounterReading, EventKind, Measure, Queue, QUEUE_COUNT, RESTORE_FAIL_REASONS,
+    SECOND_CHANCE_REASONS,
 };
 
 use super::{CacheGauges, ENTRY_BYTES, MAX_DEVICES};
@@ -18,17 +19,21 @@ type Key = (u32, Measure, Option<u8>);
 
 #[derive(Clone, Copy, Debug)]
 struct Reading {
-    /// The baseline: the first value seen.
-    first: u64,
-    /// The value when the open window began (the baseline in the first window).
-    window_start: u64,
+    /// The time of the newest reading taken in.
+    ts_ns: u64,
+    /// The newest value.
     last: u64,
+    /// What the counter counted since its first reading (the baseline), across resets.
+    since_start: u64,
+    /// What it counted in the open window.
+    in_window: u64,
 }
 
 /// What the counters say, per window and since the start.
 #[derive(Debug, Default)]
 pub(crate) struct CounterTally {
     readings: BTreeMap<Key, Reading>,
+    devices: BTreeSet<u32>,
 }
 
 /// The kinds the counters counted (each kind's total, and its parts), for a window or since
@@ -41,34 +46,80 @@ pub struct CounterTotals {
     pub entries: Option<PerQueue>,
 }
 
+/// The kinds a mechanism's counters can count (`source::bpf::cache_counters`' rules).
+const COUNTED_KINDS: [EventKind; 10] = [
+    EventKind::Convert,
+    EventKind::ConvertReject,
+    EventKind::ConvertAbort,
+    EventKind::Restore,
+    EventKind::RestoreNomem,
+    EventKind::RestoreFail,
+    EventKind::Insert,
+    EventKind::Forget,
+    EventKind::Reclaim,
+    EventKind::SecondChance,
+];
+
+/// Whether a real counters file could have given this reading: a kind its rules name, kept
+/// per a queue or reason that measure has (or as a total). Anything else is a crafted
+/// recording's, and left out: the tally's keys stay a few dozen per device.
+fn is_known(reading: &CounterReading) -> bool {
+    let queue = |sub: Option<u8>| sub.is_some_and(|q| usize::from(q) < QUEUE_COUNT);
+    let reason = |sub: Option<u8>, reasons: &[(u8, &str)]| {
+        sub.is_none_or(|code| reasons.iter().any(|(c, _)| *c == code))
+    };
+    match reading.measure {
+        Measure::Entries => queue(reading.sub),
+        Measure::RestoreNs => reading.sub.is_none(),
+        Measure::Events(EventKind::Reclaim) => reading.sub.is_none() || queue(reading.sub),
+        Measure::Events(EventKind::RestoreFail) => reason(reading.sub, &RESTORE_FAIL_REASONS),
+        Measure::Events(EventKind::SecondChance) => reason(reading.sub, &SECOND_CHANCE_REASONS),
+        Measure::Events(kind) => COUNTED_KINDS.contains(&kind) && reading.sub.is_none(),
+    }
+}
+
 impl CounterTally {
-    pub(crate) fn observe(&mut self, dev: u32, reading: &CounterReading) {
-        let key = (dev, reading.measure, reading.sub);
-        // A crafted recording could name a device per event: the counters of devices past
-        // MAX_DEVICES are left out (a phone has one or two), so the tally stays bounded.
-        if !self.readings.contains_key(&key) && self.too_many_devices(dev) {
+    /// One reading taken at `ts_ns`. The first of a counter is its baseline. A counter only
+    /// grows, so a lower value is the counter started again (the device mounted again, or a
+    /// wrap): what it shows then was counted since. A reading older than one already taken in
+    /// is stale news and left out, so the order readings arrive in cannot change a count.
+    pub(crate) fn observe(&mut self, dev: u32, ts_ns: u64, reading: &CounterReading) {
+        if !is_known(reading) {
             return;
         }
-        let entry = self.readings.entry(key).or_insert(Reading {
-            first: reading.value,
-            window_start: reading.value,
-            last: reading.value,
-        });
-        // A counter that went back (the device was mounted again): counted from there.
-        if reading.value < entry.last {
-            let counted = entry.last - entry.first;
-            entry.first = reading.value.saturating_sub(counted);
-            entry.window_start = reading
-                .value
-                .saturating_sub(entry.last - entry.window_start);
+        let key = (dev, reading.measure, reading.sub);
+        let Some(entry) = self.readings.get_mut(&key) else {
+            // A crafted recording could name a device per event: the counters of devices
+            // past MAX_DEVICES are left out (a phone has one or two), so the tally stays
+            // bounded.
+            if !self.devices.contains(&dev) {
+                if self.devices.len() >= MAX_DEVICES {
+                    return;
+                }
+                self.devices.insert(dev);
+            }
+            self.readings.insert(
+                key,
+                Reading {
+                    ts_ns,
+                    last: reading.value,
+                    since_start: 0,
+                    in_window: 0,
+                },
+            );
+            return;
+        };
+        if ts_ns < entry.ts_ns {
+            return;
         }
+        let counted = match reading.value.checked_sub(entry.last) {
+            Some(grown) => grown,
+            None => reading.value,
+        };
+        entry.since_start = entry.since_start.saturating_add(counted);
+        entry.in_window = entry.in_window.saturating_add(counted);
         entry.last = reading.value;
-    }
-
-    fn too_many_devices(&self, dev: u32) -> bool {
-        let mut devices: Vec<u32> = self.readings.keys().map(|(d, _, _)| *d).collect();
-        devices.dedup();
-        !devices.contains(&dev) && devices.len() >= MAX_DEVICES
+        entry.ts_ns = ts_ns;
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -78,7 +129,7 @@ impl CounterTally {
     /// Start a new window: what the counters counted so far belongs to the closed one.
     pub(crate) fn close_window(&mut self) {
         for reading in self.readings.values_mut() {
-            reading.window_start = reading.last;
+            reading.in_window = 0;
         }
     }
 
@@ -117,9 +168,9 @@ impl CounterTally {
     pub(crate) fn overlay(&self, counters: &mut Counters, since_start: bool) {
         let counted = |r: &Reading| {
             if since_start {
-                r.last - r.first
+                r.since_start
             } else {
-                r.last - r.window_start
+                r.in_window
             }
         };
         let total = |kind: EventKind| -> Option<u64> {
@@ -156,7 +207,9 @@ impl CounterTally {
                     self.sum(reclaim, Some(queue.code()), counted).unwrap_or(0);
             }
             // A total kept for no queue: its queue is not known, the total must still hold.
-            queues.raw += self.sum(reclaim, None, counted).unwrap_or(0);
+            queues.raw = queues
+                .raw
+                .saturating_add(self.sum(reclaim, None, counted).unwrap_or(0));
             counters.reclaims = queues;
         }
         let chance = Measure::Events(EventKind::SecondChance);
@@ -184,10 +237,11 @@ impl CounterTally {
         for sub in self.parts(measure) {
             let count = self.sum(measure, sub, &counted).unwrap_or(0);
             let index = sub.map_or(0, usize::from);
-            match reasons.0.get_mut(index) {
-                Some(slot) => *slot += count,
-                None => reasons.0[0] += count,
-            }
+            let slot = match reasons.0.get_mut(index) {
+                Some(slot) => slot,
+                None => &mut reasons.0[0],
+            };
+            *slot = slot.saturating_add(count);
         }
         reasons
     }
@@ -243,9 +297,9 @@ impl CounterTally {
         }
         let counted = |r: &Reading| {
             if since_start {
-                r.last - r.first
+                r.since_start
             } else {
-                r.last - r.window_start
+                r.in_window
             }
         };
         for ((_, measure, _), reading) in &self.readings {
@@ -268,10 +322,23 @@ mod tests {
     use super::*;
 
     fn observe(tally: &mut CounterTally, dev: u32, measure: Measure, sub: Option<u8>, value: u64) {
-        let Decoded::Counter(reading) = Event::counter(1, dev, measure, sub, value).decode() else {
+        let ts = tally.readings.values().map(|r| r.ts_ns).max().unwrap_or(0) + 1;
+        observe_at(tally, ts, dev, measure, sub, value);
+    }
+
+    fn observe_at(
+        tally: &mut CounterTally,
+        ts: u64,
+        dev: u32,
+        measure: Measure,
+        sub: Option<u8>,
+        value: u64,
+    ) {
+        let Decoded::Counter(reading) = Event::counter(ts, dev, measure, sub, value).decode()
+        else {
             panic!("not a counter");
         };
-        tally.observe(dev, &reading);
+        tally.observe(dev, ts, &reading);
     }
 
     #[test]
@@ -346,5 +413,73 @@ mod tests {
             gauges.attributed_bytes,
             10 * ENTRY_BYTES + 4 * 4096 + 5 * 256 + 1024
         );
+    }
+
+    /// Issue 63: a remount starts the counter again, and a crafted one may wrap: what was
+    /// counted stays, and what the new one shows is counted on top.
+    #[test]
+    fn a_counter_that_starts_again_keeps_what_was_counted() {
+        let mut tally = CounterTally::default();
+        let insert = Measure::Events(EventKind::Insert);
+        for value in [1000, 5000, 10, 20] {
+            observe(&mut tally, 1, insert, None, value);
+        }
+        assert_eq!(tally.totals(true).kinds["insert"], 4000 + 10 + 10);
+        let mut tally = CounterTally::default();
+        for value in [u64::MAX - 5, u64::MAX - 1, 3] {
+            observe(&mut tally, 1, insert, None, value);
+        }
+        assert_eq!(tally.totals(true).kinds["insert"], 4 + 3);
+    }
+
+    /// Issue 63: near-2^64 parts and totals saturate instead of wrapping (or panicking in a
+    /// debug build).
+    #[test]
+    fn parts_near_the_top_saturate() {
+        let mut tally = CounterTally::default();
+        let fail = Measure::Events(EventKind::RestoreFail);
+        for sub in [Some(RESTORE_FAIL_CRC), Some(1), None] {
+            observe(&mut tally, 1, fail, sub, 0);
+            observe(&mut tally, 1, fail, sub, u64::MAX - 1);
+        }
+        let mut all = Counters::default();
+        tally.overlay(&mut all, true);
+        assert_eq!(all.restore_fails, u64::MAX);
+        assert_eq!(all.restore_fail_reasons.get(RESTORE_FAIL_CRC), u64::MAX - 1);
+        assert_eq!(all.restore_fail_reasons.0[0], u64::MAX - 1);
+    }
+
+    /// Issue 63: readings that reach the tally out of their order (a stale one after a newer
+    /// one, as a cancelled read once delivered the first readings) count nothing twice.
+    #[test]
+    fn a_stale_reading_after_a_newer_one_changes_no_count() {
+        let mut tally = CounterTally::default();
+        let insert = Measure::Events(EventKind::Insert);
+        observe_at(&mut tally, 10, 1, insert, None, 4196);
+        observe_at(&mut tally, 30, 1, insert, None, 8392);
+        observe_at(&mut tally, 20, 1, insert, None, 6000);
+        observe_at(&mut tally, 40, 1, insert, None, 9000);
+        assert_eq!(tally.totals(true).kinds["insert"], 9000 - 4196);
+    }
+
+    /// Issue 63: a recording naming thousands of counters per device kept `report` busy for
+    /// minutes; only what a real counters file can hold is taken in.
+    #[test]
+    fn only_counters_a_real_file_can_hold_are_kept() {
+        let mut tally = CounterTally::default();
+        for dev in 0..4 {
+            for measure in 0..=255u8 {
+                let Some(measure) = Measure::from_code(measure) else {
+                    continue;
+                };
+                for sub in (0..=254u8).map(Some).chain([None]) {
+                    observe(&mut tally, dev, measure, sub, 7);
+                }
+            }
+        }
+        // Per device: 4 entries queues, restore_ns, reclaim (total + 4 queues), restore_fail
+        // (total + 7 reasons), second_chance (total + 3 reasons), 7 other kinds.
+        let per_device = 4 + 1 + 5 + 8 + 4 + 7;
+        assert_eq!(tally.readings.len(), 4 * per_device);
     }
 }

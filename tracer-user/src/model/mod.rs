@@ -268,7 +268,8 @@ impl Model {
         // Decoded once here: every table below reads the same meaning of the event.
         let decoded = event.decode();
         if let Decoded::Counter(reading) = decoded {
-            self.cache_counters.observe(event.dev, &reading);
+            self.cache_counters
+                .observe(event.dev, event.ts_ns, &reading);
             return;
         }
         self.activity.record(&decoded);

@@ -97,7 +97,7 @@ impl BpfSource {
     /// which is what the model's node-read figures come from anyway, at a fraction of the
     /// per-read cost (docs/PERFORMANCE.md).
     pub(crate) fn start(
-        plan: &Plan,
+        plan: &mut Plan,
         manifest: Option<&Manifest>,
         node_read_events: bool,
         hook: FunctionHook,
@@ -399,12 +399,19 @@ impl BpfSource {
     }
 
     async fn fill(&mut self, out: &mut Vec<Event>) -> Result<bool> {
-        out.append(&mut self.first_readings);
-        let start = out.len();
+        // Cancel-safe: nothing leaves the source before the last await. The run loop drops
+        // this future when a refresh is due and keeps `out` for its next call, so the first
+        // readings taken off before the wait reached the model only with the next ring
+        // batch, after newer readings: a counter that seemed to go back (a remount, to the
+        // tally) and a baseline counted twice (issue 63: 3,965 inserts too many when busy).
+        let mut read = Vec::new();
         self.reader
-            .read_batch(|event| out.push(event))
+            .read_batch(|event| read.push(event))
             .await
             .context("reading the ring buffer")?;
+        out.append(&mut self.first_readings);
+        let start = out.len();
+        out.append(&mut read);
         self.drop_demoted(out, start);
         self.put_in_time_order(&mut out[start..]);
         self.note_drops(out)?;
