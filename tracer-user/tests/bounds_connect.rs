@@ -175,3 +175,51 @@ fn top_connect_says_an_error_before_the_first_snapshot_and_fails() {
         assert!(said.contains("no snapshot received"), "{name}: {said}");
     }
 }
+
+/// A comm with a newline forged a line of `stream --connect`'s text, and a right-to-left
+/// override reached the terminal raw: the client prints the daemon's names escaped.
+#[test]
+fn a_connect_client_prints_names_escaped_on_one_line() {
+    let dir = scratch("connect-names");
+    use nodescope::schema::stream::{ProcessLine, StreamLine};
+    let process = |comm: &str, pid| ProcessLine {
+        comm: comm.into(),
+        pid,
+        ..ProcessLine::default()
+    };
+    let window = nodescope::schema::protocol::Message::Window {
+        line: Box::new(StreamLine {
+            t: 1.0,
+            processes: vec![process("x\nFAKE 999 r", 3), process("evil\u{202e}txt", 4)],
+            ..StreamLine::default()
+        }),
+    };
+    let socket = fake_daemon(
+        dir.path(),
+        window.encode().unwrap().to_vec(),
+        Duration::from_secs(30),
+    );
+    let run = run(
+        &[
+            "stream",
+            "--duration",
+            "1",
+            "--connect",
+            socket.to_str().unwrap(),
+        ],
+        dir.path(),
+        None,
+    );
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("x\\nFAKE 999 r[3]"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("evil\\u{202e}txt[4]"),
+        "{}",
+        run.stdout
+    );
+}

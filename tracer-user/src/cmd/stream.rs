@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use tracer_common::text::escape_controls;
+use tracer_common::text::escape_name;
 
 use crate::{
     cmd::WindowArg,
@@ -231,7 +231,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
     say!(
         "nodescope stream: ready (connected to {}: {})",
         socket.display(),
-        escape_controls(&hello.source.detail)
+        escape_name(&hello.source.detail)
     );
     let mut signals = SignalWaiter::install()?;
     let mut printed = 0u64;
@@ -263,7 +263,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
             Some(Message::End { reason }) => {
                 say!(
                     "nodescope stream: the daemon stopped ({})",
-                    escape_controls(&reason)
+                    escape_name(&reason)
                 );
                 break;
             }

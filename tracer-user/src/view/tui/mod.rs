@@ -13,7 +13,7 @@ use ratatui::crossterm::event::{
     self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers,
 };
 use tokio::sync::mpsc;
-use tracer_common::text::escape_controls;
+use tracer_common::text::escape_name;
 
 pub use self::table::label;
 use self::table::{Column, COLUMNS};
@@ -277,7 +277,7 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
             if let Some(gone) = gone {
                 // Nothing was ever drawn: a blank screen would stay blank. The guard restores
                 // the terminal before the error is printed.
-                let err = failed.unwrap_or_else(|| anyhow::anyhow!("{}", escape_controls(&gone)));
+                let err = failed.unwrap_or_else(|| anyhow::anyhow!("{}", escape_name(&gone)));
                 return Err(
                     err.context(format!("{prefix}: no snapshot received (nothing to show)"))
                 );
