@@ -176,6 +176,34 @@ fn top_connect_says_an_error_before_the_first_snapshot_and_fails() {
     }
 }
 
+/// `top --connect` showed a blank screen while the daemon's first snapshot was slow to come:
+/// it looked hung. Now it says what it waits for, from the start (a daemon that says hello
+/// and then nothing for a minute).
+#[test]
+fn top_connect_says_it_waits_for_the_first_snapshot() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        test_skip::skip("tmux is not installed (`cargo xtask setup` installs it)");
+        return;
+    }
+    let dir = scratch("top-connect-waiting");
+    let socket = fake_daemon(dir.path(), Vec::new(), Duration::from_secs(60));
+    let command = format!(
+        "{} top --connect {}; echo TOP-EXITED-$?; sleep 60",
+        common::NODESCOPE,
+        socket.display()
+    );
+    let tmux = common::tmux::Tmux::start("connect-waiting", &command);
+    let screen = tmux.wait_for("waiting for the daemon's first snapshot");
+    assert!(screen.contains("fake.sock: connected"), "{screen}");
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("TOP-EXITED-");
+    assert!(screen.contains("TOP-EXITED-0"), "{screen}");
+}
+
 /// A comm with a newline forged a line of `stream --connect`'s text, and a right-to-left
 /// override reached the terminal raw: the client prints the daemon's names escaped.
 #[test]

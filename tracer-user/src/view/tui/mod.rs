@@ -282,7 +282,11 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
                     err.context(format!("{prefix}: no snapshot received (nothing to show)"))
                 );
             }
-            continue; // nothing to draw before the daemon's first snapshot
+            // No snapshot yet (a busy daemon's first can take a while): say so, instead of
+            // a blank screen that looks hung. Redrawn at each tick, which also follows a
+            // resize.
+            draw_waiting(&mut terminal, &prefix)?;
+            continue;
         };
         let mut shown = shown.clone();
         let state = gone.as_deref().unwrap_or("connected");
@@ -293,6 +297,21 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
         Some(err) => Err(err.context(format!("{prefix}: the connection failed"))),
         None => Ok(()),
     }
+}
+
+/// The one line `top --connect` shows until the daemon's first snapshot arrives.
+fn draw_waiting<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
+    prefix: &str,
+) -> Result<()> {
+    let line = format!(
+        "{}: connected; waiting for the daemon's first snapshot (q quits)",
+        escape_name(prefix)
+    );
+    terminal
+        .draw(|frame| frame.render_widget(ratatui::widgets::Paragraph::new(line), frame.area()))
+        .map_err(|err| anyhow::anyhow!("drawing the screen: {err}"))?;
+    Ok(())
 }
 
 /// What a local top would put in its header: the banner `auto` gave, then the source's detail.
