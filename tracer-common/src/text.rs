@@ -119,9 +119,15 @@ mod tests {
         assert_eq!(escape_name("\x1b]0;t\x07"), "\\x1b]0;t\\x07");
         assert_eq!(escape_name("csi\u{9b}"), "csi\\u{9b}");
         assert_eq!(escape_name("evil\u{202e}gpj.exe"), "evil\\u{202e}gpj.exe");
-        for c in ['\u{200e}', '\u{200f}', '\u{202a}', '\u{2066}', '\u{2069}', '\u{feff}'] {
-            let shown = escape_name(&c.to_string());
-            assert_eq!(shown, format!("\\u{{{:x}}}", c as u32));
+        for (c, shown) in [
+            ('\u{200e}', "\\u{200e}"),
+            ('\u{200f}', "\\u{200f}"),
+            ('\u{202a}', "\\u{202a}"),
+            ('\u{2066}', "\\u{2066}"),
+            ('\u{2069}', "\\u{2069}"),
+            ('\u{feff}', "\\u{feff}"),
+        ] {
+            assert_eq!(escape_name(c.encode_utf8(&mut [0; 4])), shown);
         }
         assert_eq!(escape_name("plain näme 名前"), "plain näme 名前");
     }

@@ -18,14 +18,21 @@ fn recording(dir: &std::path::Path) -> std::path::PathBuf {
     for (tgid, comm) in [(7, FORGER), (8, REVERSER)] {
         for i in 0..3 {
             events.push(
-                Event::new(EventKind::NodeRead, 100_000_000 + i * 1000 + u64::from(tgid))
-                    .task(tgid)
-                    .comm(comm),
+                Event::new(
+                    EventKind::NodeRead,
+                    100_000_000 + i * 1000 + u64::from(tgid),
+                )
+                .task(tgid)
+                .comm(comm),
             );
         }
     }
     events.sort_by_key(|event| event.ts_ns);
-    events.push(Event::new(EventKind::NodeRead, 1_500_000_000).task(9).comm("late"));
+    events.push(
+        Event::new(EventKind::NodeRead, 1_500_000_000)
+            .task(9)
+            .comm("late"),
+    );
     write_recording(&path, &recording_header(1_000_000_000), &events);
     path
 }
@@ -56,7 +63,8 @@ fn stream_text_prints_names_escaped_on_one_line() {
     let text = String::from_utf8(output.stdout).unwrap();
     assert_escaped(&text, "stream");
     assert!(
-        text.lines().all(|line| line.trim_start().starts_with(char::is_numeric)),
+        text.lines()
+            .all(|line| line.trim_start().starts_with(char::is_numeric)),
         "every line is a window's:\n{text}"
     );
 }

@@ -228,9 +228,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
             );
         }
     }
-    let windows_wanted = args
-        .duration
-        .and_then(|d| windows_in(d, hello.window_ns));
+    let windows_wanted = args.duration.and_then(|d| windows_in(d, hello.window_ns));
     // --duration is also a bound in wall time: a daemon whose source ended, or a silent one,
     // sends no windows, and the count alone would wait for ever. One second past it leaves
     // room for the last window's refresh.

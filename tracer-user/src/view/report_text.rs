@@ -2,8 +2,7 @@
 use std::fmt::Write as _;
 
 use tracer_common::{
-    activity::Retrievals, text::escape_name, Outcome, RESTORE_FAIL_REASONS,
-    SECOND_CHANCE_REASONS,
+    activity::Retrievals, text::escape_name, Outcome, RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS,
 };
 
 use crate::{
