@@ -158,9 +158,10 @@ impl AuditRecords {
 
 impl AuditLog {
     /// Append to `path` (created if missing) under the project's file policy: a regular file
-    /// only, never through a symlink (as root, a link planted there would make us append to
-    /// its target), and never a wait at the open (a FIFO without a reader would block
-    /// forever, deaf to SIGTERM, while the device is claimed).
+    /// or the null device (operators give `--audit /dev/null` to keep no log), never through
+    /// a symlink (as root, a link planted there would make us append to its target), and
+    /// never a wait at the open (a FIFO without a reader would block forever, deaf to
+    /// SIGTERM, while the device is claimed).
     pub fn to_file(path: &Path) -> Result<Self> {
         let context = || format!("opening the audit log {}", path.display());
         let file = files::open_nonblocking(
@@ -168,8 +169,11 @@ impl AuditLog {
             OpenOptions::new().create(true).append(true).mode(0o644),
             Symlinks::Refuse,
         )
+        .map_err(|err| with_null_hint(err, path))
         .with_context(context)?;
-        files::ensure_regular(&file).with_context(context)?;
+        ensure_log_file(&file)
+            .map_err(|err| with_null_hint(err, path))
+            .with_context(context)?;
         Ok(Self::to_fd(
             BoundedFd::new(Descriptor::File(file)),
             &path.display().to_string(),
@@ -260,7 +264,45 @@ impl AuditLog {
     }
 }
 
-/// An audit descriptor: a regular file we opened, or stdout/stderr.
+/// The null device's number (Linux's devices.txt: major 1, minor 3). What is opened is
+/// checked by this number, not by its path: any other device, or a FIFO, named `/dev/null`
+/// by a bind mount or a replaced node, is refused.
+fn null_device() -> libc::dev_t {
+    libc::makedev(1, 3)
+}
+
+/// Whether `meta` is the null device: a character device numbered 1:3.
+fn is_null_device(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    meta.file_type().is_char_device() && meta.rdev() == null_device()
+}
+
+/// Fails, naming its type, unless the opened `file` is a regular file or the null device.
+fn ensure_log_file(file: &File) -> io::Result<()> {
+    let meta = file.metadata()?;
+    if meta.is_file() || is_null_device(&meta) {
+        Ok(())
+    } else {
+        Err(files::not_regular(meta.file_type()))
+    }
+}
+
+/// A refusal of `path` for its type says what is accepted instead: a regular file, or
+/// `/dev/null` for no log (a symlink to it is refused like any other symlink, ELOOP).
+fn with_null_hint(err: io::Error, path: &Path) -> io::Error {
+    let refused_type = err.kind() == io::ErrorKind::InvalidInput
+        || err.raw_os_error() == Some(libc::ELOOP)
+        || std::fs::symlink_metadata(path).is_ok_and(|meta| !meta.is_file());
+    if !refused_type {
+        return err;
+    }
+    io::Error::new(
+        err.kind(),
+        format!("{err}: give a regular file, or /dev/null itself to keep no audit log"),
+    )
+}
+
+/// An audit descriptor: a regular file (or the null device) we opened, or stdout/stderr.
 enum Descriptor {
     File(File),
     Std(RawFd),
@@ -479,6 +521,41 @@ mod tests {
         assert_eq!(line["elapsed_s"], 1.5);
         assert!(line["time"].as_str().unwrap().ends_with('Z'));
         assert!(line.get("signals").is_none());
+    }
+
+    #[test]
+    fn the_null_device_is_accepted_as_an_audit_log() {
+        let mut log = AuditLog::to_file(Path::new("/dev/null")).unwrap();
+        assert_eq!(log.name(), "/dev/null");
+        let record = AuditRecord::new(0.5, "sim0", Event::Decision, Outcome::Hold);
+        log.write(&record).unwrap();
+    }
+
+    /// Only the null device itself: a FIFO, a symlink to /dev/null and another character
+    /// device are refused, each with an error that names /dev/null as the alternative.
+    #[test]
+    fn fifos_symlinks_and_other_devices_are_refused_naming_dev_null() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        for (path, what) in [
+            (fifo.as_path(), "a FIFO"),
+            (link.as_path(), ""),
+            (Path::new("/dev/zero"), "a character device"),
+        ] {
+            let err = AuditLog::to_file(path).err().unwrap();
+            let text = format!("{err:#}");
+            assert!(text.contains(what), "{}: {text}", path.display());
+            assert!(
+                text.contains("/dev/null itself"),
+                "{}: {text}",
+                path.display()
+            );
+        }
     }
 
     #[derive(Clone, Default)]

@@ -207,9 +207,19 @@ impl Pipeline {
         Ok(taken.is_some())
     }
 
-    /// The source said it has ended: its clock no longer closes windows.
-    pub(crate) fn source_ended(&mut self) {
+    /// The source said it has ended (a recording replayed to its footer): its clock no longer
+    /// moves, so the windows are closed here through the time it ended at, the last one early
+    /// and partial when it holds anything (as a live run's stop closes it). Without this a
+    /// replay lost its last partial window: a 0.5 s recording showed no window at all, and a
+    /// 2.5 s one stopped at 2.0 s. The windows are queued for the next refresh (a `top` or a
+    /// daemon that serves on) or for [`Pipeline::finish`] (a run that stops at the end).
+    pub(crate) fn source_ended(&mut self) -> Result<()> {
         self.source_open = false;
+        self.read_kernel_counts()?;
+        let end = self.now_ns().min(self.end_ns.unwrap_or(u64::MAX));
+        // Queued as closed by the model: taken with the others, not apart.
+        let _partial = self.model.finish(end);
+        Ok(())
     }
 
     pub(crate) fn is_source_open(&self) -> bool {

@@ -175,3 +175,71 @@ fn top_connect_says_an_error_before_the_first_snapshot_and_fails() {
         assert!(said.contains("no snapshot received"), "{name}: {said}");
     }
 }
+
+/// `top --connect` showed a blank screen while the daemon's first snapshot was slow to come:
+/// it looked hung. Now it says what it waits for, from the start (a daemon that says hello
+/// and then nothing for a minute).
+#[test]
+fn top_connect_says_it_waits_for_the_first_snapshot() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        test_skip::skip("tmux is not installed (`cargo xtask setup` installs it)");
+        return;
+    }
+    let dir = scratch("top-connect-waiting");
+    let socket = fake_daemon(dir.path(), Vec::new(), Duration::from_secs(60));
+    let command = format!(
+        "{} top --connect {}; echo TOP-EXITED-$?; sleep 60",
+        common::NODESCOPE,
+        socket.display()
+    );
+    let tmux = common::tmux::Tmux::start("connect-waiting", &command);
+    let screen = tmux.wait_for("waiting for the daemon's first snapshot");
+    assert!(screen.contains("fake.sock: connected"), "{screen}");
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("TOP-EXITED-");
+    assert!(screen.contains("TOP-EXITED-0"), "{screen}");
+}
+
+/// A comm with a newline forged a line of `stream --connect`'s text, and a right-to-left
+/// override reached the terminal raw: the client prints the daemon's names escaped.
+#[test]
+fn a_connect_client_prints_names_escaped_on_one_line() {
+    let dir = scratch("connect-names");
+    use nodescope::schema::stream::{ProcessLine, StreamLine};
+    let process = |comm: &str, pid| ProcessLine {
+        comm: comm.into(),
+        pid,
+        ..ProcessLine::default()
+    };
+    let window = nodescope::schema::protocol::Message::Window {
+        line: Box::new(StreamLine {
+            t: 1.0,
+            processes: vec![process("x\nFAKE 999 r", 3), process("evil\u{202e}txt", 4)],
+            ..StreamLine::default()
+        }),
+    };
+    let socket = fake_daemon(
+        dir.path(),
+        window.encode().unwrap().to_vec(),
+        Duration::from_secs(30),
+    );
+    let run = run(
+        &[
+            "stream",
+            "--duration",
+            "1",
+            "--connect",
+            socket.to_str().unwrap(),
+        ],
+        dir.path(),
+        None,
+    );
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+    assert!(run.stdout.contains("x\\nFAKE 999 r[3]"), "{}", run.stdout);
+    assert!(run.stdout.contains("evil\\u{202e}txt[4]"), "{}", run.stdout);
+}

@@ -237,6 +237,50 @@ fn an_audit_log_that_is_a_fifo_or_a_symlink_is_refused_before_anything_is_claime
     assert_eq!(knobs.knob(THRESHOLD), "10\n");
 }
 
+/// Make a character device node `major:minor` at `path` (root only).
+fn mknod_char(path: &Path, major: u32, minor: u32) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `name` is a valid NUL-terminated path that outlives the call.
+    let made = unsafe {
+        libc::mknod(
+            name.as_ptr(),
+            libc::S_IFCHR | 0o600,
+            libc::makedev(major, minor),
+        )
+    };
+    assert_eq!(made, 0, "mknod {}", path.display());
+}
+
+/// `--audit /dev/null` was refused as not a regular file; operators use it to keep no log.
+/// The null device is told by its number, not its path: a node 1:3 under another name is
+/// taken (and the run tunes and restores as usual), a node 1:5 (`/dev/zero`) where the log
+/// should be is refused with an error that names `/dev/null` as the alternative.
+#[test]
+fn the_null_device_is_an_audit_log_and_other_devices_are_refused() {
+    if !common::is_root() {
+        test_skip::skip("making device nodes needs root");
+        return;
+    }
+    let knobs = Fixture::new("null-audit", "10\n", "1000\n");
+    let audit = knobs.audit_path();
+    mknod_char(&audit, 1, 3);
+    let output = output_within(&mut knobs.command(&["--duration", "1"]), PROMPTLY);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(knobs.knob(THRESHOLD), "10\n", "the originals are back");
+
+    fs::remove_file(&audit).unwrap();
+    mknod_char(&audit, 1, 5);
+    let output = output_within(&mut knobs.command(&["--duration", "1"]), PROMPTLY);
+    assert_refused(&output, &audit, "a character device");
+    assert!(
+        stderr(&output).contains("/dev/null itself"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(knobs.state_files().is_empty(), "{}", stderr(&output));
+}
+
 /// A pipe with room for about one page more, its read end kept (and never read).
 fn nearly_full_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
     use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use tracer_common::text::escape_controls;
+use tracer_common::text::escape_name;
 
 use crate::{
     cmd::WindowArg,
@@ -214,14 +214,21 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
     use crate::{client::Connection, schema::protocol::Message};
     let mut connection = Connection::open(socket).await?;
     let hello = &connection.hello;
-    let daemon_window_s = hello.window_ns as f64 / 1e9;
-    if (daemon_window_s - args.window.seconds).abs() > 1e-9 {
+    if hello.window_ns == 0 {
         say!(
-            "nodescope stream: the daemon's windows are {daemon_window_s} s (--window is the \
-             daemon's)"
+            "nodescope stream: the daemon's hello gives no window length (window_ns 0): its \
+             windows are of unknown length, and --duration bounds the wait in time only"
         );
+    } else {
+        let daemon_window_s = hello.window_ns as f64 / 1e9;
+        if (daemon_window_s - args.window.seconds).abs() > 1e-9 {
+            say!(
+                "nodescope stream: the daemon's windows are {daemon_window_s} s (--window is \
+                 the daemon's)"
+            );
+        }
     }
-    let windows_wanted = args.duration.map(|d| (d / daemon_window_s).ceil() as u64);
+    let windows_wanted = args.duration.and_then(|d| windows_in(d, hello.window_ns));
     // --duration is also a bound in wall time: a daemon whose source ended, or a silent one,
     // sends no windows, and the count alone would wait for ever. One second past it leaves
     // room for the last window's refresh.
@@ -231,7 +238,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
     say!(
         "nodescope stream: ready (connected to {}: {})",
         socket.display(),
-        escape_controls(&hello.source.detail)
+        escape_name(&hello.source.detail)
     );
     let mut signals = SignalWaiter::install()?;
     let mut printed = 0u64;
@@ -240,11 +247,16 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
         let message = match signals.until_signal(next).await {
             None => break,
             Some(None) => {
-                say!(
-                    "nodescope stream: --duration passed with {printed} of {} windows from the \
-                     daemon",
-                    windows_wanted.unwrap_or(0)
-                );
+                match windows_wanted {
+                    Some(wanted) => say!(
+                        "nodescope stream: --duration passed with {printed} of {wanted} \
+                         windows from the daemon"
+                    ),
+                    None => say!(
+                        "nodescope stream: --duration passed with {printed} windows from the \
+                         daemon (their length unknown)"
+                    ),
+                }
                 break;
             }
             Some(Some(message)) => message?,
@@ -263,7 +275,7 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
             Some(Message::End { reason }) => {
                 say!(
                     "nodescope stream: the daemon stopped ({})",
-                    escape_controls(&reason)
+                    escape_name(&reason)
                 );
                 break;
             }
@@ -275,6 +287,16 @@ async fn stream_connected(args: &StreamArgs, socket: &std::path::Path) -> Result
         }
     }
     Ok(())
+}
+
+/// How many of the daemon's windows `duration_s` seconds hold (the last one begun counts);
+/// None when the hello's `window_ns` is 0, a length no daemon runs with: unknown, not
+/// "every window there will ever be".
+fn windows_in(duration_s: f64, window_ns: u64) -> Option<u64> {
+    if window_ns == 0 {
+        return None;
+    }
+    Some((duration_s * 1e9 / window_ns as f64).ceil() as u64)
 }
 
 /// `next`, unless `deadline` passes first (None then); without a deadline, `next`.
@@ -310,5 +332,18 @@ fn report_attachments(source: &BpfSource, plan: &Plan) {
         for failed in &report.failed {
             say!("nodescope stream: rfc: NOT attached {failed}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::windows_in;
+
+    #[test]
+    fn a_hello_without_a_window_length_asks_for_no_count_of_windows() {
+        assert_eq!(windows_in(3.0, 0), None);
+        assert_eq!(windows_in(3.0, 1_000_000_000), Some(3));
+        assert_eq!(windows_in(2.5, 1_000_000_000), Some(3));
+        assert_eq!(windows_in(1.0, 250_000_000), Some(4));
     }
 }

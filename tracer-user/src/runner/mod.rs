@@ -315,7 +315,7 @@ impl Runner {
             return Ok(Some(Stopped::DurationReached));
         }
         if !open {
-            self.pipeline.source_ended();
+            self.pipeline.source_ended()?;
             match self.options.source_end {
                 SourceEnd::Stop => return Ok(Some(Stopped::SourceEnded)),
                 SourceEnd::Serve => sinks.iter_mut().for_each(|sink| sink.source_ended()),

@@ -21,15 +21,23 @@ use crate::record::{
     Footer, Header, Note,
 };
 
-/// Notes are kept up to this many bytes of text (a crafted file could hold millions).
+/// Notes are kept up to this many bytes of memory (a crafted file could hold millions).
 const MAX_NOTES_BYTES: usize = 32 << 20;
+
+/// What one kept note costs against [`MAX_NOTES_BYTES`]: its text and kind, and the note
+/// itself (a note with no text still takes its struct's room in the list, so that a million
+/// empty notes cannot pass as free).
+fn note_cost(note: &Note) -> usize {
+    std::mem::size_of::<Note>() + note.text.len() + note.kind.len()
+}
 
 /// What a recording said besides its events, as far as it has been read.
 #[derive(Debug, Default)]
 pub struct RecordingTail {
-    /// Its notes in order, up to [`MAX_NOTES_BYTES`] of them.
+    /// Its notes in order, as many as fit in [`MAX_NOTES_BYTES`] (each costing
+    /// [`note_cost`]).
     pub notes: Vec<Note>,
-    /// Notes past the first [`MAX_NOTES_BYTES`], counted only.
+    /// Notes past those, counted only.
     pub notes_omitted: u64,
     notes_bytes: usize,
     pub footer: Option<Footer>,
@@ -39,10 +47,13 @@ pub struct RecordingTail {
 
 impl RecordingTail {
     fn note(&mut self, note: Note) {
-        if self.notes_bytes < MAX_NOTES_BYTES {
-            self.notes_bytes += note.text.len() + note.kind.len();
+        let cost = note_cost(&note);
+        if self.notes_bytes + cost <= MAX_NOTES_BYTES {
+            self.notes_bytes += cost;
             self.notes.push(note);
         } else {
+            // Once one is left out, so is every later one: the kept notes stay a prefix.
+            self.notes_bytes = MAX_NOTES_BYTES;
             self.notes_omitted += 1;
         }
     }
@@ -285,5 +296,45 @@ impl Source for ReplaySource {
 
     fn recording_tail(&self) -> Option<&RecordingTail> {
         Some(&self.tail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::writer::Writer;
+
+    /// A crafted recording of a million empty notes: the notes kept cost at most the bound
+    /// (each its struct's size at least), the rest are counted, and none is lost uncounted.
+    #[test]
+    fn empty_notes_count_against_the_notes_bound() {
+        const NOTES: u64 = 1 << 20;
+        let header = Header {
+            window_ns: 1_000_000_000,
+            ..Header::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.nsr");
+        let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        let mut writer = Writer::new(file, &header).unwrap();
+        let empty = Note {
+            ts_ns: 0,
+            kind: String::new(),
+            text: String::new(),
+        };
+        for _ in 0..NOTES {
+            writer.note(&empty).unwrap();
+        }
+        writer.finish(0).unwrap();
+        let mut source = ReplaySource::offline(&path).unwrap();
+        source.each_event(|_| Ok(())).unwrap();
+        let tail = &source.tail;
+        let kept = tail.notes.len();
+        assert!(
+            kept * std::mem::size_of::<Note>() <= MAX_NOTES_BYTES,
+            "{kept} empty notes kept"
+        );
+        assert!(tail.notes_omitted > 0);
+        assert_eq!(kept as u64 + tail.notes_omitted, NOTES);
     }
 }

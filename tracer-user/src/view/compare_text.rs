@@ -1,6 +1,8 @@
 //! `nodescope report --compare`'s text: the cover letter's comparison of two runs.
 use std::fmt::Write as _;
 
+use tracer_common::text::escape_name;
+
 use crate::model::comparison::{Comparison, Pair};
 
 fn change(pair: &Pair) -> String {
@@ -63,7 +65,7 @@ pub(crate) fn render(c: &Comparison) -> String {
             let _ = writeln!(
                 out,
                 "{:<32} {:>10} {:>10} {:>10} {:>12}",
-                app.app,
+                escape_name(&app.app),
                 app.node_reads.off,
                 app.node_reads.on,
                 change(&app.node_reads),
@@ -112,7 +114,7 @@ pub(crate) fn render(c: &Comparison) -> String {
                 let _ = writeln!(
                     out,
                     "{:<32} {:>12.3} {:>12.3} {:>10}",
-                    app.app,
+                    escape_name(&app.app),
                     app.wait_ns.off as f64 / 1e6,
                     app.wait_ns.on as f64 / 1e6,
                     change(&app.wait_ns)

@@ -1,6 +1,6 @@
 //! The per-window line that `stream` and `record --json` print, for every source: its JSON
 //! (`schema::stream::StreamLine`, docs/STREAM.md) or its short text form.
-use tracer_common::text::escape_controls;
+use tracer_common::text::escape_name;
 
 use crate::{model::WindowReport, schema::stream::StreamLine};
 
@@ -21,14 +21,11 @@ pub(crate) fn window_text(window: &WindowReport, origin_ns: u64) -> String {
 }
 
 /// The short text form of a window's line: what `stream` prints, and what `stream --connect`
-/// prints from the lines a daemon sends. Escaped here, for every caller: comms are whatever a
-/// process named itself (`\e]52;c;...\a` writes a terminal's clipboard), and a daemon's line
-/// is its text, not ours.
+/// prints from the lines a daemon sends. The comms are escaped here, for every caller: they are
+/// whatever a process named itself (`\e]52;c;...\a` writes a terminal's clipboard, a newline
+/// forges a line of its own), and a daemon's line is its text, not ours. The rest of the line
+/// is numbers.
 pub(crate) fn line_text(line: &StreamLine) -> String {
-    escape_controls(&raw_line_text(line))
-}
-
-fn raw_line_text(line: &StreamLine) -> String {
     let t = &line.totals;
     let top: Vec<String> = line
         .processes
@@ -36,7 +33,12 @@ fn raw_line_text(line: &StreamLine) -> String {
         .take(3)
         .map(|p| {
             let reads = p.node_reads_demand.saturating_add(p.node_reads_readahead);
-            format!("{}[{}] r={reads} w={}", p.comm, p.pid, p.node_writes)
+            format!(
+                "{}[{}] r={reads} w={}",
+                escape_name(&p.comm),
+                p.pid,
+                p.node_writes
+            )
         })
         .collect();
     // Reclaims are per queue in the line: the text shows their sum.

@@ -1,7 +1,9 @@
 //! `nodescope report`'s text.
 use std::fmt::Write as _;
 
-use tracer_common::{activity::Retrievals, Outcome, RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS};
+use tracer_common::{
+    activity::Retrievals, text::escape_name, Outcome, RESTORE_FAIL_REASONS, SECOND_CHANCE_REASONS,
+};
 
 use crate::{
     model::{node_types::NodeTypeReads, recording::Report, LatencyHistogram, PerReason},
@@ -60,7 +62,10 @@ fn retrievals(r: &Retrievals) -> String {
 
 /// Node reads per node type: demand, readahead and the share of all node reads.
 fn node_types(types: &NodeTypeReads) -> String {
-    let mut out = format!("node reads by node type (from {}):\n", types.image);
+    let mut out = format!(
+        "node reads by node type (from {}):\n",
+        escape_name(&types.image)
+    );
     let all = types.counts.total();
     for (of_type, reads) in types.counts.rows() {
         if of_type.is_none() && reads.total() == 0 {
@@ -80,6 +85,9 @@ fn node_types(types: &NodeTypeReads) -> String {
     out
 }
 
+/// The report as text. Everything the recording names (its host, kernel and source, the
+/// apps, the notes) is escaped as a name ([`escape_name`]): a file can say anything, and a
+/// newline in a comm must not print as a line of the report.
 pub(crate) fn render(report: &Report) -> String {
     let mut out = String::new();
     let h = &report.header;
@@ -87,7 +95,10 @@ pub(crate) fn render(report: &Report) -> String {
     let _ = writeln!(
         out,
         "recording: {} on {} ({}), {:.1} s",
-        h.source, h.host, h.kernel, report.time_range.seconds
+        escape_name(&h.source),
+        escape_name(&h.host),
+        escape_name(&h.kernel),
+        report.time_range.seconds
     );
     let _ = writeln!(
         out,
@@ -223,8 +234,8 @@ pub(crate) fn render(report: &Report) -> String {
                 out,
                 "  {:>10.3}s {}: {}",
                 note.ts_ns.saturating_sub(h.clock_origin_ns) as f64 / 1e9,
-                note.kind,
-                note.text
+                escape_name(&note.kind),
+                escape_name(&note.text)
             );
         }
         if report.notes_omitted > 0 {

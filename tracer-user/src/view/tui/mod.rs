@@ -13,7 +13,7 @@ use ratatui::crossterm::event::{
     self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers,
 };
 use tokio::sync::mpsc;
-use tracer_common::text::escape_controls;
+use tracer_common::text::escape_name;
 
 pub use self::table::label;
 use self::table::{Column, COLUMNS};
@@ -277,12 +277,16 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
             if let Some(gone) = gone {
                 // Nothing was ever drawn: a blank screen would stay blank. The guard restores
                 // the terminal before the error is printed.
-                let err = failed.unwrap_or_else(|| anyhow::anyhow!("{}", escape_controls(&gone)));
+                let err = failed.unwrap_or_else(|| anyhow::anyhow!("{}", escape_name(&gone)));
                 return Err(
                     err.context(format!("{prefix}: no snapshot received (nothing to show)"))
                 );
             }
-            continue; // nothing to draw before the daemon's first snapshot
+            // No snapshot yet (a busy daemon's first can take a while): say so, instead of
+            // a blank screen that looks hung. Redrawn at each tick, which also follows a
+            // resize.
+            draw_waiting(&mut terminal, &prefix)?;
+            continue;
         };
         let mut shown = shown.clone();
         let state = gone.as_deref().unwrap_or("connected");
@@ -293,6 +297,21 @@ pub async fn run_connected(mut connection: Connection, frame_every: Duration) ->
         Some(err) => Err(err.context(format!("{prefix}: the connection failed"))),
         None => Ok(()),
     }
+}
+
+/// The one line `top --connect` shows until the daemon's first snapshot arrives.
+fn draw_waiting<B: ratatui::backend::Backend>(
+    terminal: &mut ratatui::Terminal<B>,
+    prefix: &str,
+) -> Result<()> {
+    let line = format!(
+        "{}: connected; waiting for the daemon's first snapshot (q quits)",
+        escape_name(prefix)
+    );
+    terminal
+        .draw(|frame| frame.render_widget(ratatui::widgets::Paragraph::new(line), frame.area()))
+        .map_err(|err| anyhow::anyhow!("drawing the screen: {err}"))?;
+    Ok(())
 }
 
 /// What a local top would put in its header: the banner `auto` gave, then the source's detail.

@@ -1,5 +1,5 @@
 //! The per-app table: columns, sorting and filtering.
-use tracer_common::text::escape_controls;
+use tracer_common::text::escape_name;
 
 use crate::model::{AppKey, AppRow, Counters};
 
@@ -96,11 +96,12 @@ impl Column {
     }
 }
 
-/// An app's name as printed: control characters escaped (a comm is whatever its process set).
+/// An app's name as printed, by the live view's table and `report`'s: escaped as every name
+/// is ([`escape_name`]: a comm is whatever its process set).
 pub fn label(app: &AppKey) -> String {
     match app {
-        AppKey::App(name) | AppKey::Program(name) => escape_controls(name),
-        AppKey::Kernel(name) => format!("[{}]", escape_controls(name)),
+        AppKey::App(name) | AppKey::Program(name) => escape_name(name),
+        AppKey::Kernel(name) => format!("[{}]", escape_name(name)),
     }
 }
 

@@ -381,3 +381,20 @@ fn timed_lookups_show_a_latency_panel_and_each_apps_wait() {
         row("com.example.video")
     );
 }
+
+/// A comm with a newline or a right-to-left override is shown escaped in the apps table, as
+/// in every text view (`tracer_common::text::escape_name`).
+#[test]
+fn the_apps_table_shows_names_escaped() {
+    let mut model = Model::new(ModelConfig::default());
+    model.start_at(0);
+    for (tgid, comm) in [(7, "x\nFAKE 999 r"), (8, "evil\u{202e}txt")] {
+        model.ingest(&Event::new(EventKind::NodeRead, 5).task(tgid).comm(comm));
+    }
+    model.advance_to(SECOND);
+    let snapshot = Snapshot::capture(&model, &info());
+    let text = draw_text(&snapshot, &UiState::default());
+    assert!(text.contains("x\\nFAKE 999 r"), "{text}");
+    assert!(text.contains("evil\\u{202e}txt"), "{text}");
+    assert!(!text.contains('\u{202e}'), "{text}");
+}
