@@ -4,12 +4,9 @@
 //! the simulator), `device`, `event`, `outcome`, `dry_run`, and when they apply `signals`,
 //! `old`, `new`, `written`, `reason`, `regime` and `memory_score`.
 use std::{
-    fs::{File, OpenOptions},
+    fs::File,
     io::{self, Write},
-    os::{
-        fd::{AsRawFd as _, RawFd},
-        unix::fs::OpenOptionsExt as _,
-    },
+    os::fd::{AsRawFd as _, RawFd},
     path::Path,
     sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -18,10 +15,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use tracer_common::{
-    files::{self, Symlinks},
-    knobs::Knobs,
-};
+use tracer_common::{files, knobs::Knobs};
 
 use crate::{law::Regime, signals::Signals};
 
@@ -158,18 +152,16 @@ impl AuditRecords {
 
 impl AuditLog {
     /// Append to `path` (created if missing) under the project's file policy: a regular file
-    /// only, never through a symlink (as root, a link planted there would make us append to
-    /// its target), and never a wait at the open (a FIFO without a reader would block
+    /// only, never through a symlink at any component of its path (as root, a link planted
+    /// there would make us append to its target), and never a wait at the open (a FIFO without a reader would block
     /// forever, deaf to SIGTERM, while the device is claimed).
     pub fn to_file(path: &Path) -> Result<Self> {
         let context = || format!("opening the audit log {}", path.display());
-        let file = files::open_nonblocking(
-            path,
-            OpenOptions::new().create(true).append(true).mode(0o644),
-            Symlinks::Refuse,
-        )
-        .with_context(context)?;
-        files::ensure_regular(&file).with_context(context)?;
+        // No symlink at any component of the path, nor a directory on it others may write
+        // in (`files::open_for_writing`): `--audit shared/logs/audit.jsonl` with `shared/logs`
+        // a planted link would append to a file in the link's target.
+        let file =
+            files::open_for_writing(path, files::Create::Append, 0o644).with_context(context)?;
         Ok(Self::to_fd(
             BoundedFd::new(Descriptor::File(file)),
             &path.display().to_string(),
@@ -498,5 +490,47 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+}
+
+/// `--audit` under a planted symlink or a directory others may write in: nothing opened.
+#[cfg(test)]
+mod path_tests {
+    use std::{
+        fs,
+        os::unix::fs::{symlink, PermissionsExt as _},
+    };
+
+    use super::*;
+
+    #[test]
+    fn an_audit_log_under_a_planted_symlink_or_a_shared_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::create_dir(dir.path().join("shared")).unwrap();
+        symlink(&elsewhere, dir.path().join("shared/logs")).unwrap();
+        let refusal = |path: &Path| match AuditLog::to_file(path) {
+            Ok(_) => panic!("{} was opened", path.display()),
+            Err(error) => format!("{error:#}"),
+        };
+        let error = refusal(&dir.path().join("shared/logs/audit.jsonl"));
+        assert!(error.contains("is a symlink"), "{error}");
+        assert!(!elsewhere.join("audit.jsonl").exists());
+
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let error = refusal(&open.join("audit.jsonl"));
+        assert!(
+            format!("{error:#}").contains("others may replace"),
+            "{error:#}"
+        );
+        assert!(!open.join("audit.jsonl").exists());
+
+        let real = dir.path().join("logs");
+        fs::create_dir(&real).unwrap();
+        AuditLog::to_file(&real.join("audit.jsonl")).unwrap();
+        assert!(real.join("audit.jsonl").is_file());
     }
 }
