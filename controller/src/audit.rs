@@ -4,12 +4,9 @@
 //! the simulator), `device`, `event`, `outcome`, `dry_run`, and when they apply `signals`,
 //! `old`, `new`, `written`, `reason`, `regime` and `memory_score`.
 use std::{
-    fs::{File, OpenOptions},
+    fs::File,
     io::{self, Write},
-    os::{
-        fd::{AsRawFd as _, RawFd},
-        unix::fs::OpenOptionsExt as _,
-    },
+    os::fd::{AsRawFd as _, RawFd},
     path::Path,
     sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -18,10 +15,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use tracer_common::{
-    files::{self, Symlinks},
-    knobs::Knobs,
-};
+use tracer_common::{files, knobs::Knobs};
 
 use crate::{law::Regime, signals::Signals};
 
@@ -159,21 +153,18 @@ impl AuditRecords {
 impl AuditLog {
     /// Append to `path` (created if missing) under the project's file policy: a regular file
     /// or the null device (operators give `--audit /dev/null` to keep no log), never through
-    /// a symlink (as root, a link planted there would make us append to its target), and
-    /// never a wait at the open (a FIFO without a reader would block forever, deaf to
-    /// SIGTERM, while the device is claimed).
+    /// a symlink at any component of its path nor under a directory others may write in (as
+    /// root, a link planted there would make us append to its target: `--audit
+    /// shared/logs/audit.jsonl` with `shared/logs` a link), and never a wait at the open (a
+    /// FIFO without a reader would block forever, deaf to SIGTERM, while the device is
+    /// claimed).
     pub fn to_file(path: &Path) -> Result<Self> {
         let context = || format!("opening the audit log {}", path.display());
-        let file = files::open_nonblocking(
-            path,
-            OpenOptions::new().create(true).append(true).mode(0o644),
-            Symlinks::Refuse,
-        )
+        let file = files::open_for_writing_accepting(path, files::Create::Append, 0o644, |meta| {
+            meta.is_file() || is_null_device(meta)
+        })
         .map_err(|err| with_null_hint(err, path))
         .with_context(context)?;
-        ensure_log_file(&file)
-            .map_err(|err| with_null_hint(err, path))
-            .with_context(context)?;
         Ok(Self::to_fd(
             BoundedFd::new(Descriptor::File(file)),
             &path.display().to_string(),
@@ -275,16 +266,6 @@ fn null_device() -> libc::dev_t {
 fn is_null_device(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     meta.file_type().is_char_device() && meta.rdev() == null_device()
-}
-
-/// Fails, naming its type, unless the opened `file` is a regular file or the null device.
-fn ensure_log_file(file: &File) -> io::Result<()> {
-    let meta = file.metadata()?;
-    if meta.is_file() || is_null_device(&meta) {
-        Ok(())
-    } else {
-        Err(files::not_regular(meta.file_type()))
-    }
 }
 
 /// A refusal of `path` for its type says what is accepted instead: a regular file, or
@@ -575,5 +556,47 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+}
+
+/// `--audit` under a planted symlink or a directory others may write in: nothing opened.
+#[cfg(test)]
+mod path_tests {
+    use std::{
+        fs,
+        os::unix::fs::{symlink, PermissionsExt as _},
+    };
+
+    use super::*;
+
+    #[test]
+    fn an_audit_log_under_a_planted_symlink_or_a_shared_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::create_dir(dir.path().join("shared")).unwrap();
+        symlink(&elsewhere, dir.path().join("shared/logs")).unwrap();
+        let refusal = |path: &Path| match AuditLog::to_file(path) {
+            Ok(_) => panic!("{} was opened", path.display()),
+            Err(error) => format!("{error:#}"),
+        };
+        let error = refusal(&dir.path().join("shared/logs/audit.jsonl"));
+        assert!(error.contains("is a symlink"), "{error}");
+        assert!(!elsewhere.join("audit.jsonl").exists());
+
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let error = refusal(&open.join("audit.jsonl"));
+        assert!(
+            format!("{error:#}").contains("others may replace"),
+            "{error:#}"
+        );
+        assert!(!open.join("audit.jsonl").exists());
+
+        let real = dir.path().join("logs");
+        fs::create_dir(&real).unwrap();
+        AuditLog::to_file(&real.join("audit.jsonl")).unwrap();
+        assert!(real.join("audit.jsonl").is_file());
     }
 }

@@ -77,7 +77,11 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Create `dir` (0700) or accept it when it is ours and private.
+    /// Create `dir` (0700) or accept it when it is ours and private. Its path is walked from
+    /// `/` without following a symlink at any component, and no directory on it may be
+    /// written by others unless sticky (`files::private_dir_problem`): the later opens by path
+    /// (locks, state files) then resolve to this same directory, since nobody but us and root
+    /// can change any component of the path.
     pub fn open(dir: &Path) -> Result<StateDir> {
         let problem = files::private_dir_problem(dir)
             .with_context(|| format!("creating the state directory {}", dir.display()))?;
@@ -576,6 +580,20 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("is a symlink"));
+        // A link one level up: the state directory would be made in its target.
+        let elsewhere = tmp.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::create_dir(tmp.path().join("run")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, tmp.path().join("run/ns")).unwrap();
+        let err = StateDir::open(&tmp.path().join("run/ns/state"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ns is a symlink"), "{err}");
+        assert!(!elsewhere.join("state").exists());
+        // Under a directory others may write in, without the sticky bit.
+        let err = StateDir::open(&open.join("state")).unwrap_err().to_string();
+        assert!(err.contains("has mode 777"), "{err}");
+        assert!(!open.join("state").exists());
     }
 
     /// Issue 52, item 9: a plain knob file a killed writer left empty must not keep the

@@ -169,32 +169,28 @@ pub fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
 /// for a directory only we may write in: a predictable name (in /tmp, /run) may have been
 /// prepared by someone else, with symlinks inside that would make us write their targets.
 pub fn private_dir_problem(dir: &Path) -> io::Result<Option<std::string::String>> {
-    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
-    match fs::DirBuilder::new()
-        .mode(0o700)
-        .recursive(true)
-        .create(dir)
-    {
-        Ok(()) => {}
-        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+    // Walked from `/` without following a symlink at any component, none of the directories
+    // above writable by others (unless sticky), created 0700 where missing: a link one level
+    // up would otherwise lead us into a directory someone else chose.
+    let fd = match open_dir_for_writing(dir, Some(0o700)) {
+        Ok(fd) => fd,
+        Err(err) if is_refusal(&err) => {
+            return Ok(Some(std::format!("is not safe to write in: {err}")))
+        }
         Err(err) => return Err(err),
-    }
-    let meta = fs::symlink_metadata(dir)?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    Ok(if meta.file_type().is_symlink() {
-        Some("is a symlink".into())
-    } else if !meta.is_dir() {
-        Some("is not a directory".into())
-    } else if meta.uid() != euid {
+    };
+    // The checks on the descriptor walked to: what was checked is that directory.
+    let stat = rustix::fs::fstat(&fd)?;
+    let euid = rustix::process::geteuid().as_raw();
+    let mode = stat.st_mode & 0o7777;
+    Ok(if stat.st_uid != euid {
         Some(std::format!(
             "belongs to uid {}, not to us (uid {euid})",
-            meta.uid()
+            stat.st_uid
         ))
-    } else if meta.mode() & 0o077 != 0 {
+    } else if mode & 0o077 != 0 {
         Some(std::format!(
-            "has mode {:o}: others may have put files in it",
-            meta.mode() & 0o7777
+            "has mode {mode:o}: others may have put files in it"
         ))
     } else {
         None
@@ -204,6 +200,206 @@ pub fn private_dir_problem(dir: &Path) -> io::Result<Option<std::string::String>
 /// `path` exists as a directory and is not a symlink to one.
 pub fn is_real_dir(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_dir())
+}
+
+/// How [`open_for_writing`] opens a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Create {
+    /// Create it; fails (EEXIST) on anything at the name, a dangling symlink included.
+    New,
+    /// Create it or truncate the regular file there (`--force`).
+    Truncate,
+    /// Create it or append to the regular file there (an audit log).
+    Append,
+}
+
+/// Why a path is not one nodescope writes under (the message of [`refused`]'s errors).
+#[derive(Debug)]
+struct Refusal(std::string::String);
+
+impl core::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// The error for a path nodescope will not write under.
+fn refused(why: std::string::String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, Refusal(why))
+}
+
+/// Whether `err` is a refusal of the path by [`open_dir_for_writing`] (a symlink on it, a
+/// directory others may write in), not a failure of the system.
+pub fn is_refusal(err: &io::Error) -> bool {
+    err.get_ref().is_some_and(|inner| inner.is::<Refusal>())
+}
+
+/// Why `stat`'s directory (`shown`) may not hold what root writes, or whether names in it are
+/// anyone's to create (sticky and shared, like /tmp: then only an entry that is ours or
+/// root's may be walked into, since the sticky bit keeps others from renaming or deleting it,
+/// not from having made it first). A directory others may write in without the sticky bit
+/// lets them replace any entry, a real directory by one of theirs included (a symlink is
+/// refused anyway), between our look and our write: refused.
+fn shared_dir(stat: &rustix::fs::Stat, shown: &Path) -> io::Result<bool> {
+    let mode = stat.st_mode & 0o7777;
+    if mode & 0o022 == 0 {
+        return Ok(false);
+    }
+    let root_or_us = stat.st_uid == 0 || stat.st_uid == rustix::process::geteuid().as_raw();
+    if mode & 0o1000 != 0 && root_or_us {
+        return Ok(true);
+    }
+    Err(refused(std::format!(
+        "{} has mode {mode:o}: others may replace what is in it (a directory written in as \
+         root must be writable only by its owner, or sticky like /tmp)",
+        shown.display()
+    )))
+}
+
+/// Open the directory `dir` to write in (as root): every component of the path walked from
+/// `/` (from the current directory for a relative path) with openat(2) and O_NOFOLLOW |
+/// O_DIRECTORY, so that no symlink anywhere in it is followed (`shared/ns/rec` with `shared/ns`
+/// a planted link would lead elsewhere: not only the last component counts), and no directory
+/// on the way, `dir` included, may be written by others unless it is sticky and root's or
+/// ours (see [`shared_dir`]). What was checked is what is held: the returned descriptor (read
+/// only, O_DIRECTORY) is the directory, whatever its path names later; names in it are
+/// created, listed and removed relative to it. `create`: the mode for missing components,
+/// created on the way (none: a missing one is an error).
+///
+/// openat2(2)'s RESOLVE_NO_SYMLINKS would refuse the links in one call but not look at the
+/// directories' modes; the walk does both, on every kernel.
+pub fn open_dir_for_writing(dir: &Path, create: Option<u32>) -> io::Result<std::os::fd::OwnedFd> {
+    use std::{ffi::OsStr, path::Component, path::PathBuf};
+
+    use rustix::{
+        fs::{self as rfs, Mode, OFlags},
+        io::Errno,
+    };
+    // O_PATH: walking needs search permission only, not read.
+    let walk = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let start = if dir.is_absolute() { "/" } else { "." };
+    let mut current = rfs::open(start, walk, Mode::empty())?;
+    let mut stat = rfs::fstat(&current)?;
+    let mut shown = PathBuf::from(start);
+    for component in dir.components() {
+        let name: &OsStr = match component {
+            Component::RootDir | Component::CurDir => continue,
+            // A real directory's parent, walked like any other (never a link).
+            Component::ParentDir => OsStr::new(".."),
+            Component::Normal(name) => name,
+            Component::Prefix(_) => return Err(refused("a path prefix on Unix?".into())),
+        };
+        let shared = shared_dir(&stat, &shown)?;
+        shown.push(name);
+        let opened = match rfs::openat(&current, name, walk, Mode::empty()) {
+            Err(Errno::NOENT) if create.is_some() => {
+                let mode = Mode::from_raw_mode(create.unwrap_or(0o700));
+                match rfs::mkdirat(&current, name, mode) {
+                    Ok(()) | Err(Errno::EXIST) => {}
+                    Err(err) => return Err(err.into()),
+                }
+                rfs::openat(&current, name, walk, Mode::empty())
+            }
+            other => other,
+        };
+        let next = opened.map_err(|err| {
+            // Name what is there instead of a bare ELOOP or ENOTDIR.
+            match rfs::statat(&current, name, rfs::AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(there) if rfs::FileType::from_raw_mode(there.st_mode).is_symlink() => {
+                    refused(std::format!(
+                        "{} is a symlink: refusing to follow it (nodescope writes there as \
+                         root; a planted link would lead it elsewhere)",
+                        shown.display()
+                    ))
+                }
+                Ok(there) if !rfs::FileType::from_raw_mode(there.st_mode).is_dir() => {
+                    refused(std::format!("{} is not a directory", shown.display()))
+                }
+                _ => io::Error::new(
+                    io::Error::from(err).kind(),
+                    std::format!("{}: {err}", shown.display()),
+                ),
+            }
+        })?;
+        let next_stat = rfs::fstat(&next)?;
+        let euid = rustix::process::geteuid().as_raw();
+        if shared && next_stat.st_uid != 0 && next_stat.st_uid != euid {
+            return Err(refused(std::format!(
+                "{} belongs to uid {}, in a directory where anyone may create names: not \
+                 ours to write in",
+                shown.display(),
+                next_stat.st_uid
+            )));
+        }
+        current = next;
+        stat = next_stat;
+    }
+    // The directory itself holds what we write: the same rule.
+    shared_dir(&stat, &shown)?;
+    Ok(rfs::openat(
+        &current,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// `path`'s directory opened by [`open_dir_for_writing`] (without creating anything) and the
+/// file's name in it.
+pub fn open_parent(path: &Path) -> io::Result<(std::os::fd::OwnedFd, &std::ffi::OsStr)> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "names no file"))?;
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    Ok((open_dir_for_writing(parent, None)?, name))
+}
+
+/// Open the file `path` for writing (as root) under the rule of [`open_dir_for_writing`] for
+/// its directory, and never through a symlink at its own name (O_NOFOLLOW), never blocking on
+/// a FIFO (O_NONBLOCK); anything but a regular file is refused.
+pub fn open_for_writing(path: &Path, how: Create, mode: u32) -> io::Result<File> {
+    open_for_writing_accepting(path, how, mode, fs::Metadata::is_file)
+}
+
+/// [`open_for_writing`], taking what `accept` accepts of the opened file instead of regular
+/// files only (the audit log also takes the null device).
+pub fn open_for_writing_accepting(
+    path: &Path,
+    how: Create,
+    mode: u32,
+    accept: impl Fn(&fs::Metadata) -> bool,
+) -> io::Result<File> {
+    use rustix::fs::{self as rfs, Mode, OFlags};
+    let (dir, name) = open_parent(path)?;
+    let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    flags |= match how {
+        Create::New => OFlags::CREATE | OFlags::EXCL,
+        Create::Truncate => OFlags::CREATE | OFlags::TRUNC,
+        Create::Append => OFlags::CREATE | OFlags::APPEND,
+    };
+    let opened = rfs::openat(&dir, name, flags, Mode::from_raw_mode(mode));
+    let file = File::from(opened.map_err(|err| {
+        // A FIFO without a reader opened for writing says ENXIO, as does a device node
+        // without its driver: name what is there instead.
+        if err != rustix::io::Errno::NXIO {
+            return io::Error::from(err);
+        }
+        // (By path: only the message depends on it.)
+        match fs::symlink_metadata(path) {
+            Ok(meta) if !meta.is_file() => not_regular(meta.file_type()),
+            _ => io::Error::from(err),
+        }
+    })?);
+    let meta = file.metadata()?;
+    if !accept(&meta) {
+        return Err(not_regular(meta.file_type()));
+    }
+    Ok(file)
 }
 
 #[cfg(test)]
@@ -291,6 +487,112 @@ mod tests {
             read_regular(&dir.join("short"), Symlinks::Follow, 10).unwrap(),
             b"1234567890"
         );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// [`open_dir_for_writing`] and [`open_for_writing`] on real directories with planted links.
+#[cfg(test)]
+mod walk_tests {
+    use std::{
+        os::unix::fs::{symlink, PermissionsExt as _},
+        path::PathBuf,
+        string::ToString as _,
+    };
+
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(std::format!(
+            "tracer-common-walk-{name}-{}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        dir
+    }
+
+    /// `shared/ns` a link to another directory: neither the directory under it nor a file
+    /// under it is opened, created or written, at any depth.
+    #[test]
+    fn a_symlink_above_the_last_component_is_refused() {
+        let dir = scratch("parent-link");
+        let elsewhere = dir.join("elsewhere");
+        fs::create_dir_all(elsewhere.join("rec")).unwrap();
+        fs::create_dir(dir.join("shared")).unwrap();
+        symlink(&elsewhere, dir.join("shared/ns")).unwrap();
+
+        let rec = dir.join("shared/ns/rec");
+        let error = open_dir_for_writing(&rec, Some(0o700)).unwrap_err();
+        assert!(error.to_string().contains("is a symlink"), "{error}");
+        let deeper = dir.join("shared/ns/new/deeper");
+        assert!(open_dir_for_writing(&deeper, Some(0o700)).is_err());
+        assert!(
+            !elsewhere.join("new").exists(),
+            "nothing created through the link"
+        );
+        let audit = dir.join("shared/ns/audit.jsonl");
+        for how in [Create::New, Create::Truncate, Create::Append] {
+            let error = open_for_writing(&audit, how, 0o644).unwrap_err();
+            assert!(
+                error.to_string().contains("is a symlink"),
+                "{how:?}: {error}"
+            );
+        }
+        assert!(!elsewhere.join("audit.jsonl").exists());
+        // A link as the last component is refused the same way.
+        symlink(&elsewhere, dir.join("last")).unwrap();
+        assert!(open_dir_for_writing(&dir.join("last"), None).is_err());
+
+        // The real path works, and missing components are created with the mode given.
+        let real = dir.join("shared/real/rec");
+        open_dir_for_writing(&real, Some(0o700)).unwrap();
+        let mode = fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let mut file = open_for_writing(&real.join("out"), Create::New, 0o600).unwrap();
+        file.write_all(b"ok").unwrap();
+        assert!(open_for_writing(&real.join("out"), Create::New, 0o600).is_err());
+        open_for_writing(&real.join("out"), Create::Append, 0o600)
+            .unwrap()
+            .write_all(b"!")
+            .unwrap();
+        assert_eq!(fs::read_to_string(real.join("out")).unwrap(), "ok!");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A directory on the way that others may write in, without the sticky bit, is refused
+    /// (they could swap the next component for a directory of theirs); a sticky one is walked
+    /// through when the entry under it is ours or root's.
+    #[test]
+    fn a_directory_others_may_write_is_refused_unless_sticky() {
+        let dir = scratch("writable");
+        let open = dir.join("open");
+        fs::create_dir_all(open.join("rec")).unwrap();
+        for mode in [0o777, 0o775] {
+            fs::set_permissions(&open, fs::Permissions::from_mode(mode)).unwrap();
+            let error = open_dir_for_writing(&open.join("rec"), None).unwrap_err();
+            assert!(error.to_string().contains("others may replace"), "{error}");
+            assert!(open_for_writing(&open.join("rec/file"), Create::New, 0o600).is_err());
+            // The directory written in itself, too.
+            assert!(open_for_writing(&open.join("file"), Create::New, 0o600).is_err());
+        }
+        assert!(!open.join("rec/file").exists() && !open.join("file").exists());
+
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        open_dir_for_writing(&open.join("rec"), None).unwrap();
+        open_for_writing(&open.join("file"), Create::New, 0o600).unwrap();
+        // In a sticky directory, an entry made by someone else is not walked into.
+        if rustix::process::geteuid().is_root() {
+            let theirs = open.join("theirs");
+            fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65_534), Some(65_534)).unwrap();
+            let error = open_dir_for_writing(&theirs, None).unwrap_err();
+            assert!(
+                error.to_string().contains("belongs to uid 65534"),
+                "{error}"
+            );
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,12 +1,13 @@
 //! Every file a subcommand creates (`record -o` and `--perfetto`, `export -o`, `whatif
 //! --plot`, `probe --discover -o`, the daemon's rolling recordings): one policy (issue 33,
 //! finding 9). An existing name is refused unless `--force`; a symlink is never written
-//! through, `--force` or not (as root it could point at any file); anything but a regular
-//! file (a FIFO, a device) is refused, and no open blocks.
+//! through, `--force` or not (as root it could point at any file), at the file's name or at
+//! any directory above it, nor is a directory on the way that others may write in (unless
+//! sticky, like /tmp: `files::open_dir_for_writing`); anything but a regular file (a FIFO, a
+//! device) is refused, and no open blocks.
 use std::{
-    fs::{self, File, OpenOptions},
+    fs::{self, File},
     io::{ErrorKind, Write as _},
-    os::unix::fs::OpenOptionsExt as _,
     path::Path,
 };
 
@@ -33,8 +34,10 @@ impl OutputFile {
         OutputFile { force, mode: 0o600 }
     }
 
-    /// Refuse early (before a long run) what [`Self::create`] would refuse.
+    /// Refuse early (before a long run) what [`Self::create`] would refuse: the file itself,
+    /// and the directories on its path (see [`files::open_dir_for_writing`]).
     pub fn check(self, path: &Path) -> Result<()> {
+        files::open_parent(path).with_context(|| format!("creating {}", path.display()))?;
         match fs::symlink_metadata(path) {
             Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
             Err(err) => Err(err).with_context(|| format!("examining {}", path.display())),
@@ -42,19 +45,17 @@ impl OutputFile {
         }
     }
 
-    /// Create `path` for writing.
+    /// Create `path` for writing: its directory walked without following any symlink and
+    /// held by descriptor, the file created in it (`files::open_for_writing`).
     pub fn create(self, path: &Path) -> Result<File> {
-        let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-        let mut options = OpenOptions::new();
-        options.write(true).mode(self.mode).custom_flags(flags);
-        if self.force {
+        let how = if self.force {
             self.check(path)?;
-            options.create(true).truncate(true);
+            files::Create::Truncate
         } else {
             // O_EXCL: fails on anything at the name, a dangling symlink included.
-            options.create_new(true);
-        }
-        let file = options.open(path).map_err(|err| {
+            files::Create::New
+        };
+        files::open_for_writing(path, how, self.mode).map_err(|err| {
             match fs::symlink_metadata(path) {
                 Ok(meta) if err.kind() == ErrorKind::AlreadyExists || self.force => {
                     refusal(path, &meta, self.force).err()
@@ -64,10 +65,7 @@ impl OutputFile {
             .unwrap_or_else(|| {
                 anyhow::Error::new(err).context(format!("creating {}", path.display()))
             })
-        })?;
-        // Someone may have put a FIFO there between the check and the open.
-        files::ensure_regular(&file).with_context(|| format!("creating {}", path.display()))?;
-        Ok(file)
+        })
     }
 
     /// Create `path` holding `bytes`.

@@ -210,6 +210,50 @@ fn compare_has_latency_rows_from_timed_lookups() {
     assert_eq!(untimed["latency"], Value::Null);
 }
 
+/// Timed lookups in one run only: no figure of them is compared. The untimed side is null
+/// (n/a in the text), so is every change, and the reason is given; no app's wait is paired
+/// with an untimed app's 0 (which read as -100 %).
+#[test]
+fn compare_with_timed_lookups_on_one_side_compares_no_latency() {
+    let dir = scratch("compare-one-timed");
+    let timed = record_with(dir.path(), "timed", "0", &["--lookup-latency"]);
+    let plain = record(dir.path(), "plain", "25");
+    for (off, on, side, missing) in [(&timed, &plain, "on", "off"), (&plain, &timed, "off", "on")] {
+        let comparison = json(&["report", "--compare", off, on, "--json"]);
+        let latency = &comparison["latency"];
+        for figure in ["lookups", "wait_ns", "median_lookup_ns", "median_node_ns"] {
+            let pair = &latency[figure];
+            assert_eq!(pair[side], Value::Null, "{figure}: {latency}");
+            assert!(pair[missing].as_u64().unwrap() > 0, "{figure}: {latency}");
+            assert_eq!(pair["change_percent"], Value::Null, "{figure}: {latency}");
+            let why = pair["not_compared"].as_str().unwrap();
+            assert!(
+                why.contains(&format!("the {side} run has no timed lookups")),
+                "{why}"
+            );
+        }
+        assert_eq!(latency["app_pairs"], 0, "{latency}");
+        assert_eq!(latency["paired_app_change_percent"], Value::Null);
+        assert_eq!(latency["node_pairs"], 0, "{latency}");
+        for app in comparison["apps"].as_array().unwrap() {
+            assert_eq!(app["wait_ns"][side], Value::Null, "{app}");
+            assert_eq!(app["wait_ns"]["change_percent"], Value::Null, "{app}");
+        }
+        let text = String::from_utf8(nodescope(&["report", "--compare", off, on]).stdout).unwrap();
+        let latency_text = &text[text.find("node retrieval time").unwrap()..];
+        assert!(!latency_text.contains("-100.00%"), "{latency_text}");
+        let median = text
+            .lines()
+            .find(|line| line.starts_with("median lookup ns"))
+            .unwrap();
+        assert!(median.trim_end().ends_with("n/a"), "{median}");
+        assert!(
+            text.contains(&format!("the {side} run has no timed lookups")),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn compare_wants_two_recordings_and_names_a_bad_one() {
     let dir = scratch("compare-bad");

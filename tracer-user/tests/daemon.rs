@@ -589,6 +589,44 @@ fn a_recording_directory_that_is_a_symlink_or_not_private_is_refused_at_start() 
         .is_symlink());
 }
 
+/// `--record shared/ns/rec` with `shared/ns` a planted symlink: only the last component was
+/// checked, so the daemon went into the link's target and its rotation deleted the
+/// recordings there. A directory above DIR that anyone may write in (0777, not sticky) lets
+/// them swap DIR for one of theirs: refused too. Nothing in either is touched.
+#[test]
+fn a_recording_directory_under_a_planted_symlink_or_a_shared_directory_is_refused() {
+    let scratch_dir = scratch("rolling-parent-link");
+    let dir = scratch_dir.path();
+    let elsewhere = dir.join("elsewhere");
+    let precious = precious_recordings(&elsewhere.join("rec"));
+    fs::create_dir(dir.join("shared")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("shared/ns")).unwrap();
+    let refused = daemon_refusing(dir, &dir.join("shared/ns/rec"));
+    assert!(
+        refused.contains("refusing the recording directory")
+            && refused.contains("ns is a symlink: refusing to follow it"),
+        "{refused}"
+    );
+    let open = dir.join("open");
+    let open_files = precious_recordings(&open.join("rec"));
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+    let refused = daemon_refusing(dir, &open.join("rec"));
+    assert!(
+        refused.contains("refusing the recording directory")
+            && refused.contains("has mode 777: others may replace"),
+        "{refused}"
+    );
+    for (place, files) in [
+        (elsewhere.join("rec"), &precious),
+        (open.join("rec"), &open_files),
+    ] {
+        assert_eq!(&listing(&place), files, "{place:?} changed");
+        for file in files {
+            assert_eq!(fs::read_to_string(file).unwrap(), "precious", "{file:?}");
+        }
+    }
+}
+
 /// Issue 52, item 4: DIR swapped for a symlink while the daemon runs. The rotation went by
 /// path: it created its next file in the symlink's target and removed the target's
 /// `nodescope-NNNNNN.nsr` as its oldest. Now DIR is held by descriptor from the start: the

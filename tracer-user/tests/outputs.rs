@@ -32,7 +32,8 @@ fn recording(path: &Path) {
     writer.finish(1_000_000_000).unwrap();
 }
 
-/// The traps: an existing file, a symlink to a file outside, a dangling symlink, a FIFO.
+/// The traps: an existing file, a symlink to a file outside, a dangling symlink, a FIFO, a
+/// name under a symlinked directory and one under a directory anyone may write in.
 struct Traps {
     existing: PathBuf,
     link: PathBuf,
@@ -40,6 +41,11 @@ struct Traps {
     dangling: PathBuf,
     never_created: PathBuf,
     fifo: PathBuf,
+    /// Under `shared/ns`, a link to `elsewhere`: a symlink above the last component.
+    under_link: PathBuf,
+    elsewhere: PathBuf,
+    /// Under `open`, a directory anyone may write in (0777, not sticky).
+    under_open: PathBuf,
 }
 
 impl Traps {
@@ -51,7 +57,18 @@ impl Traps {
             dangling: dir.join("dangling"),
             never_created: dir.join("never-created"),
             fifo: dir.join("fifo"),
+            under_link: dir.join("shared/ns/out"),
+            elsewhere: dir.join("elsewhere"),
+            under_open: dir.join("open/out"),
         };
+        fs::create_dir(&traps.elsewhere).unwrap();
+        fs::create_dir(dir.join("shared")).unwrap();
+        symlink(&traps.elsewhere, dir.join("shared/ns")).unwrap();
+        fs::create_dir(dir.join("open")).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            fs::set_permissions(dir.join("open"), fs::Permissions::from_mode(0o777)).unwrap();
+        }
         fs::write(&traps.existing, "precious").unwrap();
         fs::write(&traps.target, "precious").unwrap();
         symlink(&traps.target, &traps.link).unwrap();
@@ -85,7 +102,15 @@ impl Traps {
                 "is a symlink: refusing to write through it",
             );
             refused(&self.fifo, force, "is a FIFO: refusing to write there");
+            refused(
+                &self.under_link,
+                force,
+                "ns is a symlink: refusing to follow it",
+            );
+            refused(&self.under_open, force, "has mode 777: others may replace");
         }
+        assert!(!self.elsewhere.join("out").exists());
+        assert!(!self.under_open.exists());
         assert_eq!(fs::read_to_string(&self.existing).unwrap(), "precious");
         assert_eq!(fs::read_to_string(&self.target).unwrap(), "precious");
         assert!(!self.never_created.exists());

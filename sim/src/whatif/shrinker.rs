@@ -81,6 +81,9 @@ pub struct F2fsShrinker {
     pub calls: u64,
     pub scanned: u64,
     pub node_scanned: u64,
+    /// Batches replayed one by one against the node cache and the NAT entries (the replay's
+    /// own work; batches that could only free extents are done at once).
+    pub batches: u64,
 }
 
 impl F2fsShrinker {
@@ -117,10 +120,18 @@ impl F2fsShrinker {
         let delta = (freeable >> priority) * 4 / SHRINK_SEEKS;
         let mut total = ((self.deferred >> priority) + delta).min(2 * freeable);
         let mut scanned = 0;
+        // The work one call does on what the replay really holds (node cache entries and NAT
+        // entries), bounded by their count, not by the recorded one (up to 4 G, and a crafted
+        // recording's to choose): twice it, since the node cache gives an entry a second
+        // chance before freeing it, and a NAT entry goes at its first scan. Past that, what is
+        // left of them cannot be freed (dirty or converting entries) and more batches would
+        // only scan them again, 67 M times for a 4 G count at priority 0.
+        let mut own_work = 2 * (self.nat.len() + engine.cache.shrink_count());
         while total > 0 && (total >= SHRINK_BATCH || total >= freeable) {
-            if self.nat.len() == 0 && engine.cache.shrink_count() == 0 {
-                // Only extents left: the remaining batches free them at once, not a step each
-                // (a recorded count is up to 4 G objects: 67 M batches).
+            let own_left = self.nat.len() + engine.cache.shrink_count();
+            if own_left == 0 || own_work == 0 {
+                // Only extents left to free (or nothing more the replayed caches can give):
+                // the remaining batches free them at once, not a step each.
                 let (whole, rest) = (total / SHRINK_BATCH, total % SHRINK_BATCH);
                 let last = if whole == 0 || rest >= freeable {
                     rest
@@ -133,7 +144,9 @@ impl F2fsShrinker {
                 break;
             }
             let nr = total.min(SHRINK_BATCH);
-            self.scan(engine, nr);
+            let own_asked = self.scan(engine, nr);
+            self.batches += 1;
+            own_work = own_work.saturating_sub(own_asked.max(1));
             total -= nr;
             scanned += nr;
         }
@@ -143,10 +156,12 @@ impl F2fsShrinker {
             .min(2 * freeable);
     }
 
-    /// `f2fs_shrink_scan` of `nr`: extents, the node cache's share, NAT entries.
-    fn scan(&mut self, engine: &mut Engine, nr: u64) {
+    /// `f2fs_shrink_scan` of `nr`: extents, the node cache's share, NAT entries. Returns how
+    /// much of `nr` was asked of the node cache and the NAT entries.
+    fn scan(&mut self, engine: &mut Engine, nr: u64) -> u64 {
         let mut freed = (nr >> 2).min(self.extents);
         self.extents -= freed;
+        let own_asked = nr - freed;
         if freed < nr {
             let own = engine.cache.shrink_count();
             if let Some(share) = ((nr - freed) * own).checked_div(own + self.nat.len()) {
@@ -158,5 +173,80 @@ impl F2fsShrinker {
         if freed < nr {
             self.nat.free(nr - freed);
         }
+        own_asked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        cache::CacheConfig, engine::EngineOptions, events::Task, f2fs::node::RequestedType,
+        knobs::KnobSource, scenario::vm_replay,
+    };
+    use tracer_common::knobs::Knobs;
+
+    /// The replayed kernel after 200 node reads, each node then modified (dirty: the node
+    /// cache can scan its entries but never free them), and their NAT entries.
+    fn dirty_cache() -> (Engine, F2fsShrinker) {
+        let nodes = vm_replay::rfc_nodes().unwrap();
+        let knobs = Knobs {
+            threshold: 0,
+            interval_ms: 100,
+        };
+        let mut engine = Engine::new(
+            nodes.clone(),
+            KnobSource::Static(knobs),
+            EngineOptions::default(),
+        );
+        engine.cache.set_config(CacheConfig::rfc());
+        let task = Task::process(1, 0, "whatif");
+        let mut shrinker = F2fsShrinker::default();
+        for &nid in nodes.nids().iter().skip(1).take(200) {
+            engine.access(&task, nid, RequestedType::Any).unwrap();
+            engine.dirty_untouched(&task, nid).unwrap();
+            shrinker.node_info(nid);
+        }
+        assert_eq!(engine.cache.shrink_count(), 200);
+        (engine, shrinker)
+    }
+
+    /// A crafted recording's calls (priority 0, a count of 16 M objects, again and again
+    /// within a reclaim, so that deferred work piles up) against a cache whose entries cannot
+    /// be freed: the batches replayed one by one stay bounded by the objects the replay holds
+    /// (200 entries and 200 NAT entries: twice that is 800 objects, 96 a batch after the
+    /// extents' quarter), not by the recorded count (a quarter of a million batches a call).
+    #[test]
+    fn huge_recorded_counts_replay_in_bounded_batches() {
+        let (mut engine, mut shrinker) = dirty_cache();
+        let calls = 3;
+        for call in 0..calls {
+            let ts = 1_000_000 + call * 1_000;
+            shrinker.call(&mut engine, ts, 1 << 24, 0, 0);
+        }
+        assert_eq!(shrinker.calls, calls);
+        // First call: 800 / 96 rounds up to 9 batches; later ones have 200 entries left: 5.
+        let bound = 9 + (calls - 1) * 5;
+        assert!(
+            shrinker.batches <= bound,
+            "{} batches replayed one by one, more than {bound}",
+            shrinker.batches
+        );
+        // The dirty entries stay; every NAT entry went; the extents were asked as reclaim
+        // asked (twice the count at most, per call).
+        assert_eq!(engine.cache.shrink_count(), 200);
+        assert_eq!(shrinker.nat.len(), 0);
+        assert!(shrinker.scanned >= 2 * (1 << 24), "{}", shrinker.scanned);
+        assert!(shrinker.deferred <= 2 * ((1 << 24) + 200));
+    }
+
+    /// The largest count a recording can hold (4 G), at priority 0: still bounded.
+    #[test]
+    fn a_4g_count_replays_in_bounded_batches() {
+        let (mut engine, mut shrinker) = dirty_cache();
+        for call in 0..4 {
+            shrinker.call(&mut engine, 1_000_000 + call, u64::from(u32::MAX), 0, 0);
+        }
+        assert!(shrinker.batches <= 9 + 3 * 5, "{}", shrinker.batches);
     }
 }

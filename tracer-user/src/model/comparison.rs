@@ -9,7 +9,7 @@ use super::{
     AppKey, Counters,
 };
 pub(crate) use crate::schema::report::{
-    AppComparison, Comparison, LatencyComparison, OffOnTotals, Pair,
+    AppComparison, Comparison, LatencyComparison, OffOnTotals, Pair, TimedPair,
 };
 
 /// Bytes a node read brings in: one F2FS block.
@@ -54,6 +54,7 @@ fn apps(off: &Report, on: &Report) -> Vec<AppComparison> {
     names.sort();
     names.dedup();
     let zero = Counters::default();
+    let timed = (timed(off), timed(on));
     let mut rows: Vec<AppComparison> = names
         .into_iter()
         .map(|name| {
@@ -67,13 +68,13 @@ fn apps(off: &Report, on: &Report) -> Vec<AppComparison> {
                     b.node_reads() * NODE_BLOCK_BYTES,
                 ),
                 restores: Pair::new(a.restores, b.restores),
-                lookups: Pair::new(a.retrievals.count(), b.retrievals.count()),
-                wait_ns: Pair::new(a.retrievals.wait_ns(), b.retrievals.wait_ns()),
+                lookups: TimedPair::new(a.retrievals.count(), b.retrievals.count(), timed),
+                wait_ns: TimedPair::new(a.retrievals.wait_ns(), b.retrievals.wait_ns(), timed),
             }
         })
         .filter(|row| {
-            row.node_reads.off + row.node_reads.on + row.restores.on + row.lookups.off > 0
-                || row.lookups.on > 0
+            let lookups = row.lookups.off.unwrap_or(0) + row.lookups.on.unwrap_or(0);
+            row.node_reads.off + row.node_reads.on + row.restores.on + lookups > 0
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -84,9 +85,17 @@ fn apps(off: &Report, on: &Report) -> Vec<AppComparison> {
     rows
 }
 
+/// Whether a run has timed lookups (`--lookup-latency`): its figures of them exist.
+fn timed(report: &Report) -> bool {
+    report.totals.retrievals.count() > 0
+        || !report.lookup_times.latencies_ns.is_empty()
+        || report.lookup_times.left_out > 0
+}
+
 fn latency(off: &Report, on: &Report) -> Option<LatencyComparison> {
     let (a, b) = (&off.lookup_times, &on.lookup_times);
-    if a.latencies_ns.is_empty() && b.latencies_ns.is_empty() {
+    let timed = (timed(off), timed(on));
+    if timed == (false, false) {
         return None;
     }
     let node_median = |r: &Report| {
@@ -94,21 +103,33 @@ fn latency(off: &Report, on: &Report) -> Option<LatencyComparison> {
         median(&mut sums).unwrap_or(0)
     };
     let (node_change, node_pairs) = paired_median_change(&a.per_node_ns, &b.per_node_ns);
+    // Only apps that were timed: an app without timed lookups has no wait to pair, not a
+    // wait of 0 (which would pair as -100 %).
     let app_waits = |r: &Report| -> BTreeMap<String, u64> {
         r.apps
             .iter()
+            .filter(|row| row.total.retrievals.count() > 0)
             .map(|row| (app_name(&row.app), row.total.retrievals.wait_ns()))
             .collect()
     };
     let (app_change, app_pairs) = paired_median_change(&app_waits(off), &app_waits(on));
     Some(LatencyComparison {
-        lookups: Pair::new(off.totals.retrievals.count(), on.totals.retrievals.count()),
-        wait_ns: Pair::new(
+        lookups: TimedPair::new(
+            off.totals.retrievals.count(),
+            on.totals.retrievals.count(),
+            timed,
+        ),
+        wait_ns: TimedPair::new(
             off.totals.retrievals.wait_ns(),
             on.totals.retrievals.wait_ns(),
+            timed,
         ),
-        median_lookup_ns: Pair::new(a.median_ns().unwrap_or(0), b.median_ns().unwrap_or(0)),
-        median_node_ns: Pair::new(node_median(off), node_median(on)),
+        median_lookup_ns: TimedPair::new(
+            a.median_ns().unwrap_or(0),
+            b.median_ns().unwrap_or(0),
+            timed,
+        ),
+        median_node_ns: TimedPair::new(node_median(off), node_median(on), timed),
         paired_node_change_percent: node_change,
         node_pairs,
         paired_app_change_percent: app_change,

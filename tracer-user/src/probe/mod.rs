@@ -12,7 +12,7 @@ use tracer_common::EventKind;
 use crate::{
     source::bpf::{
         self, cache_counters,
-        coverage::Coverage,
+        coverage::{self, Coverage},
         discover::startup,
         f2fs::planner,
         footprints::{self, FootprintPlan},
@@ -104,7 +104,9 @@ pub(crate) fn collect(manifest: &Manifest, rfc_probes_from: String) -> Result<Pr
     let (tracefs, mounted) = locate_tracefs(&privileges, &mut missing);
     let (bpf, bpf_selftest) = bpf_selftest(&privileges, &mut missing)?;
     let rfc_probes = rfc_probes(manifest, bpf)?;
-    let rfc_kinds = startup::rfc_kernel().then(|| rfc_kinds(&rfc_probes));
+    // One plan for both the plan's table and the RFC kinds' node_read row.
+    let f2fs_plan = planner::plan_this_kernel(None);
+    let rfc_kinds = startup::rfc_kernel().then(|| rfc_kinds(&rfc_probes, &f2fs_plan));
     let report = ProbeReport {
         kernel: system::kernel_release(),
         privileges,
@@ -122,18 +124,46 @@ pub(crate) fn collect(manifest: &Manifest, rfc_probes_from: String) -> Result<Pr
         rfc_probes,
         rfc_kinds,
         rfc_probes_from,
-        f2fs_plan: planner::plan_this_kernel(None),
+        f2fs_plan,
         accesses: accesses::access_probe(bpf),
         missing,
     };
     Ok(with_feature_gaps(report))
 }
 
-/// What each RFC kind would be seen by: the manifest's probes that attached, the footprints
-/// where this kernel has what they hook, the counters files found.
-fn rfc_kinds(probes: &RfcProbes) -> Coverage {
-    let mut per_event: Vec<(EventKind, String)> =
-        vec![(EventKind::NodeRead, "F2FS's node-read tracepoints".into())];
+/// What each RFC kind would be seen by: node reads by what `plan` chose for them, the
+/// manifest's probes that attached, the footprints where this kernel has what they hook, the
+/// counters files found.
+fn rfc_kinds(probes: &RfcProbes, plan: &planner::Plan) -> Coverage {
+    let (mut per_event, mut missing) = per_event_kinds(probes, plan);
+    let footprints = FootprintPlan::this_kernel();
+    if footprints.usable() {
+        for kind in footprints::KINDS {
+            if !per_event.iter().any(|(k, _)| *k == kind) {
+                per_event.push((kind, footprints.describe()));
+            }
+        }
+    } else {
+        missing.push(footprints.describe());
+    }
+    let (files, notes) = cache_counters::find_for_rfc_devices();
+    missing.extend(notes);
+    Coverage::new(&per_event, &files, &missing)
+}
+
+/// The kinds seen one by one without footprints: node reads as `plan` has them (or why not,
+/// in the second list), then the manifest's probes that attached. The manifest's node_read
+/// entry is not what attaches for node reads (the plan's variant is), so it is left out.
+fn per_event_kinds(
+    probes: &RfcProbes,
+    plan: &planner::Plan,
+) -> (Vec<(EventKind, String)>, Vec<String>) {
+    let mut per_event = Vec::new();
+    let mut missing = Vec::new();
+    match coverage::node_reads_seen(plan) {
+        Ok(seen) => per_event.push(seen),
+        Err(why) => missing.push(why),
+    }
     for symbol in probes.symbols.iter().filter(|s| s.status == "attached") {
         if let Some(kind) = PROBE_KINDS.iter().find(|k| k.name() == symbol.kind) {
             if *kind != EventKind::NodeRead {
@@ -141,20 +171,7 @@ fn rfc_kinds(probes: &RfcProbes) -> Coverage {
             }
         }
     }
-    let mut missing = Vec::new();
-    let plan = FootprintPlan::this_kernel();
-    if plan.usable() {
-        for kind in footprints::KINDS {
-            if !per_event.iter().any(|(k, _)| *k == kind) {
-                per_event.push((kind, plan.describe()));
-            }
-        }
-    } else {
-        missing.push(plan.describe());
-    }
-    let (files, notes) = cache_counters::find_for_rfc_devices();
-    missing.extend(notes);
-    Coverage::new(&per_event, &files, &missing)
+    (per_event, missing)
 }
 
 /// Each probe of the manifest: its symbol in kallsyms (kprobes) or in the target binary
@@ -332,4 +349,63 @@ fn with_feature_gaps(mut report: ProbeReport) -> ProbeReport {
             .push("node_compress_threshold on a mounted F2FS: the RFC patch is not applied".into());
     }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::bpf::coverage::KindState;
+    use planner::{KernelView, NodeReadVariant};
+
+    fn no_manifest_probes() -> RfcProbes {
+        RfcProbes {
+            manifest: "none".into(),
+            looked_up_in: "/proc/kallsyms".into(),
+            symbols: Vec::new(),
+            errors: Vec::new(),
+            unmapped_kinds: Vec::new(),
+            no_trampolines: None,
+        }
+    }
+
+    fn node_read_state(plan: &planner::Plan) -> KindState {
+        let (per_event, missing) = per_event_kinds(&no_manifest_probes(), plan);
+        let coverage = Coverage::new(&per_event, &[], &missing);
+        coverage
+            .kinds
+            .iter()
+            .find(|(kind, _)| *kind == EventKind::NodeRead)
+            .map(|(_, state)| state.clone())
+            .expect("node_read is an RFC kind")
+    }
+
+    /// The RFC kinds' node_read row and the F2FS plan are one answer: a kernel with no
+    /// node-read variant (no tracepoints, no kprobes) must not be shown as seeing them per
+    /// event, and the row says why, in the plan's words.
+    #[test]
+    fn node_reads_state_follows_the_plan() {
+        let none = planner::plan(&KernelView::default(), None);
+        assert!(none.node_reads.chosen.is_none());
+        assert!(none.render().contains("node_reads   not available"));
+        match node_read_state(&none) {
+            KindState::Unavailable { why } => {
+                assert!(why.contains("kprobes not available"), "{why}");
+            }
+            other => panic!("node reads are not available, yet: {other:?}"),
+        }
+
+        let kprobes = KernelView {
+            kprobes: true,
+            symbols: planner::find_symbols("0 t read_node_page\t[f2fs]\n"),
+            ..KernelView::default()
+        };
+        let kprobe = planner::plan(&kprobes, Some(NodeReadVariant::Kprobe));
+        assert!(kprobe.node_reads.chosen.is_some());
+        match node_read_state(&kprobe) {
+            KindState::PerEvent { via, .. } => {
+                assert!(via.contains("kprobe read_node_page"), "{via}");
+            }
+            other => panic!("the plan attaches a kprobe, yet: {other:?}"),
+        }
+    }
 }

@@ -105,6 +105,40 @@ impl Pair {
     }
 }
 
+/// A figure of the timed lookups (issue 51), which a run has only when it was recorded with
+/// `--lookup-latency`: compared only when both runs have it. Otherwise the side without it is
+/// null, the change too, and `not_compared` says why (a run without timed lookups is not a
+/// run whose lookups took no time: a change of -100 % would be a lie).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct TimedPair {
+    pub off: Option<u64>,
+    pub on: Option<u64>,
+    /// (on - off) / off in percent; None when either side is missing or off is 0.
+    pub change_percent: Option<f64>,
+    pub not_compared: Option<String>,
+}
+
+impl TimedPair {
+    /// `off` and `on` where each run has timed lookups (`timed`: off, on).
+    pub(crate) fn new(off: u64, on: u64, timed: (bool, bool)) -> TimedPair {
+        let why = match timed {
+            (true, true) => None,
+            (false, true) => Some("the off run has no timed lookups (--lookup-latency)"),
+            (true, false) => Some("the on run has no timed lookups (--lookup-latency)"),
+            (false, false) => Some("neither run has timed lookups (--lookup-latency)"),
+        };
+        let (off, on) = (timed.0.then_some(off), timed.1.then_some(on));
+        TimedPair {
+            off,
+            on,
+            change_percent: off
+                .zip(on)
+                .and_then(|(off, on)| Pair::new(off, on).change_percent),
+            not_compared: why.map(String::from),
+        }
+    }
+}
+
 /// The cover letter's rows, from the cache as the events left it and the counts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct OffOnTotals {
@@ -136,8 +170,8 @@ pub(crate) struct AppComparison {
     pub node_read_bytes: Pair,
     pub restores: Pair,
     /// Timed lookups and their times summed (issue 51): what the app waited.
-    pub lookups: Pair,
-    pub wait_ns: Pair,
+    pub lookups: TimedPair,
+    pub wait_ns: TimedPair,
 }
 
 /// The cover letter's latency rows (issue 51) from the timed lookups of both recordings: the
@@ -146,10 +180,10 @@ pub(crate) struct AppComparison {
 /// on of the same node's (app's) retrieval time, the median of those changes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct LatencyComparison {
-    pub lookups: Pair,
-    pub wait_ns: Pair,
-    pub median_lookup_ns: Pair,
-    pub median_node_ns: Pair,
+    pub lookups: TimedPair,
+    pub wait_ns: TimedPair,
+    pub median_lookup_ns: TimedPair,
+    pub median_node_ns: TimedPair,
     pub paired_node_change_percent: Option<f64>,
     /// Nodes timed in both runs (with a non-zero time off).
     pub node_pairs: u64,

@@ -3,7 +3,30 @@ use std::fmt::Write as _;
 
 use tracer_common::text::escape_name;
 
-use crate::model::comparison::{Comparison, Pair};
+use crate::model::comparison::{Comparison, Pair, TimedPair};
+
+/// A timed figure's side: "n/a" where the run has none.
+fn side(value: Option<u64>) -> String {
+    value.map_or_else(|| "n/a".into(), |v| v.to_string())
+}
+
+fn timed_change(pair: &TimedPair) -> String {
+    match (pair.change_percent, &pair.not_compared) {
+        (Some(p), _) => format!("{p:+.2}%"),
+        (None, Some(_)) => "n/a".into(),
+        (None, None) => "-".into(),
+    }
+}
+
+fn timed_row(out: &mut String, name: &str, pair: &TimedPair) {
+    let _ = writeln!(
+        out,
+        "{name:<24} {:>14} {:>14} {:>10}",
+        side(pair.off),
+        side(pair.on),
+        timed_change(pair)
+    );
+}
 
 fn change(pair: &Pair) -> String {
     pair.change_percent
@@ -83,10 +106,13 @@ pub(crate) fn render(c: &Comparison) -> String {
                 String::new()
             }
         );
-        row(&mut out, "timed lookups", &l.lookups);
-        row(&mut out, "wait ns", &l.wait_ns);
-        row(&mut out, "median lookup ns", &l.median_lookup_ns);
-        row(&mut out, "median node ns", &l.median_node_ns);
+        timed_row(&mut out, "timed lookups", &l.lookups);
+        timed_row(&mut out, "wait ns", &l.wait_ns);
+        timed_row(&mut out, "median lookup ns", &l.median_lookup_ns);
+        timed_row(&mut out, "median node ns", &l.median_node_ns);
+        if let Some(why) = &l.lookups.not_compared {
+            let _ = writeln!(out, "(n/a: {why}: nothing to compare)");
+        }
         let paired = |change: Option<f64>, pairs: u64, what: &str| {
             change.map_or_else(
                 || format!("- (no {what} timed in both)"),
@@ -102,7 +128,7 @@ pub(crate) fn render(c: &Comparison) -> String {
         let waits: Vec<_> = c
             .apps
             .iter()
-            .filter(|a| a.lookups.off + a.lookups.on > 0)
+            .filter(|a| a.lookups.off.unwrap_or(0) + a.lookups.on.unwrap_or(0) > 0)
             .collect();
         if !waits.is_empty() {
             let _ = writeln!(
@@ -110,14 +136,17 @@ pub(crate) fn render(c: &Comparison) -> String {
                 "\n{:<32} {:>12} {:>12} {:>10}",
                 "APP", "WAIT MS OFF", "WAIT MS ON", "CHANGE"
             );
+            let ms = |ns: Option<u64>| {
+                ns.map_or_else(|| "n/a".into(), |ns| format!("{:.3}", ns as f64 / 1e6))
+            };
             for app in waits {
                 let _ = writeln!(
                     out,
-                    "{:<32} {:>12.3} {:>12.3} {:>10}",
+                    "{:<32} {:>12} {:>12} {:>10}",
                     escape_name(&app.app),
-                    app.wait_ns.off as f64 / 1e6,
-                    app.wait_ns.on as f64 / 1e6,
-                    change(&app.wait_ns)
+                    ms(app.wait_ns.off),
+                    ms(app.wait_ns.on),
+                    timed_change(&app.wait_ns)
                 );
             }
         }

@@ -5,18 +5,15 @@
 //! file being written gets its footer at the next rotation or when the daemon stops.
 use std::{
     ffi::CStr,
-    fs::{self, File},
+    fs::File,
     io::ErrorKind,
-    os::{
-        fd::{AsFd, OwnedFd},
-        unix::fs::DirBuilderExt as _,
-    },
+    os::fd::{AsFd, OwnedFd},
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context as _, Result};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
-use tracer_common::Event;
+use tracer_common::{files, Event};
 
 use crate::{
     pipeline::{KnobChange, Pipeline},
@@ -65,12 +62,6 @@ pub(crate) struct RollingRecorder {
 /// The rolling files carry the same per-process data as the daemon's socket, which is 0600:
 /// so are they.
 const FILE_MODE: u32 = 0o600;
-
-/// How DIR is opened: never through a symlink.
-const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
 
 impl RollingRecorder {
     /// Start a new file in `dir` (created 0700 if missing, else checked to be ours and private,
@@ -166,8 +157,10 @@ impl RollingRecorder {
 /// otherwise it must be a directory, not a symlink to one, belonging to us, that nobody else
 /// may write in: the daemon deletes files there, and whoever may write in it could put a name
 /// there for it to write or delete. One of ours that others may only read (0755, as earlier
-/// versions made it under the umask) is made 0700. The checks are made on the descriptor
-/// opened with O_NOFOLLOW, so what was checked is what is used, whatever the path names later.
+/// versions made it under the umask) is made 0700. The path is walked from `/` without
+/// following a symlink at any component (`files::open_dir_for_writing`), and the checks are
+/// made on the descriptor so opened, so what was checked is what is used, whatever the path
+/// names later: files are created, listed and removed relative to it.
 fn open_private_dir(dir: &Path) -> Result<OwnedFd> {
     let refuse = |problem: String| {
         anyhow::anyhow!(
@@ -176,26 +169,21 @@ fn open_private_dir(dir: &Path) -> Result<OwnedFd> {
             dir.display()
         )
     };
-    match fs::DirBuilder::new()
-        .mode(0o700)
-        .recursive(true)
-        .create(dir)
-    {
-        Ok(()) => {}
-        Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(err).with_context(|| format!("creating {}", dir.display())),
-    }
-    let fd = match rfs::open(dir, DIR_FLAGS, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(err) => {
-            return Err(match fs::symlink_metadata(dir) {
-                Ok(meta) if meta.file_type().is_symlink() => refuse("is a symlink".into()),
-                Ok(meta) if !meta.is_dir() => refuse("is not a directory".into()),
-                _ => anyhow::Error::new(std::io::Error::from(err))
-                    .context(format!("opening {}", dir.display())),
-            })
+    // Every component walked without following a symlink (a link one level up would lead
+    // the daemon into another directory, to rotate away its files), none writable by others
+    // unless sticky; missing ones created 0700.
+    let fd = files::open_dir_for_writing(dir, Some(0o700)).map_err(|err| {
+        let kind = err.kind();
+        let error = anyhow::Error::new(err).context(format!("opening {}", dir.display()));
+        if kind == ErrorKind::PermissionDenied {
+            error.context(format!(
+                "refusing the recording directory {}: choose another with --record",
+                dir.display()
+            ))
+        } else {
+            error
         }
-    };
+    })?;
     let stat = rfs::fstat(&fd).with_context(|| format!("examining {}", dir.display()))?;
     let euid = rustix::process::geteuid().as_raw();
     let mode = stat.st_mode & 0o7777;

@@ -11,7 +11,32 @@ use std::fmt::Write as _;
 
 use tracer_common::EventKind;
 
-use super::{cache_counters::CounterFile, manifest::PROBE_KINDS};
+use super::{cache_counters::CounterFile, f2fs::planner::Plan, manifest::PROBE_KINDS};
+
+/// How node reads would be seen, from the F2FS probe plan that decides what attaches: per
+/// event through the chosen variant's attachments, or, without one, why not (a note for
+/// `Coverage::new`'s `missing`). Node reads are not the manifest's: they come from F2FS's own
+/// tracepoints or the kprobe fallback, so the plan is the only authority on them.
+pub(crate) fn node_reads_seen(plan: &Plan) -> Result<(EventKind, String), String> {
+    let part = &plan.node_reads;
+    match &part.chosen {
+        Some(choice) => {
+            let targets: Vec<String> = choice
+                .attachments
+                .iter()
+                .map(|a| a.target.to_string())
+                .collect();
+            Ok((EventKind::NodeRead, format!("F2FS {}", targets.join(" + "))))
+        }
+        None if part.rejected.is_empty() => {
+            Err("node reads: the F2FS probe plan has no variant for them".into())
+        }
+        None => Err(format!(
+            "node reads: no F2FS probe plan variant ({})",
+            part.rejected.join("; ")
+        )),
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]

@@ -187,9 +187,17 @@ impl BpfSource {
     /// restore kinds no probe of the manifest gives, and the mechanism's own counters files,
     /// read at every refresh from now on. Returns what each kind is seen by.
     pub(crate) fn watch_rfc_kernel(&mut self) -> Coverage {
+        // Node reads as the plan's variant attached them (`start` fails without one): the
+        // targets that did attach, not a fixed claim.
+        let node_reads: Vec<&str> = self
+            .outcomes
+            .iter()
+            .filter(|o| o.what == "node_reads" && o.attached)
+            .map(|o| o.target.as_str())
+            .collect();
         let mut per_event = vec![(
             EventKind::NodeRead,
-            "F2FS's node-read tracepoints".to_string(),
+            format!("F2FS {}", node_reads.join(" + ")),
         )];
         if let Some(report) = &self.rfc {
             per_event.extend(

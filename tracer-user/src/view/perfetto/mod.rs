@@ -63,11 +63,23 @@ const SEQUENCE_ID: u64 = 1;
 /// The whole trace file of a recording held whole: a Perfetto `Trace` message.
 #[cfg(test)]
 pub(crate) fn encode(recorded: &Recorded) -> Vec<u8> {
+    encode_finished(recorded).bytes
+}
+
+/// [`encode`], with what was left out.
+#[cfg(test)]
+pub(crate) fn encode_finished(recorded: &Recorded) -> Finished {
     let mut trace = TraceBuilder::new(&recorded.header, recorded.packages.clone());
     for window in &recorded.windows {
         trace.window(window);
     }
     trace.finish(&recorded.notes, &recorded.marks)
+}
+
+/// A finished trace file, and the recorded clock pairs it left out (each with why).
+pub(crate) struct Finished {
+    pub bytes: Vec<u8>,
+    pub dropped_clocks: Vec<String>,
 }
 
 /// A trace made as a replay goes: each window is laid out as it closes and dropped, so that
@@ -98,14 +110,18 @@ impl TraceBuilder {
     }
 
     /// The trace file: the windows, then the notes and the instants, in time order.
-    pub(crate) fn finish(mut self, notes: &[Note], marks: &[Event]) -> Vec<u8> {
+    pub(crate) fn finish(mut self, notes: &[Note], marks: &[Event]) -> Finished {
         for note in notes {
             self.layout.note(note);
         }
         for mark in marks {
             self.layout.mark(mark);
         }
-        self.layout.into_trace()
+        let dropped_clocks = std::mem::take(&mut self.layout.dropped_clocks);
+        Finished {
+            bytes: self.layout.into_trace(),
+            dropped_clocks,
+        }
     }
 }
 
@@ -128,6 +144,25 @@ struct Layout {
     /// any, every packet says its clock and the trace holds the pairs as clock snapshots, so
     /// Perfetto places it on a system trace's BOOTTIME timeline, suspends included.
     clocks: Vec<ClockPair>,
+    /// Clock notes that could not be snapshots (`impossible_clock`), in words.
+    dropped_clocks: Vec<String>,
+}
+
+/// Why a recorded clock pair cannot be a clock snapshot, given the last one kept: BOOTTIME is
+/// MONOTONIC plus the time spent suspended, so it is never below it, and neither clock goes
+/// backwards. Perfetto converts every timestamp through the snapshots; an impossible one (a
+/// damaged or crafted recording) would move samples to wrong places or make the trace
+/// processor reject the clocks, so it is left out rather than written as recorded.
+fn impossible_clock(pair: &ClockPair, last: Option<&ClockPair>) -> Option<&'static str> {
+    if pair.boottime_ns < pair.monotonic_ns {
+        return Some("BOOTTIME below MONOTONIC");
+    }
+    let last = last?;
+    if pair.monotonic_ns < last.monotonic_ns || pair.boottime_ns < last.boottime_ns {
+        Some("going backwards from the previous snapshot")
+    } else {
+        None
+    }
 }
 
 impl Layout {
@@ -289,7 +324,21 @@ impl Layout {
     /// A knob change moves the knob counters; every note is an instant.
     fn note(&mut self, note: &Note) {
         if let Some(pair) = ClockPair::from_note(note) {
-            self.clocks.push(pair);
+            match impossible_clock(&pair, self.clocks.last()) {
+                None => self.clocks.push(pair),
+                Some(why) => {
+                    let said = format!(
+                        "clock snapshot dropped ({why}): monotonic_ns={} boottime_ns={}",
+                        pair.monotonic_ns, pair.boottime_ns
+                    );
+                    // In the trace too, where the dropped pair was recorded.
+                    let track = self
+                        .tracks
+                        .uuid(TrackSpec::plain(None, names::EVENTS_TRACK));
+                    self.instant(note.ts_ns, track, &said, None);
+                    self.dropped_clocks.push(said);
+                }
+            }
             return;
         }
         if note.kind == "knobs" {

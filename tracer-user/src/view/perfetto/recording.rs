@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::{is_mark, TraceBuilder};
+use super::{is_mark, Finished, TraceBuilder};
 use crate::{
     model::{ModelConfig, Packages},
     output::OutputFile,
@@ -22,7 +22,18 @@ pub(crate) fn write_trace(
     policy: OutputFile,
 ) -> Result<()> {
     let source = ReplaySource::offline(recording)?;
-    let (trace, windows) = replay(source, packages, recording)?;
+    let (finished, windows) = replay(source, packages, recording)?;
+    let trace = finished.bytes;
+    // Counted and the first named (a crafted recording may hold millions); each is also an
+    // instant in the trace.
+    if let Some(first) = finished.dropped_clocks.first() {
+        say!(
+            "warning: {}: {} clock notes left out of the trace, impossible as recorded; the \
+             first: {first}",
+            recording.display(),
+            finished.dropped_clocks.len(),
+        );
+    }
     policy.write(output, &trace)?;
     say!(
         "{}: {windows} windows, {} bytes",
@@ -40,7 +51,7 @@ fn replay(
     source: ReplaySource,
     packages_file: Option<&Path>,
     path: &Path,
-) -> Result<(Vec<u8>, u64)> {
+) -> Result<(Finished, u64)> {
     let header = source.header().clone();
     let packages = Packages::from_file_or(packages_file, header.packages_list.clone())?;
     let config = ModelConfig::for_recording(&header, packages.clone());

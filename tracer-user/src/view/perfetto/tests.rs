@@ -292,3 +292,83 @@ fn timed_lookups_are_per_app_tracks_whose_samples_sum_to_the_totals() {
     assert_eq!(of("lookups waited").len(), 2);
     assert!(of("lookups restore").is_empty(), "no restore: no track");
 }
+
+/// The clock snapshots the trace holds, as (MONOTONIC, BOOTTIME) pairs.
+fn clock_snapshots(trace: &[u8]) -> Vec<(u64, u64)> {
+    use fields::clock_snapshot as cs;
+    let mut out = Vec::new();
+    for packet in packets(trace) {
+        let packet = fields(packet);
+        let Some(snapshot) = bytes_of(&packet, fields::trace_packet::CLOCK_SNAPSHOT) else {
+            continue;
+        };
+        let (mut monotonic, mut boottime) = (None, None);
+        for (field, value) in fields(snapshot) {
+            let (cs::CLOCKS, Value::Bytes(clock)) = (field, value) else {
+                continue;
+            };
+            let clock = fields(clock);
+            let ns = number_of(&clock, cs::CLOCK_TIMESTAMP);
+            match number_of(&clock, cs::CLOCK_ID) {
+                Some(cs::BUILTIN_CLOCK_MONOTONIC) => monotonic = ns,
+                Some(cs::BUILTIN_CLOCK_BOOTTIME) => boottime = ns,
+                other => panic!("clock {other:?}"),
+            }
+        }
+        out.push((monotonic.unwrap(), boottime.unwrap()));
+    }
+    out
+}
+
+/// Recorded clock pairs become snapshots only when possible: BOOTTIME never below MONOTONIC,
+/// neither clock going backwards from the last snapshot kept. The others are left out,
+/// counted, and named by an instant where they were recorded.
+#[test]
+fn impossible_clock_pairs_are_left_out_and_said() {
+    let mut recorded = recorded();
+    let clock = |monotonic_ns: u64, boottime_ns: u64| {
+        ClockPair {
+            monotonic_ns,
+            boottime_ns,
+        }
+        .note()
+    };
+    recorded.notes = vec![
+        clock(SECOND, 6 * SECOND),
+        // BOOTTIME below MONOTONIC.
+        clock(2 * SECOND, SECOND),
+        // MONOTONIC backwards.
+        clock(SECOND / 2, 7 * SECOND),
+        // BOOTTIME backwards.
+        clock(3 * SECOND, 5 * SECOND),
+        // A suspend: kept.
+        clock(3 * SECOND, 66 * SECOND),
+    ];
+    let finished = encode_finished(&recorded);
+    assert_eq!(
+        clock_snapshots(&finished.bytes),
+        [(SECOND, 6 * SECOND), (3 * SECOND, 66 * SECOND)]
+    );
+    assert_eq!(
+        finished.dropped_clocks.len(),
+        3,
+        "{:?}",
+        finished.dropped_clocks
+    );
+    assert!(finished.dropped_clocks[0].contains("BOOTTIME below MONOTONIC"));
+    assert!(finished.dropped_clocks[1].contains("going backwards"));
+    assert!(finished.dropped_clocks[2].contains("going backwards"));
+    let instants = packets(&finished.bytes)
+        .into_iter()
+        .filter_map(|packet| {
+            let event = fields(bytes_of(
+                &fields(packet),
+                fields::trace_packet::TRACK_EVENT,
+            )?);
+            let name = bytes_of(&event, fields::track_event::NAME)?;
+            Some(String::from_utf8_lossy(name).into_owned())
+        })
+        .filter(|name| name.starts_with("clock snapshot dropped"))
+        .count();
+    assert_eq!(instants, 3);
+}
