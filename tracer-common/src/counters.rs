@@ -88,25 +88,19 @@ impl CountSlot {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotTable {
-    /// Nonzero: f2fs_submit_page_bio has the mainline layout
-    /// ([`TracepointLayout::is_mainline_page_bio`]) and node reads are counted only, so the
-    /// node-read program reads the record at those offsets and looks nothing else up.
-    pub fast_node_reads: u32,
-    /// Bit number of REQ_RAHEAD in f2fs_submit_page_bio's op_flags (the fast path's).
+    /// Bit number of REQ_RAHEAD in f2fs_submit_page_bio's op_flags (the fast node-read
+    /// program's, which reads no layout).
     pub rahead_bit: u32,
     /// Nonzero: commit_creds is hooked (every credential change stamps `TASK_CHANGES`), so a
     /// slot's uid holds until the stamp moves and the programs need not read it per event.
     pub uid_follows_creds: u32,
-    pub _pad: u32,
     pub slots: [CountSlot; COUNT_SLOTS],
 }
 
 impl SlotTable {
     pub const EMPTY: SlotTable = SlotTable {
-        fast_node_reads: 0,
         rahead_bit: 0,
         uid_follows_creds: 0,
-        _pad: 0,
         slots: [CountSlot::EMPTY; COUNT_SLOTS],
     };
 }

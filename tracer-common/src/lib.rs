@@ -162,7 +162,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<CountSlot>(), 8 + 16 + 64);
         assert_eq!(
             core::mem::size_of::<SlotTable>(),
-            16 + COUNT_SLOTS * core::mem::size_of::<CountSlot>()
+            8 + COUNT_SLOTS * core::mem::size_of::<CountSlot>()
         );
         // The kernel refuses per-CPU values above PCPU_MIN_UNIT_SIZE (32 KiB).
         assert!(core::mem::size_of::<SlotTable>() <= 32 * 1024);

@@ -164,10 +164,24 @@ fn node_read(dev: u32, nid: u32, op_flags: u32, rahead_bit: u32, sync_bit: u32, 
     });
 }
 
-/// f2fs_submit_page_bio / f2fs_submit_folio_bio: one node block per event.
+/// f2fs_submit_page_bio / f2fs_submit_folio_bio: one node block per event, the fields found
+/// where this kernel's format file puts them. The record is only ever read through
+/// bpf_probe_read_kernel, never loaded from the context: the kernel refuses to attach a
+/// program whose context loads reach past the record (7.x's record is 52 bytes), so this
+/// program attaches to any layout.
 #[tracepoint]
 pub fn f2fs_node_read_page(ctx: TracePointContext) -> u32 {
     let _ = on_page_bio(&ctx);
+    0
+}
+
+/// The same for the mainline layout only (6.1 .. 6.12, `TracepointLayout::MAINLINE_PAGE_BIO`),
+/// node reads counted, not sent: the record's fields at constant offsets. Userspace attaches
+/// it only where the format file says those offsets, and falls back to
+/// `f2fs_node_read_page` when the kernel refuses it.
+#[tracepoint]
+pub fn f2fs_node_read_page_fast(ctx: TracePointContext) -> u32 {
+    let _ = on_mainline_page_bio(&ctx);
     0
 }
 
@@ -182,30 +196,31 @@ fn node_read_submission(record: &Record, layout: &TracepointLayout) -> Option<(u
 }
 
 fn on_page_bio(ctx: &TracePointContext) -> Option<()> {
-    if let Some(table) = slot_table() {
-        if table.fast_node_reads != 0 {
-            return fast_node_read(ctx, table);
-        }
-    }
     let layout = layout(TP_SUBMIT_PAGE_BIO)?;
-    let (op_flags, dev, nid) = if layout.is_mainline_page_bio() {
-        mainline_node_read(ctx)?
-    } else {
-        let record = Record::copy(ctx);
-        let (op_flags, dev) = node_read_submission(&record, &layout)?;
-        // For node pages the page index is the nid.
-        let nid: u64 = record.field(layout.index).unwrap_or(0);
-        (op_flags, dev, nid)
-    };
+    let record = Record::copy(ctx);
+    let (op_flags, dev) = node_read_submission(&record, &layout)?;
+    // For node pages the page index is the nid.
+    let nid: u64 = record.field(layout.index).unwrap_or(0);
     let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());
     node_read(dev, nid as u32, op_flags, ra, sync, 1);
     Some(())
 }
 
-/// The node-read program's common case (`SlotTable::fast_node_reads`: the mainline layout,
-/// counts only): the record's fields at constant offsets, two task helpers, this CPU's slot.
-/// No other map is looked up and nothing is copied, so it touches few memory pages, which is
-/// most of what an event costs (issue 16's vm-bench).
+fn on_mainline_page_bio(ctx: &TracePointContext) -> Option<()> {
+    if let Some(table) = slot_table() {
+        return fast_node_read(ctx, table);
+    }
+    // No slot table on this CPU (never expected): counted through NODE_COUNTS.
+    let layout = layout(TP_SUBMIT_PAGE_BIO)?;
+    let (op_flags, dev, nid) = mainline_node_read(ctx)?;
+    let (ra, sync) = (layout.rahead_bit.into(), layout.sync_bit.into());
+    node_read(dev, nid as u32, op_flags, ra, sync, 1);
+    Some(())
+}
+
+/// The fast program's common case: the record's fields at constant offsets, two task helpers,
+/// this CPU's slot. No other map is looked up and nothing is copied, so it touches few memory
+/// pages, which is most of what an event costs (issue 16's vm-bench).
 #[inline(always)]
 fn fast_node_read(ctx: &TracePointContext, table: &mut SlotTable) -> Option<()> {
     let (op_flags, dev, _nid) = mainline_node_read(ctx)?;
@@ -219,11 +234,9 @@ fn fast_node_read(ctx: &TracePointContext, table: &mut SlotTable) -> Option<()> 
     Some(())
 }
 
-/// f2fs_submit_page_bio's field offsets on 6.1 .. 6.12 (`TracepointLayout::MAINLINE_PAGE_BIO`).
-/// When the layout userspace parsed from this kernel's format file is this one, the program
-/// reads the fields straight from the record at these constant offsets (plain loads the
-/// verifier checks against the tracepoint's context) instead of copying the record with
-/// bpf_probe_read_kernel; any other layout takes the copy.
+/// f2fs_submit_page_bio's field offsets on 6.1 .. 6.12 (`TracepointLayout::MAINLINE_PAGE_BIO`),
+/// read by the fast program straight from the record (plain loads the verifier checks against
+/// the tracepoint's context, and the kernel against the record's size at attach time).
 const MAINLINE_DEV: u16 = TracepointLayout::MAINLINE_PAGE_BIO.dev;
 const MAINLINE_INDEX: u16 = TracepointLayout::MAINLINE_PAGE_BIO.index;
 const MAINLINE_OP: u16 = TracepointLayout::MAINLINE_PAGE_BIO.op;

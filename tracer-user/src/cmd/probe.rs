@@ -76,7 +76,13 @@ pub(crate) fn run(args: ProbeArgs) -> Result<()> {
         // Manifest symbols and comms are anyone's text: escaped before they reach a terminal.
         print(&escape_controls(&probe_table::render(&report)))
     };
-    closed_is_success(printed)
+    closed_is_success(printed)?;
+    // A kernel with F2FS whose node reads no variant can observe: nothing nodescope does works
+    // here, and scripts must be able to tell.
+    if report.f2fs && report.bpf && report.f2fs_plan.node_reads.chosen.is_none() {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 /// `--discover`: the report, and the manifest printed or written to `--output`.

@@ -39,9 +39,6 @@ pub(crate) struct StreamArgs {
     #[arg(long, value_name = "S", allow_negative_numbers = true,
           value_parser = crate::cmd::parse_duration)]
     duration: Option<f64>,
-    /// Use this node-read probe instead of the best one the kernel offers (tests the fallbacks).
-    #[arg(long, value_enum)]
-    node_reads: Option<NodeReadVariant>,
     /// Print which probes would be used, and why not the others, then exit (loads nothing).
     #[arg(long)]
     plan: bool,
@@ -76,7 +73,7 @@ pub(crate) fn run(args: StreamArgs) -> Result<()> {
     }
     let kernel = matches!(args.source.source, None | Some(SourceChoice::Bpf));
     if kernel && args.plan {
-        let mut text = planner::plan_this_kernel(args.node_reads).render();
+        let mut text = planner::plan_this_kernel(args.source.node_reads).render();
         if args.source.traces_accesses() {
             text += &crate::source::bpf::f2fs::access::plan_this_kernel(
                 args.source.function_hook,
@@ -87,7 +84,7 @@ pub(crate) fn run(args: StreamArgs) -> Result<()> {
         return closed_is_success(print(&text));
     }
     let plan = if kernel {
-        match preflight(args.node_reads) {
+        match preflight(args.source.node_reads) {
             Ok(plan) => Some(plan),
             Err(err) => {
                 // What is missing is the whole message: no backtrace (main's Debug print would
@@ -105,7 +102,7 @@ pub(crate) fn run(args: StreamArgs) -> Result<()> {
         .context("starting the tokio runtime")?;
     // A reader that went away ends the run like --duration: the source is dropped (and with
     // it anything it holds) on the way out.
-    closed_is_success(runtime.block_on(stream(&args, plan.as_ref())))
+    closed_is_success(runtime.block_on(stream(&args, plan)))
 }
 
 /// Everything that can be checked before loading anything, each failure naming what is missing.
@@ -133,8 +130,8 @@ fn preflight(prefer: Option<NodeReadVariant>) -> Result<Plan> {
 }
 
 /// The kernel source as `plan` and `--probes` say, or the source `--source` names.
-fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>> {
-    let Some(plan) = plan else {
+fn open_source(args: &StreamArgs, plan: Option<Plan>) -> Result<Box<dyn Source>> {
+    let Some(mut plan) = plan else {
         let opened = open(&args.source, SourceChoice::Bpf)?;
         if let Some(banner) = &opened.banner {
             say!("nodescope stream: {banner}");
@@ -147,7 +144,7 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
     let (manifest, banner) = rfc_probes(&args.source)?;
     let node_read_events = args.source.node_read_events_with(manifest.as_ref());
     let mut source = BpfSource::start(
-        plan,
+        &mut plan,
         manifest.as_ref(),
         node_read_events,
         args.source.function_hook,
@@ -167,13 +164,13 @@ fn open_source(args: &StreamArgs, plan: Option<&Plan>) -> Result<Box<dyn Source>
         say!("nodescope stream: {}", coverage.short());
         crate::output::stderr_text(&coverage.table());
     }
-    report_attachments(&source, plan);
+    report_attachments(&source, &plan);
     drop(btf);
     crate::system::release_freed_memory();
     Ok(Box::new(source))
 }
 
-async fn stream(args: &StreamArgs, plan: Option<&Plan>) -> Result<()> {
+async fn stream(args: &StreamArgs, plan: Option<Plan>) -> Result<()> {
     let source = open_source(args, plan)?;
     let pipeline = crate::cmd::live_pipeline(
         source,
@@ -321,6 +318,9 @@ fn report_attachments(source: &BpfSource, plan: &Plan) {
                 outcome.target
             ),
         }
+    }
+    for (what, refusal) in plan.refusals() {
+        say!("nodescope stream: {what}: not used: {refusal}");
     }
     for missing in plan.missing() {
         say!("nodescope stream: not observed: {missing}");

@@ -105,7 +105,7 @@ pub(crate) fn collect(manifest: &Manifest, rfc_probes_from: String) -> Result<Pr
     let (bpf, bpf_selftest) = bpf_selftest(&privileges, &mut missing)?;
     let rfc_probes = rfc_probes(manifest, bpf)?;
     // One plan for both the plan's table and the RFC kinds' node_read row.
-    let f2fs_plan = planner::plan_this_kernel(None);
+    let f2fs_plan = proven_plan(bpf);
     let rfc_kinds = startup::rfc_kernel().then(|| rfc_kinds(&rfc_probes, &f2fs_plan));
     let report = ProbeReport {
         kernel: system::kernel_release(),
@@ -129,6 +129,25 @@ pub(crate) fn collect(manifest: &Manifest, rfc_probes_from: String) -> Result<Pr
         missing,
     };
     Ok(with_feature_gaps(report))
+}
+
+/// The F2FS plan as the kernel takes it: where BPF works, each chosen program is loaded and
+/// attached (then detached when the object is dropped here), and a variant the kernel refuses
+/// is rejected with its reason and the next one tried, as a source does at start-up.
+fn proven_plan(bpf_works: bool) -> planner::Plan {
+    let mut plan = planner::plan_this_kernel(None);
+    if !bpf_works {
+        return plan;
+    }
+    match bpf::load(PROBE_RING_BYTES) {
+        Ok(mut ebpf) => {
+            if let Err(err) = bpf::f2fs::attach::attach(&mut ebpf, &mut plan, false) {
+                log::warn!("probe: attaching the F2FS plan: {err:#}");
+            }
+        }
+        Err(err) => log::warn!("probe: loading the eBPF object: {err:#}"),
+    }
+    plan
 }
 
 /// What each RFC kind would be seen by: node reads by what `plan` chose for them, the

@@ -9,7 +9,11 @@ use crate::source::bpf::trampoline::FunctionHook;
 use controller::claim::{default_state_dir, StateDir};
 
 use crate::{
-    source::bpf::{discover::startup, f2fs, manifest::Manifest},
+    source::bpf::{
+        discover::startup,
+        f2fs::{self, planner::NodeReadVariant},
+        manifest::Manifest,
+    },
     system::{self, Privileges},
 };
 
@@ -84,6 +88,10 @@ pub(crate) struct SourceArgs {
     /// nids); the simulator needs none: it tells them by its own image.
     #[arg(long, value_name = "IMG")]
     pub image: Option<PathBuf>,
+    /// Kernel source: take node reads from this probe instead of the best one the kernel
+    /// offers and takes (the planner's fallbacks; `nodescope probe` lists them).
+    #[arg(long, value_enum, value_name = "VARIANT")]
+    pub node_reads: Option<NodeReadVariant>,
 }
 
 impl SourceArgs {
@@ -180,14 +188,18 @@ fn open_bpf(args: &SourceArgs) -> Result<Opened> {
     // parsed once for the three, let go when the source has started.
     let btf = crate::source::bpf::discover::btf::hold_this_kernel();
     let (manifest, banner) = rfc_probes(args)?;
-    let plan = f2fs::planner::plan_this_kernel(None);
+    let mut plan = f2fs::planner::plan_this_kernel(args.node_reads);
     let node_read_events = args.node_read_events_with(manifest.as_ref());
     let mut source = BpfSource::start(
-        &plan,
+        &mut plan,
         manifest.as_ref(),
         node_read_events,
         args.function_hook,
     )?;
+    // What the kernel refused is said wherever the source runs (record, top, daemon).
+    for (what, refusal) in plan.refusals() {
+        log::warn!("{what}: not used: {refusal}");
+    }
     if args.traces_accesses() {
         source.attach_accesses(&f2fs::access::plan_this_kernel(
             args.function_hook,

@@ -68,6 +68,16 @@ impl Format {
         })
     }
 
+    /// Where the record's last field ends: the bytes the kernel lets a tracepoint program read
+    /// from its context (it refuses to attach one whose reads reach further).
+    pub fn record_end(&self) -> u16 {
+        self.fields
+            .iter()
+            .map(|f| f.offset.saturating_add(f.size))
+            .max()
+            .unwrap_or(0)
+    }
+
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }

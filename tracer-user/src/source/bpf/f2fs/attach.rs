@@ -4,7 +4,7 @@ use crate::source::bpf::ObjectMaps as _;
 use anyhow::{Context as _, Result};
 use aya::{
     maps::Array,
-    programs::{KProbe, TracePoint},
+    programs::{kprobe::KProbeLinkId, trace_point::TracePointLinkId, KProbe, TracePoint},
     Ebpf,
 };
 use serde::Serialize;
@@ -16,7 +16,7 @@ use tracer_common::{
 
 use super::{
     counters,
-    planner::{Attachment, Plan, Target},
+    planner::{Attachment, Part, Plan, Target, REFUSED},
 };
 use crate::source::bpf;
 
@@ -39,61 +39,106 @@ const RENAME_TRACEPOINT: (&str, &str) = ("task", "task_rename");
 pub(crate) const PROG_COMMIT_CREDS: &str = "f2fs_commit_creds";
 const CREDS_FUNCTION: &str = "commit_creds";
 
-/// Write the layouts and settings, then load and attach every chosen program, and the rename
-/// program the counters' comms rely on. An attachment that fails is reported, not fatal: the
-/// caller decides what it can live without. `node_read_events`: node reads also go through
-/// the ring buffer as events (else they are counted only).
+/// Write the settings, then load and attach every chosen program, and the rename program the
+/// counters' comms rely on. A choice the kernel refuses (the verifier, or a program whose
+/// record reads reach past this tracepoint's record) is rejected in `plan` with the kernel's
+/// reason and the part's next variant is tried, so the plan ends as what really attached. An
+/// attachment that fails everywhere is reported, not fatal: the caller decides what it can
+/// live without. `node_read_events`: node reads also go through the ring buffer as events
+/// (else they are counted only, and the counts-only fast program may take them).
 pub(crate) fn attach(
     ebpf: &mut Ebpf,
-    plan: &Plan,
+    plan: &mut Plan,
     node_read_events: bool,
 ) -> Result<Vec<AttachOutcome>> {
-    write_layouts(ebpf, plan)?;
+    write_config(ebpf, CONFIG_RAHEAD_BIT, u32::from(plan.rahead_bit))?;
+    write_config(ebpf, CONFIG_JOURNAL_ARGS, plan.journal_args.pack())?;
     write_config(ebpf, CONFIG_NODE_READ_EVENTS, u32::from(node_read_events))?;
-    let page_bio = page_bio_layout(plan);
-    let fast = !node_read_events && page_bio.is_some_and(|l| l.is_mainline_page_bio());
-    let rahead_bit = page_bio.map_or(u32::from(plan.rahead_bit), |l| u32::from(l.rahead_bit));
+    let rahead_bit =
+        page_bio_layout(plan).map_or(u32::from(plan.rahead_bit), |l| u32::from(l.rahead_bit));
     let renames = attach_rename(ebpf);
     // Before the slot tables say so: a slot may keep its task's uid only while every
     // credential change is seen.
     let creds = attach_creds(ebpf);
-    counters::init_slots(ebpf, fast, rahead_bit, creds.attached)?;
+    counters::init_slots(ebpf, rahead_bit, creds.attached)?;
     let mut outcomes = vec![renames, creds];
-    for part in plan.parts() {
-        let Some(choice) = &part.chosen else {
-            continue;
-        };
-        for attachment in &choice.attachments {
-            let result = attach_one(ebpf, attachment);
-            outcomes.push(AttachOutcome::of(
-                part.what,
-                attachment.target.to_string(),
-                result,
-            ));
-        }
+    for part in plan.parts_mut() {
+        outcomes.extend(attach_part(ebpf, part, node_read_events)?);
     }
     Ok(outcomes)
 }
 
-/// f2fs_submit_page_bio's layout, when the plan takes node reads from it.
+/// Attach the part's chosen variant, or the first of its fallbacks the kernel takes: the
+/// outcomes of the variant that attached (or of the last one tried, when none did).
+fn attach_part(
+    ebpf: &mut Ebpf,
+    part: &mut Part,
+    node_read_events: bool,
+) -> Result<Vec<AttachOutcome>> {
+    let mut outcomes = Vec::new();
+    while let Some(choice) = part.chosen.clone() {
+        if choice.counts_only && node_read_events {
+            part.refuse_chosen("counts only, and node reads are wanted as events");
+            continue;
+        }
+        if let Some((slot, layout)) = choice.layout {
+            write_layout(ebpf, slot, layout)?;
+        }
+        outcomes.clear();
+        let mut links = Vec::new();
+        let mut refusal = None;
+        for attachment in &choice.attachments {
+            let result = attach_one(ebpf, attachment);
+            let target = attachment.target.to_string();
+            match result {
+                Ok(link) => {
+                    links.push(link);
+                    outcomes.push(AttachOutcome::of(part.what, target, Ok(())));
+                }
+                Err(err) => {
+                    refusal = Some(format!("{REFUSED}: {err:#}"));
+                    outcomes.push(AttachOutcome::of(part.what, target, Err(err)));
+                    break;
+                }
+            }
+        }
+        let Some(why) = refusal else {
+            return Ok(outcomes);
+        };
+        for link in links {
+            link.detach(ebpf);
+        }
+        if part.fallbacks.is_empty() {
+            // The last variant: its outcome stays as the error the caller reports.
+            part.refuse_chosen(&why);
+            return Ok(outcomes);
+        }
+        log::info!(
+            "{}: {} {why}; trying the next variant",
+            part.what,
+            choice.variant
+        );
+        part.refuse_chosen(&why);
+    }
+    Ok(outcomes)
+}
+
+/// f2fs_submit_page_bio's layout, when the plan takes node reads from it (the chosen variant
+/// or a fallback: they share the tracepoint's flag bits).
 fn page_bio_layout(plan: &Plan) -> Option<TracepointLayout> {
-    plan.parts()
+    plan.node_reads
+        .chosen
         .iter()
-        .filter_map(|part| part.chosen.as_ref().and_then(|c| c.layout))
+        .chain(&plan.node_reads.fallbacks)
+        .filter_map(|c| c.layout)
         .find(|(slot, _)| *slot == TP_SUBMIT_PAGE_BIO)
         .map(|(_, layout)| layout)
 }
 
-fn write_layouts(ebpf: &mut Ebpf, plan: &Plan) -> Result<()> {
+fn write_layout(ebpf: &mut Ebpf, slot: u32, layout: TracepointLayout) -> Result<()> {
     let map = ebpf.named_map_mut(maps::TP_LAYOUT)?;
     let mut layouts: Array<_, TracepointLayout> = Array::try_from(map)?;
-    for part in plan.parts() {
-        if let Some((slot, layout)) = part.chosen.as_ref().and_then(|c| c.layout) {
-            layouts.set(slot, layout, 0).context("writing TP_LAYOUT")?;
-        }
-    }
-    write_config(ebpf, CONFIG_RAHEAD_BIT, u32::from(plan.rahead_bit))?;
-    write_config(ebpf, CONFIG_JOURNAL_ARGS, plan.journal_args.pack())
+    layouts.set(slot, layout, 0).context("writing TP_LAYOUT")
 }
 
 pub(crate) fn write_config(ebpf: &mut Ebpf, index: u32, value: u32) -> Result<()> {
@@ -144,29 +189,51 @@ impl AttachOutcome {
     }
 }
 
-fn attach_one(ebpf: &mut Ebpf, attachment: &Attachment) -> Result<()> {
+/// One attached program, to be detached again when its variant is refused as a whole.
+pub(crate) enum Link {
+    Tracepoint(&'static str, TracePointLinkId),
+    Kprobe(&'static str, KProbeLinkId),
+}
+
+impl Link {
+    fn detach(self, ebpf: &mut Ebpf) {
+        let result = match self {
+            Link::Tracepoint(name, id) => {
+                program(ebpf, name).and_then(|p| Ok(<&mut TracePoint>::try_from(p)?.detach(id)?))
+            }
+            Link::Kprobe(name, id) => {
+                program(ebpf, name).and_then(|p| Ok(<&mut KProbe>::try_from(p)?.detach(id)?))
+            }
+        };
+        if let Err(err) = result {
+            log::warn!("detaching a refused variant's program: {err:#}");
+        }
+    }
+}
+
+pub(crate) fn attach_one(ebpf: &mut Ebpf, attachment: &Attachment) -> Result<Link> {
     let program = program(ebpf, attachment.program)?;
-    match &attachment.target {
+    Ok(match &attachment.target {
         Target::Tracepoint { category, name } => {
             let tp: &mut TracePoint = program.try_into()?;
             bpf::load_once(tp.fd().is_ok(), || tp.load())?;
-            tp.attach(category, name)?;
+            Link::Tracepoint(attachment.program, tp.attach(category, name)?)
         }
         Target::Kprobe { function } | Target::Kretprobe { function } => {
             bpf::arch::ensure_registers_match(&attachment.target.to_string())?;
             let kp: &mut KProbe = program.try_into()?;
             bpf::load_once(kp.fd().is_ok(), || kp.load())?;
-            kp.attach(function, 0)?;
+            Link::Kprobe(attachment.program, kp.attach(function, 0)?)
         }
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::planner::{
-        PROG_CHECKPOINT, PROG_JOURNAL_ENTRY, PROG_META_WRITE, PROG_PAGE_BIO, PROG_RA_ENTRY,
-        PROG_RA_RETURN, PROG_READ_BIO, PROG_READ_NODE_ENTRY, PROG_READ_NODE_RETURN, PROG_WRITE,
+        Choice, PROG_CHECKPOINT, PROG_JOURNAL_ENTRY, PROG_META_WRITE, PROG_PAGE_BIO,
+        PROG_PAGE_BIO_FAST, PROG_RA_ENTRY, PROG_RA_RETURN, PROG_READ_BIO, PROG_READ_NODE_ENTRY,
+        PROG_READ_NODE_RETURN, PROG_WRITE,
     };
     use super::*;
     use crate::system;
@@ -180,6 +247,7 @@ mod tests {
         let mut ebpf = bpf::load(64 * 1024).expect("load the object");
         for name in [
             PROG_PAGE_BIO,
+            PROG_PAGE_BIO_FAST,
             PROG_READ_BIO,
             PROG_WRITE,
             PROG_CHECKPOINT,
@@ -239,5 +307,136 @@ mod tests {
         rename(c"ns-rename-2");
         let second = stamp(&ebpf);
         assert!(second > first, "second rename {second} not after {first}");
+    }
+
+    /// A tracepoint of this kernel whose record ends exactly at `bytes` (the end of its last
+    /// field, which is what the kernel holds a program's context reads to), if it has one.
+    fn host_tracepoint_of(bytes: u16) -> Option<(String, String)> {
+        let (tracefs, _) = system::ensure_tracefs().expect("tracefs mounted");
+        let events = tracefs.join("events");
+        let mut found: Vec<(String, String)> = Vec::new();
+        for category in std::fs::read_dir(&events).ok()?.flatten() {
+            let Ok(points) = std::fs::read_dir(category.path()) else {
+                continue;
+            };
+            for point in points.flatten() {
+                let Ok(text) = std::fs::read_to_string(point.path().join("format")) else {
+                    continue;
+                };
+                let Ok(format) = crate::source::bpf::format::Format::parse(&text) else {
+                    continue;
+                };
+                if format.record_end() == bytes {
+                    let name = |e: &std::fs::DirEntry| e.file_name().to_string_lossy().into_owned();
+                    found.push((name(&category), name(&point)));
+                }
+            }
+        }
+        found.sort();
+        found.into_iter().next()
+    }
+
+    fn page_bio_choice(program: &'static str, counts_only: bool, at: &(String, String)) -> Choice {
+        Choice {
+            variant: format!("{}:{}", at.0, at.1),
+            attachments: vec![Attachment {
+                program,
+                target: Target::Tracepoint {
+                    category: at.0.clone(),
+                    name: at.1.clone(),
+                },
+            }],
+            layout: Some((TP_SUBMIT_PAGE_BIO, TracepointLayout::MAINLINE_PAGE_BIO)),
+            caveat: None,
+            counts_only,
+        }
+    }
+
+    /// 7.x's f2fs_submit_folio_bio record is 52 bytes; the constant-offset program reads up to
+    /// 56 (`type` at 52). The kernel refuses it there (EACCES at attach, not at load), so the
+    /// plan must move on to the program that reads the record through the copy: here on a
+    /// tracepoint of this kernel whose record is 52 bytes too. On 0c34983 the one node-read
+    /// program held both paths, so every layout got the 56-byte reads and nothing attached.
+    #[test]
+    fn a_program_reading_past_the_record_is_refused_and_the_next_variant_attaches() {
+        if !system::is_root() {
+            test_skip::skip("needs root to load eBPF programs");
+            return;
+        }
+        let at = host_tracepoint_of(52).expect("a tracepoint with a 52-byte record here");
+        let mut part = Part {
+            what: "node_reads",
+            chosen: Some(page_bio_choice(PROG_PAGE_BIO_FAST, true, &at)),
+            rejected: Vec::new(),
+            fallbacks: vec![page_bio_choice(PROG_PAGE_BIO, false, &at)],
+        };
+        let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+        let outcomes = attach_part(&mut ebpf, &mut part, false).unwrap();
+        let chosen = part.chosen.as_ref().expect("a variant attached");
+        assert_eq!(chosen.attachments[0].program, PROG_PAGE_BIO, "{part:?}");
+        assert!(outcomes.iter().all(|o| o.attached), "{outcomes:?}");
+        assert_eq!(part.rejected.len(), 1, "{:?}", part.rejected);
+        let why = &part.rejected[0];
+        assert!(
+            why.contains(REFUSED) && why.contains("ermission denied"),
+            "{why}"
+        );
+        assert!(part.fallbacks.is_empty());
+    }
+
+    /// Every layout the project knows, each node-read program the planner would choose for it
+    /// first, attached in this kernel to a tracepoint whose record is as long as that layout's
+    /// (so the kernel's own check of the program's reads against the record is what decides):
+    /// a new layout whose record is shorter than a program reads fails here, not on a user's
+    /// machine.
+    #[test]
+    fn the_first_choice_attaches_for_every_known_layout() {
+        if !system::is_root() {
+            test_skip::skip("needs root to load eBPF programs");
+            return;
+        }
+        use super::super::planner::tests::known_layouts;
+        let mut checked = 0;
+        for (label, view) in known_layouts() {
+            let plan = super::super::planner::plan(&view, None);
+            let Some(chosen) = plan.node_reads.chosen.as_ref() else {
+                panic!(
+                    "{label}: no node-read variant: {:?}",
+                    plan.node_reads.rejected
+                );
+            };
+            let super::super::planner::Target::Tracepoint { name, .. } =
+                &chosen.attachments[0].target
+            else {
+                continue;
+            };
+            let text = &view.formats[name.as_str()];
+            let end = crate::source::bpf::format::Format::parse(text)
+                .unwrap()
+                .record_end();
+            let at = host_tracepoint_of(end)
+                .unwrap_or_else(|| panic!("{label}: no tracepoint of {end} bytes here"));
+            let mut part = plan.node_reads.clone();
+            for choice in std::iter::once(part.chosen.as_mut().unwrap()).chain(&mut part.fallbacks)
+            {
+                for attachment in &mut choice.attachments {
+                    attachment.target = Target::Tracepoint {
+                        category: at.0.clone(),
+                        name: at.1.clone(),
+                    };
+                }
+            }
+            let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+            let outcomes = attach_part(&mut ebpf, &mut part, false).unwrap();
+            assert!(
+                outcomes.iter().all(|o| o.attached)
+                    && part.rejected.len() == plan.node_reads.rejected.len(),
+                "{label}: {} on a {end}-byte record: {outcomes:?} {:?}",
+                chosen.attachments[0].program,
+                part.rejected
+            );
+            checked += 1;
+        }
+        assert!(checked >= 3, "only {checked} layouts checked");
     }
 }

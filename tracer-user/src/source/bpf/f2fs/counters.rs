@@ -107,18 +107,12 @@ pub(crate) fn read_slots(ebpf: &Ebpf) -> Result<Vec<SlotTable>> {
     Ok(values.iter().copied().collect())
 }
 
-/// Set up every CPU's slot table before the programs attach: all slots free, and the
+/// Set up every CPU's slot table before the programs attach: all slots free, and the fast
 /// node-read program's settings.
-pub(crate) fn init_slots(
-    ebpf: &mut Ebpf,
-    fast_node_reads: bool,
-    rahead_bit: u32,
-    uid_follows_creds: bool,
-) -> Result<()> {
+pub(crate) fn init_slots(ebpf: &mut Ebpf, rahead_bit: u32, uid_follows_creds: bool) -> Result<()> {
     let map = ebpf.named_map_mut(maps::COUNT_SLOTS)?;
     let mut tables: PerCpuArray<_, SlotTable> = PerCpuArray::try_from(map)?;
     let mut table = SlotTable::EMPTY;
-    table.fast_node_reads = u32::from(fast_node_reads);
     table.rahead_bit = rahead_bit;
     table.uid_follows_creds = u32::from(uid_follows_creds);
     let values = PerCpuValues::try_from(vec![table; nr_cpus()?]).context("slot tables")?;

@@ -5,7 +5,7 @@
 //! files of other kernels; `KernelView::gather` reads the running kernel.
 mod layout;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::{
     collections::BTreeMap,
@@ -33,6 +33,9 @@ use crate::{
 
 /// Program names in the eBPF object (tracer-ebpf/src/f2fs.rs); attach.rs's test loads each one.
 pub(super) const PROG_PAGE_BIO: &str = "f2fs_node_read_page";
+/// The same at the mainline layout's constant offsets: counts only, and only where the format
+/// file says those offsets.
+pub(super) const PROG_PAGE_BIO_FAST: &str = "f2fs_node_read_page_fast";
 pub(super) const PROG_READ_BIO: &str = "f2fs_node_read_bio";
 pub(super) const PROG_WRITE: &str = "f2fs_node_write";
 pub(super) const PROG_CHECKPOINT: &str = "f2fs_checkpoint";
@@ -196,6 +199,9 @@ pub(crate) fn find_symbols(kallsyms: &str) -> BTreeMap<String, String> {
     found
 }
 
+/// What a variant's rejection says when the kernel refused it (not the planner).
+pub(crate) const REFUSED: &str = "refused by the kernel";
+
 /// Where a program attaches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -242,14 +248,54 @@ pub(crate) struct Choice {
     /// What this variant cannot tell, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub caveat: Option<String>,
+    /// It can only count node reads, not send them as events (the fast program).
+    #[serde(skip)]
+    pub counts_only: bool,
 }
 
-/// One thing to observe: what was chosen, and why the others were not.
+/// One thing to observe: what was chosen, and why the others were not. A plan is a proposal
+/// until it is attached (`attach::attach`, `probe`): a choice the kernel refuses is rejected
+/// with the kernel's reason and the next of `fallbacks` takes its place.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Part {
     pub what: &'static str,
     pub chosen: Option<Choice>,
     pub rejected: Vec<String>,
+    /// The usable variants after `chosen`, best first, tried when it is refused.
+    #[serde(skip)]
+    pub fallbacks: Vec<Choice>,
+}
+
+impl Part {
+    /// From every usable choice, best first, and why the others are not usable.
+    fn of(what: &'static str, mut usable: Vec<Choice>, rejected: Vec<String>) -> Part {
+        let chosen = (!usable.is_empty()).then(|| usable.remove(0));
+        Part {
+            what,
+            chosen,
+            rejected,
+            fallbacks: usable,
+        }
+    }
+
+    /// The chosen variant was refused (`why`): the next one takes its place, if any.
+    pub(crate) fn refuse_chosen(&mut self, why: &str) {
+        if let Some(refused) = self.chosen.take() {
+            let targets: Vec<String> = refused
+                .attachments
+                .iter()
+                .map(|a| a.target.to_string())
+                .collect();
+            self.rejected.push(format!(
+                "{} ({}): {why}",
+                refused.variant,
+                targets.join(" + ")
+            ));
+        }
+        if !self.fallbacks.is_empty() {
+            self.chosen = Some(self.fallbacks.remove(0));
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -279,6 +325,16 @@ impl Plan {
         ]
     }
 
+    pub(crate) fn parts_mut(&mut self) -> [&mut Part; 5] {
+        [
+            &mut self.node_reads,
+            &mut self.node_writes,
+            &mut self.checkpoints,
+            &mut self.meta_writes,
+            &mut self.journal,
+        ]
+    }
+
     /// Human-readable lines, one per part plus one per rejected alternative.
     pub(crate) fn render(&self) -> String {
         let mut out = String::new();
@@ -305,6 +361,19 @@ impl Plan {
             }
         }
         out
+    }
+
+    /// The variants the kernel refused when the plan was attached, per part.
+    pub(crate) fn refusals(&self) -> Vec<(&'static str, &str)> {
+        self.parts()
+            .iter()
+            .flat_map(|p| {
+                p.rejected
+                    .iter()
+                    .filter(|why| why.contains(REFUSED))
+                    .map(|why| (p.what, why.as_str()))
+            })
+            .collect()
     }
 
     /// What cannot be observed, in words (empty when everything has a variant).
@@ -362,42 +431,50 @@ fn plan_node_reads(view: &KernelView, prefer: Option<NodeReadVariant>) -> Part {
         // f2fs_submit_read_bio fires for node reads too, but per bio and without the nid.
         None => vec![FolioBio, PageBio, ReadBio, Kprobe],
     };
+    let mut usable = Vec::new();
     let mut rejected = Vec::new();
     for variant in order {
-        match node_read_choice(view, variant) {
-            Ok(choice) => {
-                return Part {
-                    what: "node_reads",
-                    chosen: Some(choice),
-                    rejected,
-                }
-            }
+        match node_read_choices(view, variant) {
+            Ok(choices) => usable.extend(choices),
             Err(err) => rejected.push(format!("{variant}: {err:#}")),
         }
     }
-    Part {
-        what: "node_reads",
-        chosen: None,
-        rejected,
-    }
+    Part::of("node_reads", usable, rejected)
 }
 
-fn node_read_choice(view: &KernelView, variant: NodeReadVariant) -> Result<Choice> {
+/// The programs that can take node reads from `variant`, best first: on a page-bio tracepoint
+/// of the mainline layout the constant-offset program (counts only), then the one that reads
+/// the record where its format file says.
+fn node_read_choices(view: &KernelView, variant: NodeReadVariant) -> Result<Vec<Choice>> {
     let Some(tracepoint) = variant.tracepoint() else {
-        return kprobe_choice(view);
+        return Ok(vec![kprobe_choice(view)?]);
     };
     let format = view.format(tracepoint)?;
-    let (slot, layout, program) = if variant == NodeReadVariant::ReadBio {
-        (TP_SUBMIT_READ_BIO, read_bio_layout(&format)?, PROG_READ_BIO)
-    } else {
-        (TP_SUBMIT_PAGE_BIO, page_bio_layout(&format)?, PROG_PAGE_BIO)
-    };
-    Ok(Choice {
+    if variant == NodeReadVariant::ReadBio {
+        return Ok(vec![Choice {
+            variant: variant.to_string(),
+            attachments: vec![f2fs_tracepoint(PROG_READ_BIO, tracepoint)],
+            layout: Some((TP_SUBMIT_READ_BIO, read_bio_layout(&format)?)),
+            caveat: Some("no nid per read".into()),
+            counts_only: false,
+        }]);
+    }
+    let layout = page_bio_layout(&format)?;
+    let choice = |program, counts_only| Choice {
         variant: variant.to_string(),
         attachments: vec![f2fs_tracepoint(program, tracepoint)],
-        layout: Some((slot, layout)),
-        caveat: (variant == NodeReadVariant::ReadBio).then(|| "no nid per read".into()),
-    })
+        layout: Some((TP_SUBMIT_PAGE_BIO, layout)),
+        caveat: None,
+        counts_only,
+    };
+    let mut choices = Vec::new();
+    // The fast program loads the mainline offsets from the record, up to `type`'s end: only
+    // where this format puts every field there (and so the record reaches that far).
+    if layout.is_mainline_page_bio() {
+        choices.push(choice(PROG_PAGE_BIO_FAST, true));
+    }
+    choices.push(choice(PROG_PAGE_BIO, false));
+    Ok(choices)
 }
 
 fn kprobe_choice(view: &KernelView) -> Result<Choice> {
@@ -421,6 +498,7 @@ fn kprobe_choice(view: &KernelView) -> Result<Choice> {
         attachments,
         layout: None,
         caveat: Some("device unknown (dev 0), no nid".into()),
+        counts_only: false,
     })
 }
 
@@ -460,8 +538,10 @@ fn plan_journal(view: &KernelView) -> (Part, JournalArgs) {
                         "type=arg{} val=arg{} alloc=arg{}, {how}; device unknown (dev 0)",
                         args.type_, args.val, args.alloc
                     )),
+                    counts_only: false,
                 }),
                 rejected: Vec::new(),
+                fallbacks: Vec::new(),
             };
             (part, args)
         }
@@ -470,6 +550,7 @@ fn plan_journal(view: &KernelView) -> (Part, JournalArgs) {
                 what: "journal",
                 chosen: None,
                 rejected: vec![format!("{why}: NAT/SIT journal entries are not counted")],
+                fallbacks: Vec::new(),
             };
             (part, JournalArgs::WITHOUT_SBI)
         }
@@ -526,9 +607,10 @@ fn plan_tracepoint(
     names: &[&str],
     layout: LayoutFn,
 ) -> Part {
+    let mut usable = Vec::new();
     let mut rejected = Vec::new();
     for tp in names {
-        let chosen = view
+        let choice = view
             .format(tp)
             .and_then(|f| layout(&f))
             .map(|(slot, l, program)| Choice {
@@ -536,23 +618,14 @@ fn plan_tracepoint(
                 attachments: vec![f2fs_tracepoint(program, tp)],
                 layout: Some((slot, l)),
                 caveat: None,
+                counts_only: false,
             });
-        match chosen {
-            Ok(choice) => {
-                return Part {
-                    what,
-                    chosen: Some(choice),
-                    rejected,
-                }
-            }
+        match choice {
+            Ok(choice) => usable.push(choice),
             Err(err) => rejected.push(format!("{tp}: {err:#}")),
         }
     }
-    Part {
-        what,
-        chosen: None,
-        rejected,
-    }
+    Part::of(what, usable, rejected)
 }
 
 /// A tracepoint's format file: a regular file (a FIFO under a `--tracefs` is refused, never

@@ -36,6 +36,32 @@ fn debian(version: &str) -> KernelView {
     }
 }
 
+/// Every node-read layout the project knows, as the planner sees each kernel: Debian's 6.1
+/// and 6.12, the folio rename at 6.12's offsets (Android's trees, 6.14 .. 6.19, the variant
+/// modules), and Debian's 7.3 and 7.2 (`ino` first: a 52-byte record).
+pub(crate) fn known_layouts() -> Vec<(&'static str, KernelView)> {
+    let newer = |formats| KernelView {
+        formats,
+        ..KernelView::default()
+    };
+    vec![
+        ("6.1", debian("6.1")),
+        ("6.12", debian("6.12")),
+        (
+            "folio at 6.12's offsets",
+            newer(formats!("synthetic": "f2fs_submit_folio_bio")),
+        ),
+        (
+            "7.3",
+            newer(formats!("7.3": "f2fs_submit_folio_bio", "f2fs_submit_read_bio")),
+        ),
+        (
+            "7.2",
+            newer(formats!("7.2": "f2fs_submit_folio_bio", "f2fs_submit_read_bio")),
+        ),
+    ]
+}
+
 #[test]
 fn an_unreadable_format_is_said_so_not_called_absent() {
     let mut view = debian("6.1");
