@@ -31,7 +31,7 @@ enum Task {
     },
     /// Boot Debian kernels with F2FS in QEMU and check nodescope's attribution there (root).
     VmTest {
-        /// 6.1, 6.12 or all.
+        /// 6.1, 6.12, 7.3, 7.2 or all.
         #[arg(long, default_value = "all")]
         kernel: String,
         /// The guest's architecture: x86_64 (default) or arm64 (Debian's arm64 kernel under

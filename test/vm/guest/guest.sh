@@ -21,6 +21,15 @@ echo $DEV > $R/dev.txt
 echo 1 > $S/iostat_enable || fail iostat_enable
 cat $S/readdir_ra > $R/readdir_ra.txt 2>&1
 nodescope stream --plan > $R/plan.txt 2>&1
+nodescope probe > $R/probe.txt 2>&1
+echo $? > $R/probe.rc
+# The tracepoints' formats as this kernel has them: the layouts the planner and the programs
+# meet (tracer-user/tests/data/formats keeps copies).
+mkdir -p $R/formats
+for e in f2fs_submit_folio_bio f2fs_submit_page_bio f2fs_submit_read_bio f2fs_submit_folio_write \
+    f2fs_submit_page_write f2fs_write_checkpoint f2fs_iostat; do
+  [ -e $T/events/f2fs/$e/format ] && cp $T/events/f2fs/$e/format $R/formats/format_$e.txt
+done
 mark mounted
 
 # The RFC's file set: 256 dirs x 64 small files, 32 zero-filled shaped files, a sentinel.
@@ -53,12 +62,11 @@ accesses_phase() {
   # Timed lookups (issue 51): --lookup-latency traces the lookups as --accesses does, each
   # with its time and outcome.
   nodescope stream --plan --lookup-latency > $R/accesses_plan.txt 2>&1
-  fn=$(sed -n 's/^node_access  *[a-z]* \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
-  [ -n "$fn" ] || { fail "accesses: no node lookup function (see accesses_plan.txt)"; return 1; }
+  fns=$(lookup_functions $R/accesses_plan.txt)
+  [ -n "$fns" ] || { fail "accesses: no node lookup function (see accesses_plan.txt)"; return 1; }
   cold
-  echo "p:nodescope_access $fn" >> $T/kprobe_events &&
-    echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger ||
-    { fail "kprobe_events: cannot count $fn"; return 1; }
+  probe_calls nodescope_access common_type '' $fns ||
+    { fail "kprobe_events: cannot count $fns"; return 1; }
   # F2FS's inode evictions counted by their own tracepoint's hist trigger, as the lookups are.
   echo 'hist:keys=common_type' > $T/events/f2fs/f2fs_evict_inode/trigger ||
     fail "hist trigger on f2fs:f2fs_evict_inode"
@@ -99,9 +107,8 @@ accesses_phase() {
   kill -INT $AP
   wait $AP
   echo $? > $R/accesses_record.rc
-  cat $T/events/kprobes/nodescope_access/hist > $R/accesses_hist.txt
-  echo '!hist:keys=common_type' > $T/events/kprobes/nodescope_access/trigger
-  echo '-:nodescope_access' >> $T/kprobe_events
+  probe_hists nodescope_access > $R/accesses_hist.txt
+  probe_remove nodescope_access common_type
   cat $T/events/f2fs/f2fs_evict_inode/hist > $R/inode_evict_hist.txt
   echo '!hist:keys=common_type' > $T/events/f2fs/f2fs_evict_inode/trigger
   nodescope report --json $R/accesses.nsr > $R/accesses_report.json 2> $R/accesses_report.err
@@ -126,15 +133,19 @@ mark record_done
 # kernel has BPF trampolines (else kprobe and kretprobe), counted against a
 # kprobe_events hist trigger on the same function that is armed before nodescope attaches and
 # read after it has stopped.
+# 6.16 removed f2fs_get_node_page: there the same probes go on f2fs_get_inode_folio (6.15's
+# inode lookup, which the replay's opens call; the same first two arguments, sbi and nid).
 cold
-if echo 'p:nodescope_check f2fs_get_node_page' >> $T/kprobe_events &&
-   echo 'hist:keys=common_type' > $T/events/kprobes/nodescope_check/trigger; then
-  stream_start rfc --probes /rfc-probes.toml && { sh /replay-variant; stream_stop; }
-  cat $T/events/kprobes/nodescope_check/hist > $R/rfc_hist.txt
-  echo '!hist:keys=common_type' > $T/events/kprobes/nodescope_check/trigger
-  echo '-:nodescope_check' >> $T/kprobe_events
+RFC_FN=f2fs_get_node_page
+grep -qw f2fs_get_node_page /proc/kallsyms || RFC_FN=f2fs_get_inode_folio
+sed "s/f2fs_get_node_page/$RFC_FN/" /rfc-probes.toml > /tmp/rfc-probes.toml
+echo $RFC_FN > $R/rfc_function.txt
+if probe_calls nodescope_check common_type '' $RFC_FN; then
+  stream_start rfc --probes /tmp/rfc-probes.toml && { sh /replay-variant; stream_stop; }
+  probe_hists nodescope_check > $R/rfc_hist.txt
+  probe_remove nodescope_check common_type
 else
-  fail "kprobe_events: cannot set up the f2fs_get_node_page counter"
+  fail "kprobe_events: cannot set up the $RFC_FN counter"
 fi
 # Churn: CHURN short-lived processes (a subshell each), each reading the inode node block of
 # a file of its own, cold: more processes than the kernel's counter map holds (8,192), so
@@ -162,9 +173,14 @@ discover_phase() {
   ls /sys/kernel/btf > $R/discover_btf.txt 2>&1
   nodescope probe --discover -o $R/discovered.toml > $R/discover.txt 2> $R/discover.err ||
     { fail "probe --discover failed (see discover.err)"; return 1; }
+  # What a person writes for this kernel: 6.16 renamed read_node_page to read_node_folio
+  # (same arguments, folio->index where page->index was).
+  READ_FN=read_node_page
+  grep -qw read_node_page /proc/kallsyms || READ_FN=read_node_folio
+  sed "s/read_node_page/$READ_FN/" /discover-hand.toml > /tmp/discover-hand.toml
   cold
   for m in hand gen; do
-    f=/discover-hand.toml; [ $m = gen ] && f=$R/discovered.toml
+    f=/tmp/discover-hand.toml; [ $m = gen ] && f=$R/discovered.toml
     nodescope stream --json --window 1 --probes $f > $R/stream_discover_$m.jsonl \
       2> $R/stream_discover_$m.err &
     echo $! > $R/discover_$m.pid
@@ -221,12 +237,12 @@ accesses_phase
 # on the lookup's sbi argument, read and cleared between the parts (when no F2FS is mounted),
 # is the kernel's count of each part's lookups and says whether an address came back.
 remount_part() {
-  cat $T/events/kprobes/nodescope_sbi/hist > $R/remount_hist_$1.txt
-  echo 'hist:keys=sbi:clear' >> $T/events/kprobes/nodescope_sbi/trigger
+  probe_hists nodescope_sbi > $R/remount_hist_$1.txt
+  probe_clear nodescope_sbi sbi
 }
 remount_phase() {
-  fn=$(sed -n 's/^node_access  *[a-z]* \([^ ]*\)$/\1/p' $R/accesses_plan.txt)
-  [ -n "$fn" ] || { fail "remount: no node lookup function"; return 1; }
+  fns=$(lookup_functions $R/accesses_plan.txt)
+  [ -n "$fns" ] || { fail "remount: no node lookup function"; return 1; }
   dd if=/dev/zero of=/tmp/second.img bs=1M count=0 seek=128 2> /dev/null
   mkfs.f2fs -f -l second /tmp/second.img > $R/remount_mkfs.txt 2>&1 || { fail "remount: mkfs.f2fs"; return 1; }
   LOOP=$(losetup -f) && losetup $LOOP /tmp/second.img || { fail "remount: losetup"; return 1; }
@@ -235,9 +251,8 @@ remount_phase() {
   mount -t f2fs $LOOP /second || { fail "remount: mount $LOOP"; return 1; }
   for i in $(seq 1 $REMOUNT_FILES); do echo $i > /second/f-$i; done
   umount /second
-  echo "p:nodescope_sbi $fn sbi=\$arg1:x64" >> $T/kprobe_events &&
-    echo 'hist:keys=sbi' > $T/events/kprobes/nodescope_sbi/trigger ||
-    { fail "kprobe_events: cannot key $fn on its sbi"; return 1; }
+  probe_calls nodescope_sbi sbi 'sbi=$arg1:x64' $fns ||
+    { fail "kprobe_events: cannot key $fns on their sbi"; return 1; }
   cold
   nodescope record --accesses -o $R/remount.nsr > $R/remount_record.out 2> $R/remount_record.err &
   RMP=$!
@@ -257,8 +272,7 @@ remount_phase() {
   wait $RMP
   echo $? > $R/remount_record.rc
   remount_part 3
-  echo '!hist:keys=sbi' > $T/events/kprobes/nodescope_sbi/trigger
-  echo '-:nodescope_sbi' >> $T/kprobe_events
+  probe_remove nodescope_sbi sbi
   losetup -d $LOOP
   rm -f /tmp/second.img
   nodescope report --json $R/remount.nsr > $R/remount_report.json 2> $R/remount_report.err

@@ -45,6 +45,35 @@ hold_static_keys() {
       echo "@@ note: events/$event cannot be enabled"
   done
 }
+# lookup_functions PLAN: the node lookup functions a `stream --plan --accesses` PLAN file says
+# nodescope hooks (its `node_access` line: one on 6.x, three from 6.15, which looks inodes and
+# xattr nodes up apart), one per line.
+lookup_functions() { sed -n 's/^node_access  *//p' $1 | tr '+' '\n' | awk 'NF { print $2 }'; }
+# probe_calls NAME KEYS FETCH FUNCTION...: a kprobe_events event NAME<i> on each function, FETCH
+# its fetch arguments (or empty), each counted by a hist trigger keyed on KEYS. tracefs at T.
+probe_calls() {
+  pc_name=$1; pc_keys=$2; pc_fetch=$3; shift 3
+  pc_i=0
+  for pc_fn in "$@"; do
+    echo "p:$pc_name$pc_i $pc_fn $pc_fetch" >> $T/kprobe_events &&
+      echo "hist:keys=$pc_keys" > $T/events/kprobes/$pc_name$pc_i/trigger || return 1
+    pc_i=$((pc_i+1))
+  done
+  [ $pc_i -gt 0 ]
+}
+# probe_hists NAME: every NAME<i> event's hist, one after another (the host sums them).
+probe_hists() { for ph in $T/events/kprobes/$1[0-9]*/hist; do cat $ph; done; }
+# probe_clear NAME KEYS: every NAME<i> hist emptied.
+probe_clear() {
+  for pt in $T/events/kprobes/$1[0-9]*/trigger; do echo "hist:keys=$2:clear" >> $pt; done
+}
+# probe_remove NAME KEYS: every NAME<i> event and its hist trigger removed.
+probe_remove() {
+  for pd in $T/events/kprobes/$1[0-9]*; do
+    echo "!hist:keys=$2" > $pd/trigger
+    echo "-:${pd##*/}" >> $T/kprobe_events
+  done
+}
 # RES: the disk with serial "results" (without it the host can learn nothing: power off);
 # DEV: the one with serial "f2fs", S its sysfs directory.
 find_disks() {

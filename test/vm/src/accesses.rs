@@ -111,28 +111,29 @@ pub fn check(
     }
     // x86_64 has BPF trampolines from 5.5, arm64 from 6.0: the lookup function is hooked by
     // fentry, and the record attached it so (not the kprobe fallback).
+    // 6.15 and later look nodes up through three functions (`fentry a + fentry b + ...`):
+    // each one is checked.
     let mut got = String::new();
-    match function.strip_prefix("fentry ") {
-        Some(name) => {
-            let refused = refused_trampoline(&record_err, name);
-            match (
-                hook,
-                on_trampolines(&record_err, &[name]).as_slice(),
-                refused,
-            ) {
-                (_, [], _) => {}
-                (LookupHook::FentryOrRefusal, _, Some(why)) => {
-                    lines.push(format!(
-                        "  accesses {name}: the kernel refused its trampoline: {why}"
-                    ));
-                    got = " hook=kprobe(fentry refused)".into();
-                }
-                (_, problems, _) => {
-                    failures.extend(problems.iter().map(|p| format!("accesses: {p}")))
-                }
+    for planned in function.split(" + ") {
+        let Some(name) = planned.strip_prefix("fentry ") else {
+            failures.push(format!("accesses: no lookup fentry planned: {function:?}"));
+            continue;
+        };
+        let refused = refused_trampoline(&record_err, name);
+        match (
+            hook,
+            on_trampolines(&record_err, &[name]).as_slice(),
+            refused,
+        ) {
+            (_, [], _) => {}
+            (LookupHook::FentryOrRefusal, _, Some(why)) => {
+                lines.push(format!(
+                    "  accesses {name}: the kernel refused its trampoline: {why}"
+                ));
+                got = " hook=kprobe(fentry refused)".into();
             }
+            (_, problems, _) => failures.extend(problems.iter().map(|p| format!("accesses: {p}"))),
         }
-        None => failures.push(format!("accesses: no lookup fentry planned: {function:?}")),
     }
     if hist.is_none_or(|h| h == 0) || Some(recorded) != hist || counted != hist || drops != 0 {
         failures.push(format!(

@@ -18,8 +18,8 @@ use crate::util;
 /// The tracepoint nodescope's node-read program takes on Debian's 6.1 and 6.12 (the guest's
 /// `stream --plan` is checked against it), and so the one bpftrace counts.
 const TRACEPOINT: &str = "f2fs:f2fs_submit_page_bio";
-/// nodescope's node-read programs (f2fs_node_read_page, f2fs_node_read_bio); the kernel keeps
-/// 15 characters of a program's name.
+/// nodescope's node-read programs (f2fs_node_read_page, its counts-only f2fs_node_read_page_fast,
+/// f2fs_node_read_bio); the kernel keeps 15 characters of a program's name.
 const OUR_PROGRAM_PREFIX: &str = "f2fs_node_read";
 const CASES: [&str; 5] = ["none", "ours", "bpftrace", "both", "rev"];
 

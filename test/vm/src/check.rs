@@ -308,18 +308,23 @@ fn export_and_check(dir: &Path, nodescope: &Path) -> Result<String> {
     Ok(format!("demand reads {reads}: {said}"))
 }
 
-/// The RFC probes at entry and at return on f2fs_get_node_page, by BPF trampolines (fentry,
+/// The RFC probes at entry and at return on f2fs_get_node_page (f2fs_get_inode_folio from 6.16),
+/// by BPF trampolines (fentry,
 /// fentry + fexit: x86_64 has them on both kernels), count exactly the calls the kernel's own
 /// kprobe_events hist trigger counted.
 fn check_rfc_probes(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<String>) {
     let err = fs::read_to_string(dir.join("stream_rfc.err")).unwrap_or_default();
+    // The guest's choice: f2fs_get_node_page, or f2fs_get_inode_folio where 6.16 removed it.
+    let function = fs::read_to_string(dir.join("rfc_function.txt"))
+        .map(|f| f.trim().to_string())
+        .unwrap_or_else(|_| "f2fs_get_node_page".into());
     for said in [
-        "rfc: restore -> f2fs_get_node_page (fentry)",
-        "rfc: convert -> f2fs_get_node_page (fentry + fexit)",
+        format!("rfc: restore -> {function} (fentry)"),
+        format!("rfc: convert -> {function} (fentry + fexit)"),
     ] {
         expect(
             failures,
-            err.lines().any(|l| l.ends_with(said)),
+            err.lines().any(|l| l.ends_with(said.as_str())),
             format!("rfc: the stream did not say `{said}` (stream_rfc.err)"),
         );
     }
@@ -334,7 +339,7 @@ fn check_rfc_probes(dir: &Path, lines: &mut Vec<String>, failures: &mut Vec<Stri
         phase.rfc.get("convert").copied(),
     );
     lines.push(format!(
-        "  rfc      fentry f2fs_get_node_page={entry:?} fexit={ret:?} kprobe_events hist={hits:?}"
+        "  rfc      fentry {function}={entry:?} fexit={ret:?} kprobe_events hist={hits:?}"
     ));
     expect(
         failures,

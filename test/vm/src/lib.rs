@@ -60,7 +60,7 @@ pub fn run(which: &str) -> Result<()> {
             .collect(),
     };
     if specs.is_empty() {
-        bail!("unknown kernel {which:?}: use 6.1, 6.12 or all");
+        bail!("unknown kernel {which:?}: use 6.1, 6.12, 7.3, 7.2 or all");
     }
     let cache = util::target_dir().join("vm-cache");
     fs::create_dir_all(&cache)?;

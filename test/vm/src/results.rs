@@ -221,11 +221,15 @@ pub fn cp_count(status: &str) -> Option<u64> {
     number("CP count:").or_else(|| number("CP calls:"))
 }
 
-/// "Hits: N" from a hist trigger's output.
+/// "Hits: N" from a hist trigger's output, summed over every hist in `hist` (the guest puts
+/// one per probed function in one file: 6.15 and later look nodes up through three).
 pub fn hist_hits(hist: &str) -> Option<u64> {
-    hist.lines()
-        .find_map(|line| line.trim().strip_prefix("Hits:"))
-        .and_then(|n| n.trim().parse().ok())
+    let hits: Vec<u64> = hist
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("Hits:"))
+        .map(|n| n.trim().parse().ok())
+        .collect::<Option<Vec<u64>>>()?;
+    (!hits.is_empty()).then(|| hits.iter().sum())
 }
 
 /// Everything measured in one guest run, and the verdict.
