@@ -36,12 +36,13 @@ pub const ROOT_STATE_DIR: &str = "/run/nodescope";
 /// A state file is a few short lines; anything longer is not ours.
 const STATE_LIMIT: u64 = 4096;
 
-/// Where root keeps claims on Android, which has no /run (its /data/local/tmp survives a
-/// reboot, but so does nothing else that would put the knobs back: stale originals there are
-/// still the operator's).
-pub const ANDROID_STATE_DIR: &str = "/data/local/tmp/nodescope";
+/// Where root keeps claims on Android, which has no /run: under /data (system:system 0771, a
+/// group nodescope trusts), not /data/local/tmp, which the shell's group may write in and so
+/// plant links (it survives a reboot, but so does nothing else that would put the knobs back:
+/// stale originals there are still the operator's).
+pub const ANDROID_STATE_DIR: &str = "/data/nodescope";
 
-/// `/run/nodescope` for root (on Android, which has no /run, `/data/local/tmp/nodescope`);
+/// `/run/nodescope` for root (on Android, which has no /run, `/data/nodescope`);
 /// otherwise `$XDG_RUNTIME_DIR/nodescope`, else `/tmp/nodescope-state-<euid>` (checked
 /// private by [`StateDir::open`]).
 pub fn default_state_dir() -> PathBuf {

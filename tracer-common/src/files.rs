@@ -244,7 +244,7 @@ pub fn is_refusal(err: &io::Error) -> bool {
 /// refused anyway), between our look and our write: refused.
 fn shared_dir(stat: &rustix::fs::Stat, shown: &Path) -> io::Result<bool> {
     let mode = stat.st_mode & 0o7777;
-    if mode & 0o022 == 0 {
+    if mode & 0o022 == 0 || trusted_group_only(stat, mode) {
         return Ok(false);
     }
     let root_or_us = stat.st_uid == 0 || stat.st_uid == rustix::process::geteuid().as_raw();
@@ -256,6 +256,18 @@ fn shared_dir(stat: &rustix::fs::Stat, shown: &Path) -> io::Result<bool> {
          root must be writable only by its owner, or sticky like /tmp)",
         shown.display()
     )))
+}
+
+/// Android's system user and group (AID_SYSTEM).
+const ANDROID_SYSTEM_ID: u32 = 1000;
+
+/// A directory only its owner and its group may write in, both root or Android's system
+/// (`/data` is `system:system 0771`): system services can already do as root does to the
+/// knobs, so their group writing there opens nothing. The shell's (`/data/local/tmp`, group
+/// 2000) and the apps' groups are not trusted: `adb shell` could plant links there.
+fn trusted_group_only(stat: &rustix::fs::Stat, mode: u32) -> bool {
+    let trusted = |id: u32| id == 0 || id == ANDROID_SYSTEM_ID;
+    mode & 0o002 == 0 && trusted(stat.st_uid) && trusted(stat.st_gid)
 }
 
 /// Open the directory `dir` to write in (as root): every component of the path walked from
@@ -569,6 +581,10 @@ mod walk_tests {
         let dir = scratch("writable");
         let open = dir.join("open");
         fs::create_dir_all(open.join("rec")).unwrap();
+        // Group write from a group that is not root's or Android's system (the shell's, 2000).
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&open, None, Some(2000)).unwrap();
+        }
         for mode in [0o777, 0o775] {
             fs::set_permissions(&open, fs::Permissions::from_mode(mode)).unwrap();
             let error = open_dir_for_writing(&open.join("rec"), None).unwrap_err();
@@ -592,6 +608,33 @@ mod walk_tests {
                 error.to_string().contains("belongs to uid 65534"),
                 "{error}"
             );
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod trusted_group_tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    /// Android's /data is `system:system 0771`: a directory only root or system may write in
+    /// is walked through; the same mode with the shell's group (/data/local/tmp) is not.
+    #[test]
+    fn a_directory_only_root_or_system_may_write_is_trusted() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(std::format!("files-trusted-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let data = dir.join("data");
+        fs::create_dir_all(data.join("nodescope")).unwrap();
+        fs::set_permissions(&data, fs::Permissions::from_mode(0o771)).unwrap();
+        for (uid, gid, trusted) in [(1000, 1000, true), (0, 1000, true), (1000, 2000, false)] {
+            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).unwrap();
+            let opened = open_dir_for_writing(&data.join("nodescope"), None);
+            assert_eq!(opened.is_ok(), trusted, "{uid}:{gid} 0771");
         }
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -61,7 +61,7 @@ pub(crate) struct DaemonArgs {
     #[arg(long, value_name = "N", default_value_t = 8, requires = "record")]
     record_files: u32,
     /// The socket clients connect to (default: daemon.sock in the state directory:
-    /// /run/nodescope as root, /data/local/tmp/nodescope on Android, else
+    /// /run/nodescope as root, /data/nodescope on Android, else
     /// $XDG_RUNTIME_DIR/nodescope).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,

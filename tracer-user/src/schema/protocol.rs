@@ -22,7 +22,7 @@ pub const PROTOCOL_VERSION: u32 = 4;
 /// The socket's name in the daemon's state directory.
 pub(crate) const SOCKET_NAME: &str = "daemon.sock";
 
-/// `<state dir>/daemon.sock`: /run/nodescope as root, /data/local/tmp/nodescope on Android,
+/// `<state dir>/daemon.sock`: /run/nodescope as root, /data/nodescope on Android,
 /// else $XDG_RUNTIME_DIR/nodescope (`controller::claim::default_state_dir`).
 pub(crate) fn default_socket_path() -> PathBuf {
     controller::claim::default_state_dir().join(SOCKET_NAME)
