@@ -526,6 +526,16 @@ impl Source for BpfSource {
             counters::NODE_COUNTS_CAPACITY,
             self.counters_retired
         );
+        let missed = attach::missed_counting_runs(&self.ebpf);
+        if missed.is_empty() {
+            note += "; no counting program's run skipped by the kernel";
+        } else {
+            let each: Vec<String> = missed.iter().map(|(p, n)| format!("{p} {n}")).collect();
+            note += &format!(
+                "; runs the kernel skipped (each a count lost): {}",
+                each.join(", ")
+            );
+        }
         if let Some(coverage) = &self.coverage {
             note += &format!("; at the end: {}", coverage.summary());
         }

@@ -189,6 +189,32 @@ impl AttachOutcome {
     }
 }
 
+/// The programs that count node reads, node writes and checkpoints.
+const COUNTING_PROGRAMS: [&str; 6] = [
+    super::planner::PROG_PAGE_BIO,
+    super::planner::PROG_PAGE_BIO_FAST,
+    super::planner::PROG_READ_BIO,
+    super::planner::PROG_READ_NODE_RETURN,
+    super::planner::PROG_WRITE,
+    super::planner::PROG_CHECKPOINT,
+];
+
+/// Runs of the counting programs the kernel skipped (its recursion guard), per program that
+/// had any: each one a count lost, said at the end of a run.
+pub(crate) fn missed_counting_runs(ebpf: &Ebpf) -> Vec<(&'static str, u64)> {
+    COUNTING_PROGRAMS
+        .iter()
+        .filter_map(|&name| match counters::missed_runs(ebpf, name) {
+            Ok(Some(missed)) if missed > 0 => Some((name, missed)),
+            Ok(_) => None,
+            Err(err) => {
+                log::warn!("{err:#}");
+                None
+            }
+        })
+        .collect()
+}
+
 /// One attached program, to be detached again when its variant is refused as a whole.
 pub(crate) enum Link {
     Tracepoint(&'static str, TracePointLinkId),
@@ -382,6 +408,12 @@ mod tests {
             "{why}"
         );
         assert!(part.fallbacks.is_empty());
+        // The kernel's count of skipped runs reads for a loaded program, not for another.
+        assert_eq!(
+            counters::missed_runs(&ebpf, PROG_PAGE_BIO).unwrap(),
+            Some(0)
+        );
+        assert_eq!(counters::missed_runs(&ebpf, PROG_READ_BIO).unwrap(), None);
     }
 
     /// Every layout the project knows, each node-read program the planner would choose for it

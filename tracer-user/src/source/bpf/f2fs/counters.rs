@@ -67,6 +67,51 @@ pub(crate) fn take(ebpf: &Ebpf, key: &TaskKey) -> Result<Option<TaskCounts>> {
 }
 
 const BPF_MAP_LOOKUP_AND_DELETE_ELEM: libc::c_long = 21;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+
+/// The `bpf_attr` member of BPF_OBJ_GET_INFO_BY_FD.
+#[repr(C)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// How often the kernel skipped the loaded program `name` instead of running it
+/// (`recursion_misses`: another BPF program of a kind that shares the per-CPU guard was
+/// running on that CPU, Linux 5.12 and later). Every skipped run of a counting program is a
+/// count lost, so it is said, never hidden. `None` when the program is not loaded.
+pub(crate) fn missed_runs(ebpf: &Ebpf, name: &str) -> Result<Option<u64>> {
+    let Some(program) = ebpf.program(name) else {
+        return Ok(None);
+    };
+    let Ok(fd) = program.fd() else {
+        return Ok(None);
+    };
+    // SAFETY: bpf_prog_info is plain integers and pointers-as-integers, valid all zero.
+    let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let attr = InfoAttr {
+        bpf_fd: fd.as_fd().as_raw_fd() as u32,
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: std::ptr::from_mut(&mut info) as u64,
+    };
+    // SAFETY: the attribute is a valid BPF_OBJ_GET_INFO_BY_FD member whose info pointer and
+    // length describe `info`, which outlives the call; the kernel writes at most info_len
+    // bytes of it (older kernels fewer, leaving the rest zero).
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            std::ptr::from_ref(&attr),
+            std::mem::size_of::<InfoAttr>() as u32,
+        )
+    };
+    if result != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("reading program {name}'s info"));
+    }
+    Ok(Some(info.recursion_misses))
+}
 
 /// The `bpf_attr` member of the BPF_MAP_*_ELEM commands.
 #[repr(C)]
