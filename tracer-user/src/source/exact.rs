@@ -15,6 +15,8 @@ impl BpfSource {
     /// Every in-kernel counter at once: per task, the counter map's failures, and the RFC
     /// probes' per-kind counts (only the kinds that attached), with the devices' names.
     pub(crate) fn read_kernel_counts(&mut self) -> Result<KernelCounts> {
+        // Thousands of map syscalls: none may be preempted by a task the programs count.
+        let _unpreempted = super::bpf::unpreempted::Unpreempted::enter();
         let mut tasks = self.counts()?;
         let retired = self.retire_exited(&mut tasks)?;
         // Thousands of tasks share a device or two: one look-up per device.

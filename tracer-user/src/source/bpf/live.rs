@@ -422,6 +422,7 @@ impl BpfSource {
         out.append(&mut read);
         self.drop_demoted(out, start);
         self.put_in_time_order(&mut out[start..]);
+        let _unpreempted = super::unpreempted::Unpreempted::enter();
         self.note_drops(out)?;
         Ok(true)
     }
@@ -494,6 +495,8 @@ impl Source for BpfSource {
     }
 
     fn take_waiting(&mut self, out: &mut Vec<Event>) -> Result<()> {
+        // Its map reads (drops, the RFC counts, the access batches) as read_kernel_counts'.
+        let _unpreempted = super::unpreempted::Unpreempted::enter();
         self.flush_access_batches();
         // The counters before the ring: an event the counters already count is then in the
         // ring, or follows within a refresh.

@@ -12,6 +12,7 @@ pub(crate) mod observe;
 pub(crate) mod rfc;
 pub(crate) mod selftest;
 pub(crate) mod trampoline;
+pub(crate) mod unpreempted;
 
 pub use self::{
     discover::btf::{BtfFiles, KernelBtf},
