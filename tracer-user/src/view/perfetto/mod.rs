@@ -1,16 +1,20 @@
 //! The Perfetto view: a replayed recording as a Perfetto protobuf trace (docs/PERFETTO.md), so
 //! node reads per app sit beside everything else an Android engineer traces.
 //!
-//! Layout: one packet sequence, no interning. Track descriptors first (every track an event
-//! uses is described), then track events in time order:
+//! Layout: one packet sequence, no interning, written window by window as the replay goes
+//! ([`TraceBuilder`]): the clock snapshots first, then each window's new track descriptors
+//! (every track is described before its first event) and its events in time order:
 //! - `nodescope node cache`: counters per window (node reads demand / readahead, writes,
 //!   checkpoints, restores, conversions, reclaims per queue, lost events, eager restores), the
 //!   attributed memory gauges and the knob values;
 //! - `f2fs [major:minor]` per device: checkpoint instants and per-window counters named the way
 //!   Perfetto names its f2fs iostat tracks (`<group>.[major:minor].<key>`);
 //! - `nodescope apps` / `<kind> <app>`: per-app counters per window;
-//! - one process track per process (its package name for Android apps) with its counters;
-//! - `nodescope events`: lost events, knob changes and controller notes as instants.
+//! - one process track per process (its package name for Android apps) with its counters, for
+//!   the first [`MAX_PROCESS_TRACKS`]; the rest summed on `other processes`;
+//! - `nodescope events`: lost events (one instant per window), knob changes and controller
+//!   notes as instants. Checkpoint instants are [`MAX_CHECKPOINT_INSTANTS`] per window at most,
+//!   the rest one `N more checkpoints` instant.
 //!
 //! Per-window counts are written at the window's start and hold until the next sample; a track
 //! gets a sample in every window where its count is not zero and one zero after, so summing a
