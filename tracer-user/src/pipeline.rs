@@ -67,6 +67,13 @@ pub struct Pipeline {
     source_open: bool,
 }
 
+/// What [`Pipeline::drain_each`] hands out, in order.
+pub(crate) enum Drained<'a> {
+    /// A window closed by the event handed out next.
+    Window(&'a WindowReport),
+    Event(&'a Event),
+}
+
 impl Pipeline {
     /// The decisions pane's line for a knob change this refresh found: the window it falls in
     /// and the change.
@@ -134,6 +141,27 @@ impl Pipeline {
                 }
             }
             on_events(&batch);
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// As [`Self::drain`], one event at a time: the windows an event closes first, then the
+    /// event, so that every event is seen after the windows that end before it (a reader that
+    /// lays each window out with the events in it, as `export --perfetto` does).
+    pub(crate) fn drain_each(&mut self, mut on: impl FnMut(Drained<'_>)) -> Result<()> {
+        let mut batch = Vec::new();
+        loop {
+            batch.clear();
+            let more = crate::source::batch_now(self.next_batch(&mut batch))?;
+            for event in &batch {
+                self.model.ingest(event);
+                for window in self.model.take_closed() {
+                    on(Drained::Window(&window));
+                }
+                on(Drained::Event(event));
+            }
             if !more {
                 return Ok(());
             }

@@ -72,7 +72,19 @@ pub fn lookups_of(outcome: Outcome) -> String {
     format!("lookups {}", outcome.name())
 }
 
-/// The instant of events lost.
-pub fn lost_instant(count: u32) -> String {
-    format!("lost {count} events")
+/// The instant of events lost: one per window, `markers` lost-event markers of it summed.
+pub fn lost_instant(count: u64, markers: u64) -> String {
+    if markers > 1 {
+        format!("lost {count} events ({markers} markers)")
+    } else {
+        format!("lost {count} events")
+    }
 }
+
+/// The instant of a window's checkpoints past the trace's bound per window, counted.
+pub fn more_checkpoints(count: u64) -> String {
+    format!("{count} more checkpoints")
+}
+
+/// The track of the processes past the trace's bound on process tracks, summed.
+pub const OTHER_PROCESSES_TRACK: &str = "other processes";

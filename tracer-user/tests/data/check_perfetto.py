@@ -8,6 +8,7 @@ trace processor) and checks that:
 - it is one packet sequence, the first packet clearing incremental state;
 - every track an event uses has a TrackDescriptor, and every parent uuid too;
 - timestamps never go backwards within the sequence;
+- the process tracks and `other processes` sum to the apps' node reads;
 - per app, node reads (demand + readahead), restores, timed lookups (`node lookups`) and their
   wait (`lookup wait`, ns, a UNIT_TIME_NS track) summed over the counter tracks equal
   `nodescope report --json`'s per-app totals exactly, and the cache-wide tracks its totals.
@@ -148,6 +149,24 @@ def check_totals(report, tracks, sums, failures):
                             f"report {totals[key]}")
 
 
+OTHER_PROCESSES = "other processes"
+
+
+def check_processes(tracks, sums, apps, failures):
+    """The process tracks and `other processes` (those past the trace's bound) sum to the
+    apps: every process's reads are on one of them. Returns their node reads."""
+    owners = [d for d in tracks.values() if d.HasField("process")]
+    other = track_named(tracks, OTHER_PROCESSES)
+    if other is not None:
+        owners.append(other)
+    reads = sum(sums[c.uuid] for d in owners for c in children(tracks, d.uuid)
+                if c.name in READ_TRACKS)
+    want = sum(a["reads"] for a in apps.values())
+    if reads != want:
+        failures.append(f"process tracks: {reads} node reads, apps {want}")
+    return reads
+
+
 def main():
     trace_path, report_path = sys.argv[1], sys.argv[2]
     with open(report_path) as f:
@@ -164,12 +183,14 @@ def main():
     app_count = check_apps(report, apps, failures)
     check_totals(report, tracks, sums, failures)
     processes = sum(1 for d in tracks.values() if d.HasField("process"))
+    process_reads = check_processes(tracks, sums, apps, failures)
     if failures:
         print("\n".join(failures))
         return 1
     lookups = sum(a["lookups"] for a in apps.values())
     print(f"ok: {len(trace.packet)} packets, {len(tracks)} tracks, {processes} processes, "
-          f"{lookups} timed lookups, {app_count} apps match the report")
+          f"{process_reads} reads on process tracks, {lookups} timed lookups, "
+          f"{app_count} apps match the report")
     return 0
 
 

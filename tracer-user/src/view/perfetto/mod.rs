@@ -1,16 +1,20 @@
 //! The Perfetto view: a replayed recording as a Perfetto protobuf trace (docs/PERFETTO.md), so
 //! node reads per app sit beside everything else an Android engineer traces.
 //!
-//! Layout: one packet sequence, no interning. Track descriptors first (every track an event
-//! uses is described), then track events in time order:
+//! Layout: one packet sequence, no interning, written window by window as the replay goes
+//! ([`TraceBuilder`]): the clock snapshots first, then each window's new track descriptors
+//! (every track is described before its first event) and its events in time order:
 //! - `nodescope node cache`: counters per window (node reads demand / readahead, writes,
 //!   checkpoints, restores, conversions, reclaims per queue, lost events, eager restores), the
 //!   attributed memory gauges and the knob values;
 //! - `f2fs [major:minor]` per device: checkpoint instants and per-window counters named the way
 //!   Perfetto names its f2fs iostat tracks (`<group>.[major:minor].<key>`);
 //! - `nodescope apps` / `<kind> <app>`: per-app counters per window;
-//! - one process track per process (its package name for Android apps) with its counters;
-//! - `nodescope events`: lost events, knob changes and controller notes as instants.
+//! - one process track per process (its package name for Android apps) with its counters, for
+//!   the first [`MAX_PROCESS_TRACKS`]; the rest summed on `other processes`;
+//! - `nodescope events`: lost events (one instant per window), knob changes and controller
+//!   notes as instants. Checkpoint instants are [`MAX_CHECKPOINT_INSTANTS`] per window at most,
+//!   the rest one `N more checkpoints` instant.
 //!
 //! Per-window counts are written at the window's start and hold until the next sample; a track
 //! gets a sample in every window where its count is not zero and one zero after, so summing a
@@ -21,7 +25,10 @@ mod tracks;
 pub(crate) use self::recording::write_trace;
 pub(crate) mod wire;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet, VecDeque},
+    io::{self, Write},
+};
 
 use tracer_common::{knobs::Knobs, Decoded, Event, EventKind};
 
@@ -44,12 +51,12 @@ pub(crate) struct Recorded {
     /// Every window the model closed, oldest first.
     pub windows: Vec<WindowReport>,
     pub notes: Vec<Note>,
-    /// Events shown one by one, as instants: checkpoints and lost-event markers.
+    /// Events shown as instants: checkpoints and lost-event markers, in time order.
     pub marks: Vec<Event>,
     pub packages: Packages,
 }
 
-/// Whether `event` is one of those shown one by one, as an instant.
+/// Whether `event` is one of those shown as instants (folded per window past a bound).
 pub(crate) fn is_mark(event: &Event) -> bool {
     matches!(
         event.kind(),
@@ -60,68 +67,190 @@ pub(crate) fn is_mark(event: &Event) -> bool {
 /// The only packet sequence of the trace.
 const SEQUENCE_ID: u64 = 1;
 
+/// Checkpoint instants laid out per window at most: a recording of millions of checkpoints
+/// (crafted, or a storm) would otherwise make a trace as large as itself, ten times over. The
+/// rest of a window's are one `N more checkpoints` instant; the per-window `checkpoints`
+/// counters count them all exactly.
+pub(crate) const MAX_CHECKPOINT_INSTANTS: usize = 64;
+
+/// Process tracks at most: each is a descriptor and counter tracks that a trace viewer lists
+/// one by one, and that the layout remembers to the end (their uuids, their last samples). A
+/// recording of hundreds of thousands of short-lived processes would otherwise grow memory and
+/// the trace with each; past this many, processes are summed on one `other processes` track
+/// per counter, so that the processes' tracks still sum to the apps' (docs/PERFETTO.md).
+pub(crate) const MAX_PROCESS_TRACKS: usize = 1024;
+
 /// The whole trace file of a recording held whole: a Perfetto `Trace` message.
 #[cfg(test)]
 pub(crate) fn encode(recorded: &Recorded) -> Vec<u8> {
-    encode_finished(recorded).bytes
+    encode_finished(recorded).0
 }
 
-/// [`encode`], with what was left out.
+/// [`encode`], with what was left out: the marks handed to the trace as a replay does, each
+/// before the window it falls in closes.
 #[cfg(test)]
-pub(crate) fn encode_finished(recorded: &Recorded) -> Finished {
-    let mut trace = TraceBuilder::new(&recorded.header, recorded.packages.clone());
+pub(crate) fn encode_finished(recorded: &Recorded) -> (Vec<u8>, Finished) {
+    let mut trace = TraceBuilder::new(
+        &recorded.header,
+        recorded.packages.clone(),
+        &recorded.notes,
+        Vec::new(),
+    )
+    .unwrap();
+    let mut marks = recorded.marks.iter().peekable();
     for window in &recorded.windows {
-        trace.window(window);
+        while let Some(mark) = marks.next_if(|mark| mark.ts_ns < window.end_ns) {
+            trace.mark(mark);
+        }
+        trace.window(window).unwrap();
     }
-    trace.finish(&recorded.notes, &recorded.marks)
+    marks.for_each(|mark| trace.mark(mark));
+    trace.finish().unwrap()
 }
 
-/// A finished trace file, and the recorded clock pairs it left out (each with why).
+/// What a written trace holds, and the recorded clock pairs it left out (each with why).
 pub(crate) struct Finished {
-    pub bytes: Vec<u8>,
+    pub bytes: u64,
+    pub windows: u64,
     pub dropped_clocks: Vec<String>,
 }
 
-/// A trace made as a replay goes: each window is laid out as it closes and dropped, so that
-/// memory follows what the trace shows (an empty window after an empty one adds nothing), not
-/// the number of windows.
-pub(crate) struct TraceBuilder {
+/// A trace written as a replay goes: each window is laid out as it closes, with the notes and
+/// instants that fall in it, written to `out` and dropped, so that memory follows the open
+/// window and the tracks (bounded: [`MAX_PROCESS_TRACKS`]), not the recording's length.
+pub(crate) struct TraceBuilder<W: Write> {
     layout: Layout,
     packages: Packages,
+    out: W,
+    /// No packet written yet (the first clears the incremental state).
+    first: bool,
+    /// Every timestamp is in CLOCK_MONOTONIC, converted through the clock snapshots.
+    clocked: bool,
+    /// The latest timestamp written: time never goes backwards in the sequence.
+    written_ns: u64,
+    bytes: u64,
     /// Windows laid out so far.
-    pub windows: u64,
+    windows: u64,
 }
 
-impl TraceBuilder {
-    pub(crate) fn new(header: &Header, packages: Packages) -> TraceBuilder {
+impl<W: Write> TraceBuilder<W> {
+    /// A trace of a recording with `header` and `notes` (all of them, known before the
+    /// windows: the clock snapshots come before any timestamp).
+    pub(crate) fn new(
+        header: &Header,
+        packages: Packages,
+        notes: &[Note],
+        out: W,
+    ) -> io::Result<TraceBuilder<W>> {
         let mut layout = Layout::default();
+        layout.notes(notes);
         layout.knobs(header.clock_origin_ns, header.knobs);
-        TraceBuilder {
+        let mut trace = TraceBuilder {
+            clocked: !layout.clocks.is_empty(),
             layout,
             packages,
+            out,
+            first: true,
+            written_ns: 0,
+            bytes: 0,
             windows: 0,
-        }
+        };
+        trace.clock_snapshots()?;
+        Ok(trace)
     }
 
-    /// The next closed window, oldest first.
-    pub(crate) fn window(&mut self, window: &WindowReport) {
+    /// An event of the recording, in time order: an instant if it is a mark, laid out with
+    /// the next window closed.
+    pub(crate) fn mark(&mut self, event: &Event) {
+        self.layout.marks.add(event);
+    }
+
+    /// The next closed window, oldest first, written with the notes and marks before its end.
+    pub(crate) fn window(&mut self, window: &WindowReport) -> io::Result<()> {
         self.layout.window(window, &self.packages);
+        self.layout.notes_before(window.end_ns);
+        self.layout.lay_out_marks(window.start_ns);
         self.windows += 1;
+        self.flush()
     }
 
-    /// The trace file: the windows, then the notes and the instants, in time order.
-    pub(crate) fn finish(mut self, notes: &[Note], marks: &[Event]) -> Finished {
-        for note in notes {
-            self.layout.note(note);
+    /// The rest (notes and marks after the last window), flushed: the writer and what it holds.
+    pub(crate) fn finish(mut self) -> io::Result<(W, Finished)> {
+        self.layout.notes_before(u64::MAX);
+        self.layout.lay_out_marks(self.written_ns);
+        self.flush()?;
+        self.out.flush()?;
+        let finished = Finished {
+            bytes: self.bytes,
+            windows: self.windows,
+            dropped_clocks: std::mem::take(&mut self.layout.dropped_clocks),
+        };
+        Ok((self.out, finished))
+    }
+
+    /// The tracks made since the last flush, then the events laid out, in time order (a
+    /// stable sort keeps each track's order; an event earlier than one already written, as
+    /// only a crafted recording holds, is written at that one's time).
+    fn flush(&mut self) -> io::Result<()> {
+        for descriptor in self.layout.tracks.take_new() {
+            let mut packet = Message::new();
+            packet.message(fields::trace_packet::TRACK_DESCRIPTOR, &descriptor);
+            self.packet(&mut packet)?;
         }
-        for mark in marks {
-            self.layout.mark(mark);
+        let mut events = std::mem::take(&mut self.layout.events);
+        events.sort_by_key(|timed| timed.ts_ns);
+        for timed in &events {
+            let ts_ns = timed.ts_ns.max(self.written_ns);
+            self.written_ns = ts_ns;
+            let mut packet = Message::new();
+            packet.uint(fields::trace_packet::TIMESTAMP, ts_ns);
+            if self.clocked {
+                packet.uint(
+                    fields::trace_packet::TIMESTAMP_CLOCK_ID,
+                    fields::clock_snapshot::BUILTIN_CLOCK_MONOTONIC,
+                );
+            }
+            packet.message(fields::trace_packet::TRACK_EVENT, &timed.event);
+            self.packet(&mut packet)?;
         }
-        let dropped_clocks = std::mem::take(&mut self.layout.dropped_clocks);
-        Finished {
-            bytes: self.layout.into_trace(),
-            dropped_clocks,
+        // The buffer's room is kept for the next window.
+        events.clear();
+        self.layout.events = events;
+        Ok(())
+    }
+
+    /// The clock pairs kept, before any timestamp in CLOCK_MONOTONIC, so that every one can
+    /// be converted.
+    fn clock_snapshots(&mut self) -> io::Result<()> {
+        use fields::clock_snapshot as cs;
+        for pair in std::mem::take(&mut self.layout.clocks) {
+            let mut snapshot = Message::new();
+            for (id, ns) in [
+                (cs::BUILTIN_CLOCK_MONOTONIC, pair.monotonic_ns),
+                (cs::BUILTIN_CLOCK_BOOTTIME, pair.boottime_ns),
+            ] {
+                let mut clock = Message::new();
+                clock.uint(cs::CLOCK_ID, id).uint(cs::CLOCK_TIMESTAMP, ns);
+                snapshot.message(cs::CLOCKS, &clock);
+            }
+            snapshot.uint(cs::PRIMARY_TRACE_CLOCK, cs::BUILTIN_CLOCK_BOOTTIME);
+            let mut packet = Message::new();
+            packet.message(fields::trace_packet::CLOCK_SNAPSHOT, &snapshot);
+            self.packet(&mut packet)?;
         }
+        Ok(())
+    }
+
+    fn packet(&mut self, packet: &mut Message) -> io::Result<()> {
+        use fields::trace_packet as tp;
+        packet.uint(tp::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE_ID);
+        if std::mem::take(&mut self.first) {
+            packet.uint(tp::SEQUENCE_FLAGS, tp::SEQ_INCREMENTAL_STATE_CLEARED);
+        }
+        let mut wrapper = Message::new();
+        wrapper.message(fields::trace::PACKET, packet);
+        self.bytes += wrapper.as_bytes().len() as u64;
+        self.out.write_all(wrapper.as_bytes())
     }
 }
 
@@ -131,21 +260,71 @@ struct Timed {
     event: Message,
 }
 
+/// A note as the trace shows it, at its time.
+enum NoteShown {
+    /// A knob change: the knob counters move, and the note is an instant.
+    Knobs(Option<Knobs>, String),
+    Instant(String),
+}
+
+/// The marks of the open window: at most [`MAX_CHECKPOINT_INSTANTS`] checkpoints, the rest
+/// counted, and the lost-event markers summed.
+#[derive(Default)]
+struct Marks {
+    checkpoints: Vec<(u64, u32)>,
+    /// Checkpoints past those: the first's time and device (None once they differ), how many.
+    more_checkpoints: Option<(u64, Option<u32>, u64)>,
+    /// Lost-event markers: the first's time, how many markers, the events they count.
+    lost: Option<(u64, u64, u64)>,
+}
+
+impl Marks {
+    fn add(&mut self, event: &Event) {
+        match event.decode() {
+            Decoded::Checkpoint { .. } => {
+                if self.checkpoints.len() < MAX_CHECKPOINT_INSTANTS {
+                    self.checkpoints.push((event.ts_ns, event.dev));
+                } else {
+                    let more =
+                        self.more_checkpoints
+                            .get_or_insert((event.ts_ns, Some(event.dev), 0));
+                    if more.1 != Some(event.dev) {
+                        more.1 = None;
+                    }
+                    more.2 += 1;
+                }
+            }
+            Decoded::Lost { count } => {
+                let lost = self.lost.get_or_insert((event.ts_ns, 0, 0));
+                lost.1 += 1;
+                lost.2 += u64::from(count);
+            }
+            _ => {}
+        }
+    }
+}
+
 #[derive(Default)]
 struct Layout {
     tracks: Tracks,
+    /// The events of the window being laid out.
     events: Vec<Timed>,
     /// Per-window count tracks whose latest sample is not zero, before and in this window.
     nonzero_before: BTreeSet<u64>,
     nonzero_now: BTreeSet<u64>,
     /// The latest value of each gauge track.
     gauges: BTreeMap<u64, i64>,
+    /// Process tracks made ([`MAX_PROCESS_TRACKS`] at most).
+    processes: usize,
     /// The recording's clock (CLOCK_MONOTONIC) paired with BOOTTIME (its clock notes): with
     /// any, every packet says its clock and the trace holds the pairs as clock snapshots, so
     /// Perfetto places it on a system trace's BOOTTIME timeline, suspends included.
     clocks: Vec<ClockPair>,
     /// Clock notes that could not be snapshots (`impossible_clock`), in words.
     dropped_clocks: Vec<String>,
+    /// The notes not laid out yet, in time order (the replay's notes, bounded by it).
+    notes: VecDeque<(u64, NoteShown)>,
+    marks: Marks,
 }
 
 /// Why a recorded clock pair cannot be a clock snapshot, given the last one kept: BOOTTIME is
@@ -174,11 +353,35 @@ impl Layout {
             self.device_counts(ts, dev, counts);
         }
         self.apps(ts, &window.processes, packages);
+        let mut others: Option<Counters> = None;
         for row in &window.processes {
-            let process = self.tracks.uuid(process_track(row, packages));
-            self.reads_and_restores(ts, process, &row.counters);
+            match self.process_track(row, packages) {
+                Some(process) => self.reads_and_restores(ts, process, &row.counters),
+                None => others
+                    .get_or_insert_with(Counters::default)
+                    .add(&row.counters),
+            }
+        }
+        if let Some(others) = others {
+            let track = self
+                .tracks
+                .uuid(TrackSpec::plain(None, names::OTHER_PROCESSES_TRACK));
+            self.reads_and_restores(ts, track, &others);
         }
         self.close_window(ts);
+    }
+
+    /// A process's track, unless [`MAX_PROCESS_TRACKS`] were made before it.
+    fn process_track(&mut self, row: &ProcessRow, packages: &Packages) -> Option<u64> {
+        let spec = process_track(row, packages);
+        if let Some(uuid) = self.tracks.known(&spec) {
+            return Some(uuid);
+        }
+        if self.processes >= MAX_PROCESS_TRACKS {
+            return None;
+        }
+        self.processes += 1;
+        Some(self.tracks.uuid(spec))
     }
 
     fn cache_counts(&mut self, ts: u64, activity: &Counters, eager_restores: u64) {
@@ -321,50 +524,89 @@ impl Layout {
         }
     }
 
-    /// A knob change moves the knob counters; every note is an instant.
-    fn note(&mut self, note: &Note) {
-        if let Some(pair) = ClockPair::from_note(note) {
-            match impossible_clock(&pair, self.clocks.last()) {
-                None => self.clocks.push(pair),
-                Some(why) => {
-                    let said = format!(
-                        "clock snapshot dropped ({why}): monotonic_ns={} boottime_ns={}",
-                        pair.monotonic_ns, pair.boottime_ns
-                    );
-                    // In the trace too, where the dropped pair was recorded.
-                    let track = self
-                        .tracks
-                        .uuid(TrackSpec::plain(None, names::EVENTS_TRACK));
-                    self.instant(note.ts_ns, track, &said, None);
-                    self.dropped_clocks.push(said);
+    /// The recording's notes: clock pairs kept as snapshots (in the order recorded), the
+    /// rest (and the pairs dropped) as instants to lay out at their time.
+    fn notes(&mut self, notes: &[Note]) {
+        let mut shown = Vec::new();
+        for note in notes {
+            if let Some(pair) = ClockPair::from_note(note) {
+                match impossible_clock(&pair, self.clocks.last()) {
+                    None => self.clocks.push(pair),
+                    Some(why) => {
+                        let said = format!(
+                            "clock snapshot dropped ({why}): monotonic_ns={} boottime_ns={}",
+                            pair.monotonic_ns, pair.boottime_ns
+                        );
+                        // In the trace too, where the dropped pair was recorded.
+                        shown.push((note.ts_ns, NoteShown::Instant(said.clone())));
+                        self.dropped_clocks.push(said);
+                    }
                 }
+                continue;
             }
-            return;
+            let name = format!("{}: {}", note.kind, note.text);
+            shown.push((
+                note.ts_ns,
+                if note.kind == "knobs" {
+                    NoteShown::Knobs(knobs_after(&note.text), name)
+                } else {
+                    NoteShown::Instant(name)
+                },
+            ));
         }
-        if note.kind == "knobs" {
-            self.knobs(note.ts_ns, knobs_after(&note.text));
-        }
-        let track = self
-            .tracks
-            .uuid(TrackSpec::plain(None, names::EVENTS_TRACK));
-        let name = format!("{}: {}", note.kind, note.text);
-        self.instant(note.ts_ns, track, &name, None);
+        shown.sort_by_key(|(ts, _)| *ts);
+        self.notes = shown.into();
     }
 
-    fn mark(&mut self, event: &Event) {
-        match event.decode() {
-            Decoded::Checkpoint { .. } => {
-                let track = self.device_track(event.dev);
-                self.instant(event.ts_ns, track, names::CHECKPOINT_INSTANT, None);
+    /// The notes before `end_ns` not laid out yet: a knob change moves the knob counters;
+    /// every note is an instant.
+    fn notes_before(&mut self, end_ns: u64) {
+        while let Some((ts, note)) = self.notes.pop_front() {
+            if ts >= end_ns {
+                self.notes.push_front((ts, note));
+                break;
             }
-            Decoded::Lost { count } => {
-                let track = self
+            let name = match note {
+                NoteShown::Knobs(knobs, name) => {
+                    self.knobs(ts, knobs);
+                    name
+                }
+                NoteShown::Instant(name) => name,
+            };
+            let track = self
+                .tracks
+                .uuid(TrackSpec::plain(None, names::EVENTS_TRACK));
+            self.instant(ts, track, &name, &[]);
+        }
+    }
+
+    /// The open window's marks as instants (none before `start_ns`, the window's start).
+    fn lay_out_marks(&mut self, start_ns: u64) {
+        let marks = std::mem::take(&mut self.marks);
+        for (ts, dev) in marks.checkpoints {
+            let track = self.device_track(dev);
+            self.instant(ts.max(start_ns), track, names::CHECKPOINT_INSTANT, &[]);
+        }
+        if let Some((ts, dev, more)) = marks.more_checkpoints {
+            let track = match dev {
+                Some(dev) => self.device_track(dev),
+                None => self
                     .tracks
-                    .uuid(TrackSpec::plain(None, names::EVENTS_TRACK));
-                let name = names::lost_instant(count);
-                self.instant(event.ts_ns, track, &name, Some(u64::from(count)));
+                    .uuid(TrackSpec::plain(None, names::EVENTS_TRACK)),
+            };
+            let name = names::more_checkpoints(more);
+            self.instant(ts.max(start_ns), track, &name, &[("count", more)]);
+        }
+        if let Some((ts, markers, count)) = marks.lost {
+            let track = self
+                .tracks
+                .uuid(TrackSpec::plain(None, names::EVENTS_TRACK));
+            let name = names::lost_instant(count, markers);
+            let mut annotations = vec![("count", count)];
+            if markers > 1 {
+                annotations.push(("markers", markers));
             }
-            _ => {}
+            self.instant(ts.max(start_ns), track, &name, &annotations);
         }
     }
 
@@ -405,75 +647,22 @@ impl Layout {
         self.events.push(Timed { ts_ns, event });
     }
 
-    /// An instant event, with a `count` debug annotation when given.
-    fn instant(&mut self, ts_ns: u64, track: u64, name: &str, count: Option<u64>) {
+    /// An instant event, with debug annotations (`count`, ...).
+    fn instant(&mut self, ts_ns: u64, track: u64, name: &str, annotations: &[(&str, u64)]) {
         use fields::track_event as te;
         let mut event = Message::new();
         event
             .uint(te::TYPE, te::TYPE_INSTANT)
             .uint(te::TRACK_UUID, track)
             .string(te::NAME, name);
-        if let Some(count) = count {
+        for (key, value) in annotations {
             let mut annotation = Message::new();
             annotation
-                .string(fields::debug_annotation::NAME, "count")
-                .uint(fields::debug_annotation::UINT_VALUE, count);
+                .string(fields::debug_annotation::NAME, key)
+                .uint(fields::debug_annotation::UINT_VALUE, *value);
             event.message(te::DEBUG_ANNOTATIONS, &annotation);
         }
         self.events.push(Timed { ts_ns, event });
-    }
-
-    /// Descriptors, then events by time (a stable sort keeps each track's order).
-    fn into_trace(mut self) -> Vec<u8> {
-        use fields::clock_snapshot as cs;
-        self.events.sort_by_key(|timed| timed.ts_ns);
-        let mut trace = Vec::new();
-        let mut first = true;
-        let clocked = !self.clocks.is_empty();
-        let mut push = |packet: &mut Message| {
-            use fields::trace_packet as tp;
-            packet.uint(tp::TRUSTED_PACKET_SEQUENCE_ID, SEQUENCE_ID);
-            if std::mem::take(&mut first) {
-                packet.uint(tp::SEQUENCE_FLAGS, tp::SEQ_INCREMENTAL_STATE_CLEARED);
-            }
-            let mut wrapper = Message::new();
-            wrapper.message(fields::trace::PACKET, packet);
-            trace.extend_from_slice(wrapper.as_bytes());
-        };
-        for descriptor in self.tracks.descriptors() {
-            let mut packet = Message::new();
-            packet.message(fields::trace_packet::TRACK_DESCRIPTOR, &descriptor);
-            push(&mut packet);
-        }
-        // Before any timestamp in CLOCK_MONOTONIC, so that every one can be converted.
-        for pair in &self.clocks {
-            let mut snapshot = Message::new();
-            for (id, ns) in [
-                (cs::BUILTIN_CLOCK_MONOTONIC, pair.monotonic_ns),
-                (cs::BUILTIN_CLOCK_BOOTTIME, pair.boottime_ns),
-            ] {
-                let mut clock = Message::new();
-                clock.uint(cs::CLOCK_ID, id).uint(cs::CLOCK_TIMESTAMP, ns);
-                snapshot.message(cs::CLOCKS, &clock);
-            }
-            snapshot.uint(cs::PRIMARY_TRACE_CLOCK, cs::BUILTIN_CLOCK_BOOTTIME);
-            let mut packet = Message::new();
-            packet.message(fields::trace_packet::CLOCK_SNAPSHOT, &snapshot);
-            push(&mut packet);
-        }
-        for timed in &self.events {
-            let mut packet = Message::new();
-            packet.uint(fields::trace_packet::TIMESTAMP, timed.ts_ns);
-            if clocked {
-                packet.uint(
-                    fields::trace_packet::TIMESTAMP_CLOCK_ID,
-                    cs::BUILTIN_CLOCK_MONOTONIC,
-                );
-            }
-            packet.message(fields::trace_packet::TRACK_EVENT, &timed.event);
-            push(&mut packet);
-        }
-        trace
     }
 }
 

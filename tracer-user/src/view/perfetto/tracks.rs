@@ -68,29 +68,37 @@ impl TrackSpec {
     }
 }
 
-/// Every track of the trace, in the order they were first asked for.
+/// Every track of the trace: the uuid of each, and those not yet described.
 #[derive(Default)]
 pub(super) struct Tracks {
     uuids: HashMap<(Option<u64>, String, Option<u32>), u64>,
-    described: Vec<(u64, TrackSpec)>,
+    /// Tracks made since the last [`Self::take_new`], in the order they were first asked for.
+    new: Vec<(u64, TrackSpec)>,
 }
 
 impl Tracks {
     /// The uuid of the track `spec` names, made on first use.
     pub(super) fn uuid(&mut self, spec: TrackSpec) -> u64 {
-        let next = self.described.len() as u64 + 1;
+        let next = self.uuids.len() as u64 + 1;
         let uuid = *self.uuids.entry(spec.identity()).or_insert(next);
         if uuid == next {
-            self.described.push((uuid, spec));
+            self.new.push((uuid, spec));
         }
         uuid
     }
 
-    /// One TrackDescriptor per track, parents before their children.
-    pub(super) fn descriptors(&self) -> impl Iterator<Item = Message> + '_ {
-        self.described
+    /// The uuid of the track `spec` names, if it was made.
+    pub(super) fn known(&self, spec: &TrackSpec) -> Option<u64> {
+        self.uuids.get(&spec.identity()).copied()
+    }
+
+    /// One TrackDescriptor per track made since the last call, parents before their
+    /// children: each is written once, before the first event on it.
+    pub(super) fn take_new(&mut self) -> Vec<Message> {
+        std::mem::take(&mut self.new)
             .iter()
             .map(|(uuid, spec)| descriptor(*uuid, spec))
+            .collect()
     }
 }
 
@@ -141,6 +149,8 @@ mod tests {
         let a = tracks.uuid(TrackSpec::process(10, "app"));
         let b = tracks.uuid(TrackSpec::process(11, "app"));
         assert_ne!(a, b, "two processes of one app");
-        assert_eq!(tracks.descriptors().count(), 5);
+        assert_eq!(tracks.take_new().len(), 5);
+        assert_eq!(tracks.uuid(TrackSpec::process(10, "app")), a);
+        assert!(tracks.take_new().is_empty(), "described once");
     }
 }
