@@ -20,14 +20,7 @@ use super::{cache_counters::CounterFile, f2fs::planner::Plan, manifest::PROBE_KI
 pub(crate) fn node_reads_seen(plan: &Plan) -> Result<(EventKind, String), String> {
     let part = &plan.node_reads;
     match &part.chosen {
-        Some(choice) => {
-            let targets: Vec<String> = choice
-                .attachments
-                .iter()
-                .map(|a| a.target.to_string())
-                .collect();
-            Ok((EventKind::NodeRead, format!("F2FS {}", targets.join(" + "))))
-        }
+        Some(choice) => Ok((EventKind::NodeRead, format!("F2FS {}", choice.targets()))),
         None if part.rejected.is_empty() => {
             Err("node reads: the F2FS probe plan has no variant for them".into())
         }

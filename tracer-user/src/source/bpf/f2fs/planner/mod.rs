@@ -253,6 +253,18 @@ pub(crate) struct Choice {
     pub counts_only: bool,
 }
 
+impl Choice {
+    /// Where its programs attach, `a + b`.
+    pub(crate) fn targets(&self) -> String {
+        let targets: Vec<String> = self
+            .attachments
+            .iter()
+            .map(|a| a.target.to_string())
+            .collect();
+        targets.join(" + ")
+    }
+}
+
 /// One thing to observe: what was chosen, and why the others were not. A plan is a proposal
 /// until it is attached (`attach::attach`, `probe`): a choice the kernel refuses is rejected
 /// with the kernel's reason and the next of `fallbacks` takes its place.
@@ -341,12 +353,7 @@ impl Plan {
         for part in self.parts() {
             match &part.chosen {
                 Some(choice) => {
-                    let targets: Vec<String> = choice
-                        .attachments
-                        .iter()
-                        .map(|a| a.target.to_string())
-                        .collect();
-                    let _ = write!(out, "{:<12} {}", part.what, targets.join(" + "));
+                    let _ = write!(out, "{:<12} {}", part.what, choice.targets());
                     if let Some(caveat) = &choice.caveat {
                         let _ = write!(out, " ({caveat})");
                     }
