@@ -67,7 +67,7 @@ pub struct Pipeline {
     source_open: bool,
 }
 
-/// What [`Pipeline::drain_each`] hands out, in order.
+/// What [`Pipeline::drain`] hands out, in order.
 pub(crate) enum Drained<'a> {
     /// A window closed by the event handed out next.
     Window(&'a WindowReport),
@@ -122,35 +122,12 @@ impl Pipeline {
         Ok(pipeline)
     }
 
-    /// Run a source that never waits (a recording at speed 0) to its end, without a runtime:
-    /// each batch of events to `on_events` after the model took it, each window to
-    /// `on_window` as it closes (none is held: a long recording costs what one window costs).
-    pub(crate) fn drain(
-        &mut self,
-        mut on_events: impl FnMut(&[Event]),
-        mut on_window: impl FnMut(WindowReport),
-    ) -> Result<()> {
-        let mut batch = Vec::new();
-        loop {
-            batch.clear();
-            let more = crate::source::batch_now(self.next_batch(&mut batch))?;
-            for event in &batch {
-                self.model.ingest(event);
-                for window in self.model.take_closed() {
-                    on_window(window);
-                }
-            }
-            on_events(&batch);
-            if !more {
-                return Ok(());
-            }
-        }
-    }
-
-    /// As [`Self::drain`], one event at a time: the windows an event closes first, then the
-    /// event, so that every event is seen after the windows that end before it (a reader that
-    /// lays each window out with the events in it, as `export --perfetto` does).
-    pub(crate) fn drain_each(&mut self, mut on: impl FnMut(Drained<'_>)) -> Result<()> {
+    /// Run a source that never waits (a recording at speed 0) to its end, without a runtime,
+    /// one event at a time: the windows an event closes first (none is held: a long recording
+    /// costs what one window costs), then the event, so that every event is seen after the
+    /// windows that end before it (a reader that lays each window out with the events in it,
+    /// as `export --perfetto` does; the report tallies the events and drops the windows).
+    pub(crate) fn drain(&mut self, mut on: impl FnMut(Drained<'_>)) -> Result<()> {
         let mut batch = Vec::new();
         loop {
             batch.clear();

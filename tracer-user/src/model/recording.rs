@@ -11,7 +11,7 @@ use super::{
 };
 pub(crate) use crate::schema::report::{DeviceReport, Report, TimeRange};
 use crate::{
-    pipeline::Pipeline,
+    pipeline::{Drained, Pipeline},
     record::{reader::Damage, Note},
     source::replay::ReplaySource,
 };
@@ -38,31 +38,29 @@ pub(crate) fn build(
     let mut last = header.clock_origin_ns;
     let mut node_types = image.as_ref().map(|i| NodeTypeReads::new(i.name.clone()));
     let mut lookup_times = super::lookup_times::LookupTimes::default();
-    pipeline.drain(
-        |events| {
-            for event in events {
-                // Decoded once for the report's own tallies.
-                let decoded = event.decode();
-                tally(event, &decoded, &mut slot_mix, &mut devices);
-                match decoded {
-                    Decoded::NodeAccess {
-                        nid,
-                        retrieval: Some(retrieval),
-                        ..
-                    } => lookup_times.add(event.dev, nid, retrieval.latency_ns.max(1)),
-                    Decoded::NodeRead { nid, readahead, .. } => {
-                        if let (Some(image), Some(types)) = (&image, &mut node_types) {
-                            types.counts.count(image.nodes, nid, readahead);
-                        }
-                    }
-                    _ => {}
+    // The report needs totals, not windows: none are kept.
+    pipeline.drain(|drained| {
+        let Drained::Event(event) = drained else {
+            return;
+        };
+        // Decoded once for the report's own tallies.
+        let decoded = event.decode();
+        tally(event, &decoded, &mut slot_mix, &mut devices);
+        match decoded {
+            Decoded::NodeAccess {
+                nid,
+                retrieval: Some(retrieval),
+                ..
+            } => lookup_times.add(event.dev, nid, retrieval.latency_ns.max(1)),
+            Decoded::NodeRead { nid, readahead, .. } => {
+                if let (Some(image), Some(types)) = (&image, &mut node_types) {
+                    types.counts.count(image.nodes, nid, readahead);
                 }
             }
-            last = events.last().map_or(last, |e| e.ts_ns);
-        },
-        // The report needs totals, not windows: none are kept.
-        drop,
-    )?;
+            _ => {}
+        }
+        last = event.ts_ns;
+    })?;
     let tail = pipeline
         .source()
         .recording_tail()

@@ -110,7 +110,7 @@ fn replay(
     let mut trace = TraceBuilder::new(&header, packages, notes, create()?)?;
     let mut end_ns = None;
     let mut failed = None;
-    pipeline.drain_each(|drained| match drained {
+    pipeline.drain(|drained| match drained {
         // Laid out and written at once: no window is held.
         Drained::Window(window) => {
             if failed.is_none() {
