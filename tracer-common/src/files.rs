@@ -244,7 +244,7 @@ pub fn is_refusal(err: &io::Error) -> bool {
 /// refused anyway), between our look and our write: refused.
 fn shared_dir(stat: &rustix::fs::Stat, shown: &Path) -> io::Result<bool> {
     let mode = stat.st_mode & 0o7777;
-    if mode & 0o022 == 0 || trusted_group_only(stat, mode) {
+    if mode & 0o022 == 0 || trusted_group_only(stat, mode, trusted_ids()) {
         return Ok(false);
     }
     let root_or_us = stat.st_uid == 0 || stat.st_uid == rustix::process::geteuid().as_raw();
@@ -261,13 +261,25 @@ fn shared_dir(stat: &rustix::fs::Stat, shown: &Path) -> io::Result<bool> {
 /// Android's system user and group (AID_SYSTEM).
 const ANDROID_SYSTEM_ID: u32 = 1000;
 
-/// A directory only its owner and its group may write in, both root or Android's system
-/// (`/data` is `system:system 0771`): system services can already do as root does to the
+/// The ids trusted like root's for a group-writable directory: root's, and on Android the
+/// system user's and group's. Elsewhere 1000 is usually a person's user and group, whose
+/// other members must not be trusted.
+fn trusted_ids() -> &'static [u32] {
+    static ANDROID: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let android = *ANDROID.get_or_init(|| Path::new("/system/build.prop").is_file());
+    if android {
+        &[0, ANDROID_SYSTEM_ID]
+    } else {
+        &[0]
+    }
+}
+
+/// A directory only its owner and its group may write in, both among `trusted` (Android's
+/// `/data` is `system:system 0771`): system services can already do as root does to the
 /// knobs, so their group writing there opens nothing. The shell's (`/data/local/tmp`, group
 /// 2000) and the apps' groups are not trusted: `adb shell` could plant links there.
-fn trusted_group_only(stat: &rustix::fs::Stat, mode: u32) -> bool {
-    let trusted = |id: u32| id == 0 || id == ANDROID_SYSTEM_ID;
-    mode & 0o002 == 0 && trusted(stat.st_uid) && trusted(stat.st_gid)
+fn trusted_group_only(stat: &rustix::fs::Stat, mode: u32, trusted: &[u32]) -> bool {
+    mode & 0o002 == 0 && trusted.contains(&stat.st_uid) && trusted.contains(&stat.st_gid)
 }
 
 /// Open the directory `dir` to write in (as root): every component of the path walked from
@@ -620,7 +632,8 @@ mod trusted_group_tests {
     use super::*;
 
     /// Android's /data is `system:system 0771`: a directory only root or system may write in
-    /// is walked through; the same mode with the shell's group (/data/local/tmp) is not.
+    /// is trusted there; the same mode with the shell's group (/data/local/tmp) is not, and off
+    /// Android 1000 is a person's ids, trusted no more than any other user's.
     #[test]
     fn a_directory_only_root_or_system_may_write_is_trusted() {
         if !rustix::process::geteuid().is_root() {
@@ -629,12 +642,29 @@ mod trusted_group_tests {
         let dir = std::env::temp_dir().join(std::format!("files-trusted-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let data = dir.join("data");
-        fs::create_dir_all(data.join("nodescope")).unwrap();
+        fs::create_dir_all(&data).unwrap();
         fs::set_permissions(&data, fs::Permissions::from_mode(0o771)).unwrap();
-        for (uid, gid, trusted) in [(1000, 1000, true), (0, 1000, true), (1000, 2000, false)] {
+        let android: &[u32] = &[0, ANDROID_SYSTEM_ID];
+        let linux: &[u32] = &[0];
+        for (uid, gid, on_android, elsewhere) in [
+            (1000, 1000, true, false),
+            (0, 1000, true, false),
+            (0, 0, true, true),
+            (1000, 2000, false, false),
+        ] {
             std::os::unix::fs::chown(&data, Some(uid), Some(gid)).unwrap();
-            let opened = open_dir_for_writing(&data.join("nodescope"), None);
-            assert_eq!(opened.is_ok(), trusted, "{uid}:{gid} 0771");
+            let stat = rustix::fs::stat(&data).unwrap();
+            let mode = stat.st_mode & 0o7777;
+            assert_eq!(
+                trusted_group_only(&stat, mode, android),
+                on_android,
+                "{uid}:{gid}"
+            );
+            assert_eq!(
+                trusted_group_only(&stat, mode, linux),
+                elsewhere,
+                "{uid}:{gid}"
+            );
         }
         fs::remove_dir_all(&dir).unwrap();
     }
