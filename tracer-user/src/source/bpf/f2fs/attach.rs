@@ -471,4 +471,54 @@ mod tests {
         }
         assert!(checked >= 3, "only {checked} layouts checked");
     }
+
+    /// Every tracepoint variant of every known layout, each of its programs on its own (the
+    /// fast one, the copying one, f2fs_submit_read_bio's, which metadata-cache kernels use),
+    /// attached to a tracepoint of this kernel whose record is as long: none reads past it.
+    #[test]
+    fn every_tracepoint_choice_attaches_for_every_known_layout() {
+        if !system::is_root() {
+            test_skip::skip("needs root to load eBPF programs");
+            return;
+        }
+        use super::super::planner::{tests::known_layouts, NodeReadVariant};
+        let mut checked = 0;
+        for (label, view) in known_layouts() {
+            for variant in [
+                NodeReadVariant::PageBio,
+                NodeReadVariant::FolioBio,
+                NodeReadVariant::ReadBio,
+            ] {
+                let plan = super::super::planner::plan(&view, Some(variant));
+                let part = &plan.node_reads;
+                for choice in part.chosen.iter().chain(&part.fallbacks) {
+                    let Target::Tracepoint { name, .. } = &choice.attachments[0].target else {
+                        continue;
+                    };
+                    let end = crate::source::bpf::format::Format::parse(&view.formats[name])
+                        .unwrap()
+                        .record_end();
+                    let at = host_tracepoint_of(end)
+                        .unwrap_or_else(|| panic!("{label}: no tracepoint of {end} bytes here"));
+                    let program = choice.attachments[0].program;
+                    let mut one = Part {
+                        what: "node_reads",
+                        chosen: Some(page_bio_choice(program, choice.counts_only, &at)),
+                        rejected: Vec::new(),
+                        fallbacks: Vec::new(),
+                    };
+                    one.chosen.as_mut().unwrap().layout = choice.layout;
+                    let mut ebpf = bpf::load(64 * 1024).expect("load the object");
+                    let outcomes = attach_part(&mut ebpf, &mut one, false).unwrap();
+                    assert!(
+                        outcomes.iter().all(|o| o.attached) && one.rejected.is_empty(),
+                        "{label} {name}: {program} on a {end}-byte record: {:?}",
+                        one.rejected
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 8, "only {checked} choices checked");
+    }
 }
